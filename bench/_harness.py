@@ -1,0 +1,276 @@
+"""What the benchmarks share: a fresh database, an organisation and token, and the running stack.
+
+The stack is the production one, each part a subprocess of the benchmark and reachable only on
+127.0.0.1: gunicorn serving ``config.wsgi`` and one Celery worker, against PostgreSQL and Redis.
+:class:`Stack` starts both, waits until they answer and stops them (their whole process groups)
+when the ``with`` block ends, also on error.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/14"
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 20.0
+
+
+class HarnessError(RuntimeError):
+    pass
+
+
+# --------------------------------------------------------------------------- database and tokens
+
+
+def require_loopback(url: str) -> None:
+    """Benchmarks only ever talk to services on this machine."""
+    host = urlsplit(url).hostname or ""
+    if host not in LOOPBACK:
+        raise HarnessError(f"{url!r}: the benchmarks only use services on 127.0.0.1, not {host!r}")
+
+
+def database_name(database_url: str) -> str:
+    return urlsplit(database_url).path.lstrip("/")
+
+
+def recreate_database(database_url: str) -> None:
+    """Drop and create the database of ``database_url``; its name must contain "bench"."""
+    require_loopback(database_url)
+    name = database_name(database_url)
+    if "bench" not in name or not name.replace("_", "").isalnum():
+        raise HarnessError(
+            f"refusing to drop database {name!r}: a benchmark database's name contains 'bench'"
+        )
+    maintenance = urlsplit(database_url)._replace(path="/postgres").geturl()
+    with psycopg.connect(maintenance, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def flush_redis(redis_url: str) -> None:
+    require_loopback(redis_url)
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def service_env(database_url: str, redis_url: str, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "PYTHONUNBUFFERED": "1",
+        **extra,
+    }
+
+
+def manage(args: list[str], env: dict[str, str], timeout_s: float = 300.0) -> str:
+    """Run ``manage.py ARGS``; returns its standard output, raises with its output when it fails."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise HarnessError(f"manage.py {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def migrate_and_issue_token(env: dict[str, str], org_slug: str = "bench") -> str:
+    """Migrate the database of ``env``, create an organisation and return a fresh push token."""
+    manage(["migrate", "--no-input", "-v", "0"], env)
+    manage(["create_org", org_slug, "--name", f"Benchmark {org_slug}"], env)
+    output = manage(["create_token", org_slug, "--name", f"{org_slug}-push", "--purpose", "push"], env)
+    return output.strip().splitlines()[-1].strip()
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_process(args: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """Start ``args`` in its own process group (so stopping it stops its children too)."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def stop_process(process: subprocess.Popen, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM the process group, then SIGKILL it if it has not ended within ``timeout_s``."""
+    if process.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=timeout_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def log_tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+def wait_until(predicate, *, timeout_s: float, what: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise HarnessError(f"{what}: the process exited with {process.returncode}\n{log_tail(log)}")
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise HarnessError(f"{what}: not ready after {timeout_s:.0f} s\n{log_tail(log)}")
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class ApiClient:
+    """A small JSON client on one kept-alive connection (reopened when the server closes it).
+
+    Not thread-safe: give each thread its own.
+    """
+
+    def __init__(self, port: int, token: str, timeout_s: float = 120.0) -> None:
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+        self.headers = {"Authorization": f"Bearer {token}", "Connection": "keep-alive"}
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, dict, dict]:
+        headers = dict(self.headers)
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        for attempt in range(2):
+            try:
+                self.connection.request(method, path, body=body, headers=headers)
+                response = self.connection.getresponse()
+                raw = response.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                # A kept-alive connection the server had closed: retry once on a fresh one.
+                self.connection.close()
+                if attempt:
+                    raise
+        document = (
+            json.loads(raw) if raw.startswith((b"{", b"[")) else {"raw": raw[:500].decode(errors="replace")}
+        )
+        return response.status, dict(response.getheaders()), document
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def answers(port: int) -> bool:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        connection.request("GET", "/api/v1/schema")
+        connection.getresponse().read()
+        return True
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
+# --------------------------------------------------------------------------- the stack
+
+
+@dataclass
+class Stack:
+    """gunicorn + one Celery worker on ``database_url`` and ``redis_url``, as a context manager."""
+
+    database_url: str
+    redis_url: str = DEFAULT_REDIS_URL
+    web_workers: int = 2
+    log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jointline-bench-")))
+    port: int = 0
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def web_log(self) -> Path:
+        return self.log_dir / "gunicorn.log"
+
+    @property
+    def worker_log(self) -> Path:
+        return self.log_dir / "worker.log"
+
+    def __enter__(self) -> Stack:
+        require_loopback(self.database_url)
+        require_loopback(self.redis_url)
+        env = service_env(self.database_url, self.redis_url)
+        self.port = free_port()
+        try:
+            web = start_process(
+                ["gunicorn", "config.wsgi:application", "-w", str(self.web_workers),
+                 "-b", f"127.0.0.1:{self.port}", "--timeout", "300", "--log-level", "warning"],
+                env,
+                self.web_log,
+            )  # fmt: skip
+            self.processes.append(web)
+            worker = start_process(
+                [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "ingest,jointline",
+                 "--pool", "solo", "--concurrency", "1", "--without-gossip", "--without-mingle",
+                 "--without-heartbeat", "--loglevel", "INFO"],
+                env,
+                self.worker_log,
+            )  # fmt: skip
+            self.processes.append(worker)
+            wait_until(
+                lambda: answers(self.port), timeout_s=START_TIMEOUT_S, what="gunicorn", process=web,
+                log=self.web_log,
+            )  # fmt: skip
+            wait_until(
+                lambda: " ready." in log_tail(self.worker_log, 100_000), timeout_s=START_TIMEOUT_S,
+                what="celery worker", process=worker, log=self.worker_log,
+            )  # fmt: skip
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            stop_process(process)
+        self.processes.clear()
+
+    def client(self, token: str) -> ApiClient:
+        return ApiClient(self.port, token)

@@ -1,0 +1,207 @@
+"""HTTP endpoints of the ingest pipeline: the native push and batch status."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.permissions import BasePermission
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ingest.models import IngestBatch
+from ingest.protocols.decoding import decompress
+from ingest.protocols.errors import IngestError, PayloadTooLarge
+from ingest.protocols.native import parse_native
+from ingest.ratelimit import push_rate_check
+from ingest.records import Batch
+from ingest.services import IdempotencyConflict, batch_accept
+from ingest.timeparse import now_us
+from orgs.authentication import BearerTokenAuthentication
+from orgs.models import IngestToken, TokenPurpose
+
+
+class IsPushToken(BasePermission):
+    message = "push needs an organisation push token: Authorization: Bearer jl_..."
+
+    def has_permission(self, request, view) -> bool:
+        token = request.auth
+        return isinstance(token, IngestToken) and token.purpose == TokenPurpose.PUSH
+
+
+def read_body_limited(request) -> bytes:
+    """The raw body, refusing (413) anything over JOINTLINE_PUSH_MAX_BYTES before reading it all."""
+    limit = settings.JOINTLINE_PUSH_MAX_BYTES
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"body of {int(declared)} bytes exceeds the limit of {limit} bytes")
+    body = request._request.read(limit + 1)
+    if len(body) > limit:
+        raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+    return body
+
+
+def error_response(exc: IngestError, headers: dict | None = None) -> Response:
+    return Response(exc.as_dict(), status=exc.status, headers=headers)
+
+
+class PushEndpoint(APIView):
+    """Base of every push endpoint: token, size limits, decompression, rate limit, journal.
+
+    Subclasses implement :meth:`parse` (bytes → :class:`Batch`) and may shape the answer.
+    """
+
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [IsPushToken]
+    protocol = "native"
+
+    def parse(self, body: bytes, request) -> Batch:
+        raise NotImplementedError
+
+    def accepted_response(self, accepted) -> Response:
+        entry = accepted.batch
+        return Response(
+            {
+                "batch": str(entry.pk),
+                "status": entry.status,
+                "samples": entry.sample_count,
+                "events": entry.event_count,
+                "duplicate": accepted.duplicate,
+            },
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+    def post(self, request, *args, **kwargs):
+        token: IngestToken = request.auth
+        try:
+            body = read_body_limited(request)
+            body = decompress(
+                body,
+                request.META.get("HTTP_CONTENT_ENCODING"),
+                max_bytes=settings.JOINTLINE_PUSH_MAX_DECOMPRESSED_BYTES,
+            )
+            batch = self.parse(body, request)
+        except IngestError as exc:
+            return error_response(exc)
+        decision = push_rate_check(token.org, samples=batch.sample_count)
+        if not decision.allowed:
+            return Response(
+                {"error": f"rate limited: {token.org.slug} sent {decision.reason}", "errors": []},
+                status=status.HTTP_429_TOO_MANY_REQUESTS,
+                headers={"Retry-After": str(decision.retry_after_s)},
+            )
+        key = request.META.get("HTTP_IDEMPOTENCY_KEY") or None
+        if key is not None and len(key) > 200:
+            return Response(
+                {
+                    "error": "invalid header",
+                    "errors": [{"field": "Idempotency-Key", "reason": "longer than 200"}],
+                },
+                status=400,
+            )
+        try:
+            accepted = batch_accept(org=token.org, batch=batch, protocol=self.protocol, idempotency_key=key)
+        except IdempotencyConflict as exc:
+            return Response({"error": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
+        return self.accepted_response(accepted)
+
+
+NATIVE_EXAMPLE = {
+    "source": "node-exporter@node-17",
+    "series": [
+        {
+            "metric": "node_network_receive_bytes_total",
+            "kind": "counter",
+            "signal": "network",
+            "unit": "bytes",
+            "labels": {"node": "node-17", "device": "ens2f0"},
+            "points": [["2026-06-15T01:00:00Z", 1.5e12], [1781485215000, 1.6e12]],
+        }
+    ],
+    "events": [
+        {
+            "ts": "2026-06-15T01:00:03.250+09:00",
+            "kind": "log",
+            "signal": "application",
+            "severity": "warning",
+            "name": "init",
+            "message": "loading shard 12/480 took 41.2 s",
+            "resource": {"node": "node-17", "rank": "135"},
+            "attributes": {"job": "solar-pretrain"},
+        }
+    ],
+}
+
+
+class NativePushView(PushEndpoint):
+    protocol = "native"
+
+    def parse(self, body: bytes, request) -> Batch:
+        return parse_native(
+            body,
+            now_us=now_us(),
+            future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
+            max_points=settings.JOINTLINE_PUSH_MAX_POINTS,
+        )
+
+    @extend_schema(
+        summary="Push samples and events (native JSON)",
+        request={"application/json": OpenApiTypes.OBJECT},
+        parameters=[
+            OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False),
+            OpenApiParameter("Content-Encoding", str, OpenApiParameter.HEADER, required=False, enum=["gzip"]),
+        ],
+        examples=[OpenApiExample("batch", value=NATIVE_EXAMPLE, request_only=True)],
+        responses={
+            202: OpenApiTypes.OBJECT,
+            400: OpenApiTypes.OBJECT,
+            401: OpenApiTypes.OBJECT,
+            413: OpenApiTypes.OBJECT,
+            429: OpenApiTypes.OBJECT,
+        },
+    )
+    def post(self, request, *args, **kwargs):
+        return super().post(request, *args, **kwargs)
+
+
+class BatchStatusView(APIView):
+    """Status and counts of one journal entry, for its organisation (member or token)."""
+
+    authentication_classes = [BearerTokenAuthentication, *APIView.authentication_classes[1:]]
+
+    def get_permissions(self):
+        from orgs.api_base import HasPrincipal
+
+        return [HasPrincipal()]
+
+    @extend_schema(summary="Status of a pushed batch", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, batch_id):
+        org_id = self._caller_org_id(request)
+        entry = IngestBatch.objects.filter(pk=batch_id, org_id=org_id).defer("payload").first()
+        if entry is None:
+            raise Http404("no such batch")
+        return Response(
+            {
+                "batch": str(entry.pk),
+                "status": entry.status,
+                "source": entry.source,
+                "protocol": entry.protocol,
+                "received_at": entry.received_at,
+                "applied_at": entry.applied_at,
+                "attempts": entry.attempts,
+                "samples": entry.sample_count,
+                "events": entry.event_count,
+                "samples_stored": entry.samples_stored,
+                "events_stored": entry.events_stored,
+                "error": entry.error,
+            }
+        )
+
+    @staticmethod
+    def _caller_org_id(request) -> int | None:
+        if isinstance(request.auth, IngestToken):
+            return request.auth.org_id
+        membership = getattr(request.user, "membership", None)
+        return membership.org_id if membership is not None else None

@@ -1,0 +1,82 @@
+"""One command from a fresh clone to the reference incident's war room."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from tqdm import tqdm
+
+from ingest.scenario import ScenarioConfig, generate
+from ingest.scenario_loading import ORGANISATIONS, load_batches
+from ingest.timeparse import format_rfc3339
+from orgs.models import Role
+from orgs.services import organization_create, user_create
+
+
+def demo_credentials() -> dict[str, str]:
+    """Per-installation demo passwords, created once and reused so quickstart stays idempotent."""
+    path = settings.DATA_DIR / "demo-credentials.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    credentials = {
+        f"{slug}-{role}": secrets.token_urlsafe(9)
+        for slug in ORGANISATIONS
+        for role in (Role.ADMIN, Role.VIEWER)
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(credentials, indent=2))
+    path.chmod(0o600)
+    return credentials
+
+
+class Command(BaseCommand):
+    help = "Migrate, create the five organisations and their people, load the reference incident, and serve."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--no-serve", action="store_true", help="set everything up, but do not start a server"
+        )
+        parser.add_argument("--addrport", default="127.0.0.1:8000")
+        parser.add_argument("--no-progress", action="store_true")
+
+    def handle(self, *args, no_serve: bool, addrport: str, no_progress: bool, **options):
+        started = time.monotonic()
+        call_command("migrate", interactive=False, verbosity=0)
+        credentials = demo_credentials()
+        for slug, (name, colour) in ORGANISATIONS.items():
+            org, _ = organization_create(slug=slug, name=name, colour=colour)
+            for role in (Role.ADMIN, Role.VIEWER):
+                username = f"{slug}-{role}"
+                user_create(org=org, username=username, role=role, password=credentials[username])
+        scenario = generate(ScenarioConfig.compact())
+        total = sum(c["samples"] + c["events"] for c in scenario.counts().values())
+        with tqdm(
+            total=total,
+            unit="rec",
+            unit_scale=True,
+            desc="loading the reference incident",
+            disable=no_progress,
+        ) as bar:
+            counts = load_batches(scenario.batches(), progress=bar.update)
+        incident = next(e for e in scenario.manifest["episodes"] if e["kind"] == "init_slowdown")
+        window_from = format_rfc3339(incident["start_us"] - 3_600_000_000)
+        window_to = format_rfc3339(incident["end_us"] + 3_600_000_000)
+        host = addrport if ":" in addrport else f"127.0.0.1:{addrport}"
+        url = f"http://{host}/timeline/?from={window_from}&to={window_to}"
+        self.stdout.write(
+            f"\nJointline is ready in {time.monotonic() - started:.0f} s: {counts.samples:,} samples and "
+            f"{counts.events:,} events of five organisations "
+            f"({counts.batches - counts.duplicates} batches new, {counts.duplicates} already loaded).\n"
+        )
+        self.stdout.write(f"Open the incident window: {url}\n")
+        self.stdout.write("Sign in as any of these (user / password):")
+        for username, password in credentials.items():
+            self.stdout.write(f"  {username:<20} {password}")
+        self.stdout.write(f"(kept in {settings.DATA_DIR / 'demo-credentials.json'})\n")
+        if not no_serve:
+            call_command("runserver", addrport, use_reloader=False)

@@ -1,0 +1,69 @@
+"""Errors every protocol parser raises, carrying an HTTP status and per-field reasons.
+
+The HTTP layer turns an :class:`IngestError` into a response with
+``status`` and the body :meth:`IngestError.as_dict`; parsers never build
+responses themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MAX_REPORTED_ERRORS = 100
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem with one field; ``field`` is a path such as ``series[0].points[3][0]``."""
+
+    field: str
+    reason: str
+
+
+class IngestError(Exception):
+    """A push that is rejected as a whole.
+
+    At most :data:`MAX_REPORTED_ERRORS` field errors are kept (the first ones,
+    in document order); when more were found, ``total_errors`` says how many
+    and the message mentions it, so a sender with a systematic problem sees
+    the pattern without a megabyte-sized response.
+    """
+
+    status: int = 400
+
+    def __init__(self, message: str, errors: Iterable[FieldError] = (), *, total_errors: int | None = None):
+        kept = list(errors)
+        total = max(total_errors or 0, len(kept))
+        if total > MAX_REPORTED_ERRORS:
+            kept = kept[:MAX_REPORTED_ERRORS]
+            message = f"{message} ({total} errors in all; the first {MAX_REPORTED_ERRORS} are listed)"
+        super().__init__(message)
+        self.message = message
+        self.errors = kept
+        self.total_errors = total
+
+    def as_dict(self) -> dict:
+        """JSON-ready body: ``{"error": message, "errors": [{"field": ..., "reason": ...}, ...]}``."""
+        return {
+            "error": self.message,
+            "errors": [{"field": error.field, "reason": error.reason} for error in self.errors],
+        }
+
+
+class InvalidPayload(IngestError):
+    """The body is malformed or breaks a validation rule."""
+
+    status = 400
+
+
+class PayloadTooLarge(IngestError):
+    """The body, once decompressed, or the batch it carries exceeds a limit."""
+
+    status = 413
+
+
+class UnsupportedMediaType(IngestError):
+    """The content type or content encoding is not one this endpoint reads."""
+
+    status = 415

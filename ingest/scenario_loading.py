@@ -1,0 +1,137 @@
+"""Loading the reference scenario into Jointline: straight into the journal (load) or over HTTP (replay).
+
+Both paths go through the same journal and writer as any push, so what the war
+room shows of the scenario is exactly what agents pushing it would produce.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from ingest.records import Batch, EventRecord, SeriesBlock
+from ingest.services import batch_accept
+from orgs.models import Organization
+
+ORGANISATIONS: dict[str, tuple[str, str]] = {
+    "cloudops": ("Cloud operator", "#4c78a8"),
+    "modeldev": ("Model developer", "#e45756"),
+    "infra": ("Scheduler vendor", "#b279a2"),
+    "gpuvendor": ("GPU vendor", "#72b7b2"),
+    "storage": ("Storage vendor", "#54a24b"),
+}
+
+
+@dataclass
+class LoadCounts:
+    batches: int = 0
+    samples: int = 0
+    events: int = 0
+    duplicates: int = 0
+
+
+def load_batches(
+    batches: Iterable[tuple[str, Batch]], *, progress: Callable[[int], None] | None = None
+) -> LoadCounts:
+    """Journal every (org slug, batch); the worker (or eager Celery) applies them. Idempotent."""
+    orgs = {org.slug: org for org in Organization.objects.filter(slug__in=ORGANISATIONS)}
+    counts = LoadCounts()
+    for slug, batch in batches:
+        accepted = batch_accept(org=orgs[slug], batch=batch, protocol="scenario")
+        counts.batches += 1
+        counts.duplicates += int(accepted.duplicate)
+        counts.samples += batch.sample_count
+        counts.events += batch.event_count
+        if progress:
+            progress(batch.sample_count + batch.event_count)
+    return counts
+
+
+def shift_batch(batch: Batch, offset_us: int) -> Batch:
+    """The same batch with every timestamp moved by ``offset_us`` (for live replay)."""
+    if offset_us == 0:
+        return batch
+    return Batch(
+        source=batch.source,
+        series=[
+            SeriesBlock(
+                signal=b.signal,
+                metric=b.metric,
+                labels=b.labels,
+                kind=b.kind,
+                unit=b.unit,
+                ts=[t + offset_us for t in b.ts],
+                values=b.values,
+            )
+            for b in batch.series
+        ],
+        events=[
+            EventRecord(
+                ts=e.ts + offset_us,
+                end_ts=None if e.end_ts is None else e.end_ts + offset_us,
+                signal=e.signal,
+                kind=e.kind,
+                severity=e.severity,
+                name=e.name,
+                message=e.message,
+                resource=e.resource,
+                attributes=e.attributes,
+            )
+            for e in batch.events
+        ],
+    )
+
+
+def split_batch(batch: Batch, max_points: int) -> Iterator[Batch]:
+    """Cut a batch into pushes of at most ``max_points`` samples (events go with the first)."""
+    current: list[SeriesBlock] = []
+    size = 0
+    events = batch.events
+    for block in batch.series:
+        if current and size + len(block.ts) > max_points:
+            yield Batch(source=batch.source, series=current, events=events)
+            current, size, events = [], 0, []
+        current.append(block)
+        size += len(block.ts)
+    if current or events:
+        yield Batch(source=batch.source, series=current, events=events)
+
+
+class PushError(RuntimeError):
+    pass
+
+
+def push_native(url: str, token: str, body: bytes, *, retries: int = 8) -> dict:
+    """POST one native batch; retries 429 (after Retry-After) and 5xx with backoff, like a real agent."""
+    if not url.startswith(("http://", "https://")):
+        raise PushError(f"--url must be http:// or https://, not {url!r}")
+    request = urllib.request.Request(  # noqa: S310 (scheme checked above)
+        url.rstrip("/") + "/api/v1/push",
+        data=body,
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    delay = 0.5
+    for _attempt in range(retries):
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code == 429:
+                time.sleep(float(exc.headers.get("Retry-After", "1")))
+                continue
+            if exc.code >= 500:
+                time.sleep(delay)
+                delay = min(delay * 2, 10)
+                continue
+            raise PushError(
+                f"push refused with {exc.code}: {exc.read()[:500].decode(errors='replace')}"
+            ) from exc
+        except urllib.error.URLError:
+            time.sleep(delay)
+            delay = min(delay * 2, 10)
+    raise PushError(f"push to {url} failed after {retries} attempts")

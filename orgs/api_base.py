@@ -1,0 +1,73 @@
+"""One base API view and one base page mixin that apply the access scope.
+
+Subclasses get ``self.scope`` before their handler runs and cannot replace the
+way it is built: overriding ``initial``/``dispatch``/``build_scope`` raises at
+import time (the guard below), so no view can skip the gate by accident.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.mixins import LoginRequiredMixin
+from rest_framework import exceptions
+from rest_framework.permissions import BasePermission
+from rest_framework.views import APIView
+
+from orgs.access import NoScope, Scope, scope_for_request
+from orgs.models import IngestToken
+
+_GUARDED = ("initial", "build_scope", "dispatch")
+
+
+def _guard(cls: type, base: type) -> None:
+    for name in _GUARDED:
+        if name in cls.__dict__ and cls is not base:
+            raise TypeError(
+                f"{cls.__qualname__} must not override {name}(): the access scope is applied there"
+            )
+
+
+class HasPrincipal(BasePermission):
+    """A signed-in person or any valid token; what it may do is decided by the scope."""
+
+    def has_permission(self, request, view) -> bool:
+        return bool(getattr(request.user, "is_authenticated", False) or isinstance(request.auth, IngestToken))
+
+
+class ScopedAPIView(APIView):
+    """Base of every read API view. ``self.scope`` is set before the handler runs."""
+
+    permission_classes = [HasPrincipal]
+    scope: Scope
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _guard(cls, ScopedAPIView)
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        self.scope = self.build_scope(request)
+
+    def build_scope(self, request) -> Scope:
+        try:
+            return scope_for_request(request)
+        except NoScope as exc:
+            raise exceptions.PermissionDenied(str(exc)) from exc
+
+
+class ScopedPageMixin(LoginRequiredMixin):
+    """Base of every page that shows data. ``self.scope`` is set before the handler runs."""
+
+    scope: Scope
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _guard(cls, ScopedPageMixin)
+
+    def dispatch(self, request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return self.handle_no_permission()
+        self.scope = self.build_scope(request)
+        return super().dispatch(request, *args, **kwargs)
+
+    def build_scope(self, request) -> Scope:
+        return Scope.for_user(request.user)

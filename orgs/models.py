@@ -1,0 +1,112 @@
+"""Organisations, their people, and the tokens their agents push with."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+SLUG_VALIDATOR = RegexValidator(r"^[a-z][a-z0-9-]{1,39}$", "lowercase letters, digits and dashes, 2-40 chars")
+COLOUR_VALIDATOR = RegexValidator(r"^#[0-9a-fA-F]{6}$", "a colour like #1f77b4")
+
+
+class Organization(models.Model):
+    slug = models.CharField(max_length=40, unique=True, validators=[SLUG_VALIDATOR])
+    name = models.CharField(max_length=200)
+    colour = models.CharField(max_length=7, default="#4c78a8", validators=[COLOUR_VALIDATOR])
+    push_requests_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Overrides JOINTLINE_PUSH_REQUESTS_PER_MINUTE for this organisation."
+    )
+    push_samples_per_minute = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Overrides JOINTLINE_PUSH_SAMPLES_PER_MINUTE for this organisation."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def request_limit_per_minute(self) -> int:
+        return self.push_requests_per_minute or settings.JOINTLINE_PUSH_REQUESTS_PER_MINUTE
+
+    @property
+    def sample_limit_per_minute(self) -> int:
+        return self.push_samples_per_minute or settings.JOINTLINE_PUSH_SAMPLES_PER_MINUTE
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer"
+    ANALYST = "analyst"
+    ADMIN = "admin"
+
+
+class Membership(models.Model):
+    """A person belongs to exactly one organisation."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.org} ({self.role})"
+
+    @property
+    def can_annotate(self) -> bool:
+        return self.role in (Role.ANALYST, Role.ADMIN)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == Role.ADMIN
+
+
+class TokenPurpose(models.TextChoices):
+    PUSH = "push", "push (write-only)"
+    READ = "read", "read"
+
+
+TOKEN_PREFIX = "jl"  # noqa: S105 (a public prefix, not a secret)  # noqa: S105 (a public prefix, not a secret)
+
+
+class IngestToken(models.Model):
+    """A bearer token of one organisation. Only its SHA-256 is stored.
+
+    The token reads ``jl_<prefix>_<secret>``; the prefix is unique and shown in
+    lists so a person can tell tokens apart, the secret is shown once.
+    A push token can write but read nothing.
+    """
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100)
+    purpose = models.CharField(max_length=8, choices=TokenPurpose.choices, default=TokenPurpose.PUSH)
+    prefix = models.CharField(max_length=12, unique=True)
+    token_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "name"], name="token_name_unique_per_org")]
+
+    def __str__(self) -> str:
+        return f"{self.org.slug}/{self.name} ({TOKEN_PREFIX}_{self.prefix}_…)"
+
+    @staticmethod
+    def hash_secret(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    def matches(self, token: str) -> bool:
+        return hmac.compare_digest(self.token_hash, self.hash_secret(token))
+
+    @property
+    def is_active(self) -> bool:
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > timezone.now()

@@ -1,0 +1,158 @@
+"""The fixed cast every access test uses, and service fixtures.
+
+Organisation A (``modeldev``) owns data. ``member_a`` belongs to it, ``member_b``
+to another organisation (``storage``) with no grant, ``anonymous`` to none;
+``push_token_a`` is A's write-only agent token and ``read_token_a`` its read token.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+from django.test import TestCase
+from rest_framework.test import APIClient
+
+from orgs.models import Organization, Role, TokenPurpose
+from orgs.services import organization_create, token_create, user_create
+
+PASSWORD = "correct-horse-battery"
+
+
+def pytest_collection_modifyitems(config, items):
+    if getattr(settings, "SERVICES_AVAILABLE", False):
+        return
+    skip = pytest.mark.skip(reason=f"PostgreSQL/Redis not reachable: {settings.SERVICES_PROBLEM}")
+    for item in items:
+        if "services" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache():
+    cache.clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _empty_store_after_transactional_tests(request):
+    """Sample and event tables are not Django-managed, so Django's flush leaves them; empty them here."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = marker is not None and marker.kwargs.get("transaction", False)
+    transactional = (
+        transactional or "transactional_db" in request.fixturenames or "live_server" in request.fixturenames
+    )
+    yield
+    if transactional:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM timeline_sample")
+            cursor.execute("DELETE FROM timeline_event")
+
+
+@pytest.fixture
+def org_a(db) -> Organization:
+    return organization_create(slug="modeldev", name="Model developer", colour="#e45756")[0]
+
+
+@pytest.fixture
+def org_b(db) -> Organization:
+    return organization_create(slug="storage", name="Storage vendor", colour="#54a24b")[0]
+
+
+def _member(org: Organization, username: str, role: str = Role.ANALYST):
+    return user_create(org=org, username=username, role=role, password=PASSWORD)[0]
+
+
+@pytest.fixture
+def member_a(org_a):
+    return _member(org_a, "alice")
+
+
+@pytest.fixture
+def member_b(org_b):
+    return _member(org_b, "bob")
+
+
+@pytest.fixture
+def client_a(member_a) -> APIClient:
+    client = APIClient()
+    client.force_login(member_a)
+    return client
+
+
+@pytest.fixture
+def client_b(member_b) -> APIClient:
+    client = APIClient()
+    client.force_login(member_b)
+    return client
+
+
+@pytest.fixture
+def anonymous() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def push_token_a(org_a) -> str:
+    return token_create(org=org_a, name="agent").secret
+
+
+@pytest.fixture
+def read_token_a(org_a) -> str:
+    return token_create(org=org_a, name="script", purpose=TokenPurpose.READ).secret
+
+
+@pytest.fixture
+def pusher_a(push_token_a) -> APIClient:
+    return bearer_client(push_token_a)
+
+
+def bearer_client(secret: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+def push(client: APIClient, payload: dict, **headers):
+    """POST a native batch as JSON, running the after-commit enqueue as a real request would."""
+    return post_body(client, "/api/v1/push", json.dumps(payload).encode(), "application/json", **headers)
+
+
+def post_body(client: APIClient, url: str, body: bytes, content_type: str, **headers):
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return client.post(url, data=body, content_type=content_type, **headers)
+
+
+def nic_batch(
+    node: str = "node-17", start_s: int = 1_781_485_200, points: int = 5, value0: float = 1.5e12
+) -> dict:
+    """A small native batch: one counter series and one log line."""
+    return {
+        "source": f"node-exporter@{node}",
+        "series": [
+            {
+                "metric": "node_network_receive_bytes_total",
+                "kind": "counter",
+                "signal": "network",
+                "unit": "bytes",
+                "labels": {"node": node, "device": "ens2f0"},
+                "points": [[start_s + 15 * i, value0 + 15 * i * 4e9] for i in range(points)],
+            }
+        ],
+        "events": [
+            {
+                "ts": start_s + 3,
+                "kind": "log",
+                "signal": "application",
+                "severity": "warning",
+                "name": "init",
+                "message": "loading shard 12/480 took 41.2 s",
+                "resource": {"node": node, "rank": "135"},
+                "attributes": {"job": "solar-pretrain"},
+            }
+        ],
+    }

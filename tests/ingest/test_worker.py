@@ -1,0 +1,140 @@
+"""The journal applied by real Celery workers over Redis against PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from celery.contrib.testing.worker import start_worker
+from django.conf import settings
+from django.db import connection
+
+from config.celery import app as celery_app
+from ingest.models import BatchStatus, IngestBatch
+from ingest.services import journal_sweep
+from tests.conftest import nic_batch, push
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def stored_samples() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM timeline_sample")
+        return cursor.fetchone()[0]
+
+
+def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return predicate()
+
+
+def applied() -> int:
+    return IngestBatch.objects.filter(status=BatchStatus.APPLIED).count()
+
+
+@pytest.fixture
+def broker(monkeypatch):
+    """Tasks go to Redis (not eager) and the test's Redis database starts empty."""
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    monkeypatch.setattr(celery_app.conf, "task_always_eager", False)
+    yield
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+
+
+def test_a_real_worker_applies_pushed_batches(broker, pusher_a):
+    with start_worker(celery_app, pool="solo", perform_ping_check=False, queues=["ingest", "jointline"]):
+        response = push(pusher_a, nic_batch(points=40))
+        assert response.status_code == 202
+        batch_id = response.json()["batch"]
+        assert wait_until(lambda: IngestBatch.objects.get(pk=batch_id).status == BatchStatus.APPLIED)
+    assert stored_samples() == 40
+
+
+def _worker_process(log_path: Path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": _test_database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "-Q",
+            "ingest,jointline",
+            "--pool",
+            "solo",
+            "--concurrency",
+            "1",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel",
+            "INFO",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _test_database_url() -> str:
+    db = connection.settings_dict
+    return (
+        f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    )
+
+
+def test_killing_the_worker_mid_apply_loses_and_duplicates_nothing(broker, pusher_a, tmp_path):
+    batches = 12
+    points = 20_000
+    for i in range(batches):
+        payload = nic_batch(node=f"node-{i + 1:02d}", points=points, start_s=1_781_485_200)
+        assert push(pusher_a, payload).status_code == 202
+    assert IngestBatch.objects.filter(status=BatchStatus.ACCEPTED).count() == batches
+
+    log = tmp_path / "worker.log"
+    worker = _worker_process(log)
+    try:
+        assert wait_until(lambda: applied() >= 2, timeout_s=120), log.read_text()[-3000:]
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    killed_at = applied()
+    assert killed_at < batches, "the worker finished before it could be killed; make the batches larger"
+
+    worker = _worker_process(log)
+    try:
+        # The sweeper re-enqueues whatever was accepted but not applied (the task of the killed
+        # worker stays unacknowledged in Redis until its visibility timeout).
+        journal_sweep(older_than=timedelta(0))
+        assert wait_until(lambda: applied() == batches, timeout_s=180), log.read_text()[-3000:]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+    assert stored_samples() == batches * points
+    assert sum(IngestBatch.objects.values_list("samples_stored", flat=True)) == batches * points

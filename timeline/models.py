@@ -1,0 +1,144 @@
+"""The time-aligned store: series and their samples, events, sources.
+
+Timestamps in ``Sample`` and ``Event`` are integer microseconds since the Unix
+epoch, UTC (see docs/decisions/0002-timestamps-as-epoch-microseconds.md). The
+``Sample`` and ``Event`` tables are created by the store backend for the engine
+(``timeline/store/``): range-partitioned by day on PostgreSQL, plain tables on
+SQLite; Django does not manage them.
+
+The default managers of ``Series`` and ``Event`` refuse to read: a read goes
+through ``Model.objects.scoped(scope)`` with a scope from ``orgs.access``;
+writers and system jobs use the ``unscoped`` manager.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.db import models
+
+from ingest.records import EVENT_KINDS, SERIES_KINDS, SEVERITIES, SIGNALS
+from orgs.access import NoScope, Scope, require_scope
+from orgs.models import Organization
+
+SIGNAL_CHOICES = [(s, s) for s in SIGNALS]
+
+
+def ts_to_datetime(ts_us: int) -> datetime:
+    return datetime.fromtimestamp(ts_us / 1_000_000, tz=UTC)
+
+
+class ScopedQuerySet(models.QuerySet):
+    scope_filter_name = "series_filter"
+
+    def scoped(self, scope: Scope) -> ScopedQuerySet:
+        scope = require_scope(scope)
+        return self.filter(getattr(scope, self.scope_filter_name)())
+
+
+class FailClosedManager(models.Manager):
+    """Default manager that refuses unscoped reads."""
+
+    def get_queryset(self):
+        raise NoScope(f"{self.model.__name__} is read through .scoped(scope) or the unscoped manager")
+
+    def scoped(self, scope: Scope):
+        return super().get_queryset().scoped(scope)
+
+
+class Source(models.Model):
+    """An agent of one organisation that pushes data; carries its clock offset."""
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sources")
+    name = models.CharField(max_length=200)
+    clock_offset_us = models.BigIntegerField(
+        default=0, help_text="Added to this source's timestamps at query time."
+    )
+    timezone = models.CharField(max_length=64, default="UTC")
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "name"], name="source_unique_per_org")]
+
+    def __str__(self) -> str:
+        return f"{self.org_id}/{self.name}"
+
+
+class Series(models.Model):
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="series")
+    source = models.ForeignKey(
+        Source, on_delete=models.SET_NULL, null=True, blank=True, related_name="series"
+    )
+    signal = models.CharField(max_length=16, choices=SIGNAL_CHOICES)
+    metric = models.CharField(max_length=200)
+    labels = models.JSONField(default=dict)
+    labels_key = models.TextField(help_text="Canonical form of labels: sorted name=value pairs.")
+    kind = models.CharField(max_length=8, choices=[(k, k) for k in SERIES_KINDS], default="gauge")
+    unit = models.CharField(max_length=32, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = FailClosedManager.from_queryset(ScopedQuerySet)()
+    unscoped = models.Manager.from_queryset(ScopedQuerySet)()
+
+    class Meta:
+        base_manager_name = "unscoped"
+        verbose_name_plural = "series"
+        constraints = [
+            models.UniqueConstraint(fields=["org", "metric", "labels_key"], name="series_identity"),
+        ]
+        indexes = [models.Index(fields=["org", "signal", "metric"])]
+
+    def __str__(self) -> str:
+        return f"{self.metric}{{{self.labels_key}}}"
+
+
+class Sample(models.Model):
+    """One point. Read through the store backend, never through this model's manager."""
+
+    pk = models.CompositePrimaryKey("series_id", "ts")
+    series = models.ForeignKey(Series, on_delete=models.DO_NOTHING, db_constraint=False)
+    ts = models.BigIntegerField()
+    value = models.FloatField()
+
+    class Meta:
+        managed = False
+        db_table = "timeline_sample"
+
+    def __str__(self) -> str:
+        return f"{self.series_id}@{self.ts}={self.value}"
+
+
+class EventQuerySet(ScopedQuerySet):
+    scope_filter_name = "event_filter"
+
+
+class Event(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    org = models.ForeignKey(Organization, on_delete=models.DO_NOTHING, db_constraint=False)
+    source = models.ForeignKey(Source, on_delete=models.DO_NOTHING, db_constraint=False, null=True)
+    signal = models.CharField(max_length=16, choices=SIGNAL_CHOICES)
+    ts = models.BigIntegerField()
+    end_ts = models.BigIntegerField(null=True)
+    kind = models.CharField(max_length=8, choices=[(k, k) for k in EVENT_KINDS])
+    severity = models.CharField(max_length=10, choices=[(s, s) for s in SEVERITIES])
+    name = models.CharField(max_length=200)
+    message = models.TextField(blank=True, default="")
+    resource = models.JSONField(default=dict)
+    attributes = models.JSONField(default=dict)
+    fingerprint = models.BigIntegerField()
+
+    objects = FailClosedManager.from_queryset(EventQuerySet)()
+    unscoped = models.Manager.from_queryset(EventQuerySet)()
+
+    class Meta:
+        managed = False
+        db_table = "timeline_event"
+        base_manager_name = "unscoped"
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.ts}"
+
+    @property
+    def time(self) -> datetime:
+        return ts_to_datetime(self.ts)

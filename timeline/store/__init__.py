@@ -1,0 +1,30 @@
+"""The store interface: write a normalised batch, read lane buckets, manage partitions.
+
+One backend per engine (SQLite for the embedded default, PostgreSQL for
+production); the contract tests in ``tests/timeline/test_store_contract.py`` run
+against each. Scopes become WHERE clauses inside the backends: nothing above
+this package writes SQL for samples or events.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from timeline.store.base import LaneBuckets, StoreBackend, WriteResult
+
+
+def get_store(using: BaseDatabaseWrapper | None = None) -> StoreBackend:
+    conn = using or connection
+    if conn.vendor == "postgresql":
+        from timeline.store.postgres import PostgresStore
+
+        return PostgresStore(conn)
+    if conn.vendor == "sqlite":
+        from timeline.store.sqlite import SQLiteStore
+
+        return SQLiteStore(conn)
+    raise NotImplementedError(f"no Jointline store backend for the {conn.vendor} engine")
+
+
+__all__ = ["LaneBuckets", "StoreBackend", "WriteResult", "get_store"]

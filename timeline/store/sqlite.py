@@ -1,0 +1,83 @@
+"""SQLite backend: the embedded default. Plain tables, ``INSERT OR IGNORE`` for idempotency."""
+
+from __future__ import annotations
+
+import json
+
+from ingest.records import EventRecord, SeriesBlock
+from timeline.store.base import StoreBackend, event_fingerprint
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS timeline_sample (
+        series_id INTEGER NOT NULL,
+        ts INTEGER NOT NULL,
+        value REAL NOT NULL,
+        PRIMARY KEY (series_id, ts)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS timeline_event (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        org_id INTEGER NOT NULL,
+        source_id INTEGER,
+        signal VARCHAR(16) NOT NULL,
+        ts INTEGER NOT NULL,
+        end_ts INTEGER,
+        kind VARCHAR(8) NOT NULL,
+        severity VARCHAR(10) NOT NULL,
+        name VARCHAR(200) NOT NULL,
+        message TEXT NOT NULL DEFAULT '',
+        resource TEXT NOT NULL DEFAULT '{}',
+        attributes TEXT NOT NULL DEFAULT '{}',
+        fingerprint INTEGER NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS timeline_event_identity ON timeline_event (org_id, fingerprint, ts)",
+    "CREATE INDEX IF NOT EXISTS timeline_event_org_ts ON timeline_event (org_id, ts)",
+]
+
+
+class SQLiteStore(StoreBackend):
+    vendor = "sqlite"
+
+    def create_schema(self) -> None:
+        with self.connection.cursor() as cursor:
+            for statement in SCHEMA:
+                cursor.execute(statement)
+
+    def _write_samples(self, series_ids: list[int], blocks: list[SeriesBlock]) -> int:
+        rows = (
+            (series_id, ts, value)
+            for series_id, block in zip(series_ids, blocks, strict=True)
+            for ts, value in zip(block.ts, block.values, strict=True)
+        )
+        with self.connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT OR IGNORE INTO timeline_sample (series_id, ts, value) VALUES (%s, %s, %s)", rows
+            )
+            return max(cursor.rowcount, 0)
+
+    def _write_events(self, org_id: int, source_id: int, events: list[EventRecord]) -> int:
+        rows = [
+            (
+                org_id,
+                source_id,
+                event.signal,
+                event.ts,
+                event.end_ts,
+                event.kind,
+                event.severity,
+                event.name,
+                event.message,
+                json.dumps(event.resource, ensure_ascii=False),
+                json.dumps(event.attributes, ensure_ascii=False),
+                event_fingerprint(event),
+            )
+            for event in events
+        ]
+        with self.connection.cursor() as cursor:
+            cursor.executemany(
+                """INSERT OR IGNORE INTO timeline_event
+                   (org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
+                    resource, attributes, fingerprint)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                rows,
+            )
+            return max(cursor.rowcount, 0)

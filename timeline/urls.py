@@ -1,0 +1,9 @@
+from django.urls import path
+
+from timeline import views
+
+app_name = "timeline"
+
+urlpatterns = [
+    path("", views.TimelinePage.as_view(), name="page"),
+]
