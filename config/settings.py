@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "orgs",
     "timeline",
     "ingest",
+    "ops",
 ]
 
 MIDDLEWARE = [

@@ -26,6 +26,10 @@ from django.db.models import Q
 
 from orgs.models import IngestToken, Membership, Organization, TokenPurpose
 
+LEVEL_FULL = "full"
+LEVEL_REDACTED = "redacted"
+LEVEL_AGGREGATE = "aggregate"
+
 
 class NoScope(PermissionDenied):
     """Raised when something tries to read without a scope, or a viewer has none."""
@@ -80,6 +84,59 @@ class Scope:
     def event_filter(self) -> Q:
         """Rows of ``Event`` this scope may read."""
         return self._org_filter("org_id")
+
+    def series_level(self, series) -> str | None:
+        """How this scope may read one series: ``full``, ``redacted``, ``aggregate`` (only inside fleet
+        aggregates) or None. Callers that draw per-series lanes need ``full`` or ``redacted``."""
+        if self.is_system or series.org_id in self.own_org_ids:
+            return LEVEL_FULL
+        return None
+
+    def event_level(self, event) -> str | None:
+        if self.is_system or event.org_id in self.own_org_ids:
+            return LEVEL_FULL
+        return None
+
+    def present_series(self, series) -> dict:
+        """The JSON a viewer gets for a series, redacted for its level. Raises NoScope when unreadable."""
+        level = self.series_level(series)
+        if level is None:
+            raise NoScope("series not readable in this scope")
+        return {
+            "id": series.pk,
+            "org": series.org.slug,
+            "org_name": series.org.name,
+            "colour": series.org.colour,
+            "signal": series.signal,
+            "metric": series.metric,
+            "labels": series.labels,
+            "kind": series.kind,
+            "unit": series.unit,
+            "level": level,
+        }
+
+    def present_event(self, event) -> dict:
+        """The JSON a viewer gets for an event, redacted for its level. Raises NoScope when unreadable."""
+        from ingest.timeparse import format_rfc3339
+
+        level = self.event_level(event)
+        if level is None:
+            raise NoScope("event not readable in this scope")
+        return {
+            "id": event.pk,
+            "org": event.org.slug,
+            "colour": event.org.colour,
+            "signal": event.signal,
+            "ts": format_rfc3339(event.ts),
+            "end_ts": format_rfc3339(event.end_ts) if event.end_ts is not None else None,
+            "kind": event.kind,
+            "severity": event.severity,
+            "name": event.name,
+            "message": event.message,
+            "resource": event.resource,
+            "attributes": event.attributes,
+            "level": level,
+        }
 
     def organizations(self):
         """Organisations whose names and colours this viewer may see."""

@@ -8,42 +8,11 @@ from rest_framework.response import Response
 
 from ingest.timeparse import format_rfc3339
 from orgs.api_base import ScopedAPIView
-from timeline.models import Event, Series
 from timeline.selectors import QueryError, Window, events_list, lanes_read, series_list
 
 
 def query_error_response(exc: QueryError) -> Response:
     return Response({"error": str(exc), "errors": [{"field": exc.field, "reason": exc.reason}]}, status=400)
-
-
-def series_json(series: Series) -> dict:
-    return {
-        "id": series.pk,
-        "org": series.org.slug,
-        "org_name": series.org.name,
-        "colour": series.org.colour,
-        "signal": series.signal,
-        "metric": series.metric,
-        "labels": series.labels,
-        "kind": series.kind,
-        "unit": series.unit,
-    }
-
-
-def event_json(event: Event) -> dict:
-    return {
-        "id": event.pk,
-        "org": event.org.slug,
-        "signal": event.signal,
-        "ts": format_rfc3339(event.ts),
-        "end_ts": format_rfc3339(event.end_ts) if event.end_ts is not None else None,
-        "kind": event.kind,
-        "severity": event.severity,
-        "name": event.name,
-        "message": event.message,
-        "resource": event.resource,
-        "attributes": event.attributes,
-    }
 
 
 def _labels_param(values: list[str]) -> dict[str, str]:
@@ -85,7 +54,7 @@ class SeriesListView(ScopedAPIView):
             org_slug=request.query_params.get("org"),
             labels=labels,
         )
-        return Response({"series": [series_json(s) for s in series[:5000]]})
+        return Response({"series": [self.scope.present_series(s) for s in series[:5000]]})
 
 
 class LanesView(ScopedAPIView):
@@ -116,7 +85,7 @@ class LanesView(ScopedAPIView):
                 "to": format_rfc3339(window.end),
                 "lanes": [
                     {
-                        "series": series_json(lane.series),
+                        "series": self.scope.present_series(lane.series),
                         "fn": lane.fn,
                         "step_ms": lane.step / 1000,
                         "t": [(lane.start + b * lane.step) / 1000 for b in lane.buckets.bucket],
@@ -158,7 +127,7 @@ class EventsView(ScopedAPIView):
                 text=params.get("q"),
                 limit=limit,
             )
-            rows = [event_json(e) for e in events]
+            rows = [self.scope.present_event(e) for e in events]
         except QueryError as exc:
             return query_error_response(exc)
         return Response(
