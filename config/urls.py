@@ -5,6 +5,8 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from ingest import api as ingest_api
+from orgs import api as orgs_api
+from orgs import views as orgs_views
 from timeline import api as timeline_api
 
 api_v1 = [
@@ -13,6 +15,13 @@ api_v1 = [
     path("series", timeline_api.SeriesListView.as_view(), name="series"),
     path("lanes", timeline_api.LanesView.as_view(), name="lanes"),
     path("events", timeline_api.EventsView.as_view(), name="events"),
+    path("grants", orgs_api.GrantListView.as_view(), name="grants"),
+    path("grants/<int:grant_id>", orgs_api.GrantDetailView.as_view(), name="grant"),
+    path("access-requests", orgs_api.AccessRequestListView.as_view(), name="access-requests"),
+    path(
+        "access-requests/<int:request_id>/decide", orgs_api.AccessRequestDecideView.as_view(), name="decide"
+    ),
+    path("audit", orgs_api.AuditView.as_view(), name="audit"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
 ]
 
@@ -21,6 +30,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("timeline/", include("timeline.urls")),
+    path("sharing/", orgs_views.SharingPage.as_view(), name="sharing"),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
 ]

@@ -1,4 +1,4 @@
-"""The single access gate: who may read which series and events.
+"""The single access gate: who may read which series and events, and how redacted.
 
 Every read of the store takes a :class:`Scope` first. A scope is built here from
 a signed-in person (:meth:`Scope.for_user`) or a read token
@@ -9,40 +9,217 @@ name is meant to make a reviewer stop.
 Invariants:
 
 * a read without a scope raises :class:`NoScope` (fail closed);
-* a scope sees its own organisation's data fully; another organisation's data
-  only through rules added to the scope here, so callers never change when
-  sharing rules do;
-* filters are expressed as Django ``Q`` objects over ``org_id`` so that every
-  store backend turns them into its own WHERE clause.
+* a scope sees its own organisation's data fully, and another organisation's
+  data only through that organisation's active :class:`~orgs.models.Grant`\\ s,
+  each turned into a :class:`GrantRule` that is both a WHERE clause (``Q``) and
+  a Python predicate — the two always agree (tests/orgs/test_grants.py);
+* ``aggregate`` grants never make a single series readable: per-series reads
+  use :meth:`Scope.series_filter`, which leaves them out; only fleet aggregates
+  over at least :data:`MIN_AGGREGATE_GROUP` series may use them;
+* redaction happens here (:meth:`Scope.present_series`, :meth:`Scope.present_event`),
+  never in templates;
+* every presented row of another organisation is noted, and the base views
+  write one audit entry per owner organisation and request.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
+from django.utils import timezone
 
-from orgs.models import IngestToken, Membership, Organization, TokenPurpose
+from orgs.models import (
+    LEVEL_RANK,
+    AuditEntry,
+    Grant,
+    IngestToken,
+    Level,
+    Membership,
+    Organization,
+    TokenPurpose,
+)
 
-LEVEL_FULL = "full"
-LEVEL_REDACTED = "redacted"
-LEVEL_AGGREGATE = "aggregate"
+LEVEL_FULL = Level.FULL.value
+LEVEL_REDACTED = Level.REDACTED.value
+LEVEL_AGGREGATE = Level.AGGREGATE.value
+MIN_AGGREGATE_GROUP = 5
+REDACTED_MESSAGE = ""
+
+_MATCHER = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"?(.*?)"?\s*$')
+_RESERVED_LABEL_NAMES = {
+    "exact",
+    "iexact",
+    "contains",
+    "icontains",
+    "regex",
+    "iregex",
+    "isnull",
+    "in",
+    "has_key",
+}
 
 
 class NoScope(PermissionDenied):
     """Raised when something tries to read without a scope, or a viewer has none."""
 
 
+class SelectorError(ValueError):
+    """A grant selector that cannot be used; ``field`` names the part."""
+
+    def __init__(self, field_name: str, reason: str):
+        super().__init__(f"{field_name}: {reason}")
+        self.field = field_name
+        self.reason = reason
+
+
+def glob_to_regex(pattern: str) -> str:
+    """``node_*`` → ``^node_.*$``: only ``*`` and ``?`` are special; portable to PostgreSQL and SQLite."""
+    return "^" + "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern) + "$"
+
+
+def parse_matcher(text: str) -> tuple[str, str, str]:
+    """``node=~"node-0[1-9]"`` → (name, op, value). Regexes are anchored, as in PromQL."""
+    match = _MATCHER.match(text)
+    if not match:
+        raise SelectorError(
+            "label_matchers", f'{text!r} is not name=value, name!=value, name=~"re" or name!~"re"'
+        )
+    name, op, value = match.groups()
+    if name in _RESERVED_LABEL_NAMES:
+        raise SelectorError("label_matchers", f"{name!r} cannot be matched")
+    if op in ("=~", "!~"):
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise SelectorError("label_matchers", f"{value!r} is not a regular expression: {exc}") from exc
+    return name, op, value
+
+
+def _label_q(json_field: str, name: str, op: str, value: str) -> Q:
+    if op in ("=", "!="):
+        q = Q(**{f"{json_field}__{name}": value})
+    else:
+        q = Q(**{f"{json_field}__{name}__regex": f"^(?:{value})$"})
+    if op in ("=", "=~"):
+        return q
+    # As in PromQL, a series without the label matches a negative matcher.
+    return ~Q(**{f"{json_field}__has_key": name}) | ~q
+
+
+def _label_matches(labels: dict, name: str, op: str, value: str) -> bool:
+    actual = labels.get(name)
+    if op in ("=", "=~"):
+        if actual is None:
+            return False
+        return actual == value if op == "=" else re.fullmatch(value, actual) is not None
+    if actual is None:
+        return True
+    return actual != value if op == "!=" else re.fullmatch(value, actual) is None
+
+
+def _us(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1_000_000)
+
+
+@dataclass(frozen=True)
+class GrantRule:
+    """One active grant as a filter: a ``Q`` for the database and the same predicate in Python."""
+
+    grant_id: int
+    owner_id: int
+    level: str
+    signals: tuple[str, ...]
+    name_patterns: tuple[str, ...]
+    matchers: tuple[tuple[str, str, str], ...]
+    masked_labels: tuple[str, ...]
+    data_from: int | None
+    data_to: int | None
+
+    @classmethod
+    def from_grant(cls, grant: Grant) -> GrantRule:
+        return cls(
+            grant_id=grant.pk,
+            owner_id=grant.owner_id,
+            level=grant.level,
+            signals=tuple(grant.signals or ()),
+            name_patterns=tuple(grant.name_patterns or ()),
+            matchers=tuple(parse_matcher(m) for m in grant.label_matchers or ()),
+            masked_labels=tuple(grant.masked_labels or ()),
+            data_from=_us(grant.data_from),
+            data_to=_us(grant.data_to),
+        )
+
+    def _common_q(self, name_field: str, labels_field: str) -> Q:
+        q = Q(org_id=self.owner_id)
+        if self.signals:
+            q &= Q(signal__in=self.signals)
+        if self.name_patterns:
+            names = Q()
+            for pattern in self.name_patterns:
+                names |= Q(**{f"{name_field}__regex": glob_to_regex(pattern)})
+            q &= names
+        for name, op, value in self.matchers:
+            q &= _label_q(labels_field, name, op, value)
+        return q
+
+    def series_q(self) -> Q:
+        return self._common_q("metric", "labels")
+
+    def event_q(self) -> Q:
+        q = self._common_q("name", "resource")
+        if self.data_from is not None:
+            q &= Q(ts__gte=self.data_from)
+        if self.data_to is not None:
+            q &= Q(ts__lt=self.data_to)
+        return q
+
+    def _matches(self, org_id: int, signal: str, name: str, labels: dict) -> bool:
+        if org_id != self.owner_id or (self.signals and signal not in self.signals):
+            return False
+        if self.name_patterns and not any(re.match(glob_to_regex(p), name) for p in self.name_patterns):
+            return False
+        return all(_label_matches(labels, n, op, v) for n, op, v in self.matchers)
+
+    def matches_series(self, series) -> bool:
+        return self._matches(series.org_id, series.signal, series.metric, series.labels)
+
+    def matches_event(self, event) -> bool:
+        if self.data_from is not None and event.ts < self.data_from:
+            return False
+        if self.data_to is not None and event.ts >= self.data_to:
+            return False
+        return self._matches(event.org_id, event.signal, event.name, event.resource)
+
+
 @dataclass(frozen=True)
 class Scope:
-    """What one viewer may read. Immutable; build a new one per request."""
+    """What one viewer may read. Build a new one per request; it notes what it presented for the audit."""
 
     viewer_org_id: int | None
     viewer: str
     own_org_ids: frozenset[int] = field(default_factory=frozenset)
+    rules: tuple[GrantRule, ...] = ()
     is_system: bool = False
+    reads: list = field(default_factory=list, compare=False, repr=False)
+
+    # -- construction ---------------------------------------------------------
+    @classmethod
+    def for_org(cls, org_id: int, viewer: str) -> Scope:
+        return cls(
+            viewer_org_id=org_id,
+            viewer=viewer,
+            own_org_ids=frozenset({org_id}),
+            rules=grant_rules_for(org_id),
+        )
 
     @classmethod
     def for_user(cls, user: AbstractBaseUser | AnonymousUser) -> Scope:
@@ -51,57 +228,88 @@ class Scope:
         membership = Membership.objects.filter(user_id=user.pk).first()
         if membership is None:
             raise NoScope("this account belongs to no organisation")
-        return cls(
-            viewer_org_id=membership.org_id,
-            viewer=f"user:{user.get_username()}",
-            own_org_ids=frozenset({membership.org_id}),
-        )
+        return cls.for_org(membership.org_id, f"user:{user.get_username()}")
 
     @classmethod
     def for_token(cls, token: IngestToken) -> Scope:
         if token.purpose != TokenPurpose.READ or not token.is_active:
             raise NoScope("push tokens are write-only; create a read token to read data")
-        return cls(
-            viewer_org_id=token.org_id, viewer=f"token:{token.prefix}", own_org_ids=frozenset({token.org_id})
-        )
+        return cls.for_org(token.org_id, f"token:{token.org.slug}/{token.name}")
 
     @classmethod
     def system(cls) -> Scope:
         """Everything, unredacted. Only for jobs no request can reach (workers, retention, loaders)."""
         return cls(viewer_org_id=None, viewer="system", is_system=True)
 
-    def _org_filter(self, field_name: str) -> Q:
+    # -- WHERE clauses --------------------------------------------------------
+    def _filter(self, rule_q, *, include_aggregate: bool) -> Q:
         if self.is_system:
             return Q()
-        if not self.own_org_ids:
-            return Q(pk__in=[])
-        return Q(**{f"{field_name}__in": sorted(self.own_org_ids)})
+        q = Q(org_id__in=sorted(self.own_org_ids)) if self.own_org_ids else Q(pk__in=[])
+        for rule in self.rules:
+            if include_aggregate or rule.level != LEVEL_AGGREGATE:
+                q |= rule_q(rule)
+        return q
 
-    def series_filter(self) -> Q:
-        """Rows of ``Series`` this scope may read."""
-        return self._org_filter("org_id")
+    def series_filter(self, *, include_aggregate: bool = False) -> Q:
+        """Rows of ``Series`` this scope may read one by one (or, with ``include_aggregate``, inside
+        fleet aggregates)."""
+        return self._filter(GrantRule.series_q, include_aggregate=include_aggregate)
 
     def event_filter(self) -> Q:
-        """Rows of ``Event`` this scope may read."""
-        return self._org_filter("org_id")
+        """Rows of ``Event`` this scope may read. Aggregate grants share no events."""
+        return self._filter(GrantRule.event_q, include_aggregate=False)
+
+    # -- per-row decisions ----------------------------------------------------
+    def _best_rule(self, matches) -> GrantRule | None:
+        best = None
+        for rule in self.rules:
+            if matches(rule) and (best is None or LEVEL_RANK[rule.level] > LEVEL_RANK[best.level]):
+                best = rule
+        return best
 
     def series_level(self, series) -> str | None:
-        """How this scope may read one series: ``full``, ``redacted``, ``aggregate`` (only inside fleet
-        aggregates) or None. Callers that draw per-series lanes need ``full`` or ``redacted``."""
+        """``full``, ``redacted``, ``aggregate`` (only inside fleet aggregates) or None."""
         if self.is_system or series.org_id in self.own_org_ids:
             return LEVEL_FULL
-        return None
+        rule = self._best_rule(lambda r: r.matches_series(series))
+        return rule.level if rule else None
+
+    def series_time_bounds(self, series) -> tuple[int | None, int | None]:
+        """The part of a series' time this scope may read (µs; None: unbounded)."""
+        if self.is_system or series.org_id in self.own_org_ids:
+            return None, None
+        rules = [r for r in self.rules if r.matches_series(series)]
+        if not rules:
+            return 0, 0
+        starts = [r.data_from for r in rules]
+        ends = [r.data_to for r in rules]
+        return (None if None in starts else min(starts)), (None if None in ends else max(ends))
 
     def event_level(self, event) -> str | None:
         if self.is_system or event.org_id in self.own_org_ids:
             return LEVEL_FULL
-        return None
+        rule = self._best_rule(lambda r: r.level != LEVEL_AGGREGATE and r.matches_event(event))
+        return rule.level if rule else None
 
+    def _masked(self, owner_id: int, labels: dict, masked: tuple[str, ...]) -> dict:
+        return {
+            name: pseudonym(owner_id, self.viewer_org_id, name, value) if name in masked else value
+            for name, value in labels.items()
+        }
+
+    # -- presentation ---------------------------------------------------------
     def present_series(self, series) -> dict:
-        """The JSON a viewer gets for a series, redacted for its level. Raises NoScope when unreadable."""
+        """The JSON a viewer gets for one series, redacted for its level. Raises NoScope when not
+        readable one by one."""
         level = self.series_level(series)
-        if level is None:
+        if level not in (LEVEL_FULL, LEVEL_REDACTED):
             raise NoScope("series not readable in this scope")
+        labels = series.labels
+        if level == LEVEL_REDACTED:
+            rule = self._best_rule(lambda r: r.matches_series(series))
+            labels = self._masked(series.org_id, labels, rule.masked_labels)
+        self.note_read(series.org_id, f"series {series.metric}", level)
         return {
             "id": series.pk,
             "org": series.org.slug,
@@ -109,19 +317,26 @@ class Scope:
             "colour": series.org.colour,
             "signal": series.signal,
             "metric": series.metric,
-            "labels": series.labels,
+            "labels": labels,
             "kind": series.kind,
             "unit": series.unit,
             "level": level,
         }
 
     def present_event(self, event) -> dict:
-        """The JSON a viewer gets for an event, redacted for its level. Raises NoScope when unreadable."""
+        """The JSON a viewer gets for one event: redacted level hides the message and attributes and
+        pseudonymises the masked resource labels. Raises NoScope when not readable."""
         from ingest.timeparse import format_rfc3339
 
         level = self.event_level(event)
         if level is None:
             raise NoScope("event not readable in this scope")
+        message, attributes, resource = event.message, event.attributes, event.resource
+        if level == LEVEL_REDACTED:
+            rule = self._best_rule(lambda r: r.level == LEVEL_REDACTED and r.matches_event(event))
+            message, attributes = REDACTED_MESSAGE, {}
+            resource = self._masked(event.org_id, resource, rule.masked_labels)
+        self.note_read(event.org_id, f"events {event.signal}", level)
         return {
             "id": event.pk,
             "org": event.org.slug,
@@ -132,17 +347,86 @@ class Scope:
             "kind": event.kind,
             "severity": event.severity,
             "name": event.name,
-            "message": event.message,
-            "resource": event.resource,
-            "attributes": event.attributes,
+            "message": message,
+            "redacted": level == LEVEL_REDACTED,
+            "resource": resource,
+            "attributes": attributes,
             "level": level,
         }
 
     def organizations(self):
-        """Organisations whose names and colours this viewer may see."""
+        """Organisations whose names and colours this viewer may see: its own and those sharing with it."""
         if self.is_system:
             return Organization.objects.all()
-        return Organization.objects.filter(pk__in=sorted(self.own_org_ids))
+        ids = set(self.own_org_ids) | {rule.owner_id for rule in self.rules}
+        return Organization.objects.filter(pk__in=sorted(ids))
+
+    def unshared_summary(self) -> list[dict]:
+        """Placeholders: per other organisation that announces it, how many series of each signal
+        family exist that this scope cannot read one by one. Reveals nothing else."""
+        from timeline.models import Series
+
+        if self.is_system:
+            return []
+        hidden = (
+            Series.unscoped.exclude(self.series_filter())
+            .filter(org__announce_unshared=True)
+            .values_list("org__slug", "org__name", "org__colour", "signal")
+        )
+        counts = Counter(hidden)
+        return [
+            {"org": slug, "org_name": name, "colour": colour, "signal": signal, "count": count}
+            for (slug, name, colour, signal), count in sorted(counts.items())
+        ]
+
+    # -- audit ----------------------------------------------------------------
+    def note_read(self, owner_id: int, what: str, level: str) -> None:
+        if not self.is_system and owner_id not in self.own_org_ids:
+            self.reads.append((owner_id, what, level))
+
+    def flush_audit(self, *, via: str, window: tuple[int, int] | None = None) -> int:
+        """Write one audit entry per other organisation read since the last flush."""
+        if not self.reads:
+            return 0
+        grouped: dict[tuple[int, str], Counter] = defaultdict(Counter)
+        for owner_id, what, level in self.reads:
+            grouped[(owner_id, level)][what] += 1
+        self.reads.clear()
+        entries = [
+            AuditEntry(
+                owner_id=owner_id,
+                viewer_org_id=self.viewer_org_id,
+                viewer=self.viewer,
+                level=level,
+                what=", ".join(f"{n} x {what}" for what, n in sorted(whats.items()))[:500],
+                window_start=window[0] if window else None,
+                window_end=window[1] if window else None,
+                via=via[:500],
+            )
+            for (owner_id, level), whats in sorted(grouped.items())
+        ]
+        AuditEntry.objects.bulk_create(entries)
+        return len(entries)
+
+
+def grant_rules_for(org_id: int) -> tuple[GrantRule, ...]:
+    """Active grants other organisations gave ``org_id`` (directly or to everyone), as rules."""
+    now = timezone.now()
+    grants = (
+        Grant.objects.filter(Q(grantee_id=org_id) | Q(grantee__isnull=True), revoked_at__isnull=True)
+        .exclude(owner_id=org_id)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .order_by("pk")
+    )
+    return tuple(GrantRule.from_grant(grant) for grant in grants)
+
+
+def pseudonym(owner_id: int, viewer_org_id: int | None, name: str, value: str) -> str:
+    """A stable stand-in for a masked label value: the same for one viewer organisation, different for
+    another, so two organisations cannot join their redacted views."""
+    key = settings.SECRET_KEY.encode()
+    digest = hmac.new(key, f"{owner_id}:{viewer_org_id}:{name}:{value}".encode(), hashlib.sha256).hexdigest()
+    return f"{name}~{digest[:8]}"
 
 
 def require_scope(scope: Scope | None) -> Scope:

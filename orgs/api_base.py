@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from orgs.access import NoScope, Scope, scope_for_request
 from orgs.models import IngestToken
 
-_GUARDED = ("initial", "build_scope", "dispatch")
+_GUARDED = ("initial", "build_scope", "dispatch", "finalize_response")
 
 
 def _guard(cls: type, base: type) -> None:
@@ -38,6 +38,7 @@ class ScopedAPIView(APIView):
 
     permission_classes = [HasPrincipal]
     scope: Scope
+    audit_window: tuple[int, int] | None = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -53,11 +54,18 @@ class ScopedAPIView(APIView):
         except NoScope as exc:
             raise exceptions.PermissionDenied(str(exc)) from exc
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        scope = getattr(self, "scope", None)
+        if scope is not None and response.status_code < 400:
+            scope.flush_audit(via=f"api {request.get_full_path()}"[:500], window=self.audit_window)
+        return super().finalize_response(request, response, *args, **kwargs)
+
 
 class ScopedPageMixin(LoginRequiredMixin):
     """Base of every page that shows data. ``self.scope`` is set before the handler runs."""
 
     scope: Scope
+    audit_window: tuple[int, int] | None = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -67,7 +75,9 @@ class ScopedPageMixin(LoginRequiredMixin):
         if not request.user.is_authenticated:
             return self.handle_no_permission()
         self.scope = self.build_scope(request)
-        return super().dispatch(request, *args, **kwargs)
+        response = super().dispatch(request, *args, **kwargs)
+        self.scope.flush_audit(via=f"page {request.get_full_path()}"[:500], window=self.audit_window)
+        return response
 
     def build_scope(self, request) -> Scope:
         return Scope.for_user(request.user)

@@ -21,6 +21,10 @@ class Organization(models.Model):
     push_requests_per_minute = models.PositiveIntegerField(
         null=True, blank=True, help_text="Overrides JOINTLINE_PUSH_REQUESTS_PER_MINUTE for this organisation."
     )
+    announce_unshared = models.BooleanField(
+        default=True,
+        help_text="Show others placeholders (signal family and count) for data not shared with them.",
+    )
     push_samples_per_minute = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="Overrides JOINTLINE_PUSH_SAMPLES_PER_MINUTE for this organisation."
     )
@@ -110,3 +114,109 @@ class IngestToken(models.Model):
         if self.revoked_at is not None:
             return False
         return self.expires_at is None or self.expires_at > timezone.now()
+
+
+class Level(models.TextChoices):
+    FULL = "full", "full"
+    REDACTED = "redacted", "redacted (labels pseudonymised, log bodies hidden)"
+    AGGREGATE = "aggregate", "aggregate (fleet aggregates only)"
+
+
+LEVEL_RANK = {Level.AGGREGATE: 1, Level.REDACTED: 2, Level.FULL: 3}
+
+
+class Grant(models.Model):
+    """The owner lets a grantee organisation (or every organisation) read part of its data.
+
+    The selector is data: signals, glob patterns on metric or event names, and
+    Prometheus-style label matchers (``node=~"node-0[1-9]"``). Limits: a window
+    of the data's time, an expiry, revocation. ``orgs/access.py`` turns active
+    grants into WHERE clauses and redaction.
+    """
+
+    owner = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="grants_given")
+    grantee = models.ForeignKey(
+        Organization,
+        on_delete=models.CASCADE,
+        related_name="grants_received",
+        null=True,
+        blank=True,
+        help_text="Empty: every other organisation.",
+    )
+    name = models.CharField(max_length=200, help_text="What is shared, in words (shown to the grantee).")
+    signals = models.JSONField(default=list, blank=True, help_text="Signal families; empty: all.")
+    name_patterns = models.JSONField(
+        default=list, blank=True, help_text="Glob patterns on metric and event names; empty: all."
+    )
+    label_matchers = models.JSONField(
+        default=list, blank=True, help_text='Label matchers such as node=~"node-0[1-9]"; all must match.'
+    )
+    level = models.CharField(max_length=10, choices=Level.choices, default=Level.FULL)
+    masked_labels = models.JSONField(
+        default=list, blank=True, help_text="Redacted level: labels replaced by stable pseudonyms."
+    )
+    data_from = models.DateTimeField(null=True, blank=True, help_text="Only data at or after this time.")
+    data_to = models.DateTimeField(null=True, blank=True, help_text="Only data before this time.")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["owner__slug", "created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.owner} → {self.grantee or 'everyone'}: {self.name} ({self.level})"
+
+    @property
+    def is_active(self) -> bool:
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > timezone.now()
+
+
+class AccessRequest(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DECLINED = "declined"
+
+    requester = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="access_requests_made")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True)
+    owner = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="access_requests_received")
+    signals = models.JSONField(default=list, blank=True)
+    name_patterns = models.JSONField(default=list, blank=True)
+    reason = models.TextField()
+    data_from = models.DateTimeField(null=True, blank=True)
+    data_to = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    grant = models.ForeignKey(Grant, on_delete=models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.requester} asks {self.owner}: {self.signals or 'all'} ({self.status})"
+
+
+class AuditEntry(models.Model):
+    """One read of another organisation's data: who, whose, what, which window, how, through what."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    owner = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_entries")
+    viewer_org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+", null=True)
+    viewer = models.CharField(max_length=200)
+    what = models.CharField(max_length=500)
+    level = models.CharField(max_length=10)
+    window_start = models.BigIntegerField(null=True)
+    window_end = models.BigIntegerField(null=True)
+    via = models.CharField(max_length=500)
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [models.Index(fields=["owner", "-at"])]
+
+    def __str__(self) -> str:
+        return f"{self.viewer} read {self.owner}: {self.what}"

@@ -12,7 +12,17 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from orgs.models import TOKEN_PREFIX, IngestToken, Membership, Organization, Role, TokenPurpose
+from orgs.models import (
+    TOKEN_PREFIX,
+    AccessRequest,
+    Grant,
+    IngestToken,
+    Level,
+    Membership,
+    Organization,
+    Role,
+    TokenPurpose,
+)
 
 
 @transaction.atomic
@@ -104,3 +114,126 @@ def token_authenticate(secret: str) -> IngestToken | None:
         IngestToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+# -- sharing -------------------------------------------------------------------
+
+
+def _validate_selector(*, signals: list[str], label_matchers: list[str], level: str) -> None:
+    from ingest.records import SIGNALS
+    from orgs.access import SelectorError, parse_matcher
+
+    unknown = [s for s in signals if s not in SIGNALS]
+    if unknown:
+        raise ValidationError({"signals": f"unknown signal {unknown[0]!r}; choose from {', '.join(SIGNALS)}"})
+    if level not in Level.values:
+        raise ValidationError({"level": f"{level!r} is not one of {', '.join(Level.values)}"})
+    for matcher in label_matchers:
+        try:
+            parse_matcher(matcher)
+        except SelectorError as exc:
+            raise ValidationError({exc.field: exc.reason}) from exc
+
+
+@transaction.atomic
+def grant_create(
+    *,
+    owner: Organization,
+    grantee: Organization | None,
+    name: str,
+    level: str = Level.FULL,
+    signals: list[str] | None = None,
+    name_patterns: list[str] | None = None,
+    label_matchers: list[str] | None = None,
+    masked_labels: list[str] | None = None,
+    data_from=None,
+    data_to=None,
+    expires_at=None,
+    created_by=None,
+) -> Grant:
+    """Share part of ``owner``'s data with ``grantee`` (None: every other organisation)."""
+    signals, label_matchers = list(signals or []), list(label_matchers or [])
+    _validate_selector(signals=signals, label_matchers=label_matchers, level=level)
+    if grantee is not None and grantee.pk == owner.pk:
+        raise ValidationError({"grantee": "an organisation always sees its own data"})
+    if data_from and data_to and data_from >= data_to:
+        raise ValidationError({"data_to": "must be after data_from"})
+    if level == Level.REDACTED and not masked_labels:
+        masked_labels = ["node", "host", "instance", "rank", "gpu", "uuid", "pod"]
+    grant = Grant.objects.create(
+        owner=owner,
+        grantee=grantee,
+        name=name,
+        level=level,
+        signals=signals,
+        name_patterns=list(name_patterns or []),
+        label_matchers=label_matchers,
+        masked_labels=list(masked_labels or []),
+        data_from=data_from,
+        data_to=data_to,
+        expires_at=expires_at,
+        created_by=created_by,
+    )
+    return grant
+
+
+def grant_revoke(*, grant: Grant) -> Grant:
+    if grant.revoked_at is None:
+        grant.revoked_at = timezone.now()
+        grant.save(update_fields=["revoked_at"])
+    return grant
+
+
+@transaction.atomic
+def access_request_create(
+    *,
+    requester_user,
+    owner: Organization,
+    reason: str,
+    signals: list[str] | None = None,
+    name_patterns: list[str] | None = None,
+    data_from=None,
+    data_to=None,
+) -> AccessRequest:
+    requester = requester_user.membership.org
+    if requester.pk == owner.pk:
+        raise ValidationError({"owner": "you already see your own organisation's data"})
+    if not reason.strip():
+        raise ValidationError({"reason": "say why you need it"})
+    _validate_selector(signals=list(signals or []), label_matchers=[], level=Level.FULL)
+    return AccessRequest.objects.create(
+        requester=requester,
+        requested_by=requester_user,
+        owner=owner,
+        reason=reason.strip(),
+        signals=list(signals or []),
+        name_patterns=list(name_patterns or []),
+        data_from=data_from,
+        data_to=data_to,
+    )
+
+
+@transaction.atomic
+def access_request_decide(
+    *, access_request: AccessRequest, decided_by, approve: bool, level: str = Level.FULL
+) -> AccessRequest:
+    """Approve (creating a grant with the request's selector at ``level``) or decline."""
+    if access_request.status != AccessRequest.Status.PENDING:
+        raise ValidationError({"status": f"this request is already {access_request.status}"})
+    if approve:
+        access_request.grant = grant_create(
+            owner=access_request.owner,
+            grantee=access_request.requester,
+            name=f"on request: {access_request.reason[:150]}",
+            level=level,
+            signals=access_request.signals,
+            name_patterns=access_request.name_patterns,
+            data_from=access_request.data_from,
+            data_to=access_request.data_to,
+            created_by=decided_by,
+        )
+    access_request.status = AccessRequest.Status.APPROVED if approve else AccessRequest.Status.DECLINED
+    access_request.decided_by = decided_by
+    access_request.decided_at = timezone.now()
+    access_request.save()
+    return access_request

@@ -159,9 +159,10 @@ class StoreBackend:
         raise NotImplementedError
 
     # -- reads ----------------------------------------------------------------
-    def readable_series_ids(self, scope: Scope, series_ids: list[int]) -> list[int]:
+    def readable_series(self, scope: Scope, series_ids: list[int]) -> dict[int, Series]:
+        """The series of ``series_ids`` this scope may read one by one."""
         scope = require_scope(scope)
-        return sorted(Series.objects.scoped(scope).filter(pk__in=series_ids).values_list("pk", flat=True))
+        return {s.pk: s for s in Series.objects.scoped(scope).filter(pk__in=series_ids)}
 
     def lane_buckets(
         self, scope: Scope, series_ids: list[int], *, start: int, end: int, step: int, rate: bool = False
@@ -170,28 +171,36 @@ class StoreBackend:
 
         With ``rate``, values are per-second rates between consecutive samples, with counter resets
         handled as PromQL ``rate()`` does (a decrease means the counter restarted from zero), and
-        ``mean`` is the bucket's total increase over its covered time.
+        ``mean`` is the bucket's total increase over its covered time. A grant's time window cuts
+        the data at its edges (and a bounded series gets no look-back before its window).
         """
-        ids = self.readable_series_ids(scope, series_ids)
-        out = {sid: LaneBuckets(series_id=sid) for sid in ids}
-        if not ids or end <= start or step <= 0:
+        readable = self.readable_series(scope, series_ids)
+        out = {sid: LaneBuckets(series_id=sid) for sid in readable}
+        if not readable or end <= start or step <= 0:
             return out
-        placeholders = ",".join(["%s"] * len(ids))
-        sql = self._rate_sql(placeholders) if rate else self._gauge_sql(placeholders)
-        params = (
-            [start, step, *ids, start, end]
-            if not rate
-            else [*ids, start - self.rate_lookback_us, end, start, step, start]
-        )
+        groups: dict[tuple[int, int, bool], list[int]] = {}
+        for sid, series in readable.items():
+            lo, hi = scope.series_time_bounds(series)
+            bounded = lo is not None
+            lo, hi = max(start, lo if lo is not None else start), min(end, hi if hi is not None else end)
+            if lo < hi:
+                groups.setdefault((lo, hi, bounded), []).append(sid)
         with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            for sid, bucket, vmin, vmax, vmean, count in cursor.fetchall():
-                lane = out[sid]
-                lane.bucket.append(int(bucket))
-                lane.min.append(float(vmin))
-                lane.max.append(float(vmax))
-                lane.mean.append(float(vmean))
-                lane.count.append(int(count))
+            for (lo, hi, bounded), ids in groups.items():
+                placeholders = ",".join(["%s"] * len(ids))
+                if rate:
+                    lookback = 0 if bounded else self.rate_lookback_us
+                    sql, params = self._rate_sql(placeholders), [*ids, lo - lookback, hi, start, step, lo]
+                else:
+                    sql, params = self._gauge_sql(placeholders), [start, step, *ids, lo, hi]
+                cursor.execute(sql, params)
+                for sid, bucket, vmin, vmax, vmean, count in cursor.fetchall():
+                    lane = out[sid]
+                    lane.bucket.append(int(bucket))
+                    lane.min.append(float(vmin))
+                    lane.max.append(float(vmax))
+                    lane.mean.append(float(vmean))
+                    lane.count.append(int(count))
         return out
 
     rate_lookback_us = 15 * 60 * 1_000_000
@@ -224,3 +233,91 @@ class StoreBackend:
                    SUM(increase) * 1000000.0 / SUM(elapsed), COUNT(*)
             FROM deltas WHERE ts >= %s
             GROUP BY series_id, bucket ORDER BY series_id, bucket"""
+
+    # -- war-room reads: events per bucket, event families, search -------------
+    def event_buckets(
+        self, scope: Scope, *, start: int, end: int, step: int, filters=None
+    ) -> list[tuple[int, str, int]]:
+        """Readable events starting in ``[start, end)``, counted per bucket and severity:
+        ``(bucket, severity, count)`` rows with ``bucket = (ts - start) // step``. ``filters``: an optional
+        ``Q`` over ``Event`` fields (org, signal, kind, name, resource), applied after the scope's."""
+        from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Value
+
+        from timeline.models import Event
+
+        scope = require_scope(scope)
+        if end <= start or step <= 0:
+            return []
+        events = Event.objects.scoped(scope).filter(ts__gte=start, ts__lt=end)
+        if filters is not None:
+            events = events.filter(filters)
+        bucket = ExpressionWrapper((F("ts") - Value(start)) / Value(step), output_field=BigIntegerField())
+        rows = (
+            events.annotate(bucket=bucket)
+            .values("bucket", "severity")
+            .annotate(count=Count("id"))
+            .order_by("bucket", "severity")
+        )
+        return [(int(r["bucket"]), r["severity"], int(r["count"])) for r in rows]
+
+    def event_families(self, scope: Scope, *, start: int, end: int) -> list[dict]:
+        """What kinds of readable events exist in ``[start, end)``: one row per (org, signal, kind) with
+        the number of events and of those with a duration (``end_ts``)."""
+        from django.db.models import Count, Q
+
+        from timeline.models import Event
+
+        scope = require_scope(scope)
+        rows = (
+            Event.objects.scoped(scope)
+            .filter(ts__gte=start, ts__lt=end)
+            .values("org_id", "signal", "kind")
+            .annotate(count=Count("id"), with_duration=Count("id", filter=Q(end_ts__isnull=False)))
+            .order_by("org_id", "signal", "kind")
+        )
+        return list(rows)
+
+    def event_search(self, scope: Scope, *, start: int, end: int, text: str, filters=None, limit: int = 200):
+        """Readable events starting in ``[start, end)`` whose name or message contains ``text`` (case
+        insensitive), oldest first, at most ``limit``. On PostgreSQL the trigram indexes made by
+        :meth:`create_search_indexes` serve the match (Django's ``icontains`` is ``UPPER(col) LIKE``)."""
+        from django.db.models import Q
+
+        from timeline.models import Event
+
+        scope = require_scope(scope)
+        events = Event.objects.scoped(scope).filter(ts__gte=start, ts__lt=end)
+        if filters is not None:
+            events = events.filter(filters)
+        events = events.filter(Q(message__icontains=text) | Q(name__icontains=text))
+        return events.select_related("org").order_by("ts", "id")[:limit]
+
+    def create_search_indexes(self) -> bool:
+        """Trigram indexes for case-insensitive substring search of event names and messages (PostgreSQL
+        with ``pg_trgm``). Returns whether they exist; other engines and a missing extension answer False,
+        and search still works, by scanning the window."""
+        if self.connection.vendor != "postgresql":
+            return False
+        from django.db import DatabaseError, transaction
+
+        try:
+            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+                cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+                cursor.execute(
+                    "CREATE INDEX IF NOT EXISTS timeline_event_message_trgm "
+                    "ON timeline_event USING gin (upper(message) gin_trgm_ops)"
+                )
+                cursor.execute(
+                    "CREATE INDEX IF NOT EXISTS timeline_event_name_trgm "
+                    "ON timeline_event USING gin (upper(name::text) gin_trgm_ops)"
+                )
+        except DatabaseError:
+            return False
+        return True
+
+    def drop_search_indexes(self) -> None:
+        if self.connection.vendor != "postgresql":
+            return
+        with self.connection.cursor() as cursor:
+            cursor.execute("DROP INDEX IF EXISTS timeline_event_message_trgm")
+            cursor.execute("DROP INDEX IF EXISTS timeline_event_name_trgm")

@@ -1,0 +1,117 @@
+"""Sharing pages: what an organisation shares and receives, requests to decide, and who read what."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+from django.views.generic import TemplateView
+
+from ingest.records import SIGNALS
+from orgs.api_base import ScopedPageMixin
+from orgs.models import Level, Organization
+from orgs.selectors import access_requests_visible, audit_entries, grants_visible
+from orgs.services import access_request_create, access_request_decide, grant_create, grant_revoke
+
+
+def _split(value: str) -> list[str]:
+    return [item.strip() for item in value.replace("\n", ",").split(",") if item.strip()]
+
+
+def _moment(value: str):
+    if not value.strip():
+        return None
+    parsed = parse_datetime(value.strip())
+    if parsed is None or parsed.tzinfo is None:
+        raise ValidationError({"time": f"{value!r} is not an RFC 3339 time with offset"})
+    return parsed
+
+
+def _describe(exc: ValidationError) -> str:
+    if hasattr(exc, "message_dict"):
+        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
+    return " ".join(exc.messages)
+
+
+class SharingPage(ScopedPageMixin, TemplateView):
+    template_name = "orgs/sharing.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        membership = self.request.user.membership
+        grants = list(grants_visible(self.scope))
+        context.update(
+            membership=membership,
+            given=[g for g in grants if g.owner_id == membership.org_id],
+            received=[g for g in grants if g.owner_id != membership.org_id and g.is_active],
+            requests=list(access_requests_visible(self.scope)),
+            audit=list(audit_entries(self.scope, owner_id=membership.org_id)[:200]) if membership.is_admin else [],
+            others=Organization.objects.exclude(pk=membership.org_id).order_by("slug"),
+            signals=SIGNALS,
+            levels=Level.choices,
+            unshared=self.scope.unshared_summary(),
+        )
+        return context
+
+    def post(self, request, *args, **kwargs):
+        membership = request.user.membership
+        action = request.POST.get("action", "")
+        try:
+            if action == "request":
+                owner = Organization.objects.filter(slug=request.POST.get("owner", "")).first()
+                if owner is None:
+                    raise ValidationError({"owner": "choose an organisation"})
+                access_request_create(
+                    requester_user=request.user,
+                    owner=owner,
+                    reason=request.POST.get("reason", ""),
+                    signals=request.POST.getlist("signals"),
+                    name_patterns=_split(request.POST.get("name_patterns", "")),
+                )
+                messages.success(request, f"Access requested from {owner.name}.")
+            elif not membership.is_admin:
+                raise ValidationError({"role": "only your organisation's admins can change sharing"})
+            elif action == "grant":
+                grantee_slug = request.POST.get("grantee", "")
+                grantee = Organization.objects.filter(slug=grantee_slug).first() if grantee_slug else None
+                grant_create(
+                    owner=membership.org,
+                    grantee=grantee,
+                    name=request.POST.get("name", "")[:200] or "shared data",
+                    level=request.POST.get("level", Level.FULL),
+                    signals=request.POST.getlist("signals"),
+                    name_patterns=_split(request.POST.get("name_patterns", "")),
+                    label_matchers=_split(request.POST.get("label_matchers", "")),
+                    masked_labels=_split(request.POST.get("masked_labels", "")),
+                    expires_at=_moment(request.POST.get("expires_at", "")),
+                    created_by=request.user,
+                )
+                messages.success(request, "Grant created; it applies from the next request.")
+            elif action == "revoke":
+                grant = grants_visible(self.scope).filter(
+                    pk=request.POST.get("grant") or 0, owner_id=membership.org_id
+                ).first()
+                if grant is None:
+                    raise Http404("no such grant")
+                grant_revoke(grant=grant)
+                messages.success(request, f"Revoked: {grant.name}.")
+            elif action in ("approve", "decline"):
+                item = access_requests_visible(self.scope).filter(
+                    pk=request.POST.get("request") or 0, owner_id=membership.org_id
+                ).first()
+                if item is None:
+                    raise Http404("no such request")
+                access_request_decide(
+                    access_request=item,
+                    decided_by=request.user,
+                    approve=action == "approve",
+                    level=request.POST.get("level", Level.FULL),
+                )
+                messages.success(request, f"Request from {item.requester.name} {item.status}.")
+            else:
+                raise ValidationError({"action": "unknown action"})
+        except ValidationError as exc:
+            messages.error(request, _describe(exc))
+        return HttpResponseRedirect(reverse("sharing"))
