@@ -42,12 +42,13 @@ class SharingPage(ScopedPageMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         membership = self.request.user.membership
         grants = list(grants_visible(self.scope))
+        audit = audit_entries(self.scope, owner_id=membership.org_id)[:200] if membership.is_admin else []
         context.update(
             membership=membership,
             given=[g for g in grants if g.owner_id == membership.org_id],
             received=[g for g in grants if g.owner_id != membership.org_id and g.is_active],
             requests=list(access_requests_visible(self.scope)),
-            audit=list(audit_entries(self.scope, owner_id=membership.org_id)[:200]) if membership.is_admin else [],
+            audit=list(audit),
             others=Organization.objects.exclude(pk=membership.org_id).order_by("slug"),
             signals=SIGNALS,
             levels=Level.choices,
@@ -90,17 +91,21 @@ class SharingPage(ScopedPageMixin, TemplateView):
                 )
                 messages.success(request, "Grant created; it applies from the next request.")
             elif action == "revoke":
-                grant = grants_visible(self.scope).filter(
-                    pk=request.POST.get("grant") or 0, owner_id=membership.org_id
-                ).first()
+                grant = (
+                    grants_visible(self.scope)
+                    .filter(pk=request.POST.get("grant") or 0, owner_id=membership.org_id)
+                    .first()
+                )
                 if grant is None:
                     raise Http404("no such grant")
                 grant_revoke(grant=grant)
                 messages.success(request, f"Revoked: {grant.name}.")
             elif action in ("approve", "decline"):
-                item = access_requests_visible(self.scope).filter(
-                    pk=request.POST.get("request") or 0, owner_id=membership.org_id
-                ).first()
+                item = (
+                    access_requests_visible(self.scope)
+                    .filter(pk=request.POST.get("request") or 0, owner_id=membership.org_id)
+                    .first()
+                )
                 if item is None:
                     raise Http404("no such request")
                 access_request_decide(
