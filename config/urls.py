@@ -8,6 +8,7 @@ from ingest import api as ingest_api
 from orgs import api as orgs_api
 from orgs import views as orgs_views
 from timeline import api as timeline_api
+from timeline import incident_api, incident_views
 
 api_v1 = [
     path("push", ingest_api.NativePushView.as_view(), name="push"),
@@ -22,6 +23,29 @@ api_v1 = [
         "access-requests/<int:request_id>/decide", orgs_api.AccessRequestDecideView.as_view(), name="decide"
     ),
     path("audit", orgs_api.AuditView.as_view(), name="audit"),
+    path("incidents", incident_api.IncidentListView.as_view(), name="incidents"),
+    path("incidents/<int:incident_id>", incident_api.IncidentDetailView.as_view(), name="incident"),
+    path(
+        "incidents/<int:incident_id>/annotations",
+        incident_api.AnnotationListView.as_view(),
+        name="annotations",
+    ),
+    path("incidents/<int:incident_id>/notes", incident_api.NoteListView.as_view(), name="notes"),
+    path(
+        "incidents/<int:incident_id>/export.<str:fmt>",
+        incident_api.IncidentExportView.as_view(),
+        name="incident-export",
+    ),
+    path("annotations/<int:annotation_id>", incident_api.AnnotationDetailView.as_view(), name="annotation"),
+    path("permalinks", incident_api.PermalinkCreateView.as_view(), name="permalinks"),
+    path("permalinks/<str:short_id>", incident_api.PermalinkDetailView.as_view(), name="permalink"),
+    path("permalinks/<str:short_id>/snapshots", incident_api.SnapshotCreateView.as_view(), name="snapshots"),
+    path("snapshots/<int:snapshot_id>", incident_api.SnapshotDetailView.as_view(), name="snapshot"),
+    path(
+        "snapshots/<int:snapshot_id>/verify",
+        incident_api.SnapshotVerifyView.as_view(),
+        name="snapshot-verify",
+    ),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
 ]
 
@@ -31,6 +55,9 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("timeline/", include("timeline.urls")),
     path("sharing/", orgs_views.SharingPage.as_view(), name="sharing"),
+    path("incidents/", incident_views.IncidentListPage.as_view(), name="incidents"),
+    path("incidents/<int:incident_id>/", incident_views.IncidentPage.as_view(), name="incident"),
+    path("i/<str:short_id>", incident_views.PermalinkPage.as_view(), name="permalink"),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
 ]

@@ -26,6 +26,60 @@ ORGANISATIONS: dict[str, tuple[str, str]] = {
 }
 
 
+@dataclass(frozen=True)
+class DemoGrant:
+    owner: str
+    grantee: str | None
+    name: str
+    level: str
+    signals: tuple[str, ...] = ()
+    name_patterns: tuple[str, ...] = ()
+    label_matchers: tuple[str, ...] = ()
+
+
+# Who shares what in the reference war room (WALKTHROUGH.md, step 2 and 3).
+DEMO_GRANTS: tuple[DemoGrant, ...] = (
+    DemoGrant(
+        "storage",
+        None,
+        "array throughput, metadata ops and NFS RPC slots (fleet only)",
+        "aggregate",
+        ("storage",),
+        ("storage_*", "nfs_rpc_*"),
+    ),
+    DemoGrant("storage", "infra", "all storage data, per node", "full", ("storage",)),
+    DemoGrant("modeldev", "infra", "training job logs (no message bodies)", "redacted", ("application",)),
+    DemoGrant("modeldev", "storage", "training job logs (no message bodies)", "redacted", ("application",)),
+    DemoGrant("gpuvendor", None, "XID error events", "full", ("gpu",), ("xid*", "DCGM_FI_DEV_XID_ERRORS")),
+    DemoGrant("infra", None, "scheduler sessions, exclusions and retries", "full", ("scheduler",)),
+    DemoGrant("cloudops", None, "node network counters", "full", ("network",), ("node_network_*",)),
+)
+
+
+def demo_grants_apply() -> int:
+    """Create the reference war room's grants that do not exist yet; returns how many were created."""
+    from orgs.models import Grant
+    from orgs.services import grant_create
+
+    orgs = {org.slug: org for org in Organization.objects.filter(slug__in=ORGANISATIONS)}
+    created = 0
+    for demo in DEMO_GRANTS:
+        grantee = orgs[demo.grantee] if demo.grantee else None
+        if Grant.objects.filter(owner=orgs[demo.owner], grantee=grantee, name=demo.name).exists():
+            continue
+        grant_create(
+            owner=orgs[demo.owner],
+            grantee=grantee,
+            name=demo.name,
+            level=demo.level,
+            signals=list(demo.signals),
+            name_patterns=list(demo.name_patterns),
+            label_matchers=list(demo.label_matchers),
+        )
+        created += 1
+    return created
+
+
 @dataclass
 class LoadCounts:
     batches: int = 0

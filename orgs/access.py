@@ -52,6 +52,9 @@ LEVEL_FULL = Level.FULL.value
 LEVEL_REDACTED = Level.REDACTED.value
 LEVEL_AGGREGATE = Level.AGGREGATE.value
 MIN_AGGREGATE_GROUP = 5
+# Labels that name one machine, device or process. A series with none of them is already a fleet
+# figure (the storage array's total read rate), so an aggregate grant lets it be read as it is.
+ENTITY_LABELS = ("node", "host", "instance", "gpu", "rank", "pod", "uuid", "device_id")
 REDACTED_MESSAGE = ""
 
 _MATCHER = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"?(.*?)"?\s*$')
@@ -242,23 +245,42 @@ class Scope:
         return cls(viewer_org_id=None, viewer="system", is_system=True)
 
     # -- WHERE clauses --------------------------------------------------------
-    def _filter(self, rule_q, *, include_aggregate: bool) -> Q:
-        if self.is_system:
-            return Q()
-        q = Q(org_id__in=sorted(self.own_org_ids)) if self.own_org_ids else Q(pk__in=[])
-        for rule in self.rules:
-            if include_aggregate or rule.level != LEVEL_AGGREGATE:
-                q |= rule_q(rule)
-        return q
+    def _own(self) -> Q:
+        return Q(org_id__in=sorted(self.own_org_ids)) if self.own_org_ids else Q(pk__in=[])
 
     def series_filter(self, *, include_aggregate: bool = False) -> Q:
-        """Rows of ``Series`` this scope may read one by one (or, with ``include_aggregate``, inside
-        fleet aggregates)."""
-        return self._filter(GrantRule.series_q, include_aggregate=include_aggregate)
+        """Rows of ``Series`` this scope may read one by one: own, full and redacted grants, and under
+        aggregate grants the fleet-level series (no entity label). With ``include_aggregate``, also
+        the per-entity series of aggregate grants, for fleet aggregates only."""
+        if self.is_system:
+            return Q()
+        q = self._own()
+        fleet_level = Q()
+        for label in ENTITY_LABELS:
+            fleet_level &= ~Q(labels__has_key=label)
+        for rule in self.rules:
+            if rule.level != LEVEL_AGGREGATE or include_aggregate:
+                q |= rule.series_q()
+            else:
+                q |= rule.series_q() & fleet_level
+        return q
 
     def event_filter(self) -> Q:
         """Rows of ``Event`` this scope may read. Aggregate grants share no events."""
-        return self._filter(GrantRule.event_q, include_aggregate=False)
+        if self.is_system:
+            return Q()
+        q = self._own()
+        for rule in self.rules:
+            if rule.level != LEVEL_AGGREGATE:
+                q |= rule.event_q()
+        return q
+
+    def incident_filter(self) -> Q:
+        """Incidents this scope may open: its organisation owns or participates in them."""
+        if self.is_system:
+            return Q()
+        own = sorted(self.own_org_ids)
+        return Q(owner_id__in=own) | Q(participants__in=own)
 
     # -- per-row decisions ----------------------------------------------------
     def _best_rule(self, matches) -> GrantRule | None:
@@ -269,11 +291,18 @@ class Scope:
         return best
 
     def series_level(self, series) -> str | None:
-        """``full``, ``redacted``, ``aggregate`` (only inside fleet aggregates) or None."""
+        """``full``, ``redacted``, ``aggregate`` or None. Per-series reads need :meth:`readable_alone`."""
         if self.is_system or series.org_id in self.own_org_ids:
             return LEVEL_FULL
         rule = self._best_rule(lambda r: r.matches_series(series))
         return rule.level if rule else None
+
+    def readable_alone(self, series) -> bool:
+        """May this series be drawn on its own (not only inside a fleet aggregate)?"""
+        level = self.series_level(series)
+        if level == LEVEL_AGGREGATE:
+            return not any(label in series.labels for label in ENTITY_LABELS)
+        return level is not None
 
     def series_time_bounds(self, series) -> tuple[int | None, int | None]:
         """The part of a series' time this scope may read (µs; None: unbounded)."""
@@ -303,7 +332,7 @@ class Scope:
         """The JSON a viewer gets for one series, redacted for its level. Raises NoScope when not
         readable one by one."""
         level = self.series_level(series)
-        if level not in (LEVEL_FULL, LEVEL_REDACTED):
+        if not self.readable_alone(series):
             raise NoScope("series not readable in this scope")
         labels = series.labels
         if level == LEVEL_REDACTED:

@@ -142,3 +142,134 @@ class Event(models.Model):
     @property
     def time(self) -> datetime:
         return ts_to_datetime(self.ts)
+
+
+class IncidentStatus(models.TextChoices):
+    INVESTIGATING = "investigating"
+    IDENTIFIED = "identified"
+    MONITORING = "monitoring"
+    RESOLVED = "resolved"
+
+
+class IncidentSeverity(models.TextChoices):
+    SEV1 = "sev1", "SEV1 (critical)"
+    SEV2 = "sev2", "SEV2 (major)"
+    SEV3 = "sev3", "SEV3 (minor)"
+    SEV4 = "sev4", "SEV4 (low)"
+
+
+class Incident(models.Model):
+    """A shared war-room record: owner and participant organisations see it; others get 404."""
+
+    title = models.CharField(max_length=200)
+    owner = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="incidents_owned")
+    participants = models.ManyToManyField(Organization, related_name="incidents", blank=True)
+    status = models.CharField(
+        max_length=14, choices=IncidentStatus.choices, default=IncidentStatus.INVESTIGATING
+    )
+    severity = models.CharField(max_length=4, choices=IncidentSeverity.choices, default=IncidentSeverity.SEV2)
+    window_start = models.BigIntegerField(help_text="µs since epoch, UTC")
+    window_end = models.BigIntegerField(null=True, blank=True, help_text="µs since epoch, UTC; empty: open")
+    lanes = models.JSONField(default=list, blank=True, help_text="Lane specs of the war-room view.")
+    summary = models.TextField(blank=True, default="")
+    root_cause = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="incidents_created"
+    )
+    updated_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Annotation(models.Model):
+    """A point (``end_ts`` empty) or range note on the timeline, in its author's organisation's colour."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="annotations")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="annotations")
+    author = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, related_name="annotations")
+    ts = models.BigIntegerField()
+    end_ts = models.BigIntegerField(null=True, blank=True)
+    text = models.TextField()
+    tags = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["ts", "pk"]
+
+    def __str__(self) -> str:
+        return self.text[:60]
+
+
+class IncidentNote(models.Model):
+    """The incident's chronological log: people's notes and system entries (status changed, …)."""
+
+    class Kind(models.TextChoices):
+        NOTE = "note"
+        SYSTEM = "system"
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="notes")
+    at = models.DateTimeField(auto_now_add=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.NOTE)
+    org = models.ForeignKey(Organization, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    author = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return self.text[:60]
+
+
+class Permalink(models.Model):
+    """A short URL that reopens one exact view; each visitor sees it through their own scope."""
+
+    short_id = models.CharField(max_length=16, unique=True)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="permalinks")
+    created_by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, related_name="+")
+    incident = models.ForeignKey(
+        Incident, on_delete=models.CASCADE, null=True, blank=True, related_name="permalinks"
+    )
+    state = models.JSONField(help_text="Absolute window, lanes in order with their kinds, zoom, selection.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.short_id
+
+
+class Snapshot(models.Model):
+    """Frozen evidence of a permalink: per participant organisation, the data it was allowed to see."""
+
+    permalink = models.ForeignKey(Permalink, on_delete=models.CASCADE, related_name="snapshots")
+    created_by = models.ForeignKey("auth.User", on_delete=models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"snapshot {self.pk} of {self.permalink_id}"
+
+
+class SnapshotPart(models.Model):
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="parts")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    content = models.BinaryField(help_text="Canonical JSON of what this organisation could see.")
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["snapshot", "org"], name="snapshot_part_per_org")]
+
+    def __str__(self) -> str:
+        return f"{self.snapshot_id}/{self.org_id}"

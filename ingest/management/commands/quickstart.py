@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
 from ingest.scenario import ScenarioConfig, generate
-from ingest.scenario_loading import ORGANISATIONS, load_batches
+from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply, load_batches
 from ingest.timeparse import format_rfc3339
 from orgs.models import Role
 from orgs.services import organization_create, user_create
@@ -53,6 +53,7 @@ class Command(BaseCommand):
             for role in (Role.ADMIN, Role.VIEWER):
                 username = f"{slug}-{role}"
                 user_create(org=org, username=username, role=role, password=credentials[username])
+        demo_grants_apply()
         scenario = generate(ScenarioConfig.compact())
         total = sum(c["samples"] + c["events"] for c in scenario.counts().values())
         with tqdm(

@@ -1,0 +1,177 @@
+"""Incidents, annotations, notes, permalinks, snapshots and exports."""
+
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+from orgs.models import Organization
+from orgs.services import grant_create, user_create
+from tests.conftest import PASSWORD, nic_batch, push
+
+WINDOW = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T02:00:00Z"}
+
+
+@pytest.fixture
+def incident(client_a, pusher_a, org_b):
+    push(pusher_a, nic_batch())
+    series_id = client_a.get("/api/v1/series").json()["series"][0]["id"]
+    response = client_a.post(
+        "/api/v1/incidents",
+        {
+            "title": "Init takes 8 h on 60 nodes",
+            "window_start": WINDOW["from"],
+            "window_end": WINDOW["to"],
+            "participants": ["storage"],
+            "lanes": [series_id],
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+@pytest.fixture
+def outsider(db) -> APIClient:
+    org = Organization.objects.create(slug="gpuvendor", name="GPU vendor")
+    user = user_create(org=org, username="gus", role="admin", password=PASSWORD)[0]
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+def test_opening_an_incident_logs_who_opened_it_and_whom_they_invited(client_a, incident):
+    body = client_a.get(f"/api/v1/incidents/{incident['id']}").json()
+    assert body["participants"] == ["modeldev", "storage"]
+    assert [n["text"] for n in body["notes"]] == ["alice (modeldev) opened the incident", "invited storage"]
+
+
+def test_participants_see_the_incident_and_outsiders_get_404(incident, client_b, outsider):
+    assert client_b.get(f"/api/v1/incidents/{incident['id']}").status_code == 200
+    assert outsider.get(f"/api/v1/incidents/{incident['id']}").status_code == 404
+    assert outsider.get(f"/incidents/{incident['id']}/").status_code == 404
+    assert outsider.get("/api/v1/incidents").json()["incidents"] == []
+
+
+def test_a_status_change_leaves_a_system_note(client_a, incident):
+    client_a.patch(f"/api/v1/incidents/{incident['id']}", {"status": "identified"}, format="json")
+    notes = client_a.get(f"/api/v1/incidents/{incident['id']}/notes").json()["notes"]
+    assert notes[-1] == {**notes[-1], "kind": "system", "text": "alice set the status to identified"}
+
+
+def test_a_bad_status_is_refused_naming_the_field(client_a, incident):
+    response = client_a.patch(f"/api/v1/incidents/{incident['id']}", {"status": "fixed"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "status"
+
+
+def test_participants_annotate_and_only_the_author_edits(client_a, client_b, incident):
+    created = client_b.post(
+        f"/api/v1/incidents/{incident['id']}/annotations",
+        {"ts": "2026-06-15T00:30:00Z", "text": "small random reads, 4 KiB, from all clients", "tags": ["io"]},
+        format="json",
+    )
+    assert created.status_code == 201, created.content
+    annotation = created.json()
+    assert annotation["org"] == "storage"
+    assert (
+        client_a.patch(f"/api/v1/annotations/{annotation['id']}", {"text": "x"}, format="json").status_code
+        == 403
+    )
+    edited = client_b.patch(f"/api/v1/annotations/{annotation['id']}", {"text": "4 KiB reads"}, format="json")
+    assert edited.json()["text"] == "4 KiB reads"
+
+
+def test_viewers_cannot_annotate(incident, client_b, member_b):
+    member_b.membership.role = "viewer"
+    member_b.membership.save()
+    response = client_b.post(
+        f"/api/v1/incidents/{incident['id']}/annotations",
+        {"ts": "2026-06-15T00:30:00Z", "text": "x"},
+        format="json",
+    )
+    assert response.status_code == 403
+
+
+def test_a_permalink_freezes_relative_times(client_a):
+    response = client_a.post("/api/v1/permalinks", {"state": {"from": "now-1h", "to": "now"}}, format="json")
+    state = response.json()["state"]
+    assert state["from"].endswith("Z") and state["to"].endswith("Z")
+    assert state["from"] < state["to"]
+
+
+def test_a_permalink_reopens_the_view_and_hides_the_incident_from_outsiders(client_a, outsider, incident):
+    link = client_a.post(
+        "/api/v1/permalinks",
+        {"state": {**WINDOW, "lanes": incident["lanes"]}, "incident": incident["id"]},
+        format="json",
+    ).json()
+    mine = client_a.get(link["url"])
+    assert mine.status_code == 302
+    assert f"incident={incident['id']}" in mine["Location"]
+    theirs = outsider.get(link["url"])
+    assert theirs.status_code == 302
+    assert "incident=" not in theirs["Location"]
+    assert outsider.get(f"/api/v1/permalinks/{link['id']}").json()["incident"] is None
+
+
+def test_a_revoked_permalink_answers_404(client_a, client_b):
+    link = client_a.post("/api/v1/permalinks", {"state": WINDOW}, format="json").json()
+    assert client_b.delete(f"/api/v1/permalinks/{link['id']}").status_code == 404
+    assert client_a.delete(f"/api/v1/permalinks/{link['id']}").status_code == 204
+    assert client_a.get(link["url"]).status_code == 404
+
+
+def test_a_snapshot_holds_for_each_participant_only_what_it_may_see(client_a, client_b, outsider, incident):
+    link = client_a.post(
+        "/api/v1/permalinks",
+        {"state": {**WINDOW, "lanes": incident["lanes"]}, "incident": incident["id"]},
+        format="json",
+    ).json()
+    created = client_a.post(f"/api/v1/permalinks/{link['id']}/snapshots").json()
+    mine = client_a.get(f"/api/v1/snapshots/{created['snapshot']}").json()
+    assert mine["sha256"] == created["sha256"]
+    assert [lane["series"]["metric"] for lane in mine["content"]["lanes"]] == [
+        "node_network_receive_bytes_total"
+    ]
+    theirs = client_b.get(f"/api/v1/snapshots/{created['snapshot']}").json()
+    assert theirs["content"]["lanes"] == []  # storage has no grant from modeldev
+    assert theirs["content"]["events"] == []
+    assert "loading shard" not in json.dumps(theirs)
+    assert outsider.get(f"/api/v1/snapshots/{created['snapshot']}").status_code == 404
+    verified = client_a.get(f"/api/v1/snapshots/{created['snapshot']}/verify").json()
+    assert verified["intact"] is True
+
+
+def test_a_redacted_grant_follows_the_data_into_a_snapshot(client_a, client_b, org_a, org_b, incident):
+    grant_create(owner=org_a, grantee=org_b, name="logs, redacted", signals=["application"], level="redacted")
+    link = client_a.post(
+        "/api/v1/permalinks",
+        {"state": {**WINDOW, "lanes": incident["lanes"]}, "incident": incident["id"]},
+        format="json",
+    ).json()
+    snapshot = client_a.post(f"/api/v1/permalinks/{link['id']}/snapshots").json()["snapshot"]
+    theirs = client_b.get(f"/api/v1/snapshots/{snapshot}").json()["content"]
+    assert [e["message"] for e in theirs["events"]] == [""]
+
+
+def test_exports_escape_text_from_other_organisations(client_a, pusher_a, incident):
+    batch = nic_batch()
+    batch["events"][0]["message"] = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    batch["series"] = []
+    push(pusher_a, batch)
+    html = client_a.get(f"/api/v1/incidents/{incident['id']}/export.html").content.decode()
+    assert "<script>alert(1)" not in html
+    assert "<img src=x" not in html
+    exported = client_a.get(f"/api/v1/incidents/{incident['id']}/export.json").json()
+    assert any("<script>alert(1)" in e["message"] for e in exported["events"])
+    csv_text = client_a.get(f"/api/v1/incidents/{incident['id']}/export.csv").content.decode()
+    assert csv_text.splitlines()[0].startswith("record,time")
+    assert "sample," in csv_text and "note," in csv_text
+
+
+def test_the_incident_pages_render_for_participants(client_a, incident):
+    assert client_a.get("/incidents/").status_code == 200
+    page = client_a.get(f"/incidents/{incident['id']}/")
+    assert page.status_code == 200
+    assert b"Init takes 8 h on 60 nodes" in page.content

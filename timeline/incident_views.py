@@ -1,0 +1,151 @@
+"""Pages of incidents, and the permalink entry point ``/i/<short id>``."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpResponseRedirect
+from django.urls import reverse
+from django.views.generic import TemplateView, View
+
+from ingest.timeparse import format_rfc3339
+from orgs.api_base import ScopedPageMixin
+from orgs.models import Organization
+from timeline import incident_selectors as selectors
+from timeline import services
+from timeline.models import IncidentSeverity, IncidentStatus, Series
+from timeline.views_data import lane_series_ids
+
+
+def state_query(state: dict) -> str:
+    """A view state as the war-room page's query string."""
+    params = {}
+    for key, value in state.items():
+        if isinstance(value, list | dict):
+            simple = isinstance(value, list) and all(isinstance(item, int | str) for item in value)
+            params[key] = ",".join(str(item) for item in value) if simple else json.dumps(value)
+        elif value is not None:
+            params[key] = value
+    return urlencode(params)
+
+
+class IncidentListPage(ScopedPageMixin, TemplateView):
+    template_name = "timeline/incidents.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["incidents"] = selectors.incidents_visible(
+            self.scope, status=self.request.GET.get("status") or None, text=self.request.GET.get("q") or None
+        )
+        context["statuses"] = IncidentStatus.values
+        return context
+
+
+class IncidentPage(ScopedPageMixin, TemplateView):
+    template_name = "timeline/incident.html"
+
+    def _incident(self):
+        incident = selectors.incident_get(self.scope, self.kwargs["incident_id"])
+        if incident is None:
+            raise Http404("no such incident")
+        return incident
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        incident = self._incident()
+        end = incident.window_end or incident.window_start + 3 * 3_600_000_000
+        state = {
+            "from": format_rfc3339(incident.window_start),
+            "to": format_rfc3339(end),
+            "lanes": incident.lanes,
+        }
+        context.update(
+            incident=incident,
+            window_start=format_rfc3339(incident.window_start),
+            window_end=format_rfc3339(incident.window_end) if incident.window_end else "open",
+            annotations=incident.annotations.select_related("org", "author"),
+            notes=incident.notes.select_related("org", "author"),
+            permalinks=incident.permalinks.filter(revoked_at__isnull=True).prefetch_related(
+                "snapshots__parts"
+            ),
+            timeline_url=f"{reverse('timeline:page')}?{state_query({**state, 'incident': incident.pk})}",
+            statuses=IncidentStatus.values,
+            severities=IncidentSeverity.values,
+            others=Organization.objects.exclude(pk__in=incident.participants.values("pk")).order_by("slug"),
+            own_org_id=self.request.user.membership.org_id,
+        )
+        return context
+
+    def post(self, request, *args, **kwargs):
+        incident = self._incident()
+        action = request.POST.get("action", "")
+        try:
+            if action == "update":
+                changes = {
+                    key: request.POST[key]
+                    for key in ("status", "severity", "summary", "root_cause", "title")
+                    if key in request.POST
+                }
+                services.incident_update(incident=incident, user=request.user, **changes)
+            elif action == "invite":
+                services.incident_update(
+                    incident=incident, user=request.user, participants=request.POST.getlist("participants")
+                )
+            elif action == "note":
+                services.note_add(incident=incident, user=request.user, text=request.POST.get("text", ""))
+            elif action == "annotate":
+                services.annotation_create(
+                    incident=incident,
+                    user=request.user,
+                    ts=request.POST.get("ts", ""),
+                    end_ts=request.POST.get("end_ts") or None,
+                    text=request.POST.get("text", ""),
+                    tags=[t.strip() for t in request.POST.get("tags", "").split(",") if t.strip()],
+                )
+            elif action == "permalink":
+                end = incident.window_end or incident.window_start + 3 * 3_600_000_000
+                state = {
+                    "from": format_rfc3339(incident.window_start),
+                    "to": format_rfc3339(end),
+                    "lanes": incident.lanes,
+                }
+                link = services.permalink_create(user=request.user, state=state, incident=incident)
+                messages.success(request, f"Permalink: {request.build_absolute_uri('/i/' + link.short_id)}")
+            elif action == "snapshot":
+                link = selectors.permalink_get(self.scope, request.POST.get("permalink", ""))
+                if link is None or link.incident_id != incident.pk:
+                    raise Http404("no such link")
+                snapshot = services.snapshot_create(permalink=link, user=request.user)
+                part = snapshot.parts.get(org_id=request.user.membership.org_id)
+                messages.success(request, f"Snapshot {snapshot.pk} frozen, SHA-256 {part.sha256}")
+            else:
+                raise ValidationError({"action": "unknown action"})
+        except (ValidationError, PermissionDenied) as exc:
+            messages.error(request, "; ".join(getattr(exc, "messages", [str(exc)])))
+        return HttpResponseRedirect(reverse("incident", args=[incident.pk]))
+
+
+class PermalinkPage(ScopedPageMixin, View):
+    """``/i/<short id>``: reopen the exact view, cut to the visitor's own scope."""
+
+    def get(self, request, short_id: str):
+        permalink = selectors.permalink_get(self.scope, short_id)
+        if permalink is None:
+            raise Http404("no such link")
+        state = dict(permalink.state)
+        if selectors.incident_participant(self.scope, permalink.incident):
+            state["incident"] = permalink.incident_id
+        state["permalink"] = permalink.short_id
+        readable = (
+            Series.objects.scoped(self.scope).filter(pk__in=lane_series_ids(state)).select_related("org")
+        )
+        for series in readable:
+            self.scope.note_read(
+                series.org_id, f"series {series.metric}", self.scope.series_level(series) or ""
+            )
+        self.audit_window = None
+        self.scope.flush_audit(via=f"permalink /i/{short_id}")
+        return HttpResponseRedirect(f"{reverse('timeline:page')}?{state_query(state)}")

@@ -1,0 +1,299 @@
+"""Everything that changes incidents, annotations, notes, permalinks and snapshots."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from datetime import datetime
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from ingest.timeparse import TimestampError, format_rfc3339, now_us, parse_timestamp
+from orgs.access import Scope
+from orgs.models import Organization
+from timeline.models import (
+    Annotation,
+    Incident,
+    IncidentNote,
+    IncidentSeverity,
+    IncidentStatus,
+    Permalink,
+    Snapshot,
+    SnapshotPart,
+)
+
+SHORT_ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"
+
+
+def _membership(user):
+    membership = getattr(user, "membership", None)
+    if membership is None:
+        raise PermissionDenied("only people of an organisation can do this")
+    return membership
+
+
+def _require_analyst(user):
+    membership = _membership(user)
+    if not membership.can_annotate:
+        raise PermissionDenied("viewers cannot change incidents; ask an analyst or admin")
+    return membership
+
+
+def _system_note(incident: Incident, text: str) -> None:
+    IncidentNote.objects.create(incident=incident, kind=IncidentNote.Kind.SYSTEM, text=text)
+
+
+def _instant(field: str, value, *, now: int) -> int:
+    """µs from RFC 3339, epoch, or ``now``/``now-3h`` (frozen to an absolute time here)."""
+    if isinstance(value, int):
+        return value
+    from timeline.selectors import QueryError, parse_instant
+
+    try:
+        return parse_instant(field, str(value), now=now)
+    except (QueryError, TimestampError) as exc:
+        raise ValidationError({field: str(exc)}) from exc
+
+
+@transaction.atomic
+def incident_create(
+    *,
+    user,
+    title: str,
+    window_start,
+    window_end=None,
+    participants: list[str] | None = None,
+    severity: str = IncidentSeverity.SEV2,
+    lanes: list | None = None,
+) -> Incident:
+    """Open an incident owned by the user's organisation (analysts and admins)."""
+    membership = _require_analyst(user)
+    if not title.strip():
+        raise ValidationError({"title": "give the incident a title"})
+    if severity not in IncidentSeverity.values:
+        raise ValidationError({"severity": f"one of {', '.join(IncidentSeverity.values)}"})
+    now = now_us()
+    start = _instant("window_start", window_start, now=now)
+    end = None if window_end in (None, "") else _instant("window_end", window_end, now=now)
+    if end is not None and end <= start:
+        raise ValidationError({"window_end": "must be after window_start"})
+    incident = Incident.objects.create(
+        title=title.strip()[:200],
+        owner=membership.org,
+        severity=severity,
+        window_start=start,
+        window_end=end,
+        lanes=list(lanes or []),
+        created_by=user,
+        updated_by=user,
+    )
+    invited = _organisations(participants or [])
+    incident.participants.set([membership.org, *invited])
+    _system_note(incident, f"{user.get_username()} ({membership.org.slug}) opened the incident")
+    if invited:
+        _system_note(incident, "invited " + ", ".join(org.slug for org in invited))
+    return incident
+
+
+def _organisations(slugs: list[str]) -> list[Organization]:
+    orgs = list(Organization.objects.filter(slug__in=slugs))
+    missing = sorted(set(slugs) - {org.slug for org in orgs})
+    if missing:
+        raise ValidationError({"participants": f"no organisation {missing[0]!r}"})
+    return orgs
+
+
+@transaction.atomic
+def incident_update(*, incident: Incident, user, **changes) -> Incident:
+    """Change status, severity, window, summary, root cause, title, lanes or participants.
+
+    Status changes and invitations leave a system entry in the incident's notes."""
+    _require_analyst(user)
+    allowed = {"status", "severity", "summary", "root_cause", "title", "window_start", "window_end", "lanes"}
+    unknown = set(changes) - allowed - {"participants"}
+    if unknown:
+        raise ValidationError({sorted(unknown)[0]: "cannot be changed"})
+    if "status" in changes and changes["status"] not in IncidentStatus.values:
+        raise ValidationError({"status": f"one of {', '.join(IncidentStatus.values)}"})
+    if "severity" in changes and changes["severity"] not in IncidentSeverity.values:
+        raise ValidationError({"severity": f"one of {', '.join(IncidentSeverity.values)}"})
+    now = now_us()
+    for field in ("window_start", "window_end"):
+        if field in changes and changes[field] not in (None, ""):
+            changes[field] = _instant(field, changes[field], now=now)
+    if changes.get("status") and changes["status"] != incident.status:
+        _system_note(incident, f"{user.get_username()} set the status to {changes['status']}")
+    if "participants" in changes:
+        invited = _organisations(list(changes.pop("participants")))
+        new = [org for org in invited if not incident.participants.filter(pk=org.pk).exists()]
+        incident.participants.add(*invited)
+        if new:
+            _system_note(incident, f"{user.get_username()} invited " + ", ".join(org.slug for org in new))
+    for field, value in changes.items():
+        setattr(incident, field, value)
+    incident.updated_by = user
+    incident.save()
+    return incident
+
+
+def _check_participant(incident: Incident, org_id: int) -> None:
+    if incident.owner_id != org_id and not incident.participants.filter(pk=org_id).exists():
+        raise PermissionDenied("your organisation does not take part in this incident")
+
+
+@transaction.atomic
+def annotation_create(
+    *, incident: Incident, user, ts, text: str, end_ts=None, tags: list[str] | None = None
+) -> Annotation:
+    membership = _require_analyst(user)
+    _check_participant(incident, membership.org_id)
+    if not text.strip():
+        raise ValidationError({"text": "an annotation needs text"})
+    now = now_us()
+    start = _instant("ts", ts, now=now)
+    end = None if end_ts in (None, "") else _instant("end_ts", end_ts, now=now)
+    if end is not None and end < start:
+        raise ValidationError({"end_ts": "must not be before ts"})
+    return Annotation.objects.create(
+        incident=incident,
+        org=membership.org,
+        author=user,
+        ts=start,
+        end_ts=end,
+        text=text.strip()[:2000],
+        tags=[str(tag)[:40] for tag in (tags or [])][:20],
+    )
+
+
+@transaction.atomic
+def annotation_update(*, annotation: Annotation, user, **changes) -> Annotation:
+    if annotation.author_id != user.pk:
+        raise PermissionDenied("only the author can edit an annotation")
+    now = now_us()
+    if "text" in changes:
+        if not str(changes["text"]).strip():
+            raise ValidationError({"text": "an annotation needs text"})
+        annotation.text = str(changes["text"]).strip()[:2000]
+    if "tags" in changes:
+        annotation.tags = [str(tag)[:40] for tag in changes["tags"]][:20]
+    if "ts" in changes:
+        annotation.ts = _instant("ts", changes["ts"], now=now)
+    if "end_ts" in changes:
+        annotation.end_ts = (
+            None if changes["end_ts"] in (None, "") else _instant("end_ts", changes["end_ts"], now=now)
+        )
+    annotation.save()
+    return annotation
+
+
+def note_add(*, incident: Incident, user, text: str) -> IncidentNote:
+    membership = _membership(user)
+    _check_participant(incident, membership.org_id)
+    if not text.strip():
+        raise ValidationError({"text": "a note needs text"})
+    return IncidentNote.objects.create(
+        incident=incident, org=membership.org, author=user, text=text.strip()[:4000]
+    )
+
+
+def freeze_state(state: dict, *, now: int | None = None) -> dict:
+    """A view state with relative times (``now-1h``) turned into absolute RFC 3339 times."""
+    now = now_us() if now is None else now
+    frozen = dict(state)
+    for field in ("from", "to"):
+        if field in frozen and frozen[field] not in (None, ""):
+            frozen[field] = format_rfc3339(_instant(field, frozen[field], now=now))
+    if "from" not in frozen or "to" not in frozen:
+        raise ValidationError({"state": "a permalink needs 'from' and 'to'"})
+    if parse_timestamp(frozen["from"]) >= parse_timestamp(frozen["to"]):
+        raise ValidationError({"state": "'from' must be before 'to'"})
+    frozen.pop("live", None)
+    return frozen
+
+
+def _short_id() -> str:
+    return "".join(secrets.choice(SHORT_ID_ALPHABET) for _ in range(10))
+
+
+@transaction.atomic
+def permalink_create(*, user, state: dict, incident: Incident | None = None) -> Permalink:
+    membership = _membership(user)
+    if incident is not None:
+        _check_participant(incident, membership.org_id)
+    for _ in range(5):
+        short_id = _short_id()
+        if not Permalink.objects.filter(short_id=short_id).exists():
+            break
+    return Permalink.objects.create(
+        short_id=short_id, org=membership.org, created_by=user, incident=incident, state=freeze_state(state)
+    )
+
+
+def permalink_revoke(*, permalink: Permalink, user) -> Permalink:
+    membership = _membership(user)
+    if permalink.created_by_id != user.pk and not (
+        membership.is_admin and membership.org_id == permalink.org_id
+    ):
+        raise PermissionDenied("only its creator or their organisation's admins can revoke a link")
+    if permalink.revoked_at is None:
+        permalink.revoked_at = timezone.now()
+        permalink.save(update_fields=["revoked_at"])
+    return permalink
+
+
+def canonical_json(content: dict) -> bytes:
+    return json.dumps(
+        content, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    ).encode()
+
+
+@transaction.atomic
+def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None = None) -> Snapshot:
+    """Freeze what each organisation of the link's incident (or only the creator's) could see.
+
+    Each part holds the data both the creator and that organisation may read, presented through
+    that organisation's scope (its redaction), the grants in force and the alignment settings; its
+    SHA-256 is what anyone allowed can verify later."""
+    from timeline.views_data import view_data
+
+    membership = _membership(user)
+    creator_scope = Scope.for_user(user)
+    orgs = [membership.org]
+    if permalink.incident_id is not None:
+        orgs += [org for org in permalink.incident.participants.all() if org.pk != membership.org_id]
+    snapshot = Snapshot.objects.create(permalink=permalink, created_by=user, expires_at=expires_at)
+    for org in orgs:
+        scope = (
+            creator_scope if org.pk == membership.org_id else Scope.for_org(org.pk, f"snapshot:{org.slug}")
+        )
+        content = view_data(
+            scope, permalink.state, also_readable_by=creator_scope, incident=permalink.incident
+        )
+        content["snapshot"] = {
+            "created_at": snapshot.created_at.isoformat(),
+            "created_by": user.get_username(),
+            "for_org": org.slug,
+            "grants_in_force": [
+                {"grant": rule.grant_id, "owner": rule.owner_id, "level": rule.level} for rule in scope.rules
+            ],
+        }
+        body = canonical_json(content)
+        SnapshotPart.objects.create(
+            snapshot=snapshot, org=org, content=body, sha256=hashlib.sha256(body).hexdigest()
+        )
+    return snapshot
+
+
+def snapshot_revoke(*, snapshot: Snapshot, user) -> Snapshot:
+    membership = _membership(user)
+    if snapshot.created_by_id != user.pk and not (
+        membership.is_admin and membership.org_id == snapshot.permalink.org_id
+    ):
+        raise PermissionDenied("only its creator or their organisation's admins can revoke a snapshot")
+    if snapshot.revoked_at is None:
+        snapshot.revoked_at = timezone.now()
+        snapshot.save(update_fields=["revoked_at"])
+    return snapshot
