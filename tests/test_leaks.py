@@ -1,0 +1,307 @@
+"""No organisation reads another's unshared data through any URL.
+
+Organisation A (``storage``) plants canaries in its data. Then each member of the
+cast requests every URL the project exposes — found by walking the URL
+resolver, so a new endpoint is covered the day it is added, with its
+parameters filled from real objects of A — and the test checks every body,
+header and status against what that viewer's grant allows:
+
+* B (``infra``) has a ``full`` grant on A's ``nfs_*`` series and storage events;
+* C (``modeldev``) has a ``redacted`` grant on all of A's storage data;
+* D (``gpuvendor``) has an ``aggregate`` grant on A's ``nfs_*`` series;
+* E (``cloudops``) has no grant; its read token reads with E's scope;
+* A's push token, and an anonymous visitor.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pytest
+from django.db import transaction
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.test import APIClient
+
+from ingest.records import Batch, EventRecord, SeriesBlock
+from ingest.services import batch_accept
+from orgs.models import AccessRequest, Organization
+from orgs.services import access_request_create, grant_create, token_create, user_create
+from tests.conftest import PASSWORD
+from timeline import services as timeline_services
+from timeline.models import Series
+from timeline.store import get_store
+
+T0 = 1_781_481_600_000_000
+S = 1_000_000
+WINDOW = "from=2026-06-15T00:00:00Z&to=2026-06-15T06:00:00Z"
+
+SECRET_METRIC = "canary_secret_metric"
+SECRET_LABEL = "canarylabel-secret"
+SHARED_LABEL = "canarylabel-shared"
+LOG_BODY = "canarybody-app"
+LOG_ATTRIBUTE = "canaryattr-app"
+LOG_NODE = "canarynode-app"
+INCIDENT_TITLE = "canarytitle-incident"
+ANNOTATION_TEXT = "canarytext-annotation"
+NOTE_TEXT = "canarytext-note"
+ACCESS_REASON = "canaryreason-request"
+
+# What each viewer may see of the canaries (anything else is a leak).
+ALLOWED: dict[str, set[str]] = {
+    "owner": {
+        SECRET_METRIC,
+        SECRET_LABEL,
+        SHARED_LABEL,
+        LOG_BODY,
+        LOG_ATTRIBUTE,
+        LOG_NODE,
+        INCIDENT_TITLE,
+        ANNOTATION_TEXT,
+        NOTE_TEXT,
+        ACCESS_REASON,
+    },
+    "full": {SHARED_LABEL, LOG_BODY, LOG_ATTRIBUTE, LOG_NODE, ACCESS_REASON},
+    "redacted": {SECRET_METRIC},  # metric names are shared; its labels are pseudonymised
+    "aggregate": set(),
+    "none": set(),
+    "read_token_none": set(),
+    "push_token": set(),
+    "anonymous": set(),
+}
+CANARIES = set().union(*ALLOWED.values())
+
+
+@dataclass
+class World:
+    clients: dict[str, APIClient]
+    fillers: dict[str, list[str]]
+    owner_objects: dict[str, object]
+
+
+def _series(metric: str, node: str, extra: dict | None = None) -> SeriesBlock:
+    return SeriesBlock(
+        signal="storage",
+        metric=metric,
+        labels={"node": node, **(extra or {})},
+        kind="gauge",
+        unit="",
+        ts=[T0 + i * 60 * S for i in range(30)],
+        values=[float(i % 7) for i in range(30)],
+    )
+
+
+def _member(org: Organization, username: str, role: str = "admin") -> APIClient:
+    user = user_create(org=org, username=username, role=role, password=PASSWORD)[0]
+    client = APIClient()
+    client.force_login(user)
+    client.user = user
+    return client
+
+
+def _bearer(secret: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+@pytest.fixture
+def world(db) -> World:
+    orgs = {
+        slug: Organization.objects.create(slug=slug, name=slug.title())
+        for slug in ("storage", "infra", "modeldev", "gpuvendor", "cloudops")
+    }
+    owner = orgs["storage"]
+    blocks = [_series("nfs_rpc_slots_in_use", f"node-0{i}", {"tenant": SHARED_LABEL}) for i in range(1, 7)]
+    blocks.append(_series(SECRET_METRIC, SECRET_LABEL))
+    event = EventRecord(
+        ts=T0 + 90 * S,
+        signal="storage",
+        kind="log",
+        severity="error",
+        name="mds",
+        message=LOG_BODY,
+        resource={"node": LOG_NODE},
+        attributes={"client": LOG_ATTRIBUTE},
+    )
+    batch = Batch(source="array", series=blocks, events=[event])
+    with transaction.atomic():
+        get_store().write_batch(org_id=owner.pk, batch=batch)
+    journal = batch_accept(org=owner, batch=Batch(source="array", series=blocks[:1]))
+    grant_create(
+        owner=owner, grantee=orgs["infra"], name="nfs", signals=["storage"], name_patterns=["nfs_*", "mds"]
+    )
+    grant_create(
+        owner=owner,
+        grantee=orgs["modeldev"],
+        name="all, redacted",
+        level="redacted",
+        masked_labels=["node", "tenant"],
+    )
+    grant_create(
+        owner=owner, grantee=orgs["gpuvendor"], name="nfs fleet", level="aggregate", name_patterns=["nfs_*"]
+    )
+    private_grant = grant_create(
+        owner=owner, grantee=orgs["infra"], name="second", signals=["storage"], name_patterns=["nfs_*"]
+    )
+
+    clients = {
+        "owner": _member(owner, "olga"),
+        "full": _member(orgs["infra"], "ivan"),
+        "redacted": _member(orgs["modeldev"], "maya"),
+        "aggregate": _member(orgs["gpuvendor"], "gina"),
+        "none": _member(orgs["cloudops"], "carl"),
+        "read_token_none": _bearer(token_create(org=orgs["cloudops"], name="ro", purpose="read").secret),
+        "push_token": _bearer(token_create(org=owner, name="agent").secret),
+        "anonymous": APIClient(),
+    }
+    owner_user = clients["owner"].user
+    incident = timeline_services.incident_create(
+        user=owner_user, title=INCIDENT_TITLE, window_start=T0, window_end=T0 + 3600 * S, lanes=[]
+    )
+    annotation = timeline_services.annotation_create(
+        incident=incident, user=owner_user, ts=T0, text=ANNOTATION_TEXT
+    )
+    timeline_services.note_add(incident=incident, user=owner_user, text=NOTE_TEXT)
+    series_ids = list(Series.unscoped.filter(org=owner).values_list("pk", flat=True))
+    permalink = timeline_services.permalink_create(
+        user=owner_user,
+        state={"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T06:00:00Z", "lanes": series_ids},
+        incident=incident,
+    )
+    snapshot = timeline_services.snapshot_create(permalink=permalink, user=owner_user)
+    access_request = access_request_create(
+        requester_user=clients["full"].user, owner=owner, reason=ACCESS_REASON, signals=["storage"]
+    )
+    fillers = {
+        "incident_id": [str(incident.pk)],
+        "annotation_id": [str(annotation.pk)],
+        "short_id": [permalink.short_id],
+        "snapshot_id": [str(snapshot.pk)],
+        "grant_id": [str(private_grant.pk)],
+        "request_id": [str(access_request.pk)],
+        "batch_id": [str(journal.batch.pk)],
+        "fmt": ["json", "csv", "html"],
+    }
+    queries = {"lanes": f"{WINDOW}&series={','.join(map(str, series_ids))}", "events": WINDOW}
+    return World(
+        clients=clients,
+        fillers=fillers,
+        owner_objects={"queries": queries, "access_request": access_request, "incident": incident},
+    )
+
+
+def _walk(patterns, prefix="", namespace=""):
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            if str(entry.pattern).startswith("admin/"):
+                continue
+            ns = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+            yield from _walk(entry.url_patterns, prefix + str(entry.pattern), ns)
+        elif isinstance(entry, URLPattern):
+            yield prefix + str(entry.pattern), f"{namespace}{entry.name or ''}"
+
+
+def _urls(world: World) -> list[tuple[str, str]]:
+    urls = []
+    for route, name in _walk(get_resolver().url_patterns):
+        if route.startswith("^") or "static" in route:
+            continue
+        params = re.findall(r"<(?:\w+:)?(\w+)>", route)
+        missing = [p for p in params if p not in world.fillers]
+        assert not missing, f"the leak test needs a value for {missing} in {route!r}: add it to the fillers"
+        variants = [route]
+        for param in params:
+            variants = [
+                re.sub(rf"<(?:\w+:)?{param}>", value, variant)
+                for variant in variants
+                for value in world.fillers[param]
+            ]
+        short = name.split(":")[-1]
+        query = world.owner_objects["queries"].get(short, WINDOW)
+        urls += [("/" + variant + ("?" + query if query else ""), name) for variant in variants]
+    return urls
+
+
+def _leaks(who: str, response) -> set[str]:
+    text = response.content.decode("utf-8", errors="replace") + " ".join(
+        f"{k}: {v}" for k, v in response.items()
+    )
+    return {canary for canary in CANARIES if canary in text} - ALLOWED[who]
+
+
+def test_the_url_walk_covers_the_read_paths(world):
+    names = {name for _, name in _urls(world)}
+    for expected in (
+        "api:series",
+        "api:lanes",
+        "api:events",
+        "api:incident",
+        "api:snapshot",
+        "api:audit",
+        "api:incident-export",
+        "permalink",
+        "incident",
+        "timeline:page",
+        "sharing",
+    ):
+        assert expected in names
+
+
+@pytest.mark.parametrize("who", list(ALLOWED))
+def test_no_viewer_reads_beyond_its_grant_through_any_url(world, who):
+    client = world.clients[who]
+    problems = []
+    for url, name in _urls(world):
+        response = client.get(url, follow=False)
+        if response.status_code >= 500:
+            problems.append(f"{url}: {response.status_code}")
+        leaked = _leaks(who, response)
+        if leaked:
+            problems.append(f"{url} ({name}) shows {sorted(leaked)}")
+        if response.status_code == 302 and "Location" in response:
+            followed = client.get(response["Location"])
+            leaked = _leaks(who, followed)
+            if leaked:
+                problems.append(f"{url} → {response['Location']} shows {sorted(leaked)}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("who", ["full", "redacted", "aggregate", "none"])
+def test_another_organisations_objects_answer_404_not_403(world, who):
+    client = world.clients[who]
+    incident = world.owner_objects["incident"]
+    for url in (
+        f"/api/v1/incidents/{incident.pk}",
+        f"/incidents/{incident.pk}/",
+        f"/api/v1/incidents/{incident.pk}/export.json",
+        f"/api/v1/snapshots/{world.fillers['snapshot_id'][0]}",
+        f"/api/v1/batches/{world.fillers['batch_id'][0]}",
+    ):
+        assert client.get(url).status_code == 404, (who, url)
+
+
+def test_the_full_grantee_sees_exactly_the_granted_series(world):
+    series = world.clients["full"].get("/api/v1/series").json()["series"]
+    assert {s["metric"] for s in series} == {"nfs_rpc_slots_in_use"}
+    assert len(series) == 6
+
+
+def test_the_redacted_grantee_sees_pseudonyms_and_no_bodies(world):
+    client = world.clients["redacted"]
+    series = client.get("/api/v1/series").json()["series"]
+    assert {s["metric"] for s in series} == {"nfs_rpc_slots_in_use", SECRET_METRIC}
+    events = client.get(f"/api/v1/events?{WINDOW}").json()["events"]
+    assert [e["message"] for e in events] == [""]
+
+
+def test_the_aggregate_grantee_gets_no_single_series(world):
+    assert world.clients["aggregate"].get("/api/v1/series").json()["series"] == []
+
+
+def test_access_requests_are_seen_by_the_two_organisations_only(world):
+    request_id = world.owner_objects["access_request"].pk
+    assert AccessRequest.objects.filter(pk=request_id).exists()
+    for who in ("redacted", "aggregate", "none"):
+        body = world.clients[who].get("/api/v1/access-requests").content.decode()
+        assert ACCESS_REASON not in body
