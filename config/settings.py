@@ -177,5 +177,38 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("JOINTLINE_LOG_LEVEL", "INFO")},
-    "loggers": {"django.server": {"level": "WARNING"}},
+    "loggers": {"django.server": {"level": "WARNING"}, "celery.app.trace": {"level": "WARNING"}},
 }
+
+# --- serving and security (production) ---
+# Off on the embedded default (plain http://127.0.0.1 under runserver). JOINTLINE_HTTPS=true turns on
+# what `manage.py check --deploy` asks of a site served over HTTPS; each part can be set on its own.
+JOINTLINE_HTTPS = env_bool("JOINTLINE_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("JOINTLINE_SSL_REDIRECT", JOINTLINE_HTTPS)
+# Probes and scrapes come over plain HTTP from inside the network (ops.middleware.ProbeMiddleware
+# answers them first anyway; this covers a MIDDLEWARE without it).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = env_bool("JOINTLINE_SECURE_COOKIES", JOINTLINE_HTTPS)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_HSTS_SECONDS = env_int("JOINTLINE_HSTS_SECONDS", 31_536_000 if JOINTLINE_HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("JOINTLINE_HSTS_INCLUDE_SUBDOMAINS", JOINTLINE_HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("JOINTLINE_HSTS_PRELOAD", JOINTLINE_HTTPS)
+if env_bool("JOINTLINE_TRUST_X_FORWARDED_PROTO", False):
+    # Only behind a proxy that sets X-Forwarded-Proto itself and never passes on a client's own.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Operations (ops/): probes, metrics, retention.
+JOINTLINE_READY_MAX_BACKLOG = env_int("JOINTLINE_READY_MAX_BACKLOG", 10_000, minimum=0)
+JOINTLINE_READY_REQUIRE_WORKER = env_bool("JOINTLINE_READY_REQUIRE_WORKER", True)
+JOINTLINE_READY_WORKER_MAX_AGE_S = env_float("JOINTLINE_READY_WORKER_MAX_AGE_S", 60.0, minimum=1)
+JOINTLINE_WORKER_HEARTBEAT_S = env_float("JOINTLINE_WORKER_HEARTBEAT_S", 15.0, minimum=0.1)
+JOINTLINE_WORKER_HEARTBEAT_FILE = env_str("JOINTLINE_WORKER_HEARTBEAT_FILE")
+JOINTLINE_OPS_REDIS_TIMEOUT_S = env_float("JOINTLINE_OPS_REDIS_TIMEOUT_S", 1.0, minimum=0.05)
+JOINTLINE_METRICS_TOKEN = env_str("JOINTLINE_METRICS_TOKEN")
+JOINTLINE_RETENTION_SAMPLES_DAYS = env_int("JOINTLINE_RETENTION_SAMPLES_DAYS", 0, minimum=0)
+JOINTLINE_RETENTION_EVENTS_DAYS = env_int("JOINTLINE_RETENTION_EVENTS_DAYS", 0, minimum=0)
+JOINTLINE_RETENTION_JOURNAL_DAYS = env_int("JOINTLINE_RETENTION_JOURNAL_DAYS", 14, minimum=0)
+JOINTLINE_RETENTION_LOCK_TIMEOUT_S = env_int("JOINTLINE_RETENTION_LOCK_TIMEOUT_S", 5, minimum=1)
+# Where beat keeps its schedule: somewhere writable (the container's root filesystem is read-only).
+CELERY_BEAT_SCHEDULE_FILENAME = env_str("JOINTLINE_BEAT_SCHEDULE_FILE", "celerybeat-schedule")
+# --- end serving and security ---

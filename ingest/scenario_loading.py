@@ -189,3 +189,50 @@ def push_native(url: str, token: str, body: bytes, *, retries: int = 8) -> dict:
             time.sleep(delay)
             delay = min(delay * 2, 10)
     raise PushError(f"push to {url} failed after {retries} attempts")
+
+
+DEMO_INCIDENT_TITLE = "Training initialisation takes hours on 60 nodes"
+
+
+def demo_incident_create(manifest: dict) -> bool:
+    """The reference incident as the war room recorded it: five organisations, annotations from
+    four of them. Idempotent by title; returns whether it was created."""
+    from django.contrib.auth import get_user_model
+
+    from timeline.models import Incident
+    from timeline.services import annotation_create, incident_create, incident_update
+
+    if Incident.objects.filter(title=DEMO_INCIDENT_TITLE).exists():
+        return False
+    episodes = {episode["kind"]: episode for episode in manifest["episodes"]}
+    slowdown, fix = episodes["init_slowdown"], episodes.get("fix_reinit")
+    users = {user.username: user for user in get_user_model().objects.filter(username__endswith="-admin")}
+    owner = users["modeldev-admin"]
+    incident = incident_create(
+        user=owner,
+        title=DEMO_INCIDENT_TITLE,
+        window_start=slowdown["start_us"] - 3_600_000_000,
+        window_end=(fix or slowdown)["end_us"] + 1_800_000_000,
+        participants=["cloudops", "infra", "gpuvendor", "storage"],
+        severity="sev1",
+    )
+    start = slowdown["start_us"]
+    notes = [
+        ("modeldev-admin", start + 60_000_000, "init started, 60 nodes"),
+        ("infra-admin", start, "session start on node-01..node-60"),
+        ("modeldev-admin", start + 15 * 60_000_000, "metadata ops at ceiling"),
+        ("storage-admin", start + 20 * 60_000_000, "small random reads, 4 KiB, from all clients"),
+    ]
+    if fix is not None:
+        notes.append(
+            ("modeldev-admin", fix["start_us"], "fix deployed: rank-sharded Arrow files, async deletes")
+        )
+    for username, ts, text in notes:
+        annotation_create(incident=incident, user=users[username], ts=ts, text=text)
+    incident_update(
+        incident=incident,
+        user=owner,
+        status="identified",
+        summary="60 nodes' fragmented small random reads saturated the storage metadata service.",
+    )
+    return True

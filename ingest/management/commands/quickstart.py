@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
 from ingest.scenario import ScenarioConfig, generate
-from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply, load_batches
+from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply, demo_incident_create, load_batches
 from ingest.timeparse import format_rfc3339
 from orgs.models import Role
 from orgs.services import organization_create, user_create
@@ -64,6 +64,7 @@ class Command(BaseCommand):
             disable=no_progress,
         ) as bar:
             counts = load_batches(scenario.batches(), progress=bar.update)
+        demo_incident_create(scenario.manifest)
         incident = next(e for e in scenario.manifest["episodes"] if e["kind"] == "init_slowdown")
         window_from = format_rfc3339(incident["start_us"] - 3_600_000_000)
         window_to = format_rfc3339(incident["end_us"] + 3_600_000_000)

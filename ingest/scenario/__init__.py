@@ -1,0 +1,20 @@
+"""The deterministic reference scenario: five organisations' telemetry around the init slowdown.
+
+``generate(ScenarioConfig())`` is the full profile (24 h, 15 s scrapes, per-GPU
+series); ``ScenarioConfig.compact()`` the quickstart one. ``scenario.batches()``
+yields ``(org slug, Batch)``; ``scenario.manifest`` is the ground truth, written
+with :func:`manifest_json`. Pure Python and numpy: no Django here.
+"""
+
+from ingest.scenario.config import ALL_EPISODES, EPISODE_ORDER, ScenarioConfig
+from ingest.scenario.scenario import ORG_ORDER, Scenario, generate, manifest_json
+
+__all__ = [
+    "ALL_EPISODES",
+    "EPISODE_ORDER",
+    "ORG_ORDER",
+    "Scenario",
+    "ScenarioConfig",
+    "generate",
+    "manifest_json",
+]

@@ -1,0 +1,739 @@
+"""Metric series of the five organisations, computed chunk by chunk from activity codes.
+
+Each organisation's metrics are functions of the same activity codes, so they
+agree: the storage array's read gauge is the sum of the nodes' storage-NIC
+receive rates (less RPC headers), the RPC slots fill when a node saves a
+checkpoint, the step time climbs when a GPU straggles. Counters carry their value
+from one chunk to the next, restart from zero after a reboot, and hold whole bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ingest.records import SeriesBlock
+from ingest.scenario import activity as act
+from ingest.scenario.codes import Codes
+from ingest.scenario.config import (
+    CHECKPOINT_LINK_MAX,
+    CHECKPOINT_LINK_MIN,
+    GIB,
+    KIB,
+    METADATA_OPS_CAPACITY,
+    MIB,
+    NFS_RPC_SLOTS,
+    READ_CAPACITY_BPS,
+    STORAGE_LINK_BPS,
+    WRITE_CAPACITY_BPS,
+)
+from ingest.scenario.plan import STEP_SECONDS, Plan
+from ingest.scenario.rng import Noise, stream
+
+RPC_HEADER_BYTES = 100  # NFS-over-RDMA READ call + reply header bytes per request on the wire
+CODES = 10
+
+
+@dataclass(frozen=True)
+class Metric:
+    org: str
+    agent: str
+    signal: str
+    name: str
+    kind: str
+    unit: str
+    grid: str  # "main" (step_s) | "detail" (detail_step_s)
+    rows: str  # "node" | "gpu" | "cluster"
+    presence: str  # "up": while the node runs | "always" | "training": while the node trains
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+def catalog(per_gpu: bool) -> list[Metric]:
+    """Every metric of the scenario, in emission order."""
+    ens2, ens1 = (("device", "ens2f0"),), (("device", "ens1f0"),)
+    out = [
+        Metric(
+            "cloudops",
+            "node-exporter",
+            "network",
+            "node_network_receive_bytes_total",
+            "counter",
+            "bytes",
+            "main",
+            "node",
+            "up",
+            ens2,
+        ),
+        Metric(
+            "cloudops",
+            "node-exporter",
+            "network",
+            "node_network_transmit_bytes_total",
+            "counter",
+            "bytes",
+            "main",
+            "node",
+            "up",
+            ens2,
+        ),
+        Metric(
+            "cloudops",
+            "node-exporter",
+            "network",
+            "node_network_receive_bytes_total",
+            "counter",
+            "bytes",
+            "main",
+            "node",
+            "up",
+            ens1,
+        ),
+        Metric(
+            "cloudops",
+            "node-exporter",
+            "network",
+            "node_network_transmit_bytes_total",
+            "counter",
+            "bytes",
+            "main",
+            "node",
+            "up",
+            ens1,
+        ),
+        Metric("cloudops", "node-exporter", "host", "node_load1", "gauge", "", "main", "node", "up"),
+        Metric(
+            "cloudops",
+            "node-exporter",
+            "host",
+            "up",
+            "gauge",
+            "",
+            "main",
+            "node",
+            "always",
+            (("job", "node-exporter"),),
+        ),
+        Metric(
+            "modeldev",
+            "otel-collector",
+            "application",
+            "train_step_seconds",
+            "gauge",
+            "seconds",
+            "main",
+            "node",
+            "training",
+            (("job", "solar-pretrain"),),
+        ),
+        Metric(
+            "storage",
+            "storage-array",
+            "storage",
+            "storage_read_bytes_per_second",
+            "gauge",
+            "bytes_per_second",
+            "main",
+            "cluster",
+            "always",
+        ),
+        Metric(
+            "storage",
+            "storage-array",
+            "storage",
+            "storage_write_bytes_per_second",
+            "gauge",
+            "bytes_per_second",
+            "main",
+            "cluster",
+            "always",
+        ),
+        Metric(
+            "storage",
+            "storage-array",
+            "storage",
+            "storage_metadata_ops_per_second",
+            "gauge",
+            "ops_per_second",
+            "main",
+            "cluster",
+            "always",
+        ),
+        Metric(
+            "storage",
+            "storage-array",
+            "storage",
+            "storage_read_capacity_bytes_per_second",
+            "gauge",
+            "bytes_per_second",
+            "main",
+            "cluster",
+            "always",
+        ),
+        Metric(
+            "storage",
+            "storage-array",
+            "storage",
+            "storage_write_capacity_bytes_per_second",
+            "gauge",
+            "bytes_per_second",
+            "main",
+            "cluster",
+            "always",
+        ),
+        Metric(
+            "storage",
+            "storage-array",
+            "storage",
+            "storage_metadata_ops_capacity",
+            "gauge",
+            "ops_per_second",
+            "main",
+            "cluster",
+            "always",
+        ),
+    ]
+    nfs = [
+        ("nfs_rpc_slots_in_use", "gauge", ""),
+        ("nfs_rpc_slot_table_size", "gauge", ""),
+        ("nfs_rpc_backlog", "gauge", ""),
+        ("nfs_rpc_retransmits_total", "counter", ""),
+        ("nfs_read_latency_seconds", "gauge", "seconds"),
+        ("nfs_read_size_bytes", "gauge", "bytes"),
+    ]
+    out += [
+        Metric(
+            "storage",
+            "nfs-client-stats",
+            "storage",
+            name,
+            kind,
+            unit,
+            "detail",
+            "node",
+            "up",
+            (("mount", "/datasets"),),
+        )
+        for name, kind, unit in nfs
+    ]
+    gpu = [
+        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "celsius", "max"),
+        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "watts", "sum"),
+        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "", "sum"),
+        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "", "max"),
+    ]
+    for name, kind, unit, rule in gpu:
+        metric = name if per_gpu else f"node:{name}:{rule}"
+        out.append(
+            Metric(
+                "gpuvendor",
+                "dcgm-exporter",
+                "gpu",
+                metric,
+                kind,
+                unit,
+                "detail",
+                "gpu" if per_gpu else "node",
+                "up",
+            )
+        )
+    return out
+
+
+# Per activity code (index): storage-NIC receive (bytes/s) and its relative noise.
+def _table(pairs: dict[int, float], default: float = 0.0) -> np.ndarray:
+    table = np.full(CODES, default)
+    for code, value in pairs.items():
+        table[code] = value
+    return table
+
+
+A = act
+RX_STORAGE = _table(
+    {
+        A.IDLE: 2e6,
+        A.STARTING: 25e6,
+        A.OLD_INIT: 6.4 * GIB,
+        A.FAST_INIT: 8.4 * GIB,
+        A.CKPT_LOAD: 2.5e9,
+        A.TRAIN: 160e6,
+        A.CHECKPOINT: 20e6,
+        A.BURNIN: 1e6,
+    }
+)
+RX_STORAGE_NOISE = _table({A.TRAIN: 0.3, A.IDLE: 0.3, A.STARTING: 0.2}, 0.04)
+TX_STORAGE_BASE = _table({A.IDLE: 0.8e6, A.STARTING: 3e6, A.TRAIN: 6e6, A.BURNIN: 0.5e6}, 1.5e6)
+RX_FRONT = _table(
+    {
+        A.IDLE: 0.4e6,
+        A.STARTING: 650e6,
+        A.OLD_INIT: 8e6,
+        A.SLOW_INIT: 6e6,
+        A.FAST_INIT: 10e6,
+        A.CKPT_LOAD: 10e6,
+        A.TRAIN: 260e6,
+        A.CHECKPOINT: 240e6,
+        A.BURNIN: 1e6,
+    }
+)
+TX_FRONT = _table(
+    {
+        A.IDLE: 0.3e6,
+        A.STARTING: 4e6,
+        A.OLD_INIT: 5e6,
+        A.SLOW_INIT: 4e6,
+        A.FAST_INIT: 6e6,
+        A.CKPT_LOAD: 6e6,
+        A.TRAIN: 255e6,
+        A.CHECKPOINT: 230e6,
+        A.BURNIN: 0.8e6,
+    }
+)
+LOAD1 = _table(
+    {
+        A.IDLE: 0.6,
+        A.STARTING: 9,
+        A.OLD_INIT: 22,
+        A.SLOW_INIT: 88,
+        A.FAST_INIT: 38,
+        A.CKPT_LOAD: 30,
+        A.TRAIN: 44,
+        A.CHECKPOINT: 71,
+        A.BURNIN: 17,
+    }
+)
+METADATA_DEMAND = _table(
+    {
+        A.IDLE: 1500,
+        A.STARTING: 5000,
+        A.OLD_INIT: 65000,
+        A.SLOW_INIT: 95000,
+        A.FAST_INIT: 4500,
+        A.CKPT_LOAD: 2500,
+        A.TRAIN: 1300,
+        A.CHECKPOINT: 5200,
+        A.BURNIN: 300,
+    }
+)
+METADATA_BACKGROUND = 90_000.0
+SLOTS = _table({A.IDLE: 0.4, A.STARTING: 2, A.OLD_INIT: 72, A.FAST_INIT: 94, A.CKPT_LOAD: 60, A.TRAIN: 3.5})
+BACKLOG = _table({A.OLD_INIT: 1.0, A.SLOW_INIT: 700, A.CHECKPOINT: 170, A.FAST_INIT: 0.5})
+RETRANSMITS_PER_S = _table({A.SLOW_INIT: 0.35, A.CHECKPOINT: 0.04, A.OLD_INIT: 0.01}, 0.0004)
+LATENCY = _table(
+    {
+        A.IDLE: 0.0006,
+        A.STARTING: 0.0009,
+        A.OLD_INIT: 0.0019,
+        A.SLOW_INIT: 0.052,
+        A.FAST_INIT: 0.0046,
+        A.CKPT_LOAD: 0.0038,
+        A.TRAIN: 0.0021,
+        A.CHECKPOINT: 0.0068,
+        A.BURNIN: 0.0006,
+    }
+)
+SMALL_READS = _table({A.OLD_INIT: 1.0, A.SLOW_INIT: 1.0})
+GPU_TEMP = _table(
+    {
+        A.IDLE: 33,
+        A.STARTING: 37,
+        A.OLD_INIT: 38,
+        A.SLOW_INIT: 39,
+        A.FAST_INIT: 40,
+        A.CKPT_LOAD: 45,
+        A.TRAIN: 67,
+        A.CHECKPOINT: 57,
+        A.BURNIN: 72,
+    }
+)
+GPU_POWER = _table(
+    {
+        A.IDLE: 142,
+        A.STARTING: 185,
+        A.OLD_INIT: 175,
+        A.SLOW_INIT: 168,
+        A.FAST_INIT: 205,
+        A.CKPT_LOAD: 265,
+        A.TRAIN: 905,
+        A.CHECKPOINT: 380,
+        A.BURNIN: 955,
+    }
+)
+TRAINING = (act.TRAIN, act.CHECKPOINT)
+
+
+class _Counter:
+    """Cumulative values per row; a reset restarts the row from what it counted since boot."""
+
+    def __init__(self, initial: np.ndarray) -> None:
+        self.value = np.asarray(initial, dtype=np.float64).copy()
+
+    def advance(self, increments: np.ndarray, reset: np.ndarray) -> np.ndarray:
+        out = self.value[:, None] + np.cumsum(increments, axis=1)
+        for row in np.flatnonzero(reset.any(axis=1)):
+            base = self.value[row]
+            for position in range(increments.shape[1]):
+                base = increments[row, position] if reset[row, position] else base + increments[row, position]
+                out[row, position] = base
+        if out.shape[1]:
+            self.value = out[:, -1].copy()
+        return out
+
+
+class Signals:
+    """Walk the chunks in time order with :meth:`chunk`; counter state carries between calls."""
+
+    def __init__(self, plan: Plan, codes: Codes) -> None:
+        cfg = plan.config
+        self.plan, self.codes, self.config = plan, codes, cfg
+        self.noise = Noise(cfg.seed)
+        self.metrics = catalog(cfg.per_gpu_metrics)
+        self.ratio = cfg.detail_step // cfg.step_s
+        self.gpus = cfg.gpus_per_node
+        rng = stream(cfg.seed, "signals", "static")
+        n, g = cfg.nodes, cfg.nodes * cfg.gpus_per_node
+        self.temp_offset = rng.normal(0, 1.6, g)
+        self.power_offset = rng.normal(0, 14, g)
+        self.counters = {
+            "node_network_receive_bytes_total/ens2f0": _Counter(np.round(rng.uniform(2e14, 8e14, n))),
+            "node_network_transmit_bytes_total/ens2f0": _Counter(np.round(rng.uniform(2e13, 1e14, n))),
+            "node_network_receive_bytes_total/ens1f0": _Counter(np.round(rng.uniform(1e12, 1e13, n))),
+            "node_network_transmit_bytes_total/ens1f0": _Counter(np.round(rng.uniform(1e12, 1e13, n))),
+            "retransmits": _Counter(np.round(rng.uniform(0, 400, n))),
+            "ecc": _Counter(self._initial_ecc(g)),
+        }
+        self.labels = [{"node": cfg.node_name(i)} for i in range(n)]
+
+    def _initial_ecc(self, gpus: int) -> np.ndarray:
+        initial = np.zeros(gpus)
+        rng = stream(self.config.seed, "signals", "ecc")
+        for benign in self.plan.benign:
+            if benign.kind == "ecc_trickle":
+                initial[benign.node * self.gpus + benign.gpu] = float(rng.integers(2, 20))
+        return initial
+
+    # ---- one chunk
+    def chunk(self, k0: int, k1: int) -> dict[tuple[str, str], list[SeriesBlock]]:
+        """Series blocks per (org, agent) for main-grid steps ``k0 <= k < k1``."""
+        self.noise.forget_before(k0 // self.ratio if self.ratio > 1 else k0)
+        values = self._main(k0, k1)
+        j0, j1 = -(-k0 // self.ratio), -(-k1 // self.ratio)
+        values.update(self._detail(j0, j1))
+        out: dict[tuple[str, str], list[SeriesBlock]] = {}
+        main_ts = self.codes.ts[k0:k1]
+        detail_ts = self.codes.ts[np.arange(j0, j1) * self.ratio] if j1 > j0 else main_ts[:0]
+        masks = self._masks(k0, k1, j0, j1)
+        for metric in self.metrics:
+            key = _metric_key(metric)
+            ts = main_ts if metric.grid == "main" else detail_ts
+            if metric.presence == "training":
+                ts = ts + self.config.skew_us
+            matrix, present = values[key], masks[(metric.grid, metric.presence, metric.rows)]
+            blocks = out.setdefault((metric.org, metric.agent), [])
+            blocks.extend(self._blocks(metric, ts, matrix, present))
+        return out
+
+    def _blocks(
+        self, metric: Metric, ts: np.ndarray, matrix: np.ndarray, present: np.ndarray
+    ) -> Iterator[SeriesBlock]:
+        for row in range(matrix.shape[0]):
+            keep = present[row]
+            if not keep.any():
+                continue
+            labels = self._row_labels(metric, row)
+            row_ts, row_values = (ts, matrix[row]) if keep.all() else (ts[keep], matrix[row][keep])
+            yield SeriesBlock(
+                signal=metric.signal,
+                metric=metric.name,
+                labels=labels,
+                kind=metric.kind,
+                unit=metric.unit,
+                ts=row_ts.tolist(),
+                values=row_values.tolist(),
+            )
+
+    def _row_labels(self, metric: Metric, row: int) -> dict[str, str]:
+        if metric.rows == "cluster":
+            labels: dict[str, str] = {"cluster": "b200-pod1"}
+        elif metric.rows == "gpu":
+            labels = {"gpu": str(row % self.gpus), "node": self.config.node_name(row // self.gpus)}
+        else:
+            labels = dict(self.labels[row])
+        labels.update(metric.labels)
+        return labels
+
+    # ---- presence
+    def _masks(self, k0: int, k1: int, j0: int, j1: int) -> dict[tuple[str, str, str], np.ndarray]:
+        at = self.codes.at[:, k0:k1]
+        detail = self.codes.at[:, np.arange(j0, j1) * self.ratio]
+        main_ts = self.codes.ts[k0:k1]
+        in_time = (main_ts + self.config.skew_us < self.plan.end) & (
+            main_ts + self.config.skew_us >= self.plan.start
+        )
+        up_main, up_detail = at != act.DOWN, detail != act.DOWN
+        return {
+            ("main", "up", "node"): up_main,
+            ("main", "always", "node"): np.ones_like(up_main),
+            ("main", "always", "cluster"): np.ones((1, k1 - k0), dtype=bool),
+            ("main", "training", "node"): np.isin(at, TRAINING) & in_time[None, :],
+            ("detail", "up", "node"): up_detail,
+            ("detail", "up", "gpu"): np.repeat(up_detail, self.gpus, axis=0),
+        }
+
+    def presence_counts(self) -> dict[str, tuple[int, int]]:
+        """(samples, series) per organisation over the whole scenario, without computing values."""
+        steps = self.codes.steps
+        j1 = -(-steps // self.ratio)
+        masks = self._masks(0, steps, 0, j1)
+        out: dict[str, tuple[int, int]] = {}
+        for metric in self.metrics:
+            present = masks[(metric.grid, metric.presence, metric.rows)]
+            samples, series = out.get(metric.org, (0, 0))
+            out[metric.org] = (samples + int(present.sum()), series + int(present.any(axis=1).sum()))
+        return out
+
+    # ---- main grid: node-exporter, storage array, training job
+    def _main(self, k0: int, k1: int) -> dict[str, np.ndarray]:
+        at, mid = self.codes.at[:, k0:k1], self.codes.mid[:, k0:k1]
+        rx, tx, read_size, writes = self._storage_traffic(k0, k1, mid)
+        rx_front, tx_front = self._front_traffic(k0, k1, mid)
+        reset = _resets(self.codes.at, k0, k1, 1)
+        out = {}
+        for key, rate in (
+            ("node_network_receive_bytes_total/ens2f0", rx),
+            ("node_network_transmit_bytes_total/ens2f0", tx),
+            ("node_network_receive_bytes_total/ens1f0", rx_front),
+            ("node_network_transmit_bytes_total/ens1f0", tx_front),
+        ):
+            increments = np.where(mid == act.DOWN, 0.0, np.floor(rate * self.config.step_s))
+            out[key] = self.counters[key].advance(increments, reset)
+        out["node_load1"] = self._load(k0, k1, at)
+        out["up"] = np.where(at == act.DOWN, 0.0, 1.0)
+        out["train_step_seconds"] = self._step_time(k0, k1)
+        out.update(self._array(k0, k1, mid, rx, read_size, writes))
+        return out
+
+    def _storage_traffic(self, k0: int, k1: int, mid: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Storage-NIC receive and transmit (bytes/s), NFS read size, and NFS write payload per node."""
+        noise, n = self.noise, self.config.nodes
+        size_noise = noise.uniform("main/read_size", n, k0, k1)
+        read_size = np.where(
+            SMALL_READS[mid] > 0, 4 * KIB * (1 + 0.08 * size_noise), MIB * (0.94 + 0.06 * size_noise)
+        )
+        spread = RX_STORAGE_NOISE[mid]
+        rx = RX_STORAGE[mid] * np.exp(
+            spread * noise.normal("cloudops/rx_storage", n, k0, k1) - 0.5 * spread**2
+        )
+        rx = np.where(mid == act.SLOW_INIT, self.codes.slow_rx[:, k0:k1], rx)
+        writes = self._checkpoint_writes(k0, k1, mid)
+        background = TX_STORAGE_BASE[mid] * (1 + 0.2 * np.abs(noise.normal("cloudops/tx_storage", n, k0, k1)))
+        tx = rx * RPC_HEADER_BYTES / read_size + writes + background
+        return rx, tx, read_size, writes
+
+    def _front_traffic(self, k0: int, k1: int, mid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n, codes = self.config.nodes, self.codes
+        rx = RX_FRONT[mid] * np.exp(0.12 * self.noise.normal("cloudops/rx_front", n, k0, k1))
+        tx = TX_FRONT[mid] * np.exp(0.12 * self.noise.normal("cloudops/tx_front", n, k0, k1))
+        for flap in self._benign("link_flap"):
+            span = _span(
+                codes.index(flap.start, mid=True), codes.index(flap.end + self.config.step_us, mid=True), k0
+            )
+            rx[flap.node, span] *= 0.02
+            tx[flap.node, span] *= 0.02
+        return rx, tx
+
+    def _load(self, k0: int, k1: int, at: np.ndarray) -> np.ndarray:
+        n, noise = self.config.nodes, self.noise
+        load = LOAD1[at] * (1 + 0.1 * noise.normal("cloudops/load1", n, k0, k1))
+        load += np.where(at == act.IDLE, 0.25 * np.abs(noise.normal("cloudops/load1_idle", n, k0, k1)), 0.0)
+        for spike in self._benign("load_spike"):
+            load[spike.node, _span(self.codes.index(spike.start), self.codes.index(spike.end), k0)] += (
+                spike.magnitude
+            )
+        return np.round(np.maximum(load, 0.0), 2)
+
+    def _step_time(self, k0: int, k1: int) -> np.ndarray:
+        codes = self.codes
+        step = STEP_SECONDS * codes.step_factor[k0:k1] * codes.warmup[k0:k1]
+        jitter = 1 + 0.006 * self.noise.normal("modeldev/step", self.config.nodes, k0, k1)
+        return np.round(step[None, :] * jitter, 3)
+
+    def _array(self, k0, k1, mid, rx, read_size, writes) -> dict[str, np.ndarray]:
+        """The storage array's own view: payload bytes served (the NICs also count RPC headers)."""
+        payload = rx * read_size / (read_size + RPC_HEADER_BYTES)
+        read = payload.sum(axis=0) * (1 + 0.004 * self.noise.normal("storage/read", 1, k0, k1)[0])
+        logs = np.where(mid == act.TRAIN, 0.9 * TX_STORAGE_BASE[act.TRAIN], 0.0).sum(axis=0)
+        write = (writes.sum(axis=0) + logs) * (1 + 0.004 * self.noise.normal("storage/write", 1, k0, k1)[0])
+        constant = np.ones((1, k1 - k0))
+        return {
+            "storage_read_bytes_per_second": np.round(read)[None, :],
+            "storage_write_bytes_per_second": np.round(write)[None, :],
+            "storage_metadata_ops_per_second": np.round(self._metadata(k0, k1, mid))[None, :],
+            "storage_read_capacity_bytes_per_second": constant * READ_CAPACITY_BPS,
+            "storage_write_capacity_bytes_per_second": constant * WRITE_CAPACITY_BPS,
+            "storage_metadata_ops_capacity": constant * METADATA_OPS_CAPACITY,
+        }
+
+    def _benign(self, kind: str) -> list:
+        """Benign anomalies of one kind; they belong to the baseline episode."""
+        if not self.config.has("baseline"):
+            return []
+        return [b for b in self.plan.benign if b.kind == kind]
+
+    def _checkpoint_writes(self, k0: int, k1: int, mid: np.ndarray) -> np.ndarray:
+        """Bytes/s each node writes to NFS while saving: 1.4-10.4 % of its 25 GB/s link."""
+        writes = np.zeros(mid.shape)
+        if not self.config.has("checkpoints"):
+            return writes
+        low = (CHECKPOINT_LINK_MIN + 0.0005) * STORAGE_LINK_BPS
+        high = (CHECKPOINT_LINK_MAX - 0.0015) * STORAGE_LINK_BPS
+        jitter = 1 + 0.03 * self.noise.normal("cloudops/checkpoint", mid.shape[0], k0, k1)
+        for checkpoint in self.plan.checkpoints:
+            a = max(self.codes.index(checkpoint.start, mid=True), k0) - k0
+            b = min(self.codes.index(checkpoint.end, mid=True), k1) - k0
+            if b <= a:
+                continue
+            nodes = np.asarray(checkpoint.nodes)
+            rate = checkpoint.link_fraction[:, None] * STORAGE_LINK_BPS * jitter[nodes, a:b]
+            writes[nodes, a:b] = np.clip(rate, low, high)
+        return writes
+
+    def _metadata(self, k0: int, k1: int, mid: np.ndarray) -> np.ndarray:
+        cap = METADATA_OPS_CAPACITY
+        demand = METADATA_DEMAND[mid].sum(axis=0) + METADATA_BACKGROUND
+        for snapshot in self._benign("latency_blip"):
+            demand[
+                _span(
+                    self.codes.index(snapshot.start, mid=True), self.codes.index(snapshot.end, mid=True), k0
+                )
+            ] += 0.2 * cap
+        noise = self.noise.normal("storage/metadata", 1, k0, k1)[0]
+        saturated = cap * (1 - np.abs(0.004 * noise))
+        served = np.minimum(demand * (1 + 0.03 * noise), 0.95 * cap)
+        return np.where(demand >= cap, np.maximum(saturated, 0.975 * cap), served)
+
+    # ---- detail grid: NFS client stats and DCGM
+    def _detail(self, j0: int, j1: int) -> dict[str, np.ndarray]:
+        cfg, noise, codes = self.config, self.noise, self.codes
+        n = cfg.nodes
+        k = np.arange(j0, j1) * self.ratio
+        at = codes.at[:, k]
+        ts = codes.ts[k]
+        reset = _resets(codes.at, j0, j1, self.ratio)
+        down = at == act.DOWN
+        step_s = cfg.detail_step
+
+        pinned = (at == act.SLOW_INIT) | (at == act.CHECKPOINT)
+        busy = np.isin(at, (act.OLD_INIT, act.FAST_INIT, act.CKPT_LOAD))
+        light = noise.poisson("nfs/slots_light", SLOTS[at], j0)
+        heavy = np.clip(
+            np.round(SLOTS[at] * (1 + 0.15 * noise.normal("nfs/slots", n, j0, j1))), 8, NFS_RPC_SLOTS - 4
+        )
+        slots = np.where(pinned, float(NFS_RPC_SLOTS), np.where(busy, heavy, light))
+        backlog = np.round(BACKLOG[at] * np.exp(0.35 * noise.normal("nfs/backlog", n, j0, j1)))
+        retrans = self.counters["retransmits"].advance(
+            np.where(down, 0.0, noise.poisson("nfs/retransmits", RETRANSMITS_PER_S[at] * step_s, j0)), reset
+        )
+        sigma = np.where(at == act.SLOW_INIT, 0.3, 0.12)
+        latency = LATENCY[at] * np.exp(sigma * noise.normal("nfs/latency", n, j0, j1))
+        for snapshot in self._benign("latency_blip"):
+            latency[:, (ts >= snapshot.start) & (ts < snapshot.end)] *= snapshot.magnitude
+        small = SMALL_READS[at] > 0
+        size_noise = noise.uniform("nfs/read_size", n, j0, j1)
+        read_size = np.where(small, 4 * KIB * (1 + 0.12 * size_noise), MIB * (0.93 + 0.07 * size_noise))
+        out = {
+            "nfs_rpc_slots_in_use": slots,
+            "nfs_rpc_slot_table_size": np.full((n, j1 - j0), float(NFS_RPC_SLOTS)),
+            "nfs_rpc_backlog": backlog,
+            "nfs_rpc_retransmits_total": retrans,
+            "nfs_read_latency_seconds": np.round(latency, 6),
+            "nfs_read_size_bytes": np.round(read_size),
+        }
+        out.update(self._gpu(j0, j1, at, ts, reset))
+        return out
+
+    def _gpu(
+        self, j0: int, j1: int, at: np.ndarray, ts: np.ndarray, node_reset: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        cfg, noise = self.config, self.noise
+        g = self.gpus
+        rows = cfg.nodes * g
+        code = np.repeat(at, g, axis=0)
+        load = GPU_POWER[code] / GPU_POWER[act.TRAIN]
+        temp = GPU_TEMP[code] + self.temp_offset[:, None] * np.minimum(load * 1.5, 1.0)
+        temp = temp + 0.5 * noise.normal("dcgm/temp", rows, j0, j1)
+        power = GPU_POWER[code] + self.power_offset[:, None] * load
+        power = power * (1 + 0.025 * noise.normal("dcgm/power", rows, j0, j1))
+        ecc_rate = np.zeros(code.shape)
+        xid = np.zeros(code.shape)
+        for benign in self.plan.benign:
+            if benign.kind == "ecc_trickle":
+                ecc_rate[benign.node * g + benign.gpu] += benign.magnitude / 5400
+        for failure in self.plan.shown_failures():
+            row = failure.node * g + failure.gpu
+            cleared = failure.recovered if failure.recovered is not None else self.plan.end
+            xid[row, (ts >= failure.ts) & (ts < cleared)] = failure.xid
+            if failure.precursor is None:
+                continue
+            window = (ts >= failure.precursor_start) & (ts < failure.ts)
+            if not window.any():
+                continue
+            ramp = (ts[window] - failure.precursor_start) / (failure.ts - failure.precursor_start)
+            self._precursor(failure, row, window, ramp, ts, temp, power, ecc_rate)
+        ecc_inc = noise.poisson("dcgm/ecc", ecc_rate * cfg.detail_step, j0)
+        ecc = self.counters["ecc"].advance(
+            np.where(code == act.DOWN, 0.0, ecc_inc), np.repeat(node_reset, g, axis=0)
+        )
+        temp, power = np.round(temp), np.round(np.maximum(power, 60.0), 3)
+        if cfg.per_gpu_metrics:
+            return {
+                "DCGM_FI_DEV_GPU_TEMP": temp,
+                "DCGM_FI_DEV_POWER_USAGE": power,
+                "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ecc,
+                "DCGM_FI_DEV_XID_ERRORS": xid,
+            }
+        shape = (cfg.nodes, g, -1)
+        return {
+            "node:DCGM_FI_DEV_GPU_TEMP:max": temp.reshape(shape).max(axis=1),
+            "node:DCGM_FI_DEV_POWER_USAGE:sum": np.round(power.reshape(shape).sum(axis=1), 3),
+            "node:DCGM_FI_DEV_ECC_SBE_VOL_TOTAL:sum": ecc.reshape(shape).sum(axis=1),
+            "node:DCGM_FI_DEV_XID_ERRORS:max": xid.reshape(shape).max(axis=1),
+        }
+
+    @staticmethod
+    def _precursor(failure, row, window, ramp, ts, temp, power, ecc_rate) -> None:
+        """Drifts in the minutes before an XID; ``clear`` ones stand out, the others barely."""
+        size = failure.magnitude
+        seconds = (ts[window] - failure.precursor_start) / 1e6
+        if failure.precursor == "temperature":
+            temp[row, window] += (17.0 if failure.clear else 5.0) * size * ramp**1.4
+        elif failure.precursor == "power":
+            if failure.clear:
+                power[row, window] *= 1 - 0.22 * ramp
+                power[row, window] += 110 * size * ramp * np.sin(2 * np.pi * seconds / 150)
+            else:
+                power[row, window] += 48 * size * np.sqrt(ramp) * np.sin(2 * np.pi * seconds / 130)
+        elif failure.precursor == "ecc_sbe":
+            total = (320.0 if failure.clear else 7.0) * size
+            duration = (failure.ts - failure.precursor_start) / 1e6
+            ecc_rate[row, window] += 3 * total * ramp**2 / duration
+
+
+def _resets(at: np.ndarray, first: int, last: int, stride: int) -> np.ndarray:
+    """True where a node is scraped again after being down: its counters restart there."""
+    columns = np.arange(first - 1, last) * stride
+    codes = at[:, np.maximum(columns, 0)]
+    if first == 0:
+        codes[:, 0] = act.IDLE
+    return (codes[:, 1:] != act.DOWN) & (codes[:, :-1] == act.DOWN)
+
+
+def _span(a: int, b: int, offset: int) -> slice:
+    """Grid steps ``a <= k < b`` as a slice of a chunk starting at step ``offset``."""
+    return slice(max(a - offset, 0), max(b - offset, 0))
+
+
+def _metric_key(metric: Metric) -> str:
+    device = dict(metric.labels).get("device")
+    return f"{metric.name}/{device}" if device else metric.name
