@@ -153,6 +153,10 @@ CELERY_TASK_ROUTES = {
     "timeline.tasks.*": {"queue": "jointline"},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A key prefix keeps several installations (or test runs) apart on one Redis.
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {"global_keyprefix": env_str("JOINTLINE_REDIS_KEY_PREFIX")} if env_str("JOINTLINE_REDIS_KEY_PREFIX") else {}
+)
 CELERY_BEAT_SCHEDULE = {
     "sweep-journal": {"task": "ingest.tasks.sweep_journal", "schedule": 60.0},
     "create-partitions-ahead": {"task": "timeline.tasks.create_partitions_ahead", "schedule": 3600.0},

@@ -54,6 +54,8 @@ if not _redis_problem:
     os.environ["REDIS_URL"] = TEST_REDIS_URL
 else:
     os.environ.pop("REDIS_URL", None)
+# Celery queues of this run only: parallel runs on one Redis must not take each other's tasks.
+os.environ.setdefault("JOINTLINE_REDIS_KEY_PREFIX", f"jltest{os.getpid()}:")
 os.environ.setdefault("JOINTLINE_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "var", "test"))
 
 from config.settings import *  # noqa: E402, F403

@@ -44,13 +44,20 @@ def applied() -> int:
     return IngestBatch.objects.filter(status=BatchStatus.APPLIED).count()
 
 
+def _forget_queued_tasks() -> None:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
+    for key in client.scan_iter(f"{prefix}*"):
+        client.delete(key)
+
+
 @pytest.fixture
 def broker(monkeypatch):
-    """Tasks go to Redis (not eager) and the test's Redis database starts empty."""
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    """Tasks go to Redis (not eager), under this run's key prefix, starting from an empty queue."""
+    _forget_queued_tasks()
     monkeypatch.setattr(celery_app.conf, "task_always_eager", False)
     yield
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    _forget_queued_tasks()
 
 
 def test_a_real_worker_applies_pushed_batches(broker, pusher_a):

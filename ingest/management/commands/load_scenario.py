@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from ingest.scenario import ScenarioConfig, generate
@@ -6,20 +6,31 @@ from ingest.scenario_loading import ORGANISATIONS, load_batches
 from orgs.services import organization_create
 
 
+def add_scenario_arguments(parser) -> None:
+    parser.add_argument("--seed", type=int, default=ScenarioConfig.seed)
+    parser.add_argument("--compact", action="store_true", help="the quickstart profile")
+    parser.add_argument("--nodes", type=int, help="cluster size (default 63)")
+    parser.add_argument("--training-nodes", type=int, help="nodes of the training job (default 60)")
+
+
 def scenario_config(options) -> ScenarioConfig:
-    return (
-        ScenarioConfig.compact(seed=options["seed"])
-        if options["compact"]
-        else ScenarioConfig(seed=options["seed"])
-    )
+    """The scenario the command's options describe; a bad combination is a CommandError."""
+    overrides = {"seed": options["seed"]}
+    if options.get("nodes"):
+        overrides["nodes"] = options["nodes"]
+    if options.get("training_nodes"):
+        overrides["training_nodes"] = options["training_nodes"]
+    try:
+        return ScenarioConfig.compact(**overrides) if options["compact"] else ScenarioConfig(**overrides)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 class Command(BaseCommand):
     help = "Load the reference incident scenario into the store through the ingest journal (idempotent)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--seed", type=int, default=ScenarioConfig.seed)
-        parser.add_argument("--compact", action="store_true", help="the quickstart profile")
+        add_scenario_arguments(parser)
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, **options):
