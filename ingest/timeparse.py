@@ -12,7 +12,8 @@ Accepted inputs:
   see :func:`parse_epoch`;
 * RFC 3339 / ISO 8601 extended date-times with seconds:
   ``2026-06-15T01:00:03.250+09:00``, ``...Z``, lowercase ``t``/``z``, a space
-  instead of ``T``, 0 to 9 fractional digits (beyond microseconds truncated);
+  instead of ``T``, 0 to 9 fractional digits after ``.`` (or ISO's ``,``),
+  digits beyond microseconds truncated; offsets ``+09:00``, ``+0900``, ``+09``;
 * the same without an offset ("naive") only with a declared time zone;
 * syslog's ``Jun 14 15:16:01`` with a declared year and time zone, see
   :func:`parse_syslog_time`.
@@ -285,7 +286,7 @@ def _parse_datetime_string(text: str, tz: datetime.tzinfo | None) -> int:
                 "or add an offset such as 'Z' or '+09:00'"
             )
         return _localize(moment, tz, text)
-    return (moment - _EPOCH) // _ONE_US
+    return _in_range((moment - _EPOCH) // _ONE_US, text)
 
 
 def _fromisoformat_normalised(text: str) -> datetime.datetime:
@@ -298,15 +299,18 @@ def _fromisoformat_normalised(text: str) -> datetime.datetime:
     try:
         return _fromisoformat(normalised)
     except ValueError as exc:
+        # Keep datetime's specific reasons ("day is out of range for month");
+        # its generic one only echoes the (normalised) input back.
+        reason = "" if str(exc).startswith("Invalid isoformat") else f" ({exc})"
         raise TimestampError(
-            f"timestamp {_quoted(text)} is not a valid date-time ({exc}); {_ACCEPTED_STRINGS}"
+            f"timestamp {_quoted(text)} is not a valid date-time{reason}; {_ACCEPTED_STRINGS}"
         ) from None
 
 
 def _localize(local: datetime.datetime, tz: datetime.tzinfo, shown: str) -> int:
     """Local wall time in ``tz`` to microseconds UTC: gaps raise, overlaps take fold=0."""
     aware = local.replace(tzinfo=tz, fold=0)
-    ts_us = (aware - _EPOCH) // _ONE_US
+    ts_us = _in_range((aware - _EPOCH) // _ONE_US, shown)
     # Only around a transition do the two folds disagree; then a round trip
     # through UTC tells a gap (the wall time changes) from an overlap.
     if aware.utcoffset() != aware.replace(fold=1).utcoffset():
@@ -316,4 +320,11 @@ def _localize(local: datetime.datetime, tz: datetime.tzinfo, shown: str) -> int:
                 f"local time {_quoted(shown)} does not exist in {tz} (skipped by a daylight-saving change); "
                 "send timestamps with a UTC offset"
             )
+    return ts_us
+
+
+def _in_range(ts_us: int, shown: str) -> int:
+    """An offset can push year 1 or 9999 outside what the rest of the system can represent."""
+    if not MIN_US <= ts_us <= MAX_US:
+        raise TimestampError(f"timestamp {_quoted(shown)} is outside years 1-9999 in UTC")
     return ts_us

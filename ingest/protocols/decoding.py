@@ -16,6 +16,7 @@ import cramjam
 from ingest.protocols.errors import InvalidPayload, PayloadTooLarge, UnsupportedMediaType
 
 ACCEPTED_ENCODINGS: tuple[str, ...] = ("identity", "gzip", "deflate", "snappy")
+MAX_GZIP_MEMBERS = 64
 
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 _ZLIB_WBITS = zlib.MAX_WBITS
@@ -61,16 +62,21 @@ def _too_large(max_bytes: int) -> PayloadTooLarge:
 
 
 def _inflate_gzip(body: bytes, max_bytes: int) -> bytes:
-    """Inflate every gzip member in turn (concatenated members are valid gzip)."""
+    """Inflate every gzip member in turn (concatenated members are valid gzip).
+
+    The member count is capped: zlib copies the input left after each member,
+    so a body of a million empty members would cost quadratic time.
+    """
     parts: list[bytes] = []
     produced = 0
     remaining = body
-    while True:
+    for _ in range(MAX_GZIP_MEMBERS):
         member, remaining = _inflate_stream(remaining, _GZIP_WBITS, "gzip", max_bytes - produced, max_bytes)
         parts.append(member)
         produced += len(member)
         if not remaining:
             return b"".join(parts)
+    raise InvalidPayload(f"body is not valid gzip: more than {MAX_GZIP_MEMBERS} concatenated members")
 
 
 def _inflate_deflate(body: bytes, max_bytes: int) -> bytes:
@@ -78,9 +84,7 @@ def _inflate_deflate(body: bytes, max_bytes: int) -> bytes:
     wbits = _ZLIB_WBITS if _has_zlib_header(body) else _RAW_DEFLATE_WBITS
     data, trailing = _inflate_stream(body, wbits, "deflate", max_bytes, max_bytes)
     if trailing:
-        raise InvalidPayload(
-            f"body is not valid deflate: {len(trailing)} bytes of trailing data after the stream"
-        )
+        raise InvalidPayload(f"body is not valid deflate: {len(trailing)} bytes after the end of the stream")
     return data
 
 
