@@ -53,6 +53,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "ops.middleware.ProbeMiddleware",
+    "ops.middleware.ApiMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -154,12 +156,12 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A key prefix keeps several installations (or test runs) apart on one Redis.
-CELERY_BROKER_TRANSPORT_OPTIONS = (
-    {"global_keyprefix": env_str("JOINTLINE_REDIS_KEY_PREFIX")} if env_str("JOINTLINE_REDIS_KEY_PREFIX") else {}
-)
+REDIS_KEY_PREFIX = env_str("JOINTLINE_REDIS_KEY_PREFIX", "")
+CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": REDIS_KEY_PREFIX} if REDIS_KEY_PREFIX else {}
 CELERY_BEAT_SCHEDULE = {
     "sweep-journal": {"task": "ingest.tasks.sweep_journal", "schedule": 60.0},
     "create-partitions-ahead": {"task": "timeline.tasks.create_partitions_ahead", "schedule": 3600.0},
+    "apply-retention": {"task": "ops.tasks.apply_retention", "schedule": 3600.0},
 }
 
 # Ingest limits.

@@ -60,4 +60,5 @@ urlpatterns = [
     path("i/<str:short_id>", incident_views.PermalinkPage.as_view(), name="permalink"),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
+    path("", include("ops.urls")),
 ]

@@ -1,0 +1,1 @@
+"""Operating Jointline: health and readiness probes, Prometheus metrics, retention, store size."""

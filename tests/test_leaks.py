@@ -254,7 +254,7 @@ def test_no_viewer_reads_beyond_its_grant_through_any_url(world, who):
     problems = []
     for url, name in _urls(world):
         response = client.get(url, follow=False)
-        if response.status_code >= 500:
+        if response.status_code >= 500 and not url.startswith("/readyz"):  # 503: no worker in this test
             problems.append(f"{url}: {response.status_code}")
         leaked = _leaks(who, response)
         if leaked:
