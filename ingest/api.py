@@ -19,6 +19,7 @@ from ingest.ratelimit import push_rate_check
 from ingest.records import Batch
 from ingest.services import IdempotencyConflict, batch_accept
 from ingest.timeparse import now_us
+from orgs.api_base import HasPrincipal
 from orgs.authentication import BearerTokenAuthentication
 from orgs.models import IngestToken, TokenPurpose
 
@@ -169,12 +170,7 @@ class NativePushView(PushEndpoint):
 class BatchStatusView(APIView):
     """Status and counts of one journal entry, for its organisation (member or token)."""
 
-    authentication_classes = [BearerTokenAuthentication, *APIView.authentication_classes[1:]]
-
-    def get_permissions(self):
-        from orgs.api_base import HasPrincipal
-
-        return [HasPrincipal()]
+    permission_classes = [HasPrincipal]
 
     @extend_schema(summary="Status of a pushed batch", responses={200: OpenApiTypes.OBJECT})
     def get(self, request, batch_id):
