@@ -1,13 +1,19 @@
 """What the benchmarks share: a fresh database, an organisation and token, and the running stack.
 
 The stack is the production one, each part a subprocess of the benchmark and reachable only on
-127.0.0.1: gunicorn serving ``config.wsgi`` and one Celery worker, against PostgreSQL and Redis.
-:class:`Stack` starts both, waits until they answer and stops them (their whole process groups)
+127.0.0.1: gunicorn serving ``config.wsgi`` and Celery workers, against PostgreSQL and Redis.
+:class:`Stack` starts them, waits until they answer and stops them (their whole process groups)
 when the ``with`` block ends, also on error.
+
+Benchmarks run one at a time on a machine: they share the Redis database (its queues have fixed
+names, and each run flushes it) and the CPUs they measure. The first step that touches shared
+state (:func:`recreate_database`, :func:`flush_redis`, :class:`Stack`) takes an exclusive lock,
+held until the process exits; another benchmark waits for it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import json
 import os
@@ -29,10 +35,44 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/14"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
+LOCK_PATH = Path(tempfile.gettempdir()) / "jointline-bench.lock"
+LOCK_TIMEOUT_S = 3600.0
+
+_lock_file = None  # held open (and locked) until the process exits
 
 
 class HarnessError(RuntimeError):
     pass
+
+
+def exclusive(timeout_s: float = LOCK_TIMEOUT_S) -> None:
+    """Wait (bounded) until no other benchmark runs on this machine, then hold the lock until exit."""
+    global _lock_file
+    if _lock_file is not None:
+        return
+    lock_file = LOCK_PATH.open("a+")
+    deadline = time.monotonic() + timeout_s
+    announced = False
+    while True:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                lock_file.close()
+                raise HarnessError(
+                    f"another benchmark still holds {LOCK_PATH} after {timeout_s:.0f} s"
+                ) from None
+            if not announced:
+                lock_file.seek(0)
+                print(f"waiting for another benchmark ({lock_file.read().strip()}) …", file=sys.stderr)
+                announced = True
+            time.sleep(1.0)
+    lock_file.seek(0)
+    lock_file.truncate()
+    lock_file.write(f"pid {os.getpid()}: {' '.join(sys.argv)}")
+    lock_file.flush()
+    _lock_file = lock_file
 
 
 # --------------------------------------------------------------------------- database and tokens
@@ -52,6 +92,7 @@ def database_name(database_url: str) -> str:
 def recreate_database(database_url: str) -> None:
     """Drop and create the database of ``database_url``; its name must contain "bench"."""
     require_loopback(database_url)
+    exclusive()
     name = database_name(database_url)
     if "bench" not in name or not name.replace("_", "").isalnum():
         raise HarnessError(
@@ -65,6 +106,7 @@ def recreate_database(database_url: str) -> None:
 
 def flush_redis(redis_url: str) -> None:
     require_loopback(redis_url)
+    exclusive()
     client = redis.Redis.from_url(redis_url, socket_timeout=5)
     try:
         client.flushdb()
@@ -211,13 +253,30 @@ def answers(port: int) -> bool:
 # --------------------------------------------------------------------------- the stack
 
 
+def gunicorn_command(port: int, workers: int) -> list[str]:
+    return [
+        "gunicorn", "config.wsgi:application", "-w", str(workers), "-b", f"127.0.0.1:{port}",
+        "--timeout", "300", "--log-level", "warning",
+    ]  # fmt: skip
+
+
+def worker_command(name: str) -> list[str]:
+    """One Celery worker on both queues, solo pool, as tests/ingest/test_worker.py starts it."""
+    return [
+        sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "ingest,jointline",
+        "-n", f"{name}@%h", "--pool", "solo", "--concurrency", "1",
+        "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO",
+    ]  # fmt: skip
+
+
 @dataclass
 class Stack:
-    """gunicorn + one Celery worker on ``database_url`` and ``redis_url``, as a context manager."""
+    """gunicorn + Celery workers (solo pool) on ``database_url`` and ``redis_url``, as a context manager."""
 
     database_url: str
     redis_url: str = DEFAULT_REDIS_URL
     web_workers: int = 2
+    workers: int = 1
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jointline-bench-")))
     port: int = 0
     processes: list[subprocess.Popen] = field(default_factory=list)
@@ -226,39 +285,39 @@ class Stack:
     def web_log(self) -> Path:
         return self.log_dir / "gunicorn.log"
 
-    @property
-    def worker_log(self) -> Path:
-        return self.log_dir / "worker.log"
+    def worker_log(self, index: int = 0) -> Path:
+        return self.log_dir / f"worker{index}.log"
 
     def __enter__(self) -> Stack:
         require_loopback(self.database_url)
         require_loopback(self.redis_url)
+        exclusive()
         env = service_env(self.database_url, self.redis_url)
         self.port = free_port()
         try:
-            web = start_process(
-                ["gunicorn", "config.wsgi:application", "-w", str(self.web_workers),
-                 "-b", f"127.0.0.1:{self.port}", "--timeout", "300", "--log-level", "warning"],
-                env,
-                self.web_log,
-            )  # fmt: skip
+            web = start_process(gunicorn_command(self.port, self.web_workers), env, self.web_log)
             self.processes.append(web)
-            worker = start_process(
-                [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "ingest,jointline",
-                 "--pool", "solo", "--concurrency", "1", "--without-gossip", "--without-mingle",
-                 "--without-heartbeat", "--loglevel", "INFO"],
-                env,
-                self.worker_log,
-            )  # fmt: skip
-            self.processes.append(worker)
+            workers = [
+                start_process(worker_command(f"bench{index}"), env, self.worker_log(index))
+                for index in range(self.workers)
+            ]
+            self.processes.extend(workers)
             wait_until(
-                lambda: answers(self.port), timeout_s=START_TIMEOUT_S, what="gunicorn", process=web,
+                lambda: answers(self.port),
+                timeout_s=START_TIMEOUT_S,
+                what="gunicorn",
+                process=web,
                 log=self.web_log,
-            )  # fmt: skip
-            wait_until(
-                lambda: " ready." in log_tail(self.worker_log, 100_000), timeout_s=START_TIMEOUT_S,
-                what="celery worker", process=worker, log=self.worker_log,
-            )  # fmt: skip
+            )
+            for index, worker in enumerate(workers):
+                log = self.worker_log(index)
+                wait_until(
+                    lambda log=log: " ready." in log_tail(log, 100_000),
+                    timeout_s=START_TIMEOUT_S,
+                    what=f"celery worker {index}",
+                    process=worker,
+                    log=log,
+                )
         except BaseException:
             self.stop()
             raise

@@ -6,8 +6,9 @@ recreated):
 1. **The pipeline.** N samples of realistic node_exporter-like series (63 nodes x 16 series, 15 s
    steps), pre-encoded into native JSON bodies of ``--batch-size`` samples before the clock starts,
    pushed by K concurrent senders to ``POST /api/v1/push`` on gunicorn (2 workers); one Celery worker
-   (solo pool) applies the journal. Reported: accepted samples/s (pushes only), end-to-end samples/s
-   (first push to the last ``applied_at`` in the journal) and per-batch apply times from the journal.
+   (solo pool, ``--workers`` for more) applies the journal. Reported: accepted samples/s (pushes
+   only), end-to-end samples/s (first push to the last ``applied_at`` in the journal) and per-batch
+   apply times from the journal.
 2. **The limits of the write path**, in-process on the same database and the same day partitions,
    with fresh series ids so nothing conflicts, one transaction per batch as the worker does:
    binary ``COPY`` straight into ``timeline_sample`` (``write_row``, as the store does; and a buffer
@@ -20,7 +21,8 @@ The last line is ``ingest: <end-to-end samples/s> samples/s, <ratio> of raw COPY
 against the ``write_row`` COPY into ``timeline_sample``.
 
 Needs PostgreSQL (trust auth) and Redis on 127.0.0.1; everything it starts listens on 127.0.0.1 only
-and is stopped at the end. Run from the project root::
+and is stopped at the end. It waits for any other benchmark on the machine to finish first (they
+share Redis database 14 and the CPUs; see ``bench/_harness.py``). Run from the project root::
 
     python bench/ingest.py                          # 2,000,000 samples in batches of 50,000
     python bench/ingest.py --samples 200000 --senders 4
@@ -80,42 +82,23 @@ class SeriesSpec:
     step: float  # counters: mean increase per step; gauges: standard deviation of a step
 
 
-# What one node exports: 16 series.
+# What one node exports, 16 series: (metric, kind, signal, unit, labels, start, step).
+# fmt: off
 NODE_SERIES: list[tuple[str, str, str, str, dict[str, str], float, float]] = [
     ("node_load1", "gauge", "host", "", {}, 30.0, 0.5),
     ("node_procs_running", "gauge", "host", "", {}, 40.0, 2.0),
     ("node_memory_MemAvailable_bytes", "gauge", "host", "bytes", {}, 4.0e11, 1.0e9),
-    (
-        "node_hwmon_temp_celsius",
-        "gauge",
-        "host",
-        "celsius",
-        {"chip": "coretemp", "sensor": "temp1"},
-        60.0,
-        0.3,
-    ),
-    *[
-        ("node_cpu_seconds_total", "counter", "host", "seconds", {"cpu": "all", "mode": mode}, 1.0e6, share)
-        for mode, share in (("user", 900.0), ("system", 120.0), ("idle", 300.0), ("iowait", 20.0))
-    ],
-    *[
-        (
-            f"node_network_{direction}_bytes_total",
-            "counter",
-            "network",
-            "bytes",
-            {"device": device},
-            1.5e12,
-            1.0e10,
-        )
-        for direction in ("receive", "transmit")
-        for device in ("ens2f0", "ib0")
-    ],
+    ("node_hwmon_temp_celsius", "gauge", "host", "celsius", {"chip": "coretemp"}, 60.0, 0.3),
+    *[("node_cpu_seconds_total", "counter", "host", "seconds", {"cpu": "all", "mode": mode}, 1.0e6, step)
+      for mode, step in (("user", 900.0), ("system", 120.0), ("idle", 300.0), ("iowait", 20.0))],
+    *[(f"node_network_{way}_bytes_total", "counter", "network", "bytes", {"device": dev}, 1.5e12, 1.0e10)
+      for way in ("receive", "transmit") for dev in ("ens2f0", "ib0")],
     ("node_disk_read_bytes_total", "counter", "storage", "bytes", {"device": "nvme0n1"}, 8.0e11, 3.0e9),
     ("node_disk_written_bytes_total", "counter", "storage", "bytes", {"device": "nvme0n1"}, 5.0e11, 1.5e9),
     ("node_filesystem_avail_bytes", "gauge", "storage", "bytes", {"mountpoint": "/"}, 2.0e11, 1.0e7),
     ("node_filesystem_avail_bytes", "gauge", "storage", "bytes", {"mountpoint": "/scratch"}, 6.0e12, 5.0e9),
 ]
+# fmt: on
 
 
 @dataclass
@@ -273,7 +256,7 @@ def wait_applied(
 ) -> None:
     """Poll each batch's status, in push order, until all are ``applied``.
 
-    One worker applies roughly in push order, so each round asks about the oldest pending batch
+    Workers apply roughly in push order, so each round asks about the oldest pending batch
     and moves on only once it is applied: the poll costs the server one request per round.
     """
     client = stack.client(token)
@@ -285,7 +268,7 @@ def wait_applied(
             if time.monotonic() > deadline:
                 raise _harness.HarnessError(
                     f"{len(pending)} batches not applied after {timeout_s:.0f} s\n"
-                    + _harness.log_tail(stack.worker_log)
+                    + _harness.log_tail(stack.worker_log())
                 )
             index = pending[0]
             status, _, document = client.request("GET", f"/api/v1/batches/{run.batch_ids[index]}")
@@ -306,12 +289,12 @@ def wait_applied(
 @dataclass
 class Journal:
     last_applied: float  # epoch seconds
-    apply_s: np.ndarray  # per batch, in apply order
+    apply_s: np.ndarray | None  # per batch, in apply order; None with several workers
     latency_s: np.ndarray  # received -> applied, per batch
     samples_stored: int
 
 
-def read_journal(conn: psycopg.Connection) -> Journal:
+def read_journal(conn: psycopg.Connection, workers: int) -> Journal:
     """Per-batch times from the journal.
 
     The journal has no start-of-apply time: with one worker applying one batch at a time, a batch's
@@ -328,7 +311,7 @@ def read_journal(conn: psycopg.Connection) -> Journal:
     previous = np.concatenate(([-np.inf], applied[:-1]))
     return Journal(
         last_applied=float(applied.max()),
-        apply_s=applied - np.maximum(received, previous),
+        apply_s=applied - np.maximum(received, previous) if workers == 1 else None,
         latency_s=applied - received,
         samples_stored=sum(row[2] for row in rows),
     )
@@ -421,7 +404,11 @@ SCRATCH_TABLES = {
 
 
 def create_scratch_tables(database_url: str, days: range) -> None:
-    """timeline_sample's shape without the primary key: same columns, partitions and BRIN on ts."""
+    """timeline_sample's shape without the primary key: same columns, day partitions and BRIN on ts.
+
+    They start with a copy of what the pipeline stored (indexes built after, untimed), so they are
+    as large as timeline_sample when the raw COPY into it is measured.
+    """
     with psycopg.connect(database_url) as conn:
         for table, btree in SCRATCH_TABLES.items():
             conn.execute(f"DROP TABLE IF EXISTS {table}")
@@ -429,14 +416,16 @@ def create_scratch_tables(database_url: str, days: range) -> None:
                 f"""CREATE TABLE {table} (series_id bigint NOT NULL, ts bigint NOT NULL,
                     value double precision NOT NULL) PARTITION BY RANGE (ts)"""
             )
-            conn.execute(f"CREATE INDEX ON {table} USING brin (ts)")
-            if btree:
-                conn.execute(btree)
             for day in days:
                 conn.execute(
                     f"CREATE TABLE {table}_d{day} PARTITION OF {table} "
                     f"FOR VALUES FROM ({day * DAY_US}) TO ({(day + 1) * DAY_US})"
                 )
+            conn.execute(f"INSERT INTO {table} SELECT series_id, ts, value FROM timeline_sample")
+            conn.execute(f"CREATE INDEX ON {table} USING brin (ts)")
+            if btree:
+                conn.execute(btree)
+            conn.commit()
 
 
 def drop_scratch_tables(database_url: str) -> None:
@@ -464,7 +453,8 @@ def timed_store(database_url: str, workload: Workload, base: int) -> Stage:
     for series_ids, blocks in tqdm(list(fresh_rows(workload, base)), desc="store", leave=False):
         with transaction.atomic():
             stored = store._write_samples(series_ids, blocks)
-        assert stored == sum(len(block.ts) for block in blocks), stored
+        if stored != sum(len(block.ts) for block in blocks):
+            raise _harness.HarnessError(f"the store wrote {stored} of {sum(len(b.ts) for b in blocks)} rows")
     return Stage(
         "store _write_samples: staging + INSERT ON CONFLICT", workload.samples, time.perf_counter() - started
     )
@@ -522,6 +512,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=2_000_000, help="samples to push (default 2,000,000)")
     parser.add_argument("--batch-size", type=int, default=50_000, help="samples per push (default 50,000)")
     parser.add_argument("--senders", type=int, default=2, help="concurrent push threads (default 2)")
+    parser.add_argument("--workers", type=int, default=1, help="Celery worker processes (default 1)")
     parser.add_argument(
         "--database-url",
         default=DEFAULT_DATABASE_URL,
@@ -533,8 +524,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--apply-timeout", type=float, default=1800.0, help="seconds to wait for every apply")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one in-process apply")
     args = parser.parse_args()
-    if args.samples < 1 or args.batch_size < 1 or args.senders < 1:
-        parser.error("--samples, --batch-size and --senders must be at least 1")
+    if min(args.samples, args.batch_size, args.senders, args.workers) < 1:
+        parser.error("--samples, --batch-size, --senders and --workers must be at least 1")
     return args
 
 
@@ -551,15 +542,15 @@ def describe(workload: Workload, batch_size: int, seconds: float) -> str:
 def run_pipeline(args: argparse.Namespace, workload: Workload, token: str) -> tuple[PushRun, Journal]:
     """Push everything through gunicorn, wait until the worker applied it, check what was stored."""
     checkpoint(args.database_url)
-    with _harness.Stack(args.database_url, args.redis_url) as stack:
+    with _harness.Stack(args.database_url, args.redis_url, workers=args.workers) as stack:
         print(
-            f"stack: gunicorn -w {stack.web_workers} on 127.0.0.1:{stack.port}, one celery worker (solo), "
-            f"{args.senders} senders; logs in {stack.log_dir}"
+            f"stack: gunicorn -w {stack.web_workers} on 127.0.0.1:{stack.port}, "
+            f"{args.workers} celery worker(s) (solo pool), {args.senders} senders; logs in {stack.log_dir}"
         )
         run = push_all(stack, token, workload, args.senders)
         wait_applied(stack, token, run, workload, args.apply_timeout)
     with psycopg.connect(args.database_url) as conn:
-        journal = read_journal(conn)
+        journal = read_journal(conn, args.workers)
         stored = conn.execute("SELECT count(*) FROM timeline_sample").fetchone()[0]
     if stored != workload.samples or journal.samples_stored != workload.samples:
         raise _harness.HarnessError(
@@ -604,16 +595,19 @@ def main() -> None:
     encode_started = time.perf_counter()
     workload = make_workload(args.samples, args.batch_size)
     print(describe(workload, args.batch_size, time.perf_counter() - encode_started))
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} before the pipeline")
 
     run, journal = run_pipeline(args, workload, token)
     push_s, total_s = run.finished - run.started, journal.last_applied - run.started
     end_to_end = workload.samples / total_s
     print(f"accepted (push only):    {workload.samples / push_s:>10,.0f} samples/s  ({push_s:.2f} s)")
     print(f"end to end (to applied): {end_to_end:>10,.0f} samples/s  ({total_s:.2f} s)")
-    print(f"apply per batch:         {percentiles(journal.apply_s)}")
+    apply_s = "n/a with several workers" if journal.apply_s is None else percentiles(journal.apply_s)
+    print(f"apply per batch:         {apply_s}")
     print(f"received -> applied:     {percentiles(journal.latency_s)}")
 
     stages, profile_report = measure_write_path(args, workload)
+    print(f"machine: load average {os.getloadavg()[0]:.2f} after the in-process stages")
     raw_copy = stages[0].rate
     print(f"write path in-process, {workload.samples} rows, one transaction per batch (rows/s, x raw COPY):")
     for stage in stages:

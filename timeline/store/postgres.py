@@ -11,6 +11,8 @@ import json
 from datetime import UTC, datetime
 
 import numpy as np
+import psycopg
+from django.db import IntegrityError, transaction
 
 from ingest.records import EventRecord, SeriesBlock
 from timeline.store.base import DAY_US, StoreBackend, event_fingerprint
@@ -118,15 +120,19 @@ class PostgresStore(StoreBackend):
                 self.ensure_partitions(day, day)
 
     def _write_samples(self, series_ids: list[int], blocks: list[SeriesBlock]) -> int:
+        """Fast path: COPY straight into the table inside a savepoint. When any (series, ts) already
+        exists, the savepoint rolls back and the batch goes through the staging table with
+        ``ON CONFLICT DO NOTHING`` (bench/ingest.py measured the fast path at 2.5-2.9x the staging
+        path in-process, +33 % end to end; docs/decisions/0002-idempotent-apply.md)."""
+        try:
+            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+                self._copy_rows(cursor, "timeline_sample", series_ids, blocks)
+                return sum(len(block.ts) for block in blocks)
+        except (IntegrityError, psycopg.errors.UniqueViolation):
+            pass
         with self.connection.cursor() as cursor:
             cursor.execute(SAMPLE_STAGE)
-            with cursor.copy(
-                "COPY jl_sample_stage (series_id, ts, value) FROM STDIN (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(["int8", "int8", "float8"])
-                for series_id, block in zip(series_ids, blocks, strict=True):
-                    for ts, value in zip(block.ts, block.values, strict=True):
-                        copy.write_row((series_id, ts, value))
+            self._copy_rows(cursor, "jl_sample_stage", series_ids, blocks)
             cursor.execute(
                 """INSERT INTO timeline_sample (series_id, ts, value)
                    SELECT series_id, ts, value FROM jl_sample_stage ON CONFLICT DO NOTHING"""
@@ -134,6 +140,14 @@ class PostgresStore(StoreBackend):
             stored = cursor.rowcount
             cursor.execute("TRUNCATE jl_sample_stage")
             return stored
+
+    @staticmethod
+    def _copy_rows(cursor, table: str, series_ids: list[int], blocks: list[SeriesBlock]) -> None:
+        with cursor.copy(f"COPY {table} (series_id, ts, value) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "int8", "float8"])
+            for series_id, block in zip(series_ids, blocks, strict=True):
+                for ts, value in zip(block.ts, block.values, strict=True):
+                    copy.write_row((series_id, ts, value))
 
     def _write_events(self, org_id: int, source_id: int, events: list[EventRecord]) -> int:
         with self.connection.cursor() as cursor:
