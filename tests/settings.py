@@ -64,7 +64,8 @@ from config.settings import *  # noqa: E402, F403
 CELERY_TASK_ALWAYS_EAGER = True
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
-# One test database per run, so parallel runs on one machine do not collide.
-DATABASES["default"]["TEST"] = {  # noqa: F405
-    "NAME": os.environ.get("JOINTLINE_TEST_DB_NAME", f"test_jointline_{os.getpid()}")
-}
+# One test database per run, so parallel runs on one machine do not collide (SQLite tests run in memory).
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": os.environ.get("JOINTLINE_TEST_DB_NAME", f"test_jointline_{os.getpid()}")
+    }
