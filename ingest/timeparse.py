@@ -15,8 +15,12 @@ Accepted inputs:
   instead of ``T``, 0 to 9 fractional digits after ``.`` (or ISO's ``,``),
   digits beyond microseconds truncated; offsets ``+09:00``, ``+0900``, ``+09``;
 * the same without an offset ("naive") only with a declared time zone;
-* syslog's ``Jun 14 15:16:01`` with a declared year and time zone, see
-  :func:`parse_syslog_time`.
+* syslog's ``Jun 14 15:16:01`` with a declared time zone and a declared year or a
+  reference time the year is inferred from, see :func:`parse_syslog_time`;
+* time zones by IANA name (:func:`zone`), declared per batch, import or source.
+
+Out-of-order and late timestamps are not this module's concern: every accepted
+instant is kept as it is, and the store sorts by time when it reads.
 
 Rounding: numeric values are rounded to the nearest microsecond, ties toward
 the later instant; fractional seconds in strings are truncated (RFC 3339 text
@@ -29,6 +33,7 @@ import datetime
 import math
 import re
 import time
+import zoneinfo
 
 EPOCH_UNITS: tuple[str, ...] = ("s", "ms", "us", "ns")
 
@@ -163,12 +168,16 @@ def parse_timestamp(
     return parse_epoch(value, unit)
 
 
-def parse_syslog_time(text: str, *, year: int, tz: datetime.tzinfo) -> int:
+def parse_syslog_time(
+    text: str, *, tz: datetime.tzinfo, year: int | None = None, reference_us: int | None = None
+) -> int:
     """Convert a BSD syslog time (``Jun 14 15:16:01``, ``Jun  4 05:06:07``) to microseconds UTC.
 
-    Syslog omits the year and the zone, so the caller declares both. The month
-    name is English, any case; an optional ``.fraction`` of up to 9 digits is
-    truncated to microseconds. DST is handled as in :func:`parse_timestamp`.
+    Syslog omits the year and the zone, so the caller declares the zone and either
+    the ``year`` or a ``reference_us`` (when the line was received or the file
+    written) to infer it from, see :func:`infer_syslog_year`. The month name is
+    English, any case; an optional ``.fraction`` of up to 9 digits is truncated to
+    microseconds. DST is handled as in :func:`parse_timestamp`.
     """
     match = _SYSLOG.fullmatch(text)
     month = _MONTHS.get(match.group(1).lower()) if match else None
@@ -176,6 +185,13 @@ def parse_syslog_time(text: str, *, year: int, tz: datetime.tzinfo) -> int:
         raise TimestampError(f"syslog time {_quoted(text)} is not of the form 'Jun 14 15:16:01'")
     day, hour, minute, second = (int(group) for group in match.group(2, 3, 4, 5))
     microsecond = int((match.group(6) or "0")[:6].ljust(6, "0"))
+    if year is None:
+        if reference_us is None:
+            raise TimestampError(
+                f"syslog time {_quoted(text)} has no year; "
+                "declare the year or a reference time to infer it from"
+            )
+        year = infer_syslog_year(month, day, reference_us=reference_us, tz=tz, shown=text)
     try:
         local = datetime.datetime(year, month, day, hour, minute, second, microsecond)
     except ValueError as exc:
@@ -183,6 +199,49 @@ def parse_syslog_time(text: str, *, year: int, tz: datetime.tzinfo) -> int:
             f"syslog time {_quoted(text)} in {year} is not a valid date-time: {exc}"
         ) from None
     return _localize(local, tz, text)
+
+
+SYSLOG_FUTURE_DAYS = 31
+
+
+def infer_syslog_year(
+    month: int, day: int, *, reference_us: int, tz: datetime.tzinfo, shown: str | None = None
+) -> int:
+    """The year of a syslog ``month``/``day`` seen at ``reference_us``: the latest year in which that date
+    is no more than :data:`SYSLOG_FUTURE_DAYS` days after the reference's local date (a log is read
+    after it is written, give or take a wrong clock), and no more than a year before it.
+
+    So ``Dec 31`` read on 2027-01-02 is 2026, ``Jan  1`` read on 2026-12-31 is 2027, and ``Feb 29``
+    takes the last leap year within the past year; a date no year fits raises :class:`TimestampError`.
+    """
+    if not MIN_US <= reference_us <= MAX_US:
+        raise TimestampError(f"reference time {reference_us} µs is outside years 1-9999")
+    today = (_EPOCH + datetime.timedelta(microseconds=reference_us)).astimezone(tz).date()
+    for year in (today.year + 1, today.year, today.year - 1):
+        try:
+            candidate = datetime.date(year, month, day)
+        except ValueError:
+            continue
+        ahead = (candidate - today).days
+        if ahead <= SYSLOG_FUTURE_DAYS and ahead > -366:
+            return year
+    raise TimestampError(
+        f"syslog date {_quoted(shown or f'{_MONTH_NAMES[month - 1].title()} {day}')} fits no year around "
+        f"{today.isoformat()} (at most {SYSLOG_FUTURE_DAYS} days ahead, at most a year before); "
+        "declare the year"
+    )
+
+
+def zone(name: str) -> zoneinfo.ZoneInfo:
+    """An IANA time zone by name (``Asia/Seoul``, ``UTC``); an unknown name raises :class:`TimestampError`."""
+    if not isinstance(name, str) or not name or len(name) > 64 or name.startswith(("/", ".")) or ".." in name:
+        raise TimestampError(f"time zone {_quoted(name)} is not an IANA name such as 'Asia/Seoul' or 'UTC'")
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise TimestampError(
+            f"unknown time zone {_quoted(name)}; use an IANA name such as 'Asia/Seoul' or 'UTC'"
+        ) from None
 
 
 def check_not_future(ts_us: int, *, now_us: int, tolerance_s: float) -> None:

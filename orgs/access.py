@@ -354,8 +354,11 @@ class Scope:
 
     def present_event(self, event) -> dict:
         """The JSON a viewer gets for one event: redacted level hides the message and attributes and
-        pseudonymises the masked resource labels. Raises NoScope when not readable."""
+        pseudonymises the masked resource labels. Raises NoScope when not readable. Times carry the
+        clock corrections in force for this read (``timeline.alignment``); ``clock_shift_us`` (and
+        ``clock_end_shift_us``) say by how much, when they moved it."""
         from ingest.timeparse import format_rfc3339
+        from timeline.alignment import clock_for
 
         level = self.event_level(event)
         if level is None:
@@ -366,13 +369,14 @@ class Scope:
             message, attributes = REDACTED_MESSAGE, {}
             resource = self._masked(event.org_id, resource, rule.masked_labels)
         self.note_read(event.org_id, f"events {event.signal}", level)
-        return {
+        shift, end_shift, _used = clock_for(self).event_shift(event)
+        presented = {
             "id": event.pk,
             "org": event.org.slug,
             "colour": event.org.colour,
             "signal": event.signal,
-            "ts": format_rfc3339(event.ts),
-            "end_ts": format_rfc3339(event.end_ts) if event.end_ts is not None else None,
+            "ts": format_rfc3339(event.ts + shift),
+            "end_ts": format_rfc3339(event.end_ts + end_shift) if event.end_ts is not None else None,
             "kind": event.kind,
             "severity": event.severity,
             "name": event.name,
@@ -382,6 +386,10 @@ class Scope:
             "attributes": attributes,
             "level": level,
         }
+        if shift or end_shift:
+            presented["clock_shift_us"] = shift
+            presented["clock_end_shift_us"] = end_shift
+        return presented
 
     def organizations(self):
         """Organisations whose names and colours this viewer may see: its own and those sharing with it."""

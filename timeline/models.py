@@ -273,3 +273,59 @@ class SnapshotPart(models.Model):
 
     def __str__(self) -> str:
         return f"{self.snapshot_id}/{self.org_id}"
+
+
+class ClockOrigin(models.TextChoices):
+    DECLARED = "declared"
+    ESTIMATED = "estimated"
+
+
+class ClockCorrection(models.Model):
+    """A correction of one agent's clock, applied to its timestamps at query time, never to stored ones.
+
+    It adds ``offset_us + drift_us_per_hour * (ts - reference_ts) / 1 h`` to the stored timestamps of
+    the organisation's data from ``source`` (every source when empty) whose labels (series) or resource
+    (events) match ``label_matcher`` (e.g. ``node="node-17"``; empty: all), for stored ``ts`` in
+    ``[valid_from, valid_to)``. Several active corrections that match add up (a node's clock on top of
+    its agent's). Rows are never deleted by the app: switching one off keeps the record (auditable)."""
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="clock_corrections")
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, null=True, blank=True, related_name="clock_corrections"
+    )
+    label_matcher = models.CharField(max_length=300, blank=True, default="")
+    offset_us = models.BigIntegerField(
+        help_text="Added to stored timestamps (µs); negative for a fast clock."
+    )
+    drift_us_per_hour = models.BigIntegerField(default=0, help_text="Added per hour after reference_ts (µs).")
+    reference_ts = models.BigIntegerField(null=True, blank=True, help_text="µs since epoch; where drift is 0")
+    valid_from = models.BigIntegerField(null=True, blank=True, help_text="stored µs; empty: always")
+    valid_to = models.BigIntegerField(null=True, blank=True, help_text="stored µs, exclusive; empty: open")
+    origin = models.CharField(max_length=10, choices=ClockOrigin.choices, default=ClockOrigin.DECLARED)
+    uncertainty_us = models.BigIntegerField(default=0)
+    method = models.CharField(max_length=100, blank=True, default="")
+    note = models.TextField(blank=True, default="")
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    changed_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    changed_at = models.DateTimeField(auto_now=True)
+
+    # Bumped on every save in this process, so per-request caches of the clock model notice.
+    changes = 0
+
+    class Meta:
+        ordering = ["org_id", "pk"]
+        indexes = [models.Index(fields=["org", "active"])]
+
+    def __str__(self) -> str:
+        where = f"{self.source.name if self.source_id else '*'}{{{self.label_matcher}}}"
+        return f"{self.org_id}/{where} {self.offset_us:+d} µs"
+
+    def save(self, *args, **kwargs):
+        super().save(*args, **kwargs)
+        ClockCorrection.changes += 1

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from ingest.timeparse import TimestampError, now_us, parse_timestamp
 from orgs.access import Scope, require_scope
@@ -134,11 +134,11 @@ def events_list(
     text: str | None = None,
     limit: int = 500,
 ) -> QuerySet[Event]:
-    """Events the scope may read that overlap ``window``, oldest first."""
-    events = Event.objects.scoped(require_scope(scope)).filter(ts__lt=window.end)
-    events = events.filter(ts__gte=window.start) | events.filter(
-        end_ts__gte=window.start, ts__lt=window.start
-    )
+    """Events the scope may read that overlap ``window`` (in clock-corrected time), oldest first."""
+    from timeline.alignment import clock_for
+
+    events = Event.objects.scoped(require_scope(scope))
+    events = clock_for(scope).filter_window(events, window.start, window.end, overlapping=True)
     if signal:
         events = events.filter(signal=signal)
     if kind:
@@ -148,5 +148,182 @@ def events_list(
             raise QueryError("severity", f"must be one of {', '.join(SEVERITY_ORDER)}")
         events = events.filter(severity__in=SEVERITY_ORDER[SEVERITY_ORDER.index(min_severity) :])
     if text:
-        events = events.filter(message__icontains=text) | events.filter(name__icontains=text)
-    return events.select_related("org").order_by("ts", "id")[:limit]
+        events = events.filter(Q(message__icontains=text) | Q(name__icontains=text))
+    return events.select_related("org").order_by("aligned_ts", "id")[:limit]
+
+
+# ----------------------------------------------------------------------------- the war room
+
+
+def warroom_catalogue(scope: Scope, *, window: Window, series_ids: list[int] | None = None) -> dict:
+    """What the viewer may draw: series groups (with the lane kinds each allows), event families in
+    ``window``, and the default lanes chosen by rules over both."""
+    from timeline.lanes import busiest_label_value, default_specs, pair_capacities, series_groups
+
+    scope = require_scope(scope)
+    groups = series_groups(scope)
+    families = get_store().event_families(scope, start=window.start, end=window.end)
+    orgs = {org.pk: org for org in scope.organizations()}
+    slugs = {pk: org.slug for pk, org in orgs.items()}
+    pairs = pair_capacities(groups)
+
+    def busiest(group, label):
+        return busiest_label_value(scope, group, label, start=window.start, end=window.end)
+
+    defaults = default_specs(groups, families, slugs, busiest=busiest)
+    return {
+        "organizations": [
+            {"slug": org.slug, "name": org.name, "colour": org.colour}
+            for org in sorted(orgs.values(), key=lambda o: o.slug)
+        ],
+        "series": [g.as_json(capacity=pairs.get((g.org, g.metric), "")) for g in groups],
+        "events": [
+            {
+                "org": slugs[row["org_id"]],
+                "signal": row["signal"],
+                "kind": row["kind"],
+                "count": row["count"],
+                "with_duration": row["with_duration"],
+            }
+            for row in families
+            if row["org_id"] in slugs
+        ],
+        "defaults": [str(spec) for spec in defaults],
+        "unshared": scope.unshared_summary(),
+        "from_series": [str(spec) for spec in specs_for_series(scope, series_ids or [])],
+    }
+
+
+def specs_for_series(scope: Scope, series_ids: list[int]):
+    """``line`` lanes for series named by id (links made before lane specs), in the given order; series
+    the scope may not read one by one are left out."""
+    from timeline.lanes import LaneSpec
+
+    found = {s.pk: s for s in Series.objects.scoped(require_scope(scope)).filter(pk__in=series_ids)}
+    specs = []
+    for series_id in series_ids:
+        series = found.get(series_id)
+        if series is None:
+            continue
+        labels = scope.present_series(series)["labels"]
+        specs.append(
+            LaneSpec(
+                kind="rate" if series.kind == "counter" else "line",
+                org=series.org.slug,
+                signal=series.signal,
+                what=series.metric,
+                labels=tuple(sorted((k, str(v)) for k, v in labels.items())),
+            )
+        )
+    return specs
+
+
+MAX_LANES = 40
+
+
+def parse_lane_specs(values: list[str]):
+    from timeline.lanes import LaneSpec, LaneSpecError
+
+    specs = []
+    for value in values:
+        try:
+            specs.append(LaneSpec.parse(value))
+        except LaneSpecError as exc:
+            raise QueryError("lane", str(exc)) from exc
+    if len(specs) > MAX_LANES:
+        raise QueryError("lane", f"at most {MAX_LANES} lanes")
+    return specs
+
+
+def warroom_lanes(scope: Scope, *, specs, window: Window, width: int):
+    """Data of each lane over ``window``, drawn ``width`` pixels wide (at most ~2 x width points per line)."""
+    from timeline.lanes import Grid, build_lanes
+
+    scope = require_scope(scope)
+    if width < 10 or width > settings.JOINTLINE_LANE_MAX_WIDTH:
+        raise QueryError("width", f"must be between 10 and {settings.JOINTLINE_LANE_MAX_WIDTH}")
+    return build_lanes(scope, specs, Grid(window.start, window.end, width))
+
+
+def event_conditions(
+    *,
+    event_id: int | None = None,
+    orgs: list[str] | None = None,
+    signals: list[str] | None = None,
+    kinds: list[str] | None = None,
+    min_severity: str | None = None,
+    labels: dict[str, str] | None = None,
+):
+    """A ``Q`` over ``Event`` for the war room's event filters (the scope's filter is added by the reader)."""
+    from django.db.models import Q
+
+    condition = Q()
+    if event_id is not None:
+        condition &= Q(pk=event_id)
+    if orgs:
+        condition &= Q(org__slug__in=orgs)
+    if signals:
+        condition &= Q(signal__in=signals)
+    if kinds:
+        condition &= Q(kind__in=kinds)
+    if min_severity:
+        if min_severity not in SEVERITY_ORDER:
+            raise QueryError("severity", f"must be one of {', '.join(SEVERITY_ORDER)}")
+        condition &= Q(severity__in=SEVERITY_ORDER[SEVERITY_ORDER.index(min_severity) :])
+    for name, value in (labels or {}).items():
+        condition &= Q(**{f"resource__{name}": value})
+    return condition
+
+
+def warroom_events(scope: Scope, *, window: Window, condition, text: str = "", limit: int = 500) -> dict:
+    """Events in ``window`` matching ``condition`` (and ``text`` in name or message), as the viewer may
+    see them. A text match counts only where the viewer can see the matched text, so a hidden log body
+    never turns into a hit."""
+    from timeline.alignment import clock_for
+    from timeline.lanes import present_events
+
+    scope = require_scope(scope)
+    text = text.strip()
+    store = get_store()
+    if text:
+        rows = store.event_search(
+            scope, start=window.start, end=window.end, text=text, filters=condition, limit=limit + 1
+        )
+        events = present_events(scope, rows)
+        needle = text.casefold()
+        events = [
+            e for e in events if needle in e["name"].casefold() or needle in (e["message"] or "").casefold()
+        ]
+    else:
+        events = Event.objects.scoped(scope).filter(condition)
+        rows = (
+            clock_for(scope)
+            .filter_window(events, window.start, window.end)
+            .select_related("org")
+            .order_by("aligned_ts", "id")[: limit + 1]
+        )
+        events = present_events(scope, rows)
+    more = len(events) > limit
+    return {"events": events[:limit], "more": more}
+
+
+def event_marks(scope: Scope, *, window: Window, limit: int = 40) -> list[dict]:
+    """Notable events drawn across every lane: non-log events of severity notice or above and the
+    scheduler's session starts; the most severe first when there are more than ``limit``."""
+    from timeline.alignment import clock_for
+    from timeline.lanes import present_events
+
+    scope = require_scope(scope)
+    notable = Q(severity__in=SEVERITY_ORDER[2:]) | Q(signal="scheduler", name="session_started")
+    rows = list(
+        clock_for(scope)
+        .filter_window(Event.objects.scoped(scope).filter(notable), window.start, window.end)
+        .exclude(kind="log")
+        .select_related("org")
+        .order_by("ts", "id")[:2000]
+    )
+    if len(rows) > limit:
+        rank = {s: i for i, s in enumerate(SEVERITY_ORDER)}
+        rows = sorted(rows, key=lambda e: (-rank[e.severity], e.ts))[:limit]
+        rows.sort(key=lambda e: e.ts)
+    return present_events(scope, rows)

@@ -220,6 +220,10 @@ def _short_id() -> str:
 
 @transaction.atomic
 def permalink_create(*, user, state: dict, incident: Incident | None = None) -> Permalink:
+    """A link to ``state`` with its times frozen and the clock corrections in force recorded (``clock``:
+    aligned or not, each correction as its creator saw it), so the evidence says how times were shown."""
+    from timeline.alignment import aligned_param, clock_state, use_clock
+
     membership = _membership(user)
     if incident is not None:
         _check_participant(incident, membership.org_id)
@@ -227,8 +231,12 @@ def permalink_create(*, user, state: dict, incident: Incident | None = None) -> 
         short_id = _short_id()
         if not Permalink.objects.filter(short_id=short_id).exists():
             break
+    frozen = freeze_state(state)
+    scope = Scope.for_user(user)
+    with use_clock(scope, aligned=aligned_param(str(frozen.get("align") or ""))):
+        frozen["clock"] = clock_state(scope)
     return Permalink.objects.create(
-        short_id=short_id, org=membership.org, created_by=user, incident=incident, state=freeze_state(state)
+        short_id=short_id, org=membership.org, created_by=user, incident=incident, state=frozen
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from orgs.access import Scope
+from timeline.alignment import aligned_param, clock_state, use_clock
 from timeline.models import Incident, Series
 from timeline.selectors import Window, events_list, lanes_read
 
@@ -38,12 +39,19 @@ def view_data(
     if also_readable_by is not None:
         allowed = set(Series.objects.scoped(also_readable_by).filter(pk__in=ids).values_list("pk", flat=True))
         ids = [sid for sid in ids if sid in allowed]
-    lanes = lanes_read(scope, series_ids=ids, window=window, width=int(state.get("width") or EXPORT_WIDTH))
-    events = list(events_list(scope, window=window, limit=EXPORT_EVENT_LIMIT))
-    if also_readable_by is not None:
-        shared = events_list(also_readable_by, window=window, limit=EXPORT_EVENT_LIMIT)
-        allowed_events = {event.pk for event in shared}
-        events = [event for event in events if event.pk in allowed_events]
+    aligned = aligned_param(str(state.get("align") or ""))
+    with use_clock(scope, aligned=aligned):
+        lanes = lanes_read(
+            scope, series_ids=ids, window=window, width=int(state.get("width") or EXPORT_WIDTH)
+        )
+        events = list(events_list(scope, window=window, limit=EXPORT_EVENT_LIMIT))
+        if also_readable_by is not None:
+            with use_clock(also_readable_by, aligned=aligned):
+                shared = events_list(also_readable_by, window=window, limit=EXPORT_EVENT_LIMIT)
+                allowed_events = {event.pk for event in shared}
+            events = [event for event in events if event.pk in allowed_events]
+        presented_events = [scope.present_event(event) for event in events]
+        clock = clock_state(scope)
     data = {
         "state": state,
         "window": {"from": state["from"], "to": state["to"]},
@@ -60,8 +68,9 @@ def view_data(
             }
             for lane in lanes
         ],
-        "events": [scope.present_event(event) for event in events],
+        "events": presented_events,
         "not_shared": scope.unshared_summary(),
+        "clock": clock,
     }
     if incident is not None:
         data["annotations"] = [

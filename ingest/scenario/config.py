@@ -55,6 +55,14 @@ class ScenarioConfig:
     ``per_gpu_metrics=False`` replaces per-GPU DCGM series by per-node recording
     rules (``node:DCGM_FI_DEV_GPU_TEMP:max`` ...). Episodes not selected do not
     happen: their records are absent and their nodes sit idle.
+
+    Clock faults (ground truth in the manifest's ``clock_faults``, see
+    :mod:`ingest.scenario.clocks`): the training job's clock runs
+    ``modeldev_clock_skew`` ahead; gpuvendor's collector gains
+    ``gpuvendor_clock_drift_ms_per_hour`` from the start; a rebooted node (the first
+    that trains afterwards) comes back with its clock ``node_clock_fault`` off
+    (negative: behind), which the training job's records from that node carry.
+    Zero disables a fault.
     """
 
     seed: int = 20260615
@@ -68,6 +76,8 @@ class ScenarioConfig:
     per_gpu_metrics: bool = True
     detail_step_s: int | None = None
     modeldev_clock_skew: timedelta = field(default=timedelta(seconds=2.7))
+    gpuvendor_clock_drift_ms_per_hour: float = 40.0
+    node_clock_fault: timedelta = field(default=timedelta(seconds=-90))
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -163,4 +173,8 @@ def _problems(config: ScenarioConfig) -> list[str]:
         problems.append("gpus_per_node must be 1..16")
     if abs(config.modeldev_clock_skew) > timedelta(minutes=5):
         problems.append("modeldev_clock_skew must be within 5 minutes")
+    if not abs(config.gpuvendor_clock_drift_ms_per_hour) <= 1000:
+        problems.append("gpuvendor_clock_drift_ms_per_hour must be within 1000 ms per hour")
+    if abs(config.node_clock_fault) > timedelta(hours=1):
+        problems.append("node_clock_fault must be within 1 hour")
     return problems

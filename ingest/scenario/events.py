@@ -3,18 +3,27 @@
 Everything is derived from the plan, so a log line and the scheduler span and the
 metric drift it belongs to agree. Spans are emitted when they end, as an exporter
 sends them; a session still running at the end is closed at the scenario's last
-microsecond with ``outcome: running``. The training job's clock runs
-``modeldev_clock_skew`` ahead, and its records carry that skew.
+microsecond with ``outcome: running``. Records are planned in true time and
+stamped by the clock of the agent (and node) that records them
+(:mod:`ingest.scenario.clocks`): the training job's records carry its skew.
+
+Anchors for the time alignment, events two organisations record of one moment:
+the scheduler's ``workers_launched`` on a node and the training job's first
+``rank_start`` there 5-50 ms later; the scheduler's per-node ``session`` span and
+gpuvendor's ``job_stats_started`` (its prolog starts DCGM job statistics) 5-50 ms
+later; a ``xid`` and the session's ``session_failed``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from ingest.records import EventRecord
 from ingest.scenario import activity as act
+from ingest.scenario.clocks import Clocks
 from ingest.scenario.codes import Codes
 from ingest.scenario.plan import MINUTE, SHARDS, STEP_SECONDS, XID_TEXT, Plan, S, Session
 from ingest.scenario.rng import stream
@@ -39,9 +48,17 @@ class Emitted:
 class _Sink:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
+        self.clocks = Clocks(plan)
         self.items: list[Emitted] = []
 
     def add(self, org: str, agent: str, record: EventRecord, send_ts: int | None = None) -> None:
+        """Keep ``record`` (planned in true time) stamped by its agent's clock, if that falls inside
+        the scenario; it is sent at ``send_ts`` (default: when it is stamped)."""
+        if self.clocks.affected(org, agent):
+            node = record.resource.get("node")
+            stamped = self.clocks.stamp(org, agent, node, record.ts)
+            end = None if record.end_ts is None else self.clocks.stamp(org, agent, node, record.end_ts)
+            record = msgspec.structs.replace(record, ts=stamped, end_ts=end)
         if not self.plan.start <= record.ts < self.plan.end:
             return
         send = record.ts if send_ts is None else send_ts
@@ -69,6 +86,18 @@ def _phase_end(session: Session, codes: tuple[int, ...]) -> int | None:
             following = session.phases[index + 1 : index + 2]
             return following[0][0] if following else session.end
     return None
+
+
+def rank_starts(plan: Plan, session: Session) -> list[list[int]]:
+    """Per node of ``session`` (in order), when each of its ranks starts, in true time: the node's
+    launcher starts ``ranks_at + jitter`` and its ranks come up within 0.9 s."""
+    rng = stream(plan.config.seed, "events", "ranks", session.sid)
+    out = []
+    for index in range(len(session.nodes)):
+        base = session.ranks_at + session.jitter[index]
+        offsets = np.sort(rng.uniform(0, 0.9, plan.config.gpus_per_node))
+        out.append([base + round(offset * S) for offset in offsets])
+    return out
 
 
 def _hm(seconds: float) -> str:
@@ -193,6 +222,23 @@ class _Scheduler:
                 attributes=_attrs(outcome=outcome, kernel=index, **common),
             )
             self.sink.add(self.org, self.agent, record, send_ts=end)
+        if session.ranks_at is not None:
+            self._launches(session, common)
+
+    def _launches(self, session: Session, common: dict) -> None:
+        """The node agent's record of spawning a node's first worker, 5-50 ms before it logs."""
+        rng = stream(self.config.seed, "events", "launch", session.sid)
+        gaps = rng.uniform(0.005, 0.05, len(session.nodes))
+        for node, starts, gap in zip(session.nodes, rank_starts(self.plan, session), gaps, strict=True):
+            name = self.plan.node_name(node)
+            self.event(
+                starts[0] - round(gap * S),
+                "workers_launched",
+                "info",
+                f"launching {self.config.gpus_per_node} workers of {session.name} on {name}",
+                {"node": name},
+                **common,
+            )
 
     def _retries(self) -> None:
         plan = self.plan
@@ -299,13 +345,12 @@ class _Training:
     def __init__(self, plan: Plan, codes: Codes, sink: _Sink) -> None:
         self.plan, self.codes, self.sink, self.config = plan, codes, sink, plan.config
         self.gpus = plan.config.gpus_per_node
-        self.skew = plan.config.skew_us
 
     def log(
         self, ts: int, name: str, severity: str, message: str, session: Session, node: int, rank: int, **attrs
     ):
         record = EventRecord(
-            ts=ts + self.skew,
+            ts=ts,
             signal=self.signal,
             kind="log",
             severity=severity,
@@ -350,14 +395,12 @@ class _Training:
     def _ranks(self, session: Session) -> None:
         if session.ranks_at is None:
             return
-        rng = stream(self.config.seed, "events", "ranks", session.sid)
-        for index, node in enumerate(session.nodes):
-            base = session.ranks_at + session.jitter[index]
-            offsets = np.sort(rng.uniform(0, 0.9, self.gpus))
+        starts_per_node = rank_starts(self.plan, session)
+        for index, (node, starts) in enumerate(zip(session.nodes, starts_per_node, strict=True)):
             for local in range(self.gpus):
                 rank = index * self.gpus + local
                 self.log(
-                    base + round(offsets[local] * S),
+                    starts[local],
                     "rank_start",
                     "info",
                     f"rank {rank} started on {self.plan.node_name(node)}",
@@ -634,6 +677,9 @@ class _Hardware:
     def emit(self) -> None:
         cfg, plan = self.config, self.plan
         rng = stream(cfg.seed, "events", "hardware")
+        for session in plan.sessions:
+            if cfg.has(session.episode) and session.nodes:
+                self._job_stats(session)
         if cfg.has("gpu_failures"):
             for failure in plan.shown_failures():
                 pid = int(rng.integers(2000, 400000))
@@ -698,6 +744,26 @@ class _Hardware:
                         {"cluster": "b200-pod1"},
                         change=what,
                     )
+
+    def _job_stats(self, session: Session) -> None:
+        """The scheduler's prolog starts DCGM job statistics on each node as the session starts there."""
+        rng = stream(self.config.seed, "events", "job_stats", session.sid)
+        gaps = rng.uniform(0.005, 0.05, len(session.nodes))
+        for index, node in enumerate(session.nodes):
+            name = self.plan.node_name(node)
+            self.add(
+                "gpuvendor",
+                "dcgm-exporter",
+                session.start + session.jitter[index] + round(gaps[index] * S),
+                "gpu",
+                "event",
+                "info",
+                "job_stats_started",
+                f"DCGM job statistics started for job {session.sid} on {name} "
+                f"({self.config.gpus_per_node} GPUs)",
+                {"node": name},
+                job=session.sid,
+            )
 
     def _benign(self, rng: np.random.Generator) -> None:
         plan = self.plan

@@ -1,7 +1,8 @@
 """The manifest: a scenario's ground truth as plain JSON data.
 
 Times appear twice, as RFC 3339 strings (``start``) and integer microseconds
-(``start_us``). Only what the selected episodes put in the data is listed, so a
+(``start_us``), in true time; ``clock_faults`` says how each agent's clock
+stamped them (:mod:`ingest.scenario.clocks`). Only what the selected episodes put in the data is listed, so a
 consumer can check its analysis against the manifest. Retry intervals are the
 time from the failure that triggered a chain (or from the previous attempt's
 start) to the next attempt's start.
@@ -17,6 +18,7 @@ import numpy as np
 
 from ingest.scenario import activity as act
 from ingest.scenario import config as figures
+from ingest.scenario.clocks import clock_faults
 from ingest.scenario.codes import Codes
 from ingest.scenario.config import EPISODE_ORDER, GIB, READ_CAPACITY_BPS
 from ingest.scenario.plan import SHARDS, STEP_SECONDS, Plan, S, Session
@@ -72,6 +74,7 @@ def build_manifest(plan: Plan, codes: Codes, event_names: dict[str, list[str]]) 
         "layout": lay.name,
         "time_scale": lay.time_scale if cfg.has("init_slowdown") else 1.0,
         "clock_skew_s": {"modeldev": cfg.skew_us / S},
+        "clock_faults": [fault.as_json() for fault in clock_faults(plan)],
         "orgs": _orgs(cfg.per_gpu_metrics, event_names),
         "nodes": {
             "all": names,

@@ -16,6 +16,7 @@ import numpy as np
 
 from ingest.records import SeriesBlock
 from ingest.scenario import activity as act
+from ingest.scenario.clocks import Clocks
 from ingest.scenario.codes import Codes
 from ingest.scenario.config import (
     CHECKPOINT_LINK_MAX,
@@ -388,6 +389,7 @@ class Signals:
         cfg = plan.config
         self.plan, self.codes, self.config = plan, codes, cfg
         self.noise = Noise(cfg.seed)
+        self.clocks = Clocks(plan)
         self.metrics = catalog(cfg.per_gpu_metrics)
         self.ratio = cfg.detail_step // cfg.step_s
         self.gpus = cfg.gpus_per_node
@@ -427,8 +429,6 @@ class Signals:
         for metric in self.metrics:
             key = _metric_key(metric)
             ts = main_ts if metric.grid == "main" else detail_ts
-            if metric.presence == "training":
-                ts = ts + self.config.skew_us
             matrix, present = values[key], masks[(metric.grid, metric.presence, metric.rows)]
             blocks = out.setdefault((metric.org, metric.agent), [])
             blocks.extend(self._blocks(metric, ts, matrix, present))
@@ -443,6 +443,11 @@ class Signals:
                 continue
             labels = self._row_labels(metric, row)
             row_ts, row_values = (ts, matrix[row]) if keep.all() else (ts[keep], matrix[row][keep])
+            if self.clocks.affected(metric.org, metric.agent):
+                row_ts = self.clocks.stamp_array(metric.org, metric.agent, labels.get("node"), row_ts)
+                if np.any(np.diff(row_ts) < 0):  # a clock stepped back: an agent sends in stamp order
+                    order = np.argsort(row_ts, kind="stable")
+                    row_ts, row_values = row_ts[order], row_values[order]
             yield SeriesBlock(
                 signal=metric.signal,
                 metric=metric.name,

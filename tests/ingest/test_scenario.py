@@ -90,6 +90,19 @@ def in_window(ts: np.ndarray, start: int, end: int) -> np.ndarray:
     return (ts >= start) & (ts < end)
 
 
+def stamped(manifest: dict, org: str, source: str, node: str | None, true_us: int) -> int:
+    """The time an agent's clock gave a moment, by the manifest's ``clock_faults``."""
+    error = 0.0
+    for fault in manifest["clock_faults"]:
+        if (fault["org"], fault["source"]) != (org, source) or fault["node"] not in (None, node):
+            continue
+        if fault["from_us"] is not None and true_us < fault["from_us"]:
+            continue
+        hours = (true_us - fault["reference_us"]) / 3.6e9
+        error += round(fault["offset_s"] * 1e6) + round(fault["drift_ms_per_hour"] * 1e3 * hours)
+    return true_us + round(error)
+
+
 @pytest.fixture(scope="module")
 def compact():
     return generate(ScenarioConfig.compact())
@@ -326,7 +339,15 @@ def test_gpu_failures_end_in_xid_events_that_match_the_manifest(data):
     assert len(xids) >= 10 and len(xids) == len(failures)
     assert sorted(
         (e.ts, e.resource["node"], e.attributes["gpu"], e.attributes["xid"]) for e in xids
-    ) == sorted((f["ts_us"], f["node"], f["gpu"], f["xid"]) for f in failures)
+    ) == sorted(
+        (
+            stamped(data.manifest, "gpuvendor", "dcgm-exporter", f["node"], f["ts_us"]),
+            f["node"],
+            f["gpu"],
+            f["xid"],
+        )
+        for f in failures
+    )
     assert all(e.severity in ("error", "critical") and e.signal == "gpu" for e in xids)
     with_precursor = [f for f in failures if f["precursor"]]
     assert len(with_precursor) >= 6 and len(failures) - len(with_precursor) >= 4
@@ -555,3 +576,112 @@ def test_the_reports_figures_hold_for_any_seed(seed):
     assert 4 <= low <= high <= 10
     reinit = next(e for e in manifest["episodes"] if e["kind"] == "fix_reinit")
     assert reinit["details"]["init_duration_s"] < 8 * 60
+
+
+# --------------------------------------------------------------------------- clock faults
+
+
+def first_ranks(data: Data) -> dict[tuple[str, str], object]:
+    """The first "rank started" log per (session, node)."""
+    first: dict[tuple[str, str], object] = {}
+    for event in data.named("rank_start"):
+        key = (event.attributes["session"], event.resource["node"])
+        if key not in first or event.ts < first[key].ts:
+            first[key] = event
+    return first
+
+
+def true_time(manifest: dict, org: str, source: str, node: str | None, stamped_us: int) -> int:
+    """Invert :func:`stamped` (the errors change far too slowly for one step not to be enough)."""
+    return stamped_us - (stamped(manifest, org, source, node, stamped_us) - stamped_us)
+
+
+def test_the_manifest_lists_the_three_clock_faults(data):
+    faults = data.manifest["clock_faults"]
+    reboot = data.manifest["counter_resets"][0]
+    assert [(f["org"], f["source"], f["node"]) for f in faults] == [
+        ("modeldev", "otel-collector", None),
+        ("gpuvendor", "dcgm-exporter", None),
+        ("modeldev", "otel-collector", reboot["node"]),
+    ]
+    assert [(f["offset_s"], f["drift_ms_per_hour"]) for f in faults] == [
+        (2.7, 0.0),
+        (0.0, 40.0),
+        (-90.0, 0.0),
+    ]
+    assert faults[2]["from_us"] == reboot["ts_us"] and faults[2]["from"] == reboot["ts"]
+    assert faults[1]["from_us"] == data.manifest["config"]["start_us"]
+
+
+def test_the_scheduler_launch_precedes_each_nodes_first_rank_by_5_to_50_ms_in_true_time(data):
+    first = first_ranks(data)
+    launches = data.named("workers_launched")
+    assert len(launches) == len(first) > 60 * 5
+    for launch in launches:
+        rank = first[(launch.attributes["session"], launch.resource["node"])]
+        true_rank = true_time(data.manifest, "modeldev", "otel-collector", rank.resource["node"], rank.ts)
+        assert 5_000 <= true_rank - launch.ts <= 50_000
+
+
+def test_the_faulty_nodes_first_ranks_show_90_s_behind_after_its_reboot(data):
+    fault = data.manifest["clock_faults"][2]
+    first = first_ranks(data)
+    shown = [
+        first[(launch.attributes["session"], launch.resource["node"])].ts - launch.ts
+        for launch in data.named("workers_launched")
+        if launch.resource["node"] == fault["node"] and launch.ts >= fault["from_us"]
+    ]
+    assert shown and all(-87.3e6 + 5_000 <= gap <= -87.3e6 + 50_000 for gap in shown)
+    spans = {
+        (s.attributes["session"], s.resource["node"]): s for s in data.named("session") if s.kind == "span"
+    }
+    early = [key for key, rank in first.items() if key[1] == fault["node"] and rank.ts < spans[key].ts]
+    assert early  # as sent, the node's first rank appears before the scheduler started it there
+
+
+def test_gpuvendors_job_statistics_drift_40_ms_per_hour_after_the_session_starts(data):
+    spans = {
+        (s.attributes["session"], s.resource["node"]): s.ts for s in data.named("session") if s.kind == "span"
+    }
+    start = data.manifest["config"]["start_us"]
+    stats = data.named("job_stats_started")
+    assert len(stats) == len(spans)
+    for event in stats:
+        drift = 40_000 * (event.ts - start) / 3.6e9
+        assert (
+            5_000 - 1 <= event.ts - spans[(event.attributes["job"], event.resource["node"])] - drift <= 50_001
+        )
+
+
+def test_gpuvendor_metrics_carry_the_drift_and_modeldev_metrics_the_skew(data):
+    start = data.manifest["config"]["start_us"]
+    step = data.manifest["config"]["detail_step_s"] * 1_000_000
+    ts, _values = next(iter(data.select("gpuvendor", "node:DCGM_FI_DEV_GPU_TEMP:max").values()))
+    error = (ts - start) - np.round((ts - start) / step) * step
+    assert np.allclose(error, 40_000 * (ts - start) / 3.6e9, atol=2)
+    node_ts, _ = data.select("modeldev", "train_step_seconds")["node-01"]
+    assert np.all((node_ts - start) % (data.manifest["config"]["step_s"] * 1_000_000) == 2_700_000)
+
+
+def test_clock_faults_can_be_switched_off():
+    scenario = generate(
+        ScenarioConfig.compact(
+            modeldev_clock_skew=timedelta(0),
+            gpuvendor_clock_drift_ms_per_hour=0,
+            node_clock_fault=timedelta(0),
+        )
+    )
+    assert scenario.manifest["clock_faults"] == []
+    assert scenario.manifest["clock_skew_s"] == {"modeldev": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        ({"gpuvendor_clock_drift_ms_per_hour": 5000}, "within 1000 ms per hour"),
+        ({"node_clock_fault": timedelta(hours=2)}, "node_clock_fault must be within 1 hour"),
+    ],
+)
+def test_unreasonable_clock_faults_are_refused(overrides, words):
+    with pytest.raises(ValueError, match=words):
+        ScenarioConfig(**overrides)

@@ -17,10 +17,12 @@ from ingest.timeparse import (
     check_not_future,
     format_rfc3339,
     infer_epoch_unit,
+    infer_syslog_year,
     now_us,
     parse_epoch,
     parse_syslog_time,
     parse_timestamp,
+    zone,
 )
 
 SEOUL = ZoneInfo("Asia/Seoul")
@@ -418,3 +420,146 @@ def test_formatting_then_parsing_returns_the_same_microsecond(ts_us):
 def test_now_us_is_the_wall_clock_in_microseconds():
     before = time.time_ns() // 1_000
     assert before <= now_us() <= time.time_ns() // 1_000
+
+
+# --------------------------------------------------------------------------- more offsets and edges
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-06-15T06:45:03.250+05:45", T0),  # Nepal: a quarter-hour offset
+        ("2026-06-15T15:00:03.250+14:00", T0),  # the largest offset in use
+        ("2026-06-14T13:00:03.250-12:00", T0),  # the smallest
+        ("2026-06-15T04:30:03.250+03:30", T0),  # Iran: a half-hour offset
+    ],
+)
+def test_any_offset_of_whole_minutes_is_applied(text, expected):
+    assert parse_timestamp(text) == expected
+
+
+def test_a_leap_second_is_rejected_with_the_reason():
+    with rejects("second must be in 0..59"):
+        parse_timestamp("2016-12-31T23:59:60Z")
+
+
+def test_the_leap_day_in_a_declared_zone_becomes_the_previous_day_in_utc():
+    assert parse_timestamp("2028-02-29T03:00:00", tz=SEOUL) == utc_us(2028, 2, 28, 18)
+
+
+def test_the_same_wall_time_before_and_after_the_fall_back_is_an_hour_apart_in_utc():
+    # 00:30 EDT (UTC-4) is 04:30 UTC; 02:30 EST (UTC-5) is 07:30 UTC: two wall hours, three real ones.
+    assert (
+        parse_timestamp("2026-11-01T02:30:00", tz=NEW_YORK)
+        - parse_timestamp("2026-11-01T00:30:00", tz=NEW_YORK)
+        == 3 * 3_600_000_000
+    )
+
+
+def test_the_last_wall_second_before_spring_forward_and_the_first_after_are_one_second_apart():
+    before = parse_timestamp("2026-03-08T01:59:59", tz=NEW_YORK)
+    assert parse_timestamp("2026-03-08T03:00:00", tz=NEW_YORK) - before == 1_000_000
+
+
+def test_a_value_between_the_seconds_and_milliseconds_windows_is_ambiguous_with_its_rule():
+    with pytest.raises(TimestampError) as caught:
+        parse_epoch(50_000_000_000)  # 1971 in ms, or year 3554 in s
+    message = str(caught.value)
+    assert "epoch timestamp 50000000000 is ambiguous" in message
+    assert "[1e8, 1e10) seconds, [1e11, 1e13) milliseconds" in message
+    assert "declare the unit explicitly (one of s, ms, us, ns)" in message
+
+
+def test_an_ambiguous_decimal_string_names_the_rule_too():
+    with rejects("'50000000000.5' is ambiguous: units are inferred only for"):
+        parse_timestamp("50000000000.5")
+
+
+@pytest.mark.parametrize(
+    ("value", "unit"), [(T0_S, "s"), (T0_S * 10**3, "ms"), (T0_S * 10**6, "us"), (T0_S * 10**9, "ns")]
+)
+def test_each_unit_is_inferred_for_a_2026_timestamp(value, unit):
+    assert infer_epoch_unit(value) == unit
+    assert parse_epoch(value) == T0_S * 1_000_000
+
+
+# --------------------------------------------------------------------------- syslog without a year
+
+
+def test_a_syslog_time_without_a_year_takes_the_year_of_its_reference():
+    reference = utc_us(2026, 6, 20)
+    assert parse_syslog_time("Jun 14 15:16:01", tz=UTC, reference_us=reference) == utc_us(
+        2026, 6, 14, 15, 16, 1
+    )
+
+
+def test_a_december_line_read_in_january_is_from_the_year_before():
+    reference = utc_us(2027, 1, 2, 8)
+    assert parse_syslog_time("Dec 31 23:59:58", tz=UTC, reference_us=reference) == utc_us(
+        2026, 12, 31, 23, 59, 58
+    )
+
+
+def test_a_january_line_read_on_new_years_eve_is_from_the_next_year():
+    # The sender's clock is a little ahead: up to 31 days in the future is still this year's turn.
+    reference = utc_us(2026, 12, 31, 23)
+    assert infer_syslog_year(1, 1, reference_us=reference, tz=UTC) == 2027
+
+
+def test_the_reference_is_read_in_the_declared_zone():
+    # 2026-12-31T20:00Z is already 2027-01-01 in Seoul, so "Dec 31" there is the day before: 2026.
+    assert infer_syslog_year(12, 31, reference_us=utc_us(2026, 12, 31, 20), tz=SEOUL) == 2026
+
+
+def test_a_syslog_leap_day_takes_the_last_leap_year_within_a_year():
+    assert infer_syslog_year(2, 29, reference_us=utc_us(2029, 1, 15), tz=UTC) == 2028
+
+
+def test_a_syslog_leap_day_no_year_fits_is_rejected_asking_for_the_year():
+    with rejects("syslog date 'Feb 29 00:00:00' fits no year around 2030-06-01"):
+        parse_syslog_time("Feb 29 00:00:00", tz=UTC, reference_us=utc_us(2030, 6, 1))
+
+
+def test_a_syslog_time_with_neither_year_nor_reference_is_rejected():
+    with rejects("syslog time 'Jun 14 15:16:01' has no year; declare the year or a reference time"):
+        parse_syslog_time("Jun 14 15:16:01", tz=UTC)
+
+
+def test_a_declared_year_wins_over_the_reference():
+    got = parse_syslog_time("Jun 14 15:16:01", tz=UTC, year=2024, reference_us=utc_us(2026, 6, 20))
+    assert got == utc_us(2024, 6, 14, 15, 16, 1)
+
+
+def test_an_inferred_syslog_time_in_the_fall_back_overlap_takes_the_first_occurrence():
+    got = parse_syslog_time("Nov  1 01:30:00", tz=NEW_YORK, reference_us=utc_us(2026, 11, 2))
+    assert got == utc_us(2026, 11, 1, 5, 30)
+
+
+# --------------------------------------------------------------------------- declared zones
+
+
+def test_a_zone_is_found_by_its_iana_name():
+    assert zone("Asia/Seoul") == SEOUL
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("Mars/Olympus_Mons", "unknown time zone 'Mars/Olympus_Mons'; use an IANA name"),
+        ("", "time zone '' is not an IANA name"),
+        ("../etc/passwd", "is not an IANA name"),
+        ("/usr/share/zoneinfo/UTC", "is not an IANA name"),
+    ],
+)
+def test_an_unknown_or_odd_zone_name_is_rejected_naming_it(name, fragment):
+    with rejects(fragment):
+        zone(name)
+
+
+def test_far_future_tolerance_is_a_parameter_the_settings_provide():
+    from django.conf import settings
+
+    assert settings.JOINTLINE_FUTURE_TOLERANCE_S > 0
+    check_not_future(T0 + 59_000_000, now_us=T0, tolerance_s=60)
+    with rejects("is 61 s in the future (server time 2026-06-15T01:00:03.250000Z, tolerance 60 s)"):
+        check_not_future(T0 + 61_000_000, now_us=T0, tolerance_s=60)

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 
 import msgspec
+import numpy as np
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ingest.records import Batch, EventRecord, SeriesBlock
@@ -68,9 +69,10 @@ def resolve_source(org_id: int, name: str) -> Source:
 
 def resolve_series(org_id: int, source_id: int | None, blocks: list[SeriesBlock]) -> tuple[list[int], int]:
     """Series ids for ``blocks`` (creating missing series). Returns (ids in block order, created count)."""
+    keys = [(block.metric, labels_key(block.labels)) for block in blocks]
     wanted: dict[tuple[str, str], SeriesBlock] = {}
-    for block in blocks:
-        wanted.setdefault((block.metric, labels_key(block.labels)), block)
+    for key, block in zip(keys, blocks, strict=True):
+        wanted.setdefault(key, block)
     found = _existing_series(org_id, wanted.keys())
     missing = [key for key in wanted if key not in found]
     if missing:
@@ -92,7 +94,7 @@ def resolve_series(org_id: int, source_id: int | None, blocks: list[SeriesBlock]
             batch_size=1000,
         )
         found.update(_existing_series(org_id, missing))
-    ids = [found[(block.metric, labels_key(block.labels))] for block in blocks]
+    ids = [found[key] for key in keys]
     return ids, len(missing)
 
 
@@ -171,28 +173,20 @@ class StoreBackend:
 
         With ``rate``, values are per-second rates between consecutive samples, with counter resets
         handled as PromQL ``rate()`` does (a decrease means the counter restarted from zero), and
-        ``mean`` is the bucket's total increase over its covered time. A grant's time window cuts
-        the data at its edges (and a bounded series gets no look-back before its window).
+        ``mean`` is the bucket's total increase over its covered time (``rate()`` without its edge
+        extrapolation: see ``timeline.alignment_estimators.bucket_rates`` and ``prom_rate``). A
+        grant's time window cuts the data at its edges (and a bounded series gets no look-back before
+        its window). Samples of a series with clock corrections in force are bucketed by their
+        corrected time (``timeline.alignment``); stored timestamps are never changed.
         """
         readable = self.readable_series(scope, series_ids)
         out = {sid: LaneBuckets(series_id=sid) for sid in readable}
         if not readable or end <= start or step <= 0:
             return out
-        groups: dict[tuple[int, int, bool], list[int]] = {}
-        for sid, series in readable.items():
-            lo, hi = scope.series_time_bounds(series)
-            bounded = lo is not None
-            lo, hi = max(start, lo if lo is not None else start), min(end, hi if hi is not None else end)
-            if lo < hi:
-                groups.setdefault((lo, hi, bounded), []).append(sid)
+        groups = self._bucket_groups(scope, readable, start=start, end=end)
         with self.connection.cursor() as cursor:
-            for (lo, hi, bounded), ids in groups.items():
-                placeholders = ",".join(["%s"] * len(ids))
-                if rate:
-                    lookback = 0 if bounded else self.rate_lookback_us
-                    sql, params = self._rate_sql(placeholders), [*ids, lo - lookback, hi, start, step, lo]
-                else:
-                    sql, params = self._gauge_sql(placeholders), [start, step, *ids, lo, hi]
+            for key, ids in groups.items():
+                sql, params = self._bucket_sql(key, ids, start=start, end=end, step=step, rate=rate)
                 cursor.execute(sql, params)
                 for sid, bucket, vmin, vmax, vmean, count in cursor.fetchall():
                     lane = out[sid]
@@ -204,6 +198,94 @@ class StoreBackend:
         return out
 
     rate_lookback_us = 15 * 60 * 1_000_000
+
+    @staticmethod
+    def _bucket_groups(
+        scope: Scope, readable: dict[int, Series], *, start: int, end: int
+    ) -> dict[tuple, list[int]]:
+        """Series grouped by what their query shares: ``(lo, hi, bounded, corrections)``. Without clock
+        corrections, ``[lo, hi)`` is the view's window cut by the grant's; with them, the grant's bounds
+        alone (stored time: a correction never widens a grant), the view's window applying to the
+        corrected time."""
+        from timeline.alignment import clock_for
+
+        clock = clock_for(scope)
+        groups: dict[tuple, list[int]] = {}
+        for sid, series in readable.items():
+            lo, hi = scope.series_time_bounds(series)
+            bounded = lo is not None
+            corrections = clock.series_corrections(series) if clock.corrections else ()
+            if corrections:
+                if lo is None or hi is None or lo < hi:
+                    groups.setdefault((lo, hi, bounded, corrections), []).append(sid)
+                continue
+            lo, hi = max(start, lo if lo is not None else start), min(end, hi if hi is not None else end)
+            if lo < hi:
+                groups.setdefault((lo, hi, bounded, ()), []).append(sid)
+        return groups
+
+    def _bucket_sql(self, key: tuple, ids: list[int], *, start: int, end: int, step: int, rate: bool):
+        lo, hi, bounded, corrections = key
+        placeholders = ",".join(["%s"] * len(ids))
+        lookback = 0 if bounded else self.rate_lookback_us
+        if corrections and any(c.drift_us_per_hour or c.valid_from or c.valid_to for c in corrections):
+            return self._aligned_sql(placeholders, ids, key, start=start, end=end, step=step, rate=rate)
+        if corrections:
+            # A constant shift k moves the grid instead of every row: bucket (ts + k - start) / step is
+            # (ts - (start - k)) / step, over stored times [start - k, end - k) cut by the grant's window.
+            shift = sum(c.offset_us for c in corrections)
+            start, end = start - shift, end - shift
+            lo, hi = max(start, lo if lo is not None else start), min(end, hi if hi is not None else end)
+        if rate:
+            return self._rate_sql(placeholders), [*ids, lo - lookback, hi, start, step, lo]
+        return self._gauge_sql(placeholders), [start, step, *ids, lo, hi]
+
+    def _aligned_sql(
+        self, placeholders: str, ids: list[int], key: tuple, *, start: int, end: int, step: int, rate: bool
+    ) -> tuple[str, list]:
+        """The bucket query over samples whose ``ts`` is shifted by the group's corrections first: stored
+        time within the grant's bounds and near the window, corrected time within the window."""
+        from timeline.alignment import ClockModel
+
+        grant_lo, grant_hi, bounded, corrections = key
+        terms, shift_params = [], []
+        for correction in corrections:
+            term, params = correction.sql()
+            terms.append(term)
+            shift_params.extend(params)
+        low, high = ClockModel().shift_bounds(corrections, start, end)
+        lookback = 0 if bounded else self.rate_lookback_us
+        raw_lo = start - high - (lookback if rate else 0)
+        raw_lo, raw_hi = max(raw_lo, grant_lo) if grant_lo is not None else raw_lo, end - low
+        raw_hi = min(raw_hi, grant_hi) if grant_hi is not None else raw_hi
+        aligned = f"""(SELECT series_id, ts + {" + ".join(terms)} AS ts, value FROM timeline_sample
+                WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS aligned"""
+        aligned_params = [*shift_params, *ids, raw_lo, raw_hi]
+        if not rate:
+            sql = f"""
+            SELECT series_id, (ts - %s) / %s AS bucket, MIN(value), MAX(value), AVG(value), COUNT(*)
+            FROM {aligned}
+            WHERE ts >= %s AND ts < %s
+            GROUP BY series_id, bucket ORDER BY series_id, bucket"""
+            return sql, [start, step, *aligned_params, start, end]
+        sql = f"""
+            WITH ordered AS (
+                SELECT series_id, ts, value,
+                       LAG(value) OVER w AS prev_value, LAG(ts) OVER w AS prev_ts
+                FROM {aligned}
+                WINDOW w AS (PARTITION BY series_id ORDER BY ts)
+            ), deltas AS (
+                SELECT series_id, ts,
+                       CASE WHEN value >= prev_value THEN value - prev_value ELSE value END AS increase,
+                       ts - prev_ts AS elapsed
+                FROM ordered WHERE prev_ts IS NOT NULL
+            )
+            SELECT series_id, (ts - %s) / %s AS bucket,
+                   MIN(increase * 1000000.0 / elapsed), MAX(increase * 1000000.0 / elapsed),
+                   SUM(increase) * 1000000.0 / SUM(elapsed), COUNT(*)
+            FROM deltas WHERE ts >= %s AND ts < %s AND elapsed > 0
+            GROUP BY series_id, bucket ORDER BY series_id, bucket"""
+        return sql, [*aligned_params, start, step, start, end]
 
     @staticmethod
     def _gauge_sql(placeholders: str) -> str:
@@ -238,20 +320,23 @@ class StoreBackend:
     def event_buckets(
         self, scope: Scope, *, start: int, end: int, step: int, filters=None
     ) -> list[tuple[int, str, int]]:
-        """Readable events starting in ``[start, end)``, counted per bucket and severity:
+        """Readable events starting in ``[start, end)`` (corrected time), counted per bucket and severity:
         ``(bucket, severity, count)`` rows with ``bucket = (ts - start) // step``. ``filters``: an optional
         ``Q`` over ``Event`` fields (org, signal, kind, name, resource), applied after the scope's."""
         from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Value
 
+        from timeline.alignment import clock_for
         from timeline.models import Event
 
         scope = require_scope(scope)
         if end <= start or step <= 0:
             return []
-        events = Event.objects.scoped(scope).filter(ts__gte=start, ts__lt=end)
+        events = clock_for(scope).filter_window(Event.objects.scoped(scope), start, end)
         if filters is not None:
             events = events.filter(filters)
-        bucket = ExpressionWrapper((F("ts") - Value(start)) / Value(step), output_field=BigIntegerField())
+        bucket = ExpressionWrapper(
+            (F("aligned_ts") - Value(start)) / Value(step), output_field=BigIntegerField()
+        )
         rows = (
             events.annotate(bucket=bucket)
             .values("bucket", "severity")
@@ -278,19 +363,47 @@ class StoreBackend:
         return list(rows)
 
     def event_search(self, scope: Scope, *, start: int, end: int, text: str, filters=None, limit: int = 200):
-        """Readable events starting in ``[start, end)`` whose name or message contains ``text`` (case
-        insensitive), oldest first, at most ``limit``. On PostgreSQL the trigram indexes made by
-        :meth:`create_search_indexes` serve the match (Django's ``icontains`` is ``UPPER(col) LIKE``)."""
+        """Readable events starting in ``[start, end)`` (clock-corrected time) whose name or message
+        contains ``text`` (case insensitive), oldest first, at most ``limit``.
+
+        On PostgreSQL the text is matched first, alone, through the trigram indexes of
+        :meth:`create_search_indexes` (the planner would otherwise walk the scope's org/time index and
+        filter a million rows); the scope, the filters and the window then apply to those candidates.
+        A text so common that the candidates overflow is left to the plain query, which finds its first
+        ``limit`` hits early in time order."""
         from django.db.models import Q
 
+        from timeline.alignment import clock_for
         from timeline.models import Event
 
         scope = require_scope(scope)
-        events = Event.objects.scoped(scope).filter(ts__gte=start, ts__lt=end)
+        clock = clock_for(scope)
+        events = clock.filter_window(Event.objects.scoped(scope), start, end)
         if filters is not None:
             events = events.filter(filters)
+        candidates = self._text_candidates(text, start=start, end=end, clock=clock)
+        if candidates is not None:
+            events = events.filter(pk__in=candidates)
         events = events.filter(Q(message__icontains=text) | Q(name__icontains=text))
-        return events.select_related("org").order_by("ts", "id")[:limit]
+        return events.select_related("org").order_by("aligned_ts", "id")[:limit]
+
+    search_candidates_max = 20_000
+
+    def _text_candidates(self, text: str, *, start: int, end: int, clock) -> list[int] | None:
+        """Ids of events near ``[start, end)`` whose name or message contains ``text``, by the trigram
+        indexes; None where that does not pay (no PostgreSQL, a text too short for trigrams, too many)."""
+        if self.connection.vendor != "postgresql" or len(text.strip()) < 3:
+            return None
+        low, high = clock.shift_bounds(clock.corrections, start, end) if clock.corrections else (0, 0)
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                """SELECT id FROM timeline_event WHERE ts >= %s AND ts < %s
+                   AND (upper(message) LIKE upper(%s) OR upper(name::text) LIKE upper(%s)) LIMIT %s""",
+                [start - high, end - low, pattern, pattern, self.search_candidates_max + 1],
+            )
+            ids = [row[0] for row in cursor.fetchall()]
+        return None if len(ids) > self.search_candidates_max else ids
 
     def create_search_indexes(self) -> bool:
         """Trigram indexes for case-insensitive substring search of event names and messages (PostgreSQL
@@ -321,3 +434,115 @@ class StoreBackend:
         with self.connection.cursor() as cursor:
             cursor.execute("DROP INDEX IF EXISTS timeline_event_message_trgm")
             cursor.execute("DROP INDEX IF EXISTS timeline_event_name_trgm")
+
+    def bucket_arrays(
+        self,
+        scope: Scope,
+        series_ids: list[int],
+        *,
+        start: int,
+        end: int,
+        step: int,
+        rate: bool = False,
+        fleet: bool = False,
+    ) -> dict[str, np.ndarray]:
+        """The aggregates of :meth:`lane_buckets` as flat numpy arrays (``series_id``, ``bucket``,
+        ``min``, ``max``, ``mean``, ``count``), unordered: the war room places them into dense
+        matrices itself, so the query skips the sort and Python skips a list per row.
+
+        Without ``fleet``, only the series the scope may read one by one. With ``fleet``, the group may
+        include series the scope can read only inside an aggregate; then the group must hold at least
+        ``MIN_AGGREGATE_GROUP`` readable series or nothing is returned, and the caller must not show
+        the rows one by one.
+        """
+        from orgs.access import MIN_AGGREGATE_GROUP
+
+        scope = require_scope(scope)
+        columns = ("series_id", "bucket", "min", "max", "mean", "count")
+        out = {name: np.empty(0, dtype=np.float64) for name in columns}
+        if fleet:
+            found = Series.unscoped.filter(scope.series_filter(include_aggregate=True))
+            readable = {s.pk: s for s in found.filter(pk__in=series_ids)}
+            alone = all(scope.readable_alone(s) for s in readable.values())
+            if not alone and len(readable) < MIN_AGGREGATE_GROUP:
+                return out
+        else:
+            readable = self.readable_series(scope, series_ids)
+        if not readable or end <= start or step <= 0:
+            return out
+        groups = self._bucket_groups(scope, readable, start=start, end=end)
+        parts = []
+        with self.connection.cursor() as cursor:
+            for key, ids in groups.items():
+                sql, params = self._bucket_sql(key, ids, start=start, end=end, step=step, rate=rate)
+                cursor.execute(self._unordered(sql), params)
+                rows = cursor.fetchall()
+                if rows:
+                    parts.append(np.asarray(rows, dtype=np.float64))
+        if parts:
+            matrix = np.concatenate(parts)
+            out = {name: matrix[:, i] for i, name in enumerate(columns)}
+        return out
+
+    @staticmethod
+    def _unordered(sql: str) -> str:
+        """A bucket query without its final sort, for readers that place rows by (series, bucket)."""
+        sql = sql.rstrip()
+        suffix = " ORDER BY series_id, bucket"
+        return sql[: -len(suffix)] if sql.endswith(suffix) else sql
+
+    def fleet_stats(
+        self,
+        scope: Scope,
+        series_ids: list[int],
+        *,
+        start: int,
+        end: int,
+        step: int,
+        rate: bool = False,
+        fleet: bool = False,
+    ) -> dict[str, np.ndarray] | None:
+        """Per bucket across a fleet's series, computed in the database: ``lo`` (min of the series'
+        minima), ``hi`` (max of maxima), ``mid``/``p5``/``p95`` (percentiles of the series' means),
+        ``sum`` (of means) and ``n`` (series with a sample in the bucket). One row per bucket leaves
+        the database instead of one per series and bucket. Same readability and group rules as
+        :meth:`bucket_arrays`; None where the engine has no ordered-set aggregates (SQLite)."""
+        from orgs.access import MIN_AGGREGATE_GROUP
+
+        if self.connection.vendor != "postgresql":
+            return None
+        scope = require_scope(scope)
+        columns = ("bucket", "lo", "hi", "mid", "p5", "p95", "sum", "n")
+        out = {name: np.empty(0, dtype=np.float64) for name in columns}
+        if fleet:
+            found = Series.unscoped.filter(scope.series_filter(include_aggregate=True))
+            readable = {s.pk: s for s in found.filter(pk__in=series_ids)}
+            alone = all(scope.readable_alone(s) for s in readable.values())
+            if not alone and len(readable) < MIN_AGGREGATE_GROUP:
+                return out
+        else:
+            readable = self.readable_series(scope, series_ids)
+        if not readable or end <= start or step <= 0:
+            return out
+        parts, params = [], []
+        for key, ids in self._bucket_groups(scope, readable, start=start, end=end).items():
+            sql, group_params = self._bucket_sql(key, ids, start=start, end=end, step=step, rate=rate)
+            parts.append(f"({self._unordered(sql)})")
+            params.extend(group_params)
+        if not parts:
+            return out
+        sql = f"""
+            SELECT bucket, MIN(vmin), MAX(vmax),
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY vmean),
+                   percentile_cont(0.05) WITHIN GROUP (ORDER BY vmean),
+                   percentile_cont(0.95) WITHIN GROUP (ORDER BY vmean),
+                   SUM(vmean), COUNT(*)
+            FROM ({" UNION ALL ".join(parts)}) AS per_series (series_id, bucket, vmin, vmax, vmean, samples)
+            GROUP BY bucket"""
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        if rows:
+            matrix = np.asarray(rows, dtype=np.float64)
+            out = {name: matrix[:, i] for i, name in enumerate(columns)}
+        return out

@@ -1,206 +1,780 @@
-// Jointline timeline page: stacked lanes on one time axis, drawn from the scoped read API.
-// Every string that comes from data (metric names, labels, log messages) is escaped before it
-// reaches the DOM or Plotly's hover text, which accepts a subset of HTML.
-"use strict";
+// Jointline war room: lanes of five organisations on one time axis, drawn from the scoped API.
+//
+// The whole view state (window, lanes in order with their kinds and flags, live mode, search, selected
+// event, event-list filters) lives in the URL, so a reload or a pasted link reopens the same view.
+// Data never reaches the DOM as HTML: text nodes only, and Plotly's hover text is escaped (format.js).
+import { buildFigure, eventHover, MARGIN, readout } from "./figure.js";
+import { escapeHtml, formatSpan, formatTime, formatValue, labelText, laneUnit } from "./format.js";
+import { formatSpec, hasFlag, orderPinned, parseSpec, withFlag, withKind } from "./spec.js";
 
-const MAX_DEFAULT_LANES = 12;
-const state = { series: [], selected: [], from: "now-3h", to: "now" };
+const LIVE_REFRESH_MS = 15000;
+const ZOOM_DEBOUNCE_MS = 200;
+const API = "/timeline/api";
+const ORGS = JSON.parse(document.getElementById("organizations").textContent);
 
-function escapeHtml(text) {
-  return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-}
+const state = {
+  from: "now-3h",
+  to: "now",
+  lanes: [],
+  live: false,
+  q: "",
+  sel: null,
+  ev: { org: "", signal: "", kind: "", severity: "", text: "" },
+};
+const view = { lanes: [], marks: [], hits: [], events: [], highlight: null, window: null, geometry: null };
+let catalogue = null;
+let plotReady = false;
+let inflight = null;
+let zoomTimer = null;
+let liveTimer = null;
+let ignoreRelayout = false;
+const colours = Object.fromEntries(ORGS.map((o) => [o.slug, o.colour]));
 
-function labelText(labels) {
-  return Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(", ");
-}
+const $ = (id) => document.getElementById(id);
+
+// ------------------------------------------------------------------ URL state
 
 function readUrl() {
-  const params = new URLSearchParams(window.location.search);
-  state.from = params.get("from") || state.from;
-  state.to = params.get("to") || state.to;
-  const lanes = params.get("lanes");
-  state.selected = lanes ? lanes.split(",").map(Number).filter(Boolean) : [];
+  const p = new URLSearchParams(window.location.search);
+  state.from = p.get("from") || state.from;
+  state.to = p.get("to") || state.to;
+  state.lanes = p.getAll("lane").filter((l) => parseSpec(l));
+  // Links made before lane specs named series by id: lanes=12,13 (resolved through the catalogue).
+  state.legacySeries = (p.get("lanes") || "").split(",").map(Number).filter((n) => Number.isInteger(n) && n > 0);
+  state.incident = Number(p.get("incident")) || null;
+  state.live = p.get("live") === "1";
+  state.q = p.get("q") || "";
+  state.sel = p.get("sel") ? Number(p.get("sel")) : null;
+  for (const key of Object.keys(state.ev)) state.ev[key] = p.get(`ev_${key}`) || "";
 }
+
+// Parameters this page owns; any other (incident, permalink, …) is kept as it came.
+const OWN_PARAMS = ["from", "to", "lane", "lanes", "live", "q", "sel", ...Object.keys(state.ev).map((k) => `ev_${k}`)];
 
 function writeUrl() {
-  const params = new URLSearchParams({ from: state.from, to: state.to, lanes: state.selected.join(",") });
-  window.history.replaceState(null, "", `${window.location.pathname}?${params}`);
+  const p = new URLSearchParams(window.location.search);
+  for (const key of OWN_PARAMS) p.delete(key);
+  p.set("from", state.from);
+  p.set("to", state.to);
+  for (const lane of state.lanes) p.append("lane", lane);
+  if (state.live) p.set("live", "1");
+  if (state.q) p.set("q", state.q);
+  if (state.sel) p.set("sel", String(state.sel));
+  for (const [key, value] of Object.entries(state.ev)) if (value) p.set(`ev_${key}`, value);
+  const url = `${window.location.pathname}?${p}`;
+  if (url !== `${window.location.pathname}${window.location.search}`) window.history.replaceState(null, "", url);
 }
 
-async function getJson(url) {
-  const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
-  const body = await response.json();
-  if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
+function windowParams() {
+  return `from=${encodeURIComponent(state.from)}&to=${encodeURIComponent(state.to)}`;
+}
+
+// ------------------------------------------------------------------ fetching
+
+async function getJson(url, signal) {
+  const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" }, signal });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.error || body.detail || `HTTP ${response.status}`);
   return body;
 }
 
-function setStatus(text) {
-  document.getElementById("status").textContent = text;
-}
-
-function renderPicker() {
-  const filter = document.getElementById("lane-filter").value.toLowerCase();
-  const list = document.getElementById("lane-list");
-  list.replaceChildren();
-  let group = null;
-  for (const s of state.series) {
-    const text = `${s.metric} ${labelText(s.labels)}`;
-    if (filter && !text.toLowerCase().includes(filter) && !s.org.includes(filter)) continue;
-    const groupName = `${s.org} · ${s.signal}`;
-    if (groupName !== group) {
-      group = groupName;
-      const heading = document.createElement("h3");
-      heading.textContent = groupName;
-      heading.style.borderLeft = `4px solid ${s.colour}`;
-      list.appendChild(heading);
-    }
-    const label = document.createElement("label");
-    const box = document.createElement("input");
-    box.type = "checkbox";
-    box.checked = state.selected.includes(s.id);
-    box.addEventListener("change", () => {
-      state.selected = box.checked ? [...state.selected, s.id] : state.selected.filter((id) => id !== s.id);
-      refresh();
-    });
-    label.appendChild(box);
-    label.appendChild(document.createTextNode(` ${s.metric}{${labelText(s.labels)}}`));
-    list.appendChild(label);
-  }
+function setStatus(text, isError = false) {
+  const status = $("status");
+  status.textContent = text;
+  status.classList.toggle("error", isError);
 }
 
 function plotWidth() {
-  return Math.max(200, Math.min(4000, Math.round(document.getElementById("plot").clientWidth || 1000)));
+  const width = $("figure").clientWidth || 1200;
+  return Math.max(200, Math.min(4000, Math.round(width - MARGIN.l - MARGIN.r)));
 }
 
-function buildFigure(lanes, events) {
-  const traces = [];
-  const n = lanes.length + 1;
-  const gap = 0.012;
-  const height = 1 / n;
-  const layout = {
-    height: Math.max(360, 110 * n),
-    margin: { l: 260, r: 20, t: 10, b: 40 },
-    showlegend: false,
-    hovermode: "x unified",
-    xaxis: { type: "date", anchor: `y${n > 1 ? n : ""}`, showspikes: true, spikemode: "across", spikesnap: "cursor" },
-    annotations: [],
-  };
-  const domain = (i) => [1 - (i + 1) * height + gap, 1 - i * height - gap];
-  lanes.forEach((lane, i) => {
-    const axis = i === 0 ? "y" : `y${i + 1}`;
-    const s = lane.series;
-    const x = lane.t.map((ms) => new Date(ms));
-    const name = escapeHtml(`${s.metric}{${labelText(s.labels)}}`);
-    traces.push({ x, y: lane.max, yaxis: axis, mode: "lines", line: { width: 0 }, hoverinfo: "skip", type: "scatter" });
-    traces.push({
-      x, y: lane.min, yaxis: axis, mode: "lines", line: { width: 0 }, fill: "tonexty",
-      fillcolor: `${s.colour}40`, hoverinfo: "skip", type: "scatter",
-    });
-    traces.push({
-      x, y: lane.mean, yaxis: axis, mode: "lines", line: { color: s.colour, width: 1.5 }, type: "scatter",
-      name, hovertemplate: `${name}<br>%{y:.4g}${lane.fn === "rate" ? "/s" : ""}<extra></extra>`,
-    });
-    layout[i === 0 ? "yaxis" : `yaxis${i + 1}`] = { domain: domain(i), zeroline: false, fixedrange: true };
-    layout.annotations.push({
-      xref: "paper", yref: "paper", x: 0, xanchor: "right", y: domain(i)[1], yanchor: "top", align: "right",
-      showarrow: false, xshift: -50,
-      text: `<b>${escapeHtml(s.org)} · ${escapeHtml(s.signal)}</b><br>${escapeHtml(s.metric)}${lane.fn === "rate" ? " (rate/s)" : ""}<br>${escapeHtml(labelText(s.labels)).slice(0, 60)}`,
-      font: { size: 10, color: s.colour },
-    });
-  });
-  const eventAxis = n > 1 ? `y${n}` : "y";
-  const severities = ["debug", "info", "notice", "warning", "error", "critical"];
-  traces.push({
-    type: "scatter", mode: "markers", yaxis: eventAxis,
-    x: events.map((e) => new Date(e.ts)),
-    y: events.map((e) => severities.indexOf(e.severity)),
-    marker: { size: 7, color: events.map((e) => (severities.indexOf(e.severity) >= 3 ? "#d62728" : "#7f7f7f")) },
-    text: events.map((e) => escapeHtml(`${e.org} · ${e.name}: ${e.message}`).slice(0, 300)),
-    hovertemplate: "%{text}<extra></extra>",
-  });
-  layout[n > 1 ? `yaxis${n}` : "yaxis"] = {
-    domain: domain(n - 1), tickvals: [0, 1, 2, 3, 4, 5], ticktext: severities, fixedrange: true, range: [-0.5, 5.5],
-  };
-  layout.annotations.push({
-    xref: "paper", yref: "paper", x: 0, xanchor: "right", y: domain(n - 1)[1], yanchor: "top", showarrow: false,
-    xshift: -70, text: "<b>events</b>", font: { size: 10 },
-  });
-  return { traces, layout };
+function eventFilterParams() {
+  const p = new URLSearchParams();
+  for (const key of ["org", "signal", "kind", "severity"]) if (state.ev[key]) p.set(key, state.ev[key]);
+  if (state.ev.text) p.set("q", state.ev.text);
+  return p.toString();
 }
 
-function renderEvents(events) {
-  const body = document.getElementById("event-rows");
-  body.replaceChildren();
-  for (const e of events.slice(-500)) {
-    const row = document.createElement("tr");
-    row.className = `sev-${e.severity}`;
-    for (const value of [e.ts.replace("T", " ").replace("Z", ""), e.org, e.signal, e.severity, e.name, e.message]) {
-      const cell = document.createElement("td");
-      cell.textContent = value; // textContent: messages from other organisations are never parsed as HTML
-      row.appendChild(cell);
-    }
-    body.appendChild(row);
-  }
-}
-
-async function refresh() {
+async function refresh({ reason = "" } = {}) {
   writeUrl();
-  renderPicker();
-  setStatus("loading…");
-  const window_ = `from=${encodeURIComponent(state.from)}&to=${encodeURIComponent(state.to)}`;
+  if (inflight) inflight.abort();
+  const controller = new AbortController();
+  inflight = controller;
+  const started = performance.now();
+  setStatus(reason ? `${reason}…` : "loading…");
+  const lanesUrl = `${API}/lanes?${windowParams()}&width=${plotWidth()}&${state.lanes.map((l) => `lane=${encodeURIComponent(l)}`).join("&")}`;
   try {
-    const [lanes, events] = await Promise.all([
-      state.selected.length
-        ? getJson(`/api/v1/lanes?${window_}&width=${plotWidth()}&series=${state.selected.join(",")}`)
-        : Promise.resolve({ lanes: [] }),
-      getJson(`/api/v1/events?${window_}&limit=2000`),
+    const [lanes, events, hits, selected, annotated] = await Promise.all([
+      getJson(lanesUrl, controller.signal),
+      getJson(`${API}/events?${windowParams()}&limit=500&${eventFilterParams()}`, controller.signal),
+      state.q ? getJson(`${API}/events?${windowParams()}&limit=200&q=${encodeURIComponent(state.q)}`, controller.signal) : null,
+      state.sel && !findEvent(state.sel) ? getJson(`${API}/events?id=${state.sel}`, controller.signal).catch(() => null) : null,
+      state.incident ? getJson(`/api/v1/incidents/${state.incident}/annotations`, controller.signal).catch(() => null) : null,
     ]);
-    const figure = buildFigure(lanes.lanes, events.events);
-    const plot = document.getElementById("plot");
-    await Plotly.react(plot, figure.traces, figure.layout, { responsive: true, displaylogo: false });
-    renderEvents(events.events);
-    setStatus(`${lanes.lanes.length} lanes, ${events.events.length} events`);
+    if (controller.signal.aborted) return;
+    view.lanes = lanes.lanes;
+    view.marks = [...lanes.marks, ...annotationMarks(annotated)].sort((a, b) => a.t - b.t);
+    view.window = { from_ms: lanes.from_ms, to_ms: lanes.to_ms };
+    view.events = events.events;
+    view.eventsMore = events.more;
+    view.hits = hits ? hits.events : [];
+    view.hitsMore = hits ? hits.more : false;
+    if (selected && selected.events.length) view.selectedEvent = selected.events[0];
+    view.highlight = state.sel ? findEvent(state.sel) : null;
+    await render();
+    const points = Math.max(0, ...view.lanes.map((l) => l.points || 0));
+    setStatus(`${formatSpan(view.window.to_ms - view.window.from_ms)} · ${view.lanes.length} lanes · ` +
+      `≤ ${points} points per lane · server ${lanes.server_ms} ms · ${Math.round(performance.now() - started)} ms`);
   } catch (error) {
-    setStatus(`error: ${error.message}`);
+    if (error.name !== "AbortError") {
+      setStatus(`error: ${error.message}`, true);
+      console.error(error.stack);
+    }
+  } finally {
+    if (inflight === controller) inflight = null;
   }
 }
 
-function onZoom(update) {
-  const start = update["xaxis.range[0]"];
-  const end = update["xaxis.range[1]"];
-  if (start && end) {
-    state.from = new Date(`${start.replace(" ", "T")}Z`).toISOString();
-    state.to = new Date(`${end.replace(" ", "T")}Z`).toISOString();
-    document.getElementById("from").value = state.from;
-    document.getElementById("to").value = state.to;
+// Annotations of the incident this view belongs to, drawn like notable events across every lane.
+function annotationMarks(body) {
+  if (!body || !body.annotations) return [];
+  return body.annotations.map((a) => ({
+    id: `annotation-${a.id}`, org: a.org, colour: a.colour, signal: "annotation", kind: "annotation",
+    severity: "notice", name: a.text, message: `${a.text}${a.author ? ` (${a.author})` : ""}`,
+    t: Date.parse(a.ts), end_t: a.end_ts ? Date.parse(a.end_ts) : null, resource: {}, annotation: true,
+  }));
+}
+
+function renderUnshared() {
+  const box = $("unshared");
+  const unshared = (catalogue && catalogue.unshared) || [];
+  box.hidden = !unshared.length;
+  box.replaceChildren();
+  if (!unshared.length) return;
+  box.appendChild(document.createTextNode("Not shared with you: "));
+  for (const item of unshared) {
+    const span = document.createElement("span");
+    const dot = document.createElement("span");
+    dot.className = "org-dot";
+    dot.style.background = item.colour;
+    span.append(dot, document.createTextNode(`${item.org} · ${item.signal}: ${item.count} series`));
+    box.appendChild(span);
+  }
+  const link = document.createElement("a");
+  link.href = "/sharing/";
+  link.textContent = "request access";
+  box.appendChild(link);
+}
+
+function findEvent(id) {
+  if (!id) return null;
+  const pools = [view.events, view.hits, view.marks, ...view.lanes.map((l) => l.events || []),
+    ...view.lanes.map((l) => (l.segments || []).map((s) => s.event).filter(Boolean)),
+    ...view.lanes.map((l) => (l.marks || []).map((m) => m.event))];
+  for (const pool of pools) {
+    const found = pool.find((e) => e.id === id);
+    if (found) return found;
+  }
+  return view.selectedEvent && view.selectedEvent.id === id ? view.selectedEvent : null;
+}
+
+// ------------------------------------------------------------------ rendering
+
+async function render() {
+  const figure = buildFigure({ lanes: view.lanes, marks: view.marks, hits: view.hits, highlight: view.highlight,
+    window: view.window, colours, width: plotWidth() });
+  view.geometry = figure.geometry;
+  window.jointline.figure = figure;
+  const plot = $("plot");
+  ignoreRelayout = true;
+  await Plotly.react(plot, figure.traces, figure.layout, {
+    responsive: true, displaylogo: false, doubleClick: false, scrollZoom: true,
+    modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "resetScale2d", "toImage"],
+  });
+  ignoreRelayout = false;
+  if (!plotReady) {
+    plotReady = true;
+    plot.on("plotly_relayout", onRelayout);
+    plot.on("plotly_click", onPlotClick);
+  }
+  renderTitles();
+  renderEvents();
+  renderHits();
+  renderMarks();
+  renderSelected();
+  renderInView();
+  document.body.dataset.ready = "1";
+  document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
+  document.body.dataset.window = `${view.window.from_ms},${view.window.to_ms}`;
+}
+
+function renderTitles() {
+  const box = $("titles");
+  box.replaceChildren();
+  for (const row of view.geometry.rows) {
+    if (row.strip) {
+      const label = document.createElement("div");
+      label.className = "wr-strip-label";
+      label.style.top = `${MARGIN.t + row.top + 3}px`;
+      label.textContent = row.strip === "marks" ? (view.marks.some((m) => m.annotation) ? "notes\n\nevents" : "events") : "hits";
+      box.appendChild(label);
+      continue;
+    }
+    const lane = row.lane;
+    const title = document.createElement("div");
+    title.className = "wr-title";
+    title.style.top = `${MARGIN.t + row.titleTop}px`;
+    title.style.left = `${MARGIN.l}px`;
+    title.dataset.spec = lane.spec;
+    title.dataset.index = String(row.index);
+    title.style.setProperty("--org", lane.title.colour);
+    const dot = document.createElement("span");
+    dot.className = "org-dot";
+    dot.style.background = lane.title.colour;
+    const name = document.createElement("span");
+    name.className = "wr-title-text";
+    const org = document.createElement("b");
+    org.textContent = lane.title.org;
+    org.style.color = lane.title.colour;
+    name.append(org, document.createTextNode(` · ${lane.title.signal} · ${lane.title.what}`));
+    const unit = ["spans", "logs"].includes(lane.kind) ? "" : laneUnit(lane.title.unit, lane.fn);
+    if (unit) {
+      const unitSpan = document.createElement("span");
+      unitSpan.className = "wr-unit";
+      unitSpan.textContent = unit;
+      name.appendChild(unitSpan);
+    }
+    title.append(dot, name);
+    const notes = [lane.note, lane.capacity && lane.capacity.note].filter(Boolean);
+    const levels = (lane.group && lane.group.levels) || [];
+    if (levels.includes("aggregate")) notes.push("shared as a fleet aggregate");
+    else if (levels.includes("redacted")) notes.push(["logs", "spans"].includes(lane.kind) ? "shared without message bodies" : "redacted");
+    if (lane.kind === "heatmap" && lane._zmax) notes.push(`colour 0 – ${formatValue(lane._zmax, laneUnit(lane.title.unit, lane.fn))}`);
+    if (lane.kind === "logs" && lane.mode === "list") notes.push(`${lane.events.length} lines, hover for the message`);
+    const note = notes.join(" · ");
+    if (note) {
+      const span = document.createElement("span");
+      span.className = "wr-note";
+      span.textContent = note;
+      title.appendChild(span);
+    }
+    if (hasFlag(lane.spec, "pin")) title.classList.add("pinned");
+    const value = document.createElement("span");
+    value.className = "wr-readout";
+    title.appendChild(value);
+    title.appendChild(laneControls(lane.spec, row.index));
+    box.appendChild(title);
+    row.readout = value;
+  }
+}
+
+function laneControls(spec, index) {
+  const controls = document.createElement("span");
+  controls.className = "wr-lane-controls";
+  const button = (text, label, action) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = text;
+    b.title = label;
+    b.setAttribute("aria-label", label);
+    b.addEventListener("click", (event) => {
+      event.stopPropagation();
+      action();
+    });
+    controls.appendChild(b);
+  };
+  const parsed = parseSpec(spec);
+  if (parsed.kind === "band") {
+    button(hasFlag(spec, "nodes") ? "−nodes" : "+nodes", "per-node lines", () => replaceLane(index, withFlag(spec, "nodes", !hasFlag(spec, "nodes"))));
+  }
+  button("↑", "move up", () => moveLane(index, -1));
+  button("↓", "move down", () => moveLane(index, 1));
+  button(hasFlag(spec, "pin") ? "unpin" : "pin", "pin on top", () => replaceLane(index, withFlag(spec, "pin", !hasFlag(spec, "pin"))));
+  button("✕", "remove lane", () => removeLane(index));
+  return controls;
+}
+
+function setLanes(lanes) {
+  state.lanes = orderPinned(lanes);
+  refresh({ reason: "lanes changed" });
+}
+
+function moveLane(index, delta) {
+  const lanes = [...state.lanes];
+  const target = index + delta;
+  if (target < 0 || target >= lanes.length) return;
+  [lanes[index], lanes[target]] = [lanes[target], lanes[index]];
+  setLanes(lanes);
+}
+
+function replaceLane(index, spec) {
+  const lanes = [...state.lanes];
+  lanes[index] = spec;
+  setLanes(lanes);
+}
+
+function removeLane(index) {
+  setLanes(state.lanes.filter((_, i) => i !== index));
+}
+
+function addLane(spec) {
+  if (!state.lanes.includes(spec)) setLanes([...state.lanes, spec]);
+}
+
+// ------------------------------------------------------------------ zoom, pan, crosshair
+
+function toMs(value) {
+  if (typeof value === "number") return value;
+  return Date.parse(`${String(value).replace(" ", "T")}${/Z|[+-]\d\d:?\d\d$/.test(value) ? "" : "Z"}`);
+}
+
+function onRelayout(update) {
+  if (ignoreRelayout) return;
+  const start = update["xaxis.range[0]"] ?? (update["xaxis.range"] || [])[0];
+  const end = update["xaxis.range[1]"] ?? (update["xaxis.range"] || [])[1];
+  if (start === undefined || end === undefined) return;
+  const fromMs = toMs(start);
+  const toMsValue = toMs(end);
+  if (!(toMsValue > fromMs)) return;
+  setWindow(fromMs, toMsValue, "zoom");
+}
+
+function setWindow(fromMs, toMsValue, reason) {
+  const span = toMsValue - fromMs;
+  if (state.live) {
+    if (Date.now() - toMsValue > span * 0.05) {
+      state.live = false;
+      $("live").checked = false;
+    } else {
+      state.from = `now-${Math.max(1, Math.round(span / 1000))}s`;
+      state.to = "now";
+    }
+  }
+  if (!state.live) {
+    state.from = new Date(Math.round(fromMs)).toISOString();
+    state.to = new Date(Math.round(toMsValue)).toISOString();
+  }
+  syncTimeInputs();
+  clearTimeout(zoomTimer);
+  zoomTimer = setTimeout(() => refresh({ reason }), ZOOM_DEBOUNCE_MS);
+}
+
+function zoomOut(factor = 2) {
+  if (!view.window) return;
+  const { from_ms: a, to_ms: b } = view.window;
+  const centre = (a + b) / 2;
+  const half = ((b - a) * factor) / 2;
+  setWindow(centre - half, Math.min(centre + half, state.live ? Date.now() : Infinity), "zoom out");
+}
+
+function centreOn(t) {
+  const { from_ms: a, to_ms: b } = view.window;
+  const half = (b - a) / 2;
+  if (state.live) {
+    state.live = false;
+    $("live").checked = false;
+  }
+  setWindow(t - half, t + half, "centring");
+}
+
+function plotArea() {
+  const layout = $("plot")._fullLayout;
+  if (!layout || !layout.xaxis) return null;
+  return { left: layout.margin.l, width: layout.xaxis._length, range: layout.xaxis.range.map(toMs) };
+}
+
+function onMouseMove(event) {
+  const area = plotArea();
+  const cross = $("crosshair");
+  if (!area || !view.geometry) return;
+  const rect = $("figure").getBoundingClientRect();
+  const x = event.clientX - rect.left - area.left;
+  if (x < 0 || x > area.width) {
+    cross.hidden = true;
+    return;
+  }
+  const t = area.range[0] + (x / area.width) * (area.range[1] - area.range[0]);
+  cross.hidden = false;
+  cross.style.left = `${area.left + x}px`;
+  cross.style.top = `${MARGIN.t}px`;
+  cross.style.height = `${view.geometry.plotHeight}px`;
+  $("crosshair-time").textContent = formatTime(t);
+  for (const row of view.geometry.rows) {
+    if (row.readout) row.readout.textContent = readout(row.lane, t);
+  }
+}
+
+function onPlotClick(data) {
+  const point = data.points && data.points[0];
+  if (!point) return;
+  const id = point.customdata;
+  if (typeof id === "number" || typeof id === "string") {
+    const event = findEvent(id);
+    if (event) selectEvent(event, { centre: false });
+  }
+}
+
+// ------------------------------------------------------------------ events, search, selection
+
+function selectEvent(event, { centre }) {
+  state.sel = event.id;
+  view.selectedEvent = event;
+  view.highlight = event;
+  if (centre) {
+    centreOn(event.t);
+  } else {
+    writeUrl();
+    render();
+  }
+}
+
+function eventRow(e) {
+  const row = document.createElement("tr");
+  row.className = `sev-${e.severity}`;
+  row.dataset.id = String(e.id);
+  if (e.id === state.sel) row.classList.add("selected");
+  const cells = [formatTime(e.t), e.org, e.signal, e.severity, e.name, labelText(e.resource), e.message ?? ""];
+  cells.forEach((value, i) => {
+    const cell = document.createElement("td");
+    if (i === 1) {
+      const dot = document.createElement("span");
+      dot.className = "org-dot";
+      dot.style.background = e.colour;
+      cell.appendChild(dot);
+    }
+    cell.appendChild(document.createTextNode(value)); // never parsed as HTML
+    row.appendChild(cell);
+  });
+  row.addEventListener("click", () => selectEvent(e, { centre: true }));
+  return row;
+}
+
+function renderEvents() {
+  const body = $("event-rows");
+  body.replaceChildren(...view.events.map(eventRow));
+  $("event-count").textContent = `(${view.events.length}${view.eventsMore ? "+, first shown" : ""})`;
+}
+
+function hitItem(e) {
+  const item = document.createElement("li");
+  item.dataset.id = String(e.id);
+  if (e.id === state.sel) item.classList.add("selected");
+  const head = document.createElement("div");
+  head.className = "wr-hit-head";
+  const dot = document.createElement("span");
+  dot.className = "org-dot";
+  dot.style.background = e.colour;
+  head.append(dot, document.createTextNode(`${formatTime(e.t, false)} ${e.org} · ${e.name}`));
+  const message = document.createElement("div");
+  message.className = "wr-hit-message";
+  message.textContent = e.message || "";
+  item.append(head, message);
+  item.addEventListener("click", () => selectEvent(e, { centre: true }));
+  return item;
+}
+
+function renderHits() {
+  $("hits-panel").hidden = !state.q;
+  $("hits").replaceChildren(...view.hits.map(hitItem));
+  $("hit-count").textContent = state.q ? `(${view.hits.length}${view.hitsMore ? "+" : ""})` : "";
+}
+
+function renderMarks() {
+  $("mark-list").replaceChildren(...view.marks.map(hitItem));
+  const legend = $("legend");
+  legend.replaceChildren();
+  for (const org of ORGS) {
+    const chip = document.createElement("span");
+    chip.className = "wr-chip";
+    const dot = document.createElement("span");
+    dot.className = "org-dot";
+    dot.style.background = org.colour;
+    chip.append(dot, document.createTextNode(org.name));
+    legend.appendChild(chip);
+  }
+}
+
+function renderSelected() {
+  const box = $("selected");
+  const e = view.highlight;
+  box.hidden = !e;
+  box.replaceChildren();
+  if (!e) return;
+  const head = document.createElement("h2");
+  head.textContent = "Selected";
+  const close = document.createElement("button");
+  close.type = "button";
+  close.className = "link";
+  close.textContent = "clear";
+  close.addEventListener("click", () => {
+    state.sel = null;
+    view.highlight = null;
+    writeUrl();
+    render();
+  });
+  head.appendChild(close);
+  const meta = document.createElement("div");
+  meta.className = "wr-hit-head";
+  const dot = document.createElement("span");
+  dot.className = "org-dot";
+  dot.style.background = e.colour;
+  meta.append(dot, document.createTextNode(`${e.org} · ${e.signal} · ${e.name} (${e.severity})`));
+  const when = document.createElement("div");
+  when.textContent = `${formatTime(e.t)}${e.end_t ? ` – ${formatTime(e.end_t)}` : ""}`;
+  const where = document.createElement("div");
+  where.textContent = labelText(e.resource);
+  const message = document.createElement("pre");
+  message.className = "wr-message";
+  message.textContent = e.message || "";
+  box.append(head, meta, when, where, message);
+}
+
+// ------------------------------------------------------------------ lane picker
+
+function renderInView() {
+  const list = $("lanes-in-view");
+  list.replaceChildren();
+  state.lanes.forEach((spec, index) => {
+    const lane = view.lanes[index];
+    const item = document.createElement("li");
+    const label = document.createElement("span");
+    label.className = "wr-in-view-label";
+    label.textContent = lane ? `${lane.title.org} · ${lane.title.signal} · ${lane.title.what}` : spec;
+    label.title = spec;
+    const kinds = document.createElement("select");
+    kinds.setAttribute("aria-label", "lane kind");
+    const parsed = parseSpec(spec);
+    const allowed = allowedKinds(parsed);
+    for (const kind of allowed) {
+      const option = document.createElement("option");
+      option.value = kind;
+      option.textContent = kind;
+      option.selected = kind === parsed.kind;
+      kinds.appendChild(option);
+    }
+    kinds.addEventListener("change", () => replaceLane(index, withKind(spec, kinds.value)));
+    item.append(label, kinds, laneControls(spec, index));
+    list.appendChild(item);
+  });
+}
+
+function allowedKinds(parsed) {
+  if (["spans", "logs"].includes(parsed.kind)) return ["spans", "logs"];
+  const group = catalogue && catalogue.series.find((g) => g.org === parsed.org && g.metric === parsed.what);
+  return group ? group.kinds : [parsed.kind];
+}
+
+function renderCatalogue() {
+  if (!catalogue) return;
+  const org = $("pick-org").value;
+  const signal = $("pick-signal").value;
+  const text = $("pick-text").value.trim();
+  const labelFilter = text.includes("=") ? text.split(",").map((s) => s.trim().split("=", 2)).filter(([k, v]) => k && v !== undefined) : [];
+  const needle = labelFilter.length ? "" : text.toLowerCase();
+  const box = $("catalogue");
+  box.replaceChildren();
+  const entries = [];
+  for (const family of catalogue.events) {
+    entries.push({ org: family.org, signal: family.signal, text: `${family.kind} events (${family.count} in window)`,
+      kinds: family.with_duration ? ["spans", "logs"] : ["logs"], make: (kind) => formatSpec({ kind, org: family.org, signal: family.signal, what: "", labels: [], capacity: "", flags: [] }) });
+  }
+  for (const group of catalogue.series) {
+    const haystack = `${group.org} ${group.signal} ${group.metric} ${Object.entries(group.labels).map(([k, vs]) => vs.map((v) => `${k}=${v}`).join(" ")).join(" ")}`.toLowerCase();
+    if (needle && !haystack.includes(needle)) continue;
+    if (labelFilter.length && !labelFilter.every(([k, v]) => (group.labels[k] || []).includes(v))) continue;
+    entries.push({ org: group.org, signal: group.signal, text: `${group.metric} (${group.count})`, kinds: group.kinds,
+      make: (kind) => formatSpec({ kind, org: group.org, signal: group.signal, what: group.metric,
+        labels: labelFilter, capacity: ["sum", "band"].includes(kind) ? group.capacity || "" : "", flags: [] }) });
+  }
+  let heading = "";
+  for (const entry of entries) {
+    if (org && entry.org !== org) continue;
+    if (signal && entry.signal !== signal) continue;
+    if (needle && !`${entry.org} ${entry.signal} ${entry.text}`.toLowerCase().includes(needle) && !entry.kinds.length) continue;
+    const groupName = `${entry.org} · ${entry.signal}`;
+    if (groupName !== heading) {
+      heading = groupName;
+      const h = document.createElement("h3");
+      h.textContent = groupName;
+      h.style.borderLeftColor = colours[entry.org] || "#888";
+      box.appendChild(h);
+    }
+    const row = document.createElement("div");
+    row.className = "wr-cat-row";
+    const name = document.createElement("span");
+    name.textContent = entry.text;
+    row.appendChild(name);
+    for (const kind of entry.kinds) {
+      const add = document.createElement("button");
+      add.type = "button";
+      add.textContent = kind;
+      add.title = `add as ${kind} lane`;
+      add.addEventListener("click", () => addLane(entry.make(kind)));
+      row.appendChild(add);
+    }
+    box.appendChild(row);
+  }
+}
+
+function fillSelect(select, values) {
+  for (const value of values) {
+    const option = document.createElement("option");
+    option.value = value;
+    option.textContent = value;
+    select.appendChild(option);
+  }
+}
+
+// ------------------------------------------------------------------ controls
+
+function syncTimeInputs() {
+  $("from").value = state.from;
+  $("to").value = state.to;
+  $("live").checked = state.live;
+  $("search").value = state.q;
+  for (const key of Object.keys(state.ev)) $(`ev-${key}`).value = state.ev[key];
+}
+
+function setLive(on) {
+  state.live = on;
+  clearInterval(liveTimer);
+  if (on) {
+    const span = view.window ? view.window.to_ms - view.window.from_ms : 3 * 3600e3;
+    state.from = `now-${Math.round(span / 1000)}s`;
+    state.to = "now";
+    liveTimer = setInterval(() => {
+      if (state.live && !document.hidden) refresh({ reason: "live" });
+    }, LIVE_REFRESH_MS);
+  }
+  syncTimeInputs();
+}
+
+function bindControls() {
+  $("apply").addEventListener("click", () => {
+    state.from = $("from").value.trim() || "now-3h";
+    state.to = $("to").value.trim() || "now";
+    setLive(state.to === "now" && state.live);
     refresh();
+  });
+  for (const button of document.querySelectorAll("[data-preset]")) {
+    button.addEventListener("click", () => {
+      const preset = button.dataset.preset;
+      if (state.to === "now" || state.live || !view.window) {
+        state.from = `now-${preset}`;
+        state.to = "now";
+      } else {
+        const units = { h: 3600e3, d: 86400e3 };
+        const span = parseFloat(preset) * units[preset.slice(-1)];
+        const centre = (view.window.from_ms + view.window.to_ms) / 2;
+        state.from = new Date(centre - span / 2).toISOString();
+        state.to = new Date(centre + span / 2).toISOString();
+      }
+      syncTimeInputs();
+      refresh();
+    });
+  }
+  $("zoom-out").addEventListener("click", () => zoomOut(2));
+  $("figure").addEventListener("dblclick", () => zoomOut(2));
+  $("live").addEventListener("change", () => {
+    setLive($("live").checked);
+    refresh({ reason: "live" });
+  });
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    state.q = $("search").value.trim();
+    refresh({ reason: "searching" });
+  });
+  $("search").addEventListener("search", () => {
+    if (!$("search").value && state.q) {
+      state.q = "";
+      refresh();
+    }
+  });
+  $("toggle-picker").addEventListener("click", () => {
+    const picker = $("picker");
+    picker.hidden = !picker.hidden;
+    $("toggle-picker").setAttribute("aria-expanded", String(!picker.hidden));
+    renderCatalogue();
+    window.dispatchEvent(new Event("resize"));
+  });
+  $("reset-lanes").addEventListener("click", () => {
+    const pinned = state.lanes.filter((l) => hasFlag(l, "pin"));
+    setLanes([...pinned, ...catalogue.defaults.filter((d) => !pinned.some((p) => withFlag(p, "pin", false) === d))]);
+  });
+  $("copy-link").addEventListener("click", async () => {
+    writeUrl();
+    try {
+      await navigator.clipboard.writeText(window.location.href);
+      setStatus("link copied");
+    } catch {
+      window.prompt("Copy this link", window.location.href);
+    }
+  });
+  for (const id of ["pick-org", "pick-signal", "pick-text"]) $(id).addEventListener("input", renderCatalogue);
+  for (const key of Object.keys(state.ev)) {
+    $(`ev-${key}`).addEventListener("change", () => {
+      state.ev[key] = $(`ev-${key}`).value.trim();
+      refresh({ reason: "filtering" });
+    });
+  }
+  $("figure").addEventListener("mousemove", onMouseMove);
+  $("figure").addEventListener("mouseleave", () => {
+    $("crosshair").hidden = true;
+  });
+  // A new width re-queries (the server downsamples to it); small changes only reflow.
+  let resizeTimer = null;
+  let queriedWidth = plotWidth();
+  new ResizeObserver(() => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => {
+      const width = plotWidth();
+      if (plotReady && Math.abs(width - queriedWidth) > queriedWidth * 0.1) {
+        queriedWidth = width;
+        refresh({ reason: "resized" });
+      }
+    }, 400);
+  }).observe($("figure"));
+}
+
+// The incident this view belongs to (from a permalink): its title, linking back to its page.
+async function showIncident(id) {
+  try {
+    const incident = await getJson(`/api/v1/incidents/${id}`);
+    const link = $("incident-title");
+    link.textContent = `Incident: ${incident.title}`;
+    link.href = `/incidents/${id}/`;
+    link.hidden = false;
+  } catch {
+    // not visible to this viewer: the view works without it
   }
 }
 
 async function main() {
   readUrl();
-  document.getElementById("from").value = state.from;
-  document.getElementById("to").value = state.to;
-  const { series } = await getJson("/api/v1/series");
-  state.series = series;
-  if (!state.selected.length) state.selected = series.slice(0, MAX_DEFAULT_LANES).map((s) => s.id);
-  document.getElementById("apply").addEventListener("click", () => {
-    state.from = document.getElementById("from").value || "now-3h";
-    state.to = document.getElementById("to").value || "now";
-    refresh();
-  });
-  for (const button of document.querySelectorAll("[data-preset]")) {
-    button.addEventListener("click", () => {
-      state.from = button.dataset.preset;
-      state.to = "now";
-      document.getElementById("from").value = state.from;
-      document.getElementById("to").value = state.to;
-      refresh();
-    });
+  syncTimeInputs();
+  bindControls();
+  fillSelect($("pick-org"), ORGS.map((o) => o.slug));
+  fillSelect($("ev-org"), ORGS.map((o) => o.slug));
+  const signals = ["application", "scheduler", "network", "storage", "gpu", "host", "other"];
+  fillSelect($("pick-signal"), signals);
+  fillSelect($("ev-signal"), signals);
+  syncTimeInputs();
+  try {
+    const legacy = state.legacySeries.length ? `&series=${state.legacySeries.join(",")}` : "";
+    catalogue = await getJson(`${API}/catalogue?${windowParams()}${legacy}`);
+  } catch (error) {
+    setStatus(`error: ${error.message}`, true);
+    return;
   }
-  document.getElementById("lane-filter").addEventListener("input", renderPicker);
+  if (!state.lanes.length && catalogue.from_series && catalogue.from_series.length) state.lanes = catalogue.from_series;
+  if (!state.lanes.length) state.lanes = catalogue.defaults;
+  renderUnshared();
+  state.lanes = orderPinned(state.lanes);
+  if (state.live) setLive(true);
+  if (state.incident) showIncident(state.incident);
   await refresh();
-  document.getElementById("plot").on("plotly_relayout", onZoom);
 }
 
+window.jointline = { state, view, escapeHtml, eventHover };
 main();

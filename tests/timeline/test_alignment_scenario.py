@@ -1,0 +1,86 @@
+"""On the reference scenario's events, stored: the estimates find the injected clock faults, applying them
+puts every node's first rank after the scheduler's session start, and align=off shows the fault again."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+
+from ingest.records import Batch
+from ingest.scenario import ScenarioConfig, generate
+from ingest.scenario_loading import ORGANISATIONS
+from orgs.access import Scope
+from orgs.models import Organization, Role
+from orgs.services import organization_create, user_create
+from tests.conftest import PASSWORD
+from timeline import alignment
+from timeline.store import get_store
+
+S = 1_000_000
+
+
+@pytest.fixture
+def scenario_events(db):
+    """Every event of the compact scenario in the store (its metrics are not needed here)."""
+    scenario = generate(ScenarioConfig.compact())
+    orgs = {
+        slug: organization_create(slug=slug, name=name, colour=colour)[0]
+        for slug, (name, colour) in ORGANISATIONS.items()
+    }
+    store = get_store()
+    with transaction.atomic():
+        for org, batch in scenario.batches():
+            if batch.events:
+                store.write_batch(org_id=orgs[org].pk, batch=Batch(source=batch.source, events=batch.events))
+    return scenario.manifest
+
+
+def injected(fault: dict, true_us: int) -> float:
+    if fault["from_us"] is not None and true_us < fault["from_us"]:
+        return 0.0
+    return (
+        fault["offset_s"] * S + fault["drift_ms_per_hour"] * 1_000 * (true_us - fault["reference_us"]) / 3.6e9
+    )
+
+
+def test_on_the_stored_scenario_estimates_match_the_injected_faults_within_100_ms(scenario_events):
+    manifest = scenario_events
+    start, end = manifest["config"]["start_us"], manifest["config"]["end_us"]
+    estimates = alignment.best_estimates(alignment.estimate_clocks(Scope.system(), start=start, end=end))
+    for fault in manifest["clock_faults"]:
+        (found,) = [e for e in estimates if e.target == (fault["org"], fault["source"], fault["node"])]
+        begin = fault["from_us"] if fault["from_us"] is not None else start
+        for t in range(begin, end, (end - begin) // 24):
+            assert abs(found.error_at(round(t + injected(fault, t))) - injected(fault, t)) < 100_000, (
+                fault,
+                t,
+            )
+        if fault["node"]:
+            assert found.from_reference == fault["from_us"]  # dated by the node's reboot
+    assert {e.target for e in estimates if not e.bound} == {
+        (f["org"], f["source"], f["node"]) for f in manifest["clock_faults"]
+    }
+
+
+def test_applied_estimates_restore_the_order_of_every_nodes_session_start_and_first_rank(scenario_events):
+    manifest = scenario_events
+    start, end = manifest["config"]["start_us"], manifest["config"]["end_us"]
+    estimates = alignment.best_estimates(alignment.estimate_clocks(Scope.system(), start=start, end=end))
+    for slug in ("modeldev", "gpuvendor"):
+        user = user_create(
+            org=Organization.objects.get(slug=slug),
+            username=f"{slug}-analyst",
+            role=Role.ANALYST,
+            password=PASSWORD,
+        )[0]
+        for estimate in estimates:
+            if estimate.org == slug and not estimate.bound:
+                alignment.clock_correction_apply(user=user, estimate=estimate, source=estimate.source)
+    rules = [r for r in alignment.est.ANCHOR_RULES if r.name == "session_to_rank"]
+    corrected = alignment.ordering_violations(Scope.system(), start=start, end=end, rules=rules, limit=1000)
+    assert corrected["violations"] == [] and corrected["checked"] > 800
+    scope = Scope.system()
+    with alignment.use_clock(scope, aligned=False):
+        as_sent = alignment.ordering_violations(scope, start=start, end=end, rules=rules, limit=1000)
+    node = manifest["clock_faults"][2]["node"]
+    assert as_sent["violations"] and {v["node"] for v in as_sent["violations"]} == {node}

@@ -1,0 +1,278 @@
+"""API and page of clock corrections: list, declare, switch; estimate and apply; ordering checks.
+
+Reads go through the caller's scope (a correction of another organisation is listed only to viewers
+who can read data it shifts); changes go through the services of :mod:`timeline.alignment`, which
+allow them only to the organisation whose clock it is.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+from django.shortcuts import redirect
+from django.views.generic import TemplateView
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions
+from rest_framework.response import Response
+
+from ingest.timeparse import TimestampError, format_rfc3339, parse_timestamp
+from orgs.api import validation_response
+from orgs.api_base import ScopedAPIView, ScopedPageMixin
+from timeline import alignment
+from timeline.models import ClockCorrection
+from timeline.selectors import QueryError, Window
+
+ALIGN_PARAM = OpenApiParameter(
+    "align",
+    str,
+    enum=["on", "off"],
+    description="clock corrections: on (default) shifts corrected agents' times; off shows them as sent",
+)
+WINDOW_PARAMS = [
+    OpenApiParameter("from", str, description="RFC 3339, epoch, or now-3h; default: 3 h before 'to'"),
+    OpenApiParameter("to", str, description="RFC 3339, epoch, or now; default: now"),
+]
+
+
+class _Errors:
+    """ValidationError → 400 naming fields, PermissionDenied → 403, QueryError → 400."""
+
+    def handle_exception(self, exc):
+        if isinstance(exc, ValidationError):
+            return validation_response(exc)
+        if isinstance(exc, QueryError):
+            return Response(
+                {"error": str(exc), "errors": [{"field": exc.field, "reason": exc.reason}]}, status=400
+            )
+        if isinstance(exc, PermissionDenied) and not isinstance(exc, exceptions.APIException):
+            exc = exceptions.PermissionDenied(str(exc))
+        return super().handle_exception(exc)
+
+
+def _instant(data, field: str) -> int | None:
+    value = data.get(field)
+    if value in (None, ""):
+        return None
+    try:
+        return parse_timestamp(value) if not isinstance(value, int) else value
+    except TimestampError as exc:
+        raise ValidationError({field: str(exc)}) from exc
+
+
+def _integer(data, field: str, default: int = 0) -> int:
+    value = data.get(field, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError({field: f"{value!r} is not an integer"}) from exc
+
+
+def _visible(scope, correction_id: int) -> tuple[ClockCorrection, dict]:
+    row = (
+        ClockCorrection.objects.select_related("org", "source", "created_by").filter(pk=correction_id).first()
+    )
+    shown = alignment.present_corrections(scope, [row]) if row is not None else []
+    if not shown:
+        raise Http404("no such correction")
+    return row, shown[0]
+
+
+class ClockCorrectionView(_Errors, ScopedAPIView):
+    @extend_schema(
+        summary="Clock corrections you may see: active ones; all=1 adds switched-off ones; id=N just one",
+        parameters=[OpenApiParameter("all", bool), OpenApiParameter("id", int)],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request):
+        params = request.query_params
+        if params.get("id"):
+            return Response(_visible(self.scope, _integer(params, "id"))[1])
+        include = params.get("all") in ("1", "true", "yes")
+        return Response({"corrections": alignment.corrections_list(self.scope, include_inactive=include)})
+
+    @extend_schema(
+        summary="Declare a correction of one of your organisation's agents (admins)",
+        request=OpenApiTypes.OBJECT,
+        responses={201: OpenApiTypes.OBJECT},
+    )
+    def post(self, request):
+        data = request.data
+        row = alignment.clock_correction_declare(
+            user=request.user,
+            source=data.get("source") or None,
+            label_matcher=str(data.get("labels") or ""),
+            offset_us=_integer(data, "offset_us"),
+            drift_us_per_hour=_integer(data, "drift_us_per_hour"),
+            reference_ts=_instant(data, "reference"),
+            valid_from=_instant(data, "valid_from"),
+            valid_to=_instant(data, "valid_to"),
+            uncertainty_us=_integer(data, "uncertainty_us"),
+            note=str(data.get("note") or ""),
+        )
+        return Response(alignment.present_corrections(self.scope, [row])[0], status=201)
+
+    @extend_schema(
+        summary='Switch a correction of your organisation on or off: {"id": 7, "active": false}',
+        request=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def patch(self, request):
+        row, _shown = _visible(self.scope, _integer(request.data, "id"))
+        active = request.data.get("active")
+        if not isinstance(active, bool):
+            raise ValidationError({"active": "true or false"})
+        row = alignment.clock_correction_set_active(user=request.user, correction=row, active=active)
+        return Response(alignment.present_corrections(self.scope, [row])[0])
+
+
+class ClockEstimateView(_Errors, ScopedAPIView):
+    @extend_schema(
+        summary="Estimate clock errors from the data you may read",
+        parameters=[
+            *WINDOW_PARAMS,
+            OpenApiParameter("reference", str, description="organisations whose clock is the reference"),
+            OpenApiParameter("xcorr", bool, description="also correlate signals that move together"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request):
+        params = request.query_params
+        window = Window.from_params(params)
+        self.audit_window = (window.start, window.end)
+        reference = _reference(params.get("reference"))
+        found = alignment.estimate_clocks(
+            self.scope, start=window.start, end=window.end, reference_orgs=reference
+        )
+        body = {
+            "from": format_rfc3339(window.start),
+            "to": format_rfc3339(window.end),
+            "reference": list(reference),
+            "estimates": [alignment.present_estimate(e) for e in found],
+        }
+        if params.get("xcorr") in ("1", "true", "yes"):
+            body["correlations"] = [
+                vars(c) for c in alignment.xcorr_estimates(self.scope, start=window.start, end=window.end)
+            ]
+        return Response(body)
+
+    @extend_schema(
+        summary="Apply an estimate of one of your organisation's agents: it becomes an active correction",
+        request=OpenApiTypes.OBJECT,
+        responses={201: OpenApiTypes.OBJECT},
+    )
+    def post(self, request):
+        data = request.data
+        window = Window.from_params({"from": data.get("from"), "to": data.get("to")})
+        source, node = data.get("source"), data.get("node") or None
+        if not source:
+            raise ValidationError({"source": "name the agent whose estimate to apply"})
+        found = alignment.estimate_clocks(
+            self.scope,
+            start=window.start,
+            end=window.end,
+            reference_orgs=_reference(data.get("reference")),
+            receive_times=False,
+        )
+        org = getattr(getattr(request.user, "membership", None), "org", None)
+        wanted = [
+            e
+            for e in alignment.best_estimates(found)
+            if org is not None and (e.org, e.source, e.node) == (org.slug, source, node)
+        ]
+        if not wanted:
+            raise ValidationError({"source": f"no estimate of {source!r} in that window"})
+        row = alignment.clock_correction_apply(
+            user=request.user, estimate=wanted[0], source=source, note=str(data.get("note") or "")
+        )
+        return Response(alignment.present_corrections(self.scope, [row])[0], status=201)
+
+
+def _reference(value) -> tuple[str, ...]:
+    names = tuple(v.strip() for v in (value or "").split(",") if v.strip())
+    return names or alignment.REFERENCE_ORGS
+
+
+class ClockOrderingView(_Errors, ScopedAPIView):
+    @extend_schema(
+        summary="Known anchor pairs of a window shown out of their causal order",
+        parameters=[*WINDOW_PARAMS, ALIGN_PARAM],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request):
+        params = request.query_params
+        window = Window.from_params(params)
+        self.audit_window = (window.start, window.end)
+        with alignment.use_clock(self.scope, aligned=alignment.aligned_param(params.get("align"))):
+            body = alignment.ordering_violations(self.scope, start=window.start, end=window.end)
+        return Response({"from": format_rfc3339(window.start), "to": format_rfc3339(window.end), **body})
+
+
+class ClockPage(ScopedPageMixin, TemplateView):
+    """The clock page the war room links to: corrections in force, estimates of a window, and forms to
+    declare (admins), apply (analysts) and switch corrections of the viewer's organisation."""
+
+    template_name = "timeline/clock.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        params = self.request.GET
+        membership = self.request.user.membership
+        context["membership"] = membership
+        context["corrections"] = alignment.corrections_list(self.scope, include_inactive=True)
+        context["window"] = {"from": params.get("from", "now-12h"), "to": params.get("to", "now")}
+        context["estimates"] = []
+        if params.get("estimate"):
+            try:
+                window = Window.from_params(context["window"])
+            except QueryError as exc:
+                context["error"] = str(exc)
+            else:
+                found = alignment.estimate_clocks(self.scope, start=window.start, end=window.end)
+                context["estimates"] = [
+                    {**alignment.present_estimate(e), "own": e.org == membership.org.slug}
+                    for e in alignment.best_estimates(found)
+                ]
+        return context
+
+    def post(self, request):
+        data = request.POST
+        try:
+            if data.get("action") == "switch":
+                row = ClockCorrection.objects.filter(
+                    pk=_integer(data, "id"), org=request.user.membership.org
+                ).first()
+                if row is None:
+                    raise Http404("no such correction")
+                alignment.clock_correction_set_active(
+                    user=request.user, correction=row, active=data.get("active") == "1"
+                )
+            elif data.get("action") == "apply":
+                window = Window.from_params({"from": data.get("from"), "to": data.get("to")})
+                found = alignment.estimate_clocks(
+                    self.scope, start=window.start, end=window.end, receive_times=False
+                )
+                key = (request.user.membership.org.slug, data.get("source"), data.get("node") or None)
+                wanted = [e for e in alignment.best_estimates(found) if e.target == key]
+                if not wanted:
+                    raise ValidationError({"source": "that estimate is no longer found"})
+                alignment.clock_correction_apply(user=request.user, estimate=wanted[0], source=data["source"])
+            else:
+                alignment.clock_correction_declare(
+                    user=request.user,
+                    source=data.get("source") or None,
+                    label_matcher=data.get("labels", ""),
+                    offset_us=round(float(data.get("offset_ms") or 0) * 1000),
+                    drift_us_per_hour=round(float(data.get("drift_ms_per_hour") or 0) * 1000),
+                    reference_ts=_instant(data, "reference"),
+                    valid_from=_instant(data, "valid_from"),
+                    valid_to=_instant(data, "valid_to"),
+                    note=data.get("note", ""),
+                )
+        except (ValidationError, PermissionDenied, QueryError, ValueError) as exc:
+            context = self.get_context_data()
+            context["error"] = "; ".join(getattr(exc, "messages", [str(exc)]))
+            return self.render_to_response(
+                context, status=400 if not isinstance(exc, PermissionDenied) else 403
+            )
+        return redirect(request.path)

@@ -1,0 +1,466 @@
+// Builds the one Plotly figure of the war room: every lane is a subplot on the same x axis, so zoom,
+// pan and hover stay aligned by construction. Lane titles, readouts and the crosshair are DOM elements
+// laid over the figure (see timeline.js); this module computes where each lane sits in pixels.
+import { escapeHtml, formatTime, formatValue, labelText, laneUnit, tickFormat } from "./format.js";
+
+export const MARGIN = { l: 62, r: 18, t: 6, b: 34 };
+export const TITLE_GAP = 17;
+const STRIP_HEIGHT = 18;
+const SEVERITY_COLOURS = { info: null, warning: "#d97706", error: "#dc2626" };
+const SEVERITY_ROWS = ["info", "warning", "error"];
+const SEVERITY_CLASS = { debug: "info", info: "info", notice: "info", warning: "warning", error: "error", critical: "error" };
+const CAPACITY_COLOUR = "#374151";
+const HIGHLIGHT_COLOUR = "#111827";
+const HIT_COLOUR = "#f59e0b";
+
+export function laneHeight(lane) {
+  if (lane.status !== "ok") return 20;
+  switch (lane.kind) {
+    case "spans": return clamp((lane.rows || []).length * 1.9, 48, 130);
+    case "heatmap": return clamp((lane.rows || []).length * 2.1, 60, 140);
+    case "logs": return lane.mode === "list" ? 36 : 14 * Math.max(1, ["info", "warning", "error"].filter((n) => n === "info" || lane.counts[n].some((c) => c > 0)).length);
+    default: return 54;
+  }
+}
+
+function clamp(v, lo, hi) {
+  return Math.max(lo, Math.min(hi, Math.round(v)));
+}
+
+function hexToRgba(hex, alpha) {
+  const n = parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${alpha})`;
+}
+
+function shade(hex, factor) {
+  const n = parseInt(hex.slice(1), 16);
+  const mix = (c) => Math.round(factor < 0 ? c * (1 + factor) : c + (255 - c) * factor);
+  const [r, g, b] = [(n >> 16) & 255, (n >> 8) & 255, n & 255].map(mix);
+  return `rgb(${r},${g},${b})`;
+}
+
+// Pixel geometry: strips (marks, search hits) on top, then each lane below its title gap.
+export function layoutGeometry(lanes, { strips }) {
+  const rows = [];
+  let y = 0;
+  for (const strip of strips) {
+    const height = strip === "marks" ? (strips.notes ? 44 : STRIP_HEIGHT) : STRIP_HEIGHT;
+    rows.push({ strip, top: y, height });
+    y += height + 4;
+  }
+  lanes.forEach((lane, index) => {
+    y += TITLE_GAP;
+    const height = laneHeight(lane);
+    rows.push({ lane, index, titleTop: y - TITLE_GAP, top: y, height });
+    y += height + 4;
+  });
+  return { rows, plotHeight: Math.max(y, 60) };
+}
+
+export function buildFigure(view) {
+  const { lanes, marks, hits, highlight, window: win, colours } = view;
+  const strips = [];
+  strips.notes = marks.some((m) => m.annotation);
+  if (marks.length) strips.push("marks");
+  if (hits && hits.length) strips.push("hits");
+  const geometry = layoutGeometry(lanes, { strips });
+  const P = geometry.plotHeight;
+  const domainOf = (row) => [Math.max(0, 1 - (row.top + row.height) / P), Math.min(1, 1 - row.top / P)];
+  const traces = [];
+  const shapes = [];
+  const annotations = [];
+  const layout = {
+    height: P + MARGIN.t + MARGIN.b,
+    margin: MARGIN,
+    showlegend: false,
+    hovermode: "closest",
+    hoverlabel: { namelength: -1, font: { size: 11 }, align: "left" },
+    dragmode: "zoom",
+    plot_bgcolor: "#ffffff",
+    paper_bgcolor: "#ffffff",
+    font: { family: "system-ui, -apple-system, 'Segoe UI', sans-serif", size: 10, color: "#344054" },
+    uirevision: "warroom",
+    xaxis: {
+      type: "date",
+      range: [win.from_ms, win.to_ms],
+      showgrid: true,
+      gridcolor: "#eef0f3",
+      tickfont: { size: 11, color: "#1d2330" },
+      tickformatstops: [
+        { dtickrange: [null, 60000], value: "%H:%M:%S" },
+        { dtickrange: [60000, 86400000], value: "%H:%M\n%b %d" },
+        { dtickrange: [86400000, null], value: "%b %d" },
+      ],
+      showspikes: false,
+      linecolor: "#98a2b3",
+      ticks: "outside",
+      ticklen: 4,
+    },
+    shapes,
+    annotations,
+  };
+  let axisNumber = 0;
+  const nextAxis = () => {
+    axisNumber += 1;
+    return axisNumber === 1 ? { ref: "y", key: "yaxis" } : { ref: `y${axisNumber}`, key: `yaxis${axisNumber}` };
+  };
+  let bottomAxis = "y";
+  for (const row of geometry.rows) {
+    const axis = nextAxis();
+    row.axis = axis.ref;
+    bottomAxis = axis.ref;
+    const base = { domain: domainOf(row), fixedrange: true, zeroline: false, showgrid: true, gridcolor: "#f2f4f7",
+      tickfont: { size: 9, color: "#667085" }, nticks: 3, automargin: false, linecolor: "#e4e7ec", showline: true };
+    if (row.strip === "marks") {
+      layout[axis.key] = { ...base, range: strips.notes ? [-1.05, 1.05] : [-1.2, -0.2], showticklabels: false, showgrid: false, showline: false };
+      marksTraces(marks, axis.ref, colours, traces, annotations, win, view.width || 1200);
+      continue;
+    }
+    if (row.strip === "hits") {
+      layout[axis.key] = { ...base, range: [-1, 1], showticklabels: false, showgrid: false, showline: false };
+      hitTraces(hits, axis.ref, traces);
+      continue;
+    }
+    const lane = row.lane;
+    if (lane.status !== "ok") {
+      layout[axis.key] = { ...base, showticklabels: false, showgrid: false, range: [0, 1] };
+      continue;
+    }
+    const colour = lane.title.colour || "#4c78a8";
+    const unit = laneUnit(lane.title.unit, lane.fn);
+    const added = LANE_BUILDERS[lane.kind](lane, axis.ref, colour, unit);
+    traces.push(...added.traces);
+    layout[axis.key] = { ...base, ...tickFormat(unit), ...(added.axis || {}) };
+    if (added.annotations) annotations.push(...added.annotations);
+  }
+  layout.xaxis.anchor = bottomAxis;
+  for (const mark of marks) {
+    const colour = colours[mark.org] || "#667085";
+    shapes.push(mark.annotation ? vline(mark.t, hexToRgba(colour, 0.9), 1.3, "dash") : vline(mark.t, hexToRgba(colour, 0.5), 1, "dot"));
+    if (mark.annotation && mark.end_t) {
+      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: mark.t, x1: mark.end_t, y0: 0, y1: 1,
+        fillcolor: hexToRgba(colour, 0.07), line: { width: 0 }, layer: "below" });
+    }
+  }
+  if (hits && hits.length && hits.length <= 80) {
+    for (const hit of hits) shapes.push(vline(hit.t, hexToRgba(HIT_COLOUR, 0.45), 1, "solid"));
+  }
+  if (highlight) {
+    shapes.push(vline(highlight.t, HIGHLIGHT_COLOUR, 1.6, "solid"));
+    if (highlight.end_t) {
+      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: highlight.t, x1: highlight.end_t, y0: 0, y1: 1,
+        fillcolor: "rgba(17,24,39,0.06)", line: { width: 0 }, layer: "below" });
+    }
+  }
+  return { traces, layout, geometry };
+}
+
+function vline(x, colour, width, dash) {
+  return { type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1, line: { color: colour, width, dash }, layer: "above" };
+}
+
+function seriesName(series) {
+  const labels = labelText(series.labels);
+  return escapeHtml(labels ? `${series.metric}{${labels}}` : series.metric);
+}
+
+function lineLane(lane, yaxis, colour, unit) {
+  const traces = lane.lines.map((line, i) => ({
+    type: "scatter",
+    mode: "lines",
+    x: line.t,
+    y: line.y,
+    yaxis,
+    line: { color: i === 0 ? colour : shade(colour, (i % 2 ? 0.35 : -0.3) * Math.ceil(i / 2) / 2), width: 1.2 },
+    hovertemplate: `${seriesName(line.series)}<br>%{x|%H:%M:%S}: %{y:.4s}${escapeHtml(unit)}<extra></extra>`,
+  }));
+  return { traces, axis: capacityRange(lane, Math.max(0, ...lane.lines.flatMap((l) => l.y.filter((v) => v !== null)))),
+    annotations: capacityTraces(lane, yaxis, traces, unit) };
+}
+
+function bandLane(lane, yaxis, colour, unit) {
+  const u = escapeHtml(unit);
+  const traces = [
+    { type: "scatter", mode: "lines", x: lane.t, y: lane.hi, yaxis, line: { width: 0, color: colour }, name: "max",
+      hovertemplate: `max %{y:.4s}${u}<extra></extra>`, connectgaps: false },
+    { type: "scatter", mode: "lines", x: lane.t, y: lane.lo, yaxis, line: { width: 0, color: colour }, fill: "tonexty",
+      fillcolor: hexToRgba(colour, 0.22), name: "min", hovertemplate: `min %{y:.4s}${u}<extra></extra>`, connectgaps: false },
+    { type: "scatter", mode: "lines", x: lane.t, y: lane.mid, yaxis, line: { width: 1.4, color: colour }, name: "median",
+      hovertemplate: `median %{y:.4s}${u}<extra></extra>`, connectgaps: false },
+  ];
+  for (const node of lane.nodes || []) {
+    traces.push({ type: "scatter", mode: "lines", x: lane.t, y: node.y, yaxis,
+      line: { width: 0.6, color: hexToRgba(colour, 0.35) }, hovertemplate: `${escapeHtml(node.label)} %{y:.4s}${u}<extra></extra>` });
+  }
+  const top = Math.max(0, ...lane.hi.filter((v) => v !== null));
+  return { traces, axis: capacityRange(lane, top), annotations: capacityTraces(lane, yaxis, traces, unit) };
+}
+
+function sumLane(lane, yaxis, colour, unit) {
+  const u = escapeHtml(unit);
+  const traces = [];
+  if (lane.hi) {
+    traces.push({ type: "scatter", mode: "lines", x: lane.t, y: lane.hi, yaxis, line: { width: 0 }, hoverinfo: "skip" });
+    traces.push({ type: "scatter", mode: "lines", x: lane.t, y: lane.lo, yaxis, line: { width: 0 }, fill: "tonexty",
+      fillcolor: hexToRgba(colour, 0.25), hoverinfo: "skip" });
+  }
+  traces.push({ type: "scatter", mode: "lines", x: lane.t, y: lane.sum, yaxis, line: { width: 1.5, color: colour },
+    fill: lane.hi ? "none" : "tozeroy", fillcolor: hexToRgba(colour, 0.12),
+    hovertemplate: `%{x|%H:%M:%S} %{y:.4s}${u}<extra></extra>` });
+  const values = (lane.hi || lane.sum).filter((v) => v !== null);
+  return { traces, axis: capacityRange(lane, Math.max(0, ...values)), annotations: capacityTraces(lane, yaxis, traces, unit) };
+}
+
+function capacityRange(lane, top) {
+  const capacity = lane.capacity && lane.capacity.y.length ? Math.max(...lane.capacity.y) : 0;
+  const high = Math.max(top, capacity) || 1;
+  return { range: [0, high * 1.12] };
+}
+
+// The capacity is a dashed step line with its value written at the right end.
+function capacityTraces(lane, yaxis, traces, unit) {
+  const capacity = lane.capacity;
+  if (!capacity || !capacity.t.length) return [];
+  traces.push({ type: "scatter", mode: "lines", x: capacity.t, y: capacity.y, yaxis,
+    line: { color: CAPACITY_COLOUR, width: 1.3, dash: "dash", shape: "hv" },
+    hovertemplate: `capacity %{y:.4s}${escapeHtml(unit)}<extra></extra>` });
+  const last = capacity.y[capacity.y.length - 1];
+  return [{ xref: "paper", x: 1, xanchor: "right", yref: yaxis, y: last, yanchor: "top", yshift: -1, showarrow: false,
+    text: `capacity ${escapeHtml(formatValue(last, unit))}`, font: { size: 9, color: CAPACITY_COLOUR },
+    bgcolor: "rgba(255,255,255,0.8)" }];
+}
+
+function heatmapLane(lane, yaxis, colour, unit) {
+  const values = lane.z.flat().filter((v) => v !== null).sort((a, b) => a - b);
+  const zmax = values.length ? values[Math.floor(values.length * 0.995)] || values[values.length - 1] : 1;
+  const rows = lane.rows.map((r) => escapeHtml(r));
+  const step = Math.max(1, Math.ceil(rows.length / 5));
+  const tickvals = rows.filter((_, i) => i % step === 0);
+  lane._zmax = zmax;
+  return {
+    traces: [{
+      type: "heatmap", x: lane.t, y: rows, z: lane.z, yaxis, zmin: 0, zmax: zmax || 1, showscale: false,
+      colorscale: [[0, "#f8fafc"], [0.15, shade(colour, 0.7)], [0.6, colour], [1, shade(colour, -0.55)]],
+      hovertemplate: `%{y} %{x|%H:%M:%S}<br>%{z:.4s}${escapeHtml(unit)}<extra></extra>`, hoverongaps: false,
+      xgap: 0, ygap: 0,
+    }],
+    axis: { type: "category", autorange: "reversed", tickvals, ticksuffix: "", tickformat: "", showgrid: false, nticks: undefined },
+  };
+}
+
+function spansLane(lane, yaxis, colour) {
+  const rows = lane.rows.map((r) => escapeHtml(r));
+  const seg = lane.segments;
+  const traces = [{
+    type: "bar", orientation: "h", yaxis, base: seg.map((s) => s.start), x: seg.map((s) => Math.max(s.end - s.start, 1)),
+    y: seg.map((s) => rows[s.row]), width: 0.86,
+    marker: { color: seg.map((s) => (s.event && ["error", "critical"].includes(s.event.severity) ? "#dc2626" : colour)), line: { width: 0 } },
+    hovertext: seg.map((s) => spanHover(s, lane.rows[s.row])), hovertemplate: "%{hovertext}<extra></extra>",
+  }];
+  const marks = lane.marks.filter((m) => m.row !== null);
+  if (marks.length) {
+    traces.push({
+      type: "scatter", mode: "markers", yaxis, x: marks.map((m) => m.event.t), y: marks.map((m) => rows[m.row]),
+      marker: { symbol: "x-thin", size: 6, line: { width: 1.2, color: marks.map((m) => SEVERITY_COLOURS[SEVERITY_CLASS[m.event.severity]] || "rgba(255,255,255,0.7)") } },
+      hovertext: marks.map((m) => eventHover(m.event)), hovertemplate: "%{hovertext}<extra></extra>",
+    });
+  }
+  const step = Math.max(1, Math.ceil(rows.length / 5));
+  return {
+    traces,
+    axis: { type: "category", autorange: "reversed", categoryorder: "array", categoryarray: rows,
+      tickvals: rows.filter((_, i) => i % step === 0), showgrid: false, ticksuffix: "", tickformat: "" },
+  };
+}
+
+function spanHover(segment, row) {
+  const when = `${formatTime(segment.start, false)} – ${formatTime(segment.end, false)}`;
+  if (segment.event) {
+    const e = segment.event;
+    return `<b>${escapeHtml(row)}</b> ${escapeHtml(e.name)} (${escapeHtml(e.attributes?.outcome || e.severity)})<br>${escapeHtml(truncate(e.message, 160))}<br>${when}`;
+  }
+  return `<b>${escapeHtml(row)}</b> ${segment.count} spans<br>${when}`;
+}
+
+export function eventHover(e) {
+  const where = labelText(e.resource);
+  return `<b>${escapeHtml(e.org)} · ${escapeHtml(e.signal)} · ${escapeHtml(e.name)}</b> (${escapeHtml(e.severity)})<br>` +
+    `${escapeHtml(formatTime(e.t))}${where ? ` · ${escapeHtml(where)}` : ""}<br>${escapeHtml(truncate(e.message, 300))}`;
+}
+
+function truncate(text, n) {
+  const s = String(text ?? "");
+  return s.length > n ? `${s.slice(0, n)}…` : s;
+}
+
+function logsLane(lane, yaxis, colour) {
+  if (lane.mode === "list") {
+    const byClass = (e) => SEVERITY_CLASS[e.severity] || "info";
+    return {
+      traces: [{
+        type: "scatter", mode: "markers", yaxis, x: lane.events.map((e) => e.t),
+        y: lane.events.map((e) => SEVERITY_ROWS.indexOf(byClass(e))),
+        marker: { size: 6, symbol: "line-ns-open", line: { width: 2, color: lane.events.map((e) => SEVERITY_COLOURS[byClass(e)] || colour) } },
+        hovertext: lane.events.map(eventHover), hovertemplate: "%{hovertext}<extra></extra>",
+        customdata: lane.events.map((e) => e.id),
+      }],
+      axis: { range: [-0.7, 2.7], tickvals: [0, 1, 2], ticktext: ["info", "warn", "error"], showgrid: false, ticksuffix: "", tickformat: "" },
+    };
+  }
+  // Dense: a strip per severity class, colour by log(count) so a burst does not flatten the rest. One
+  // heatmap whose rows are the classes: each class owns a third of the colour scale (Plotly cannot
+  // stack single-row heatmaps on one axis).
+  const classes = SEVERITY_ROWS.filter((name) => name === "info" || lane.counts[name].some((n) => n > 0));
+  const top = Math.log1p(Math.max(1, ...classes.flatMap((name) => lane.counts[name])));
+  const k = SEVERITY_ROWS.length;
+  const colorscale = [];
+  SEVERITY_ROWS.forEach((name, i) => {
+    const strong = SEVERITY_COLOURS[name] || shade(colour, -0.25);
+    colorscale.push([i / k, hexOrRgba(strong, 0.16)], [(i + 1) / k - 1e-6, strong]);
+  });
+  const z = classes.map((name) => {
+    const i = SEVERITY_ROWS.indexOf(name);
+    return lane.counts[name].map((n) => (n > 0 ? i + Math.min(0.999, 0.15 + (0.85 * Math.log1p(n)) / top) : null));
+  });
+  const label = (name) => (name === "warning" ? "warn" : name);
+  return {
+    traces: [{
+      type: "heatmap", x: lane.t, y: classes.map(label), z, text: classes.map((name) => lane.counts[name]),
+      customdata: classes.map((name) => lane.t.map(() => name)), yaxis, zmin: 0, zmax: k, showscale: false, colorscale,
+      hovertemplate: `%{x|%H:%M:%S} %{text} %{customdata} lines / ${Math.round(lane.step_ms / 1000)} s<extra></extra>`,
+      hoverongaps: false, ygap: 1,
+    }],
+    axis: { type: "category", showgrid: false, ticksuffix: "", tickformat: "" },
+  };
+}
+
+function hexOrRgba(colour, alpha) {
+  if (colour.startsWith("#")) return hexToRgba(colour, alpha);
+  return colour.replace("rgb(", "rgba(").replace(")", `,${alpha})`);
+}
+
+// The top strip: people's annotations (two upper rows, labelled where there is room) and notable
+// events (lower row). Labels are placed left to right in the first row where they do not overlap.
+const NOTE_ROWS = [0.72, 0.05];
+const EVENT_ROW = -0.68;
+
+function marksTraces(marks, yaxis, colours, traces, annotations, win, width) {
+  const pxPerMs = width / Math.max(1, win.to_ms - win.from_ms);
+  const lastEnd = new Map([...NOTE_ROWS, EVENT_ROW].map((row) => [row, -Infinity]));
+  const rows = new Map();
+  const placed = [];
+  for (const m of [...marks].sort((a, b) => a.t - b.t)) {
+    const text = markLabel(m);
+    const x = (m.t - win.from_ms) * pxPerMs;
+    const w = text.length * (m.annotation ? 6.2 : 5.2) + 18;
+    const candidates = m.annotation ? NOTE_ROWS : [EVENT_ROW];
+    const row = candidates.find((r) => x >= lastEnd.get(r)) ?? candidates[0];
+    rows.set(m, row);
+    if (x < lastEnd.get(row) || x + w > width + 60) continue;
+    lastEnd.set(row, x + w);
+    placed.push({ m, row, text });
+  }
+  traces.push({
+    type: "scatter", mode: "markers", yaxis, x: marks.map((m) => m.t), y: marks.map((m) => rows.get(m)),
+    marker: { symbol: marks.map((m) => (m.annotation ? "diamond" : "triangle-down")), size: marks.map((m) => (m.annotation ? 9 : 8)),
+      color: marks.map((m) => colours[m.org] || "#667085"), line: { width: 0 } },
+    hovertext: marks.map(eventHover), hovertemplate: "%{hovertext}<extra></extra>", customdata: marks.map((m) => m.id),
+  });
+  for (const { m, row, text } of placed) {
+    annotations.push({ xref: "x", x: m.t, xanchor: "left", xshift: 6, yref: yaxis, y: row, yanchor: "middle", showarrow: false,
+      text: m.annotation ? `<b>${escapeHtml(text)}</b>` : escapeHtml(text), font: { size: m.annotation ? 10.5 : 9, color: colours[m.org] || "#667085" },
+      bgcolor: "rgba(255,255,255,0.75)" });
+  }
+}
+
+function markLabel(m) {
+  if (m.annotation) return `${m.org}: ${m.name}`.slice(0, 64);
+  return `${m.org}: ${m.name.replaceAll("_", " ")}`;
+}
+
+function hitTraces(hits, yaxis, traces) {
+  traces.push({
+    type: "scatter", mode: "markers", yaxis, x: hits.map((h) => h.t), y: hits.map(() => 0),
+    marker: { symbol: "diamond", size: 8, color: HIT_COLOUR, line: { width: 1, color: "#92400e" } },
+    hovertext: hits.map(eventHover), hovertemplate: "%{hovertext}<extra></extra>", customdata: hits.map((h) => h.id),
+  });
+}
+
+const LANE_BUILDERS = {
+  line: lineLane,
+  rate: lineLane,
+  band: bandLane,
+  sum: sumLane,
+  heatmap: heatmapLane,
+  spans: spansLane,
+  logs: logsLane,
+};
+
+// The value a lane shows at instant `t` (ms), for the readout beside its title.
+export function readout(lane, t) {
+  if (!lane || lane.status !== "ok") return "";
+  const unit = laneUnit(lane.title.unit, lane.fn);
+  const at = (xs) => nearest(xs, t);
+  switch (lane.kind) {
+    case "line":
+    case "rate": {
+      const line = lane.lines[0];
+      if (!line) return "";
+      const i = at(line.t);
+      return i < 0 ? "" : formatValue(line.y[i], unit);
+    }
+    case "band": {
+      const i = at(lane.t);
+      if (i < 0 || lane.mid[i] === null) return "";
+      return `${formatValue(lane.mid[i], unit)} (${formatValue(lane.lo[i], unit)} – ${formatValue(lane.hi[i], unit)})`;
+    }
+    case "sum": {
+      const i = at(lane.t);
+      if (i < 0 || lane.sum[i] === null) return "";
+      const text = formatValue(lane.sum[i], unit);
+      const cap = lane.capacity && lane.capacity.y.length ? capacityAt(lane.capacity, t) : null;
+      return cap ? `${text} = ${Math.round((100 * lane.sum[i]) / cap)} % of ${formatValue(cap, unit)}` : text;
+    }
+    case "heatmap": {
+      const i = at(lane.t);
+      if (i < 0) return "";
+      const column = lane.z.map((row) => row[i]).filter((v) => v !== null);
+      if (!column.length) return "";
+      column.sort((a, b) => a - b);
+      return `nodes ${formatValue(column[0], unit)} – ${formatValue(column[column.length - 1], unit)}`;
+    }
+    case "logs": {
+      if (lane.mode === "list") return `${lane.events.length} lines`;
+      const i = at(lane.t);
+      if (i < 0) return "";
+      const n = SEVERITY_ROWS.reduce((s, k) => s + lane.counts[k][i], 0);
+      return `${n} lines / ${Math.round(lane.step_ms / 1000)} s`;
+    }
+    case "spans": {
+      const active = new Set(lane.segments.filter((s) => s.start <= t && t <= s.end).map((s) => s.row));
+      return `${active.size} of ${lane.rows.length} ${lane.row_key || "rows"} busy`;
+    }
+    default:
+      return "";
+  }
+}
+
+function capacityAt(capacity, t) {
+  let value = capacity.y[0];
+  for (let i = 0; i < capacity.t.length && capacity.t[i] <= t; i += 1) value = capacity.y[i];
+  return value;
+}
+
+function nearest(xs, t) {
+  if (!xs || !xs.length) return -1;
+  let lo = 0;
+  let hi = xs.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid] < t) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo > 0 && Math.abs(xs[lo - 1] - t) < Math.abs(xs[lo] - t)) lo -= 1;
+  const spacing = xs.length > 1 ? (xs[xs.length - 1] - xs[0]) / (xs.length - 1) : Infinity;
+  return Math.abs(xs[lo] - t) <= spacing * 1.5 ? lo : -1;
+}
