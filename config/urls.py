@@ -65,4 +65,5 @@ urlpatterns = [
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
     path("", include("ops.urls")),
+    path("", include("ingest.urls_protocols")),
 ]
