@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -12,6 +13,7 @@ from ingest.timeparse import MAX_US, format_rfc3339
 from orgs.api_base import ScopedAPIView
 from timeline.alignment import aligned_param, clock_payload, clock_state, use_clock
 from timeline.alignment_api import ALIGN_PARAM
+from timeline.lanes import start_reads
 from timeline.selectors import (
     QueryError,
     Window,
@@ -226,9 +228,15 @@ class WarroomLanesView(ScopedAPIView):
             specs = parse_lane_specs(params.getlist("lane"))
             self.audit_window = (window.start, window.end)
             with use_clock(self.scope, aligned=aligned_param(params.get("align"))):
+                # the marks and the clock's checks are read while the lanes are
+                marks, clock = start_reads(
+                    [
+                        partial(event_marks, self.scope, window=window),
+                        partial(clock_payload, self.scope, start=window.start, end=window.end),
+                    ]
+                )
                 lanes = warroom_lanes(self.scope, specs=specs, window=window, width=width)
-                marks = event_marks(self.scope, window=window)
-                clock = clock_payload(self.scope, start=window.start, end=window.end)
+                marks, clock = marks(), clock()
         except QueryError as exc:
             return query_error_response(exc)
         return Response(

@@ -33,11 +33,13 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 import os
 import re
 import threading
+import warnings
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -395,16 +397,12 @@ def round_significant(values, digits: int = 5) -> np.ndarray:
         return np.where(np.isfinite(values), np.round(values * factor) / factor, values)
 
 
-class _quiet_nan_warnings:
-    def __enter__(self):
-        import warnings
-
-        self._catch = warnings.catch_warnings()
-        self._catch.__enter__()
+@contextlib.contextmanager
+def _quiet_nan_warnings():
+    """numpy warns on all-NaN columns (no series in a bucket); those buckets are simply empty."""
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
-
-    def __exit__(self, *exc):
-        return self._catch.__exit__(*exc)
+        yield
 
 
 # ----------------------------------------------------------------------------- lane computation
@@ -414,10 +412,6 @@ class _quiet_nan_warnings:
 class LaneResult:
     spec: LaneSpec
     payload: dict = field(default_factory=dict)
-
-    def points(self) -> int:
-        """Points this lane draws on its longest line (the bound the tests and the benchmark check)."""
-        return int(self.payload.get("points", 0))
 
 
 class BucketCache:
@@ -912,15 +906,22 @@ _read_pool_lock = threading.Lock()
 
 
 def run_reads(jobs: list) -> list:
-    """Run independent store reads and return their results in order. On PostgreSQL, outside a
-    transaction, they run on a few threads, each with its own connection (closed after the read, so no
-    connection outlives its request), in the caller's context (the request's clock); elsewhere, in turn.
-    Inside a transaction they must not: other connections would not see its rows."""
+    """Run independent store reads and return their results in order (see :func:`start_reads`)."""
+    return [result() for result in start_reads(jobs)]
+
+
+def start_reads(jobs: list) -> list:
+    """Start independent store reads; returns, in order, callables that give each result (waiting for
+    it). On PostgreSQL, outside a transaction, they run on a few threads, each with its own connection
+    (closed after the read, so no connection outlives its request), in the caller's context (the
+    request's clock); elsewhere they run here, in turn. Inside a transaction they must not: other
+    connections would not see its rows. A read must not start reads itself (the pool is shared)."""
     from django.db import connection
 
     workers = int(os.environ.get("JOINTLINE_PARALLEL_READS", PARALLEL_READS))
-    if len(jobs) < 2 or workers < 2 or connection.vendor != "postgresql" or connection.in_atomic_block:
-        return [job() for job in jobs]
+    if not jobs or workers < 2 or connection.vendor != "postgresql" or connection.in_atomic_block:
+        results = [job() for job in jobs]
+        return [partial(_given, result) for result in results]
     global _read_pool
     with _read_pool_lock:
         if _read_pool is None:
@@ -928,7 +929,11 @@ def run_reads(jobs: list) -> list:
     futures = [
         _read_pool.submit(contextvars.copy_context().run, _read_on_own_connection, job) for job in jobs
     ]
-    return [future.result() for future in futures]
+    return [future.result for future in futures]
+
+
+def _given(value):
+    return value
 
 
 def _read_on_own_connection(job):

@@ -318,7 +318,7 @@ def event_marks(scope: Scope, *, window: Window, limit: int = 40) -> list[dict]:
     rows = list(
         clock_for(scope)
         .filter_window(Event.objects.scoped(scope).filter(notable), window.start, window.end)
-        .exclude(kind="log")
+        .exclude(kind="log")  # served by the partial index on non-log events
         .select_related("org")
         .order_by("ts", "id")[:2000]
     )

@@ -1,4 +1,5 @@
-"""Trigram indexes for the war room's search over event names and messages (PostgreSQL with pg_trgm).
+"""The war room's event indexes (PostgreSQL): trigram indexes for its search over event names and
+messages (with pg_trgm), and a partial index on the time of non-log events (its notable events).
 
 Where the extension cannot be created (no privilege) the migration still succeeds and search scans the
 window instead; see ``StoreBackend.create_search_indexes``.

@@ -1,0 +1,233 @@
+"""Real Chromium against pytest-django's live server, on the reference incident.
+
+The compact scenario (five organisations, 63 nodes, 12 h) is loaded once per session through
+``ingest.scenario_loading.load_batches``, with the demo grants and a ``modeldev`` viewer, plus a few
+planted log lines. The live server needs ``transactional_db``, which empties Django's tables after every
+test: so the organisations, people, grants and series are dumped once and loaded back before each test
+(their ids unchanged, so the stored samples and events still match), and the store's tables, which
+Django does not manage, are kept until the browser tests end.
+
+Chromium is Debian's (``/usr/bin/chromium``): under ``CI=true`` a missing one fails, elsewhere it skips.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+# Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are synchronous.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+VIEWPORT = {"width": 1600, "height": 1000}
+PASSWORD = "war-room-browser-test"
+VIEWER = "modeldev-viewer"
+DUMPED_MODELS = [
+    "auth.user",
+    "orgs",
+    "timeline.source",
+    "timeline.series",
+    "timeline.incident",
+    "timeline.annotation",
+    "timeline.incidentnote",
+]
+
+# Planted lines: one to search for, one carrying markup that must render as text.
+NEEDLE = "needle-7f3a: loading shard 313/480 took 97.2 s (planted)"
+HOSTILE = (
+    "loading shard 9/480 <script>window.__pwned = 1; alert('x')</script>"
+    "<img src=x onerror=\"window.__pwned = 2; alert('y')\"> took 41.0 s"
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "tests/browser/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.browser)
+
+
+@dataclass(frozen=True)
+class Incident:
+    """Where the reference incident sits, in ms since the epoch, and the planted lines' times."""
+
+    slow_start_ms: float
+    slow_end_ms: float
+    needle_ms: float
+    hostile_ms: float
+    incident_id: int
+
+    @property
+    def window(self) -> tuple[str, str]:
+        from ingest.timeparse import format_rfc3339
+
+        return (
+            format_rfc3339(int(self.slow_start_ms * 1000) - 3_600_000_000),
+            format_rfc3339(int(self.slow_end_ms * 1000) + 3_600_000_000),
+        )
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    if not os.path.exists(CHROMIUM):
+        message = f"{CHROMIUM} is missing: apt-get install chromium"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def _reference_incident(django_db_setup, django_db_blocker):
+    """Load the compact scenario once; dump the Django rows that the per-test flush will remove."""
+    from ingest.records import Batch, EventRecord
+    from ingest.scenario import ScenarioConfig, generate
+    from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply, load_batches
+    from orgs.models import Role
+    from orgs.services import organization_create, user_create
+
+    dump = Path(tempfile.mkdtemp(prefix="jointline-browser-")) / "incident.json"
+    with django_db_blocker.unblock():
+        _empty_store()
+        orgs = {
+            slug: organization_create(slug=slug, name=name, colour=colour)[0]
+            for slug, (name, colour) in ORGANISATIONS.items()
+        }
+        user_create(org=orgs["modeldev"], username=VIEWER, role=Role.VIEWER, password=PASSWORD)
+        scenario = generate(ScenarioConfig.compact())
+        load_batches(scenario.batches())
+        demo_grants_apply()
+        slow = next(e for e in scenario.manifest["episodes"] if e["kind"] == "init_slowdown")
+        needle_us = slow["start_us"] + 95 * 60_000_000
+        hostile_us = slow["start_us"] + 125 * 60_000_000
+        planted = [
+            EventRecord(
+                ts=ts,
+                signal="application",
+                kind="log",
+                severity="warning",
+                name="shard_load",
+                message=message,
+                resource={"node": "node-07", "rank": "48"},
+            )
+            for ts, message in ((needle_us, NEEDLE), (hostile_us, HOSTILE))
+        ]
+        load_batches([("modeldev", Batch(source="otel-collector", events=planted))])
+        incident_id = _war_room(orgs, slow["start_us"], slow["end_us"])
+        call_command("dumpdata", *DUMPED_MODELS, all=True, output=str(dump), verbosity=0)
+    yield (
+        Incident(
+            slow_start_ms=slow["start_us"] / 1000,
+            slow_end_ms=slow["end_us"] / 1000,
+            needle_ms=needle_us / 1000,
+            hostile_ms=hostile_us / 1000,
+            incident_id=incident_id,
+        ),
+        dump,
+    )
+    with django_db_blocker.unblock():
+        _empty_store()
+
+
+def _war_room(orgs: dict, start_us: int, end_us: int) -> int:
+    """The walkthrough's incident (step 5 and 6): opened by modeldev, annotated by three organisations."""
+    from orgs.models import Role
+    from orgs.services import user_create
+    from timeline.services import annotation_create, incident_create
+
+    people = {
+        slug: user_create(org=orgs[slug], username=f"{slug}-analyst", role=Role.ANALYST, password=PASSWORD)[0]
+        for slug in ("modeldev", "storage", "infra")
+    }
+    incident = incident_create(
+        user=people["modeldev"],
+        title="60-node initialisation crawls",
+        window_start=start_us - 3_600_000_000,
+        window_end=end_us + 3_600_000_000,
+        participants=["cloudops", "infra", "gpuvendor", "storage"],
+    )
+    minute = 60_000_000
+    for slug, offset, text in (
+        ("infra", 0, "session start, 60 nodes"),
+        ("modeldev", 25 * minute, "metadata ops at ceiling"),
+        ("storage", 70 * minute, "small random reads, 4 KiB, from all clients"),
+    ):
+        annotation_create(incident=incident, user=people[slug], ts=start_us + offset, text=text)
+    return incident.pk
+
+
+def _empty_store() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM timeline_sample")
+        cursor.execute("DELETE FROM timeline_event")
+    connection.close()  # a session-level connection would keep the test database from being dropped
+
+
+@pytest.fixture(autouse=True)
+def _empty_store_after_transactional_tests():
+    """Overrides the project's: the browser tests share the store's rows until the session ends."""
+    yield
+
+
+@pytest.fixture
+def incident(_reference_incident, live_server) -> Incident:
+    from orgs.models import Organization
+
+    found, dump = _reference_incident
+    if not Organization.objects.filter(slug="modeldev").exists():
+        call_command("loaddata", str(dump), verbosity=0)
+    return found
+
+
+@pytest.fixture
+def page(chromium, live_server, incident):
+    """A signed-in ``modeldev`` viewer's page, 1600 x 1000; fails the test on any dialog or JS error."""
+    context = chromium.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.problems = []
+    page.on("dialog", lambda dialog: (page.problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    page.on("pageerror", lambda error: page.problems.append(f"page error: {error}"))
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", VIEWER)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit], input[type=submit]")
+    page.wait_for_url(lambda url: "/login/" not in url)
+    yield page
+    context.close()
+
+
+def open_view(page, live_server, query: str):
+    """Open the war room with ``query`` and wait until its lanes are drawn."""
+    page.goto(f"{live_server.url}/timeline/?{query}")
+    wait_drawn(page)
+
+
+def renders(page) -> int:
+    return int(page.evaluate("Number(document.body.dataset.renders || 0)"))
+
+
+def wait_drawn(page, after: int = 0) -> int:
+    """Wait for a drawing of the lanes later than render number ``after``; returns its number."""
+    page.wait_for_function(
+        "(after) => Number(document.body.dataset.renders || 0) > after", arg=after, timeout=60_000
+    )
+    return renders(page)
