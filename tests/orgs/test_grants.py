@@ -237,12 +237,18 @@ def test_another_organisations_grant_answers_404(client_a, org_b):
 
 def test_an_aggregate_grant_lets_fleet_level_series_be_read_as_they_are(org_a, org_b):
     fleet = SeriesBlock(
-        signal="storage", metric="storage_read_bytes_per_second", labels={"cluster": "c1"}, kind="gauge",
-        unit="bytes_per_second", ts=[T0], values=[1e11],
+        signal="storage",
+        metric="storage_read_bytes_per_second",
+        labels={"cluster": "c1"},
+        kind="gauge",
+        unit="bytes_per_second",
+        ts=[T0],
+        values=[1e11],
     )
     with transaction.atomic():
         get_store().write_batch(
-            org_id=org_b.pk, batch=Batch(source="array", series=[fleet, block("nfs_rpc_slots_in_use", "node-01")])
+            org_id=org_b.pk,
+            batch=Batch(source="array", series=[fleet, block("nfs_rpc_slots_in_use", "node-01")]),
         )
     grant_create(owner=org_b, grantee=org_a, name="fleet", level="aggregate")
     scope = Scope.for_org(org_a.pk, "test")
