@@ -1,4 +1,5 @@
-"""The store contract, run again on the embedded SQLite backend (the main run uses PostgreSQL)."""
+"""The store contract and everything whose SQL differs by engine, run again on the embedded SQLite
+backend (the main run uses PostgreSQL)."""
 
 import os
 import subprocess
@@ -9,30 +10,27 @@ import pytest
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
+ENGINE_SENSITIVE_TESTS = [
+    "tests/timeline/test_store_contract.py",
+    "tests/timeline/test_read_api.py",
+    "tests/ingest/test_push_api.py",
+    "tests/timeline/test_alignment_store.py",
+    "tests/timeline/test_alignment_api.py",
+]
 
 
 @pytest.mark.skipif(
     not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"), reason="already on SQLite"
 )
-def test_the_store_contract_passes_on_sqlite(tmp_path):
+def test_the_store_contract_and_query_time_corrections_pass_on_sqlite(tmp_path):
     env = {**os.environ, "JOINTLINE_TEST_DATABASE_URL": f"sqlite:///{tmp_path / 'contract.sqlite3'}"}
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/timeline/test_store_contract.py",
-            "tests/timeline/test_read_api.py",
-            "tests/ingest/test_push_api.py",
-        ],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ENGINE_SENSITIVE_TESTS],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout
