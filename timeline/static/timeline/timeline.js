@@ -40,12 +40,35 @@ function readUrl() {
   state.to = p.get("to") || state.to;
   state.lanes = p.getAll("lane").filter((l) => parseSpec(l));
   // Links made before lane specs named series by id: lanes=12,13 (resolved through the catalogue).
-  state.legacySeries = (p.get("lanes") || "").split(",").map(Number).filter((n) => Number.isInteger(n) && n > 0);
+  // A permalink's or an incident's page sends its lane specs as one comma-joined `lanes` parameter.
+  const joined = p.get("lanes") || "";
+  const specs = /^[\d,\s]*$/.test(joined) ? [] : splitSpecs(joined);
+  if (!state.lanes.length && specs.length) state.lanes = specs;
+  state.legacySeries = specs.length ? [] : joined.split(",").map(Number).filter((n) => Number.isInteger(n) && n > 0);
   state.incident = Number(p.get("incident")) || null;
   state.live = p.get("live") === "1";
   state.q = p.get("q") || "";
   state.sel = p.get("sel") ? Number(p.get("sel")) : null;
   for (const key of Object.keys(state.ev)) state.ev[key] = p.get(`ev_${key}`) || "";
+}
+
+// "kind:org/signal/what{a=1,b=2}!pin,log,kind:org/…" → its specs: a comma outside braces starts a new
+// spec only where a spec can start (flags and labels never hold "kind:org/").
+function splitSpecs(text) {
+  const specs = [];
+  let depth = 0;
+  let start = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === "{") depth++;
+    else if (c === "}") depth = Math.max(0, depth - 1);
+    else if (c === "," && depth === 0 && /^[a-z]+:[a-z][a-z0-9-]*\//.test(text.slice(i + 1))) {
+      specs.push(text.slice(start, i));
+      start = i + 1;
+    }
+  }
+  specs.push(text.slice(start));
+  return specs.map((t) => t.trim()).filter((t) => parseSpec(t));
 }
 
 // Parameters this page owns; any other (incident, permalink, …) is kept as it came.
@@ -75,6 +98,28 @@ async function getJson(url, signal) {
   const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" }, signal });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(body.error || body.detail || `HTTP ${response.status}`);
+  return body;
+}
+
+// Writes go through Django's session auth, so they carry the CSRF token (cookie, or the form's field).
+function csrfToken() {
+  const cookie = document.cookie.split(";").map((c) => c.trim()).find((c) => c.startsWith("csrftoken="));
+  if (cookie) return decodeURIComponent(cookie.slice("csrftoken=".length));
+  const field = document.querySelector("input[name=csrfmiddlewaretoken]");
+  return field ? field.value : "";
+}
+
+async function postJson(url, payload) {
+  const response = await fetch(url, {
+    method: "POST", credentials: "same-origin",
+    headers: { Accept: "application/json", "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+    body: JSON.stringify(payload),
+  });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const detail = body.error || body.detail || Object.entries(body).map(([k, v]) => `${k}: ${[].concat(v).join(" ")}`).join("; ");
+    throw new Error(detail || `HTTP ${response.status}`);
+  }
   return body;
 }
 
@@ -394,6 +439,7 @@ function onMouseMove(event) {
     return;
   }
   const t = area.range[0] + (x / area.width) * (area.range[1] - area.range[0]);
+  view.crosshairMs = t;
   cross.hidden = false;
   cross.style.left = `${area.left + x}px`;
   cross.style.top = `${MARGIN.t}px`;
@@ -402,6 +448,15 @@ function onMouseMove(event) {
   for (const row of view.geometry.rows) {
     if (row.readout) row.readout.textContent = readout(row.lane, t);
   }
+}
+
+// The time under the mouse, from the figure's x axis (null outside the plot area).
+function timeAt(clientX) {
+  const area = plotArea();
+  if (!area) return null;
+  const x = clientX - $("figure").getBoundingClientRect().left - area.left;
+  if (x < 0 || x > area.width) return null;
+  return area.range[0] + (x / area.width) * (area.range[1] - area.range[0]);
 }
 
 function onPlotClick(data) {
@@ -701,15 +756,8 @@ function bindControls() {
     const pinned = state.lanes.filter((l) => hasFlag(l, "pin"));
     setLanes([...pinned, ...catalogue.defaults.filter((d) => !pinned.some((p) => withFlag(p, "pin", false) === d))]);
   });
-  $("copy-link").addEventListener("click", async () => {
-    writeUrl();
-    try {
-      await navigator.clipboard.writeText(window.location.href);
-      setStatus("link copied");
-    } catch {
-      window.prompt("Copy this link", window.location.href);
-    }
-  });
+  $("copy-link").addEventListener("click", copyPermalink);
+  bindIncidentControls();
   for (const id of ["pick-org", "pick-signal", "pick-text"]) $(id).addEventListener("input", renderCatalogue);
   for (const key of Object.keys(state.ev)) {
     $(`ev-${key}`).addEventListener("change", () => {
@@ -734,6 +782,139 @@ function bindControls() {
       }
     }, 400);
   }).observe($("figure"));
+}
+
+// ------------------------------------------------------------------ incidents, annotations, permalinks
+
+const ROLE = document.querySelector(".wr-controls").dataset.role || "";
+const OWN_ORG = document.querySelector(".wr-controls").dataset.org || "";
+const CAN_WRITE = ["analyst", "admin"].includes(ROLE);
+
+// The view's state as a permalink stores it: absolute window, lanes in order, search and filters.
+function linkState() {
+  const linked = { from: state.from, to: state.to, lanes: [...state.lanes] };
+  if (view.window && (state.live || state.from.startsWith("now") || state.to.startsWith("now"))) {
+    linked.from = new Date(Math.round(view.window.from_ms)).toISOString();
+    linked.to = new Date(Math.round(view.window.to_ms)).toISOString();
+  }
+  if (state.q) linked.q = state.q;
+  if (state.sel) linked.sel = state.sel;
+  for (const [key, value] of Object.entries(state.ev)) if (value) linked[`ev_${key}`] = value;
+  return linked;
+}
+
+async function copyPermalink() {
+  writeUrl();
+  const button = $("copy-link");
+  button.disabled = true;
+  try {
+    const payload = { state: linkState() };
+    if (state.incident) payload.incident = state.incident;
+    const link = await postJson("/api/v1/permalinks", payload);
+    const url = `${window.location.origin}${link.url}`;
+    const box = $("permalink");
+    box.value = url;
+    box.hidden = false;
+    box.dataset.id = link.id;
+    box.focus();
+    box.select();
+    try {
+      await navigator.clipboard.writeText(url);
+      setStatus("permanent link copied");
+    } catch {
+      setStatus("permanent link made: copy it from the box");
+    }
+  } catch (error) {
+    setStatus(`link not made: ${error.message}`, true);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// Every organisation with a lane in view takes part (the server adds the creator's own).
+function viewOrganisations() {
+  const slugs = new Set(state.lanes.map((l) => parseSpec(l)).filter(Boolean).map((s) => s.org));
+  slugs.delete(OWN_ORG);
+  return [...slugs].filter((slug) => slug in colours).sort();
+}
+
+async function createIncident(title) {
+  const linked = linkState();
+  const incident = await postJson("/api/v1/incidents", {
+    title, window_start: linked.from, window_end: linked.to, participants: viewOrganisations(), lanes: linked.lanes,
+  });
+  state.from = linked.from;
+  state.to = linked.to;
+  state.live = false;
+  writeUrl();
+  const p = new URLSearchParams(window.location.search);
+  p.delete("live");
+  p.delete("permalink");
+  p.set("incident", String(incident.id));
+  window.location.assign(`${window.location.pathname}?${p}`);
+}
+
+function toggleForm(formId, open) {
+  $(formId).hidden = !open;
+  if (formId === "annotate-form") document.body.classList.toggle("wr-annotating", open);
+}
+
+async function addAnnotation(text, when) {
+  const ms = Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(when) ? when : `${when.replace(" ", "T")}Z`);
+  if (Number.isNaN(ms)) throw new Error("time: give an ISO time, e.g. 2026-06-15T10:00:00Z");
+  await postJson(`/api/v1/incidents/${state.incident}/annotations`, { ts: new Date(ms).toISOString(), text });
+}
+
+function bindIncidentControls() {
+  $("create-incident").hidden = !CAN_WRITE;
+  $("annotate").hidden = !(CAN_WRITE && state.incident);
+  $("create-incident").addEventListener("click", () => {
+    toggleForm("incident-form", $("incident-form").hidden);
+    if (!$("incident-form").hidden) $("incident-new-title").focus();
+  });
+  $("incident-cancel").addEventListener("click", () => toggleForm("incident-form", false));
+  $("incident-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const title = $("incident-new-title").value.trim();
+    if (!title) return;
+    setStatus("opening the incident…");
+    try {
+      await createIncident(title);
+    } catch (error) {
+      setStatus(`incident not opened: ${error.message}`, true);
+    }
+  });
+  $("annotate").addEventListener("click", () => {
+    const open = $("annotate-form").hidden;
+    toggleForm("annotate-form", open);
+    if (!open) return;
+    const t = view.crosshairMs ?? (view.window ? (view.window.from_ms + view.window.to_ms) / 2 : Date.now());
+    $("annotate-time").value = new Date(Math.round(t)).toISOString();
+    $("annotate-text").focus();
+  });
+  $("annotate-cancel").addEventListener("click", () => toggleForm("annotate-form", false));
+  // While annotating, a click on the lanes picks the time.
+  $("figure").addEventListener("click", (event) => {
+    if ($("annotate-form").hidden) return;
+    const t = timeAt(event.clientX);
+    if (t === null) return;
+    $("annotate-time").value = new Date(Math.round(t)).toISOString();
+    $("annotate-text").focus();
+  });
+  $("annotate-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = $("annotate-text").value.trim();
+    if (!text) return;
+    setStatus("annotating…");
+    try {
+      await addAnnotation(text, $("annotate-time").value.trim());
+      $("annotate-text").value = "";
+      toggleForm("annotate-form", false);
+      await refresh({ reason: "annotated" });
+    } catch (error) {
+      setStatus(`annotation not added: ${error.message}`, true);
+    }
+  });
 }
 
 // The incident this view belongs to (from a permalink): its title, linking back to its page.
