@@ -9,6 +9,7 @@ from timeline.selectors import Window, events_list, lanes_read
 
 EXPORT_WIDTH = 1000
 EXPORT_EVENT_LIMIT = 5000
+EXPORT_SERIES_PER_SPEC = 8
 
 
 def lane_series_ids(state: dict) -> list[int]:
@@ -29,13 +30,36 @@ def lane_series_ids(state: dict) -> list[int]:
     return ids
 
 
+def lane_specs(state: dict) -> list:
+    """War-room lane specs (``kind:org/signal/what…``) named by a view state, parsed; others skipped."""
+    from timeline.lanes import LaneSpec, LaneSpecError
+
+    lanes = state.get("lanes") or []
+    specs = []
+    for lane in lanes if isinstance(lanes, list) else []:
+        if isinstance(lane, str) and ":" in lane:
+            try:
+                specs.append(LaneSpec.parse(lane))
+            except LaneSpecError:
+                continue
+    return specs
+
+
 def view_data(
     scope: Scope, state: dict, *, also_readable_by: Scope | None = None, incident: Incident | None = None
 ) -> dict:
     """Lanes, events and annotations of ``state`` through ``scope`` (and, for a snapshot shared with
     another organisation, only what ``also_readable_by`` may read too)."""
+    from timeline.lanes import select_members
+    from timeline.selectors import warroom_lanes
+
     window = Window.from_params({"from": state["from"], "to": state["to"]})
     ids = lane_series_ids(state)
+    specs = lane_specs(state)
+    for spec in specs:
+        if spec.kind in ("line", "rate"):  # per-series lanes also go into the flat table and the figure
+            ids += [m.series.pk for m in select_members(scope, spec)[:EXPORT_SERIES_PER_SPEC] if m.alone]
+    ids = list(dict.fromkeys(ids))
     if also_readable_by is not None:
         allowed = set(Series.objects.scoped(also_readable_by).filter(pk__in=ids).values_list("pk", flat=True))
         ids = [sid for sid in ids if sid in allowed]
@@ -52,6 +76,7 @@ def view_data(
             events = [event for event in events if event.pk in allowed_events]
         presented_events = [scope.present_event(event) for event in events]
         clock = clock_state(scope)
+        drawn = warroom_lanes(scope, specs=specs, window=window, width=EXPORT_WIDTH) if specs else []
     data = {
         "state": state,
         "window": {"from": state["from"], "to": state["to"]},
@@ -68,6 +93,7 @@ def view_data(
             }
             for lane in lanes
         ],
+        "warroom_lanes": [result.payload for result in drawn],
         "events": presented_events,
         "not_shared": scope.unshared_summary(),
         "clock": clock,

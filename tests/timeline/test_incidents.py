@@ -175,3 +175,14 @@ def test_the_incident_pages_render_for_participants(client_a, incident):
     page = client_a.get(f"/incidents/{incident['id']}/")
     assert page.status_code == 200
     assert b"Init takes 8 h on 60 nodes" in page.content
+
+
+def test_a_snapshot_of_war_room_lanes_holds_the_drawn_lanes(client_a, incident):
+    state = {**WINDOW, "lanes": ["rate:modeldev/network/node_network_receive_bytes_total"]}
+    link = client_a.post(
+        "/api/v1/permalinks", {"state": state, "incident": incident["id"]}, format="json"
+    ).json()
+    snapshot = client_a.post(f"/api/v1/permalinks/{link['id']}/snapshots").json()["snapshot"]
+    content = client_a.get(f"/api/v1/snapshots/{snapshot}").json()["content"]
+    assert len(content["warroom_lanes"]) == 1
+    assert [lane["series"]["metric"] for lane in content["lanes"]] == ["node_network_receive_bytes_total"]
