@@ -78,6 +78,6 @@ def test_replay_over_http_stores_what_load_scenario_stores(broker, live_server):
     assert replayed[0] > 100_000 and replayed[1] > 1_000
 
     empty_store()
-    celery_app.conf.task_always_eager = True
+    celery_app.conf.task_always_eager = True  # the broker fixture restores the setting afterwards
     call_command("load_scenario", *SMALL, stdout=io.StringIO())
     assert store_digest() == replayed

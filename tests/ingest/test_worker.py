@@ -52,11 +52,13 @@ def _forget_queued_tasks() -> None:
 
 
 @pytest.fixture
-def broker(monkeypatch):
+def broker():
     """Tasks go to Redis (not eager), under this run's key prefix, starting from an empty queue."""
     _forget_queued_tasks()
-    monkeypatch.setattr(celery_app.conf, "task_always_eager", False)
+    eager = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = False
     yield
+    celery_app.conf.task_always_eager = eager
     _forget_queued_tasks()
 
 
