@@ -6,7 +6,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from orgs.access import Scope, require_scope
-from timeline.models import Annotation, Incident, Permalink, Snapshot, SnapshotPart
+from timeline.models import Annotation, Incident, Permalink, Series, Snapshot, SnapshotPart
 
 
 def incidents_visible(
@@ -57,3 +57,8 @@ def snapshot_part_get(scope: Scope, snapshot_id: int) -> SnapshotPart | None:
 
 def incident_participant(scope: Scope, incident: Incident | None) -> bool:
     return incident is not None and incidents_visible(scope).filter(pk=incident.pk).exists()
+
+
+def series_readable(scope: Scope, series_ids: list[int]) -> QuerySet[Series]:
+    """The series of ``series_ids`` this scope may read one by one."""
+    return Series.objects.scoped(require_scope(scope)).filter(pk__in=series_ids).select_related("org")

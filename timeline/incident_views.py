@@ -16,7 +16,7 @@ from orgs.api_base import ScopedPageMixin
 from orgs.models import Organization
 from timeline import incident_selectors as selectors
 from timeline import services
-from timeline.models import IncidentSeverity, IncidentStatus, Series
+from timeline.models import IncidentSeverity, IncidentStatus
 from timeline.views_data import lane_series_ids
 
 
@@ -139,9 +139,7 @@ class PermalinkPage(ScopedPageMixin, View):
         if selectors.incident_participant(self.scope, permalink.incident):
             state["incident"] = permalink.incident_id
         state["permalink"] = permalink.short_id
-        readable = (
-            Series.objects.scoped(self.scope).filter(pk__in=lane_series_ids(state)).select_related("org")
-        )
+        readable = selectors.series_readable(self.scope, lane_series_ids(state))
         for series in readable:
             self.scope.note_read(
                 series.org_id, f"series {series.metric}", self.scope.series_level(series) or ""

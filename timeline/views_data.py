@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from orgs.access import Scope
 from timeline.alignment import aligned_param, clock_state, use_clock
-from timeline.models import Incident, Series
+from timeline.incident_selectors import series_readable
+from timeline.models import Incident
 from timeline.selectors import Window, events_list, lanes_read
 
 EXPORT_WIDTH = 1000
@@ -61,7 +62,7 @@ def view_data(
             ids += [m.series.pk for m in select_members(scope, spec)[:EXPORT_SERIES_PER_SPEC] if m.alone]
     ids = list(dict.fromkeys(ids))
     if also_readable_by is not None:
-        allowed = set(Series.objects.scoped(also_readable_by).filter(pk__in=ids).values_list("pk", flat=True))
+        allowed = set(series_readable(also_readable_by, ids).values_list("pk", flat=True))
         ids = [sid for sid in ids if sid in allowed]
     aligned = aligned_param(str(state.get("align") or ""))
     with use_clock(scope, aligned=aligned):

@@ -161,6 +161,22 @@ class StoreBackend:
         raise NotImplementedError
 
     # -- reads ----------------------------------------------------------------
+    def readable_series_for_lane(
+        self, scope: Scope, series_ids: list[int], *, fleet: bool
+    ) -> dict[int, Series]:
+        """Series of one lane this scope may read: one by one, or for a fleet aggregate also those an
+        ``aggregate`` grant shares, but then only as a group of at least MIN_AGGREGATE_GROUP (else none)."""
+        from orgs.access import MIN_AGGREGATE_GROUP
+
+        if not fleet:
+            return self.readable_series(scope, series_ids)
+        found = Series.unscoped.filter(require_scope(scope).series_filter(include_aggregate=True))
+        readable = {s.pk: s for s in found.filter(pk__in=series_ids)}
+        alone = all(scope.readable_alone(s) for s in readable.values())
+        if not alone and len(readable) < MIN_AGGREGATE_GROUP:
+            return {}
+        return readable
+
     def readable_series(self, scope: Scope, series_ids: list[int]) -> dict[int, Series]:
         """The series of ``series_ids`` this scope may read one by one."""
         scope = require_scope(scope)
@@ -463,19 +479,10 @@ class StoreBackend:
         ``MIN_AGGREGATE_GROUP`` readable series or nothing is returned, and the caller must not show
         the rows one by one.
         """
-        from orgs.access import MIN_AGGREGATE_GROUP
-
         scope = require_scope(scope)
         columns = ("series_id", "bucket", "min", "max", "mean", "count")
         out = {name: np.empty(0, dtype=np.float64) for name in columns}
-        if fleet:
-            found = Series.unscoped.filter(scope.series_filter(include_aggregate=True))
-            readable = {s.pk: s for s in found.filter(pk__in=series_ids)}
-            alone = all(scope.readable_alone(s) for s in readable.values())
-            if not alone and len(readable) < MIN_AGGREGATE_GROUP:
-                return out
-        else:
-            readable = self.readable_series(scope, series_ids)
+        readable = self.readable_series_for_lane(scope, series_ids, fleet=fleet)
         if not readable or end <= start or step <= 0:
             return out
         groups = self._bucket_groups(scope, readable, start=start, end=end)
@@ -515,21 +522,12 @@ class StoreBackend:
         ``sum`` (of means) and ``n`` (series with a sample in the bucket). One row per bucket leaves
         the database instead of one per series and bucket. Same readability and group rules as
         :meth:`bucket_arrays`; None where the engine has no ordered-set aggregates (SQLite)."""
-        from orgs.access import MIN_AGGREGATE_GROUP
-
         if self.connection.vendor != "postgresql":
             return None
         scope = require_scope(scope)
         columns = ("bucket", "lo", "hi", "mid", "p5", "p95", "sum", "n")
         out = {name: np.empty(0, dtype=np.float64) for name in columns}
-        if fleet:
-            found = Series.unscoped.filter(scope.series_filter(include_aggregate=True))
-            readable = {s.pk: s for s in found.filter(pk__in=series_ids)}
-            alone = all(scope.readable_alone(s) for s in readable.values())
-            if not alone and len(readable) < MIN_AGGREGATE_GROUP:
-                return out
-        else:
-            readable = self.readable_series(scope, series_ids)
+        readable = self.readable_series_for_lane(scope, series_ids, fleet=fleet)
         if not readable or end <= start or step <= 0:
             return out
         parts, params = [], []
