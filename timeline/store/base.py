@@ -252,9 +252,10 @@ class StoreBackend:
             shift = sum(c.offset_us for c in corrections)
             start, end = start - shift, end - shift
             lo, hi = max(start, lo if lo is not None else start), min(end, hi if hi is not None else end)
-        if rate:
-            return self._rate_sql(placeholders), [*ids, lo - lookback, hi, start, step, lo]
-        return self._gauge_sql(placeholders), [start, step, *ids, lo, hi]
+        raw = f"""(SELECT series_id, ts, value FROM timeline_sample
+                WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS raw"""
+        raw_params = [*ids, lo - (lookback if rate else 0), hi]
+        return self._bucket_query(raw, raw_params, origin=start, step=step, lo=lo, hi=hi, rate=rate)
 
     def _aligned_sql(
         self, placeholders: str, ids: list[int], key: tuple, *, start: int, end: int, step: int, rate: bool
@@ -277,18 +278,29 @@ class StoreBackend:
         aligned = f"""(SELECT series_id, ts + {" + ".join(terms)} AS ts, value FROM timeline_sample
                 WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS aligned"""
         aligned_params = [*shift_params, *ids, raw_lo, raw_hi]
+        return self._bucket_query(
+            aligned, aligned_params, origin=start, step=step, lo=start, hi=end, rate=rate
+        )
+
+    @staticmethod
+    def _bucket_query(
+        source: str, source_params: list, *, origin: int, step: int, lo: int, hi: int, rate: bool
+    ) -> tuple[str, list]:
+        """Min/max/mean/count per bucket ``(ts - origin) / step`` of ``source`` rows with ``lo <= ts < hi``;
+        with ``rate``, of per-second rates between consecutive samples (a decrease is a counter reset:
+        the increase is the new value), rows before ``lo`` serving only as the previous sample."""
         if not rate:
             sql = f"""
             SELECT series_id, (ts - %s) / %s AS bucket, MIN(value), MAX(value), AVG(value), COUNT(*)
-            FROM {aligned}
+            FROM {source}
             WHERE ts >= %s AND ts < %s
             GROUP BY series_id, bucket ORDER BY series_id, bucket"""
-            return sql, [start, step, *aligned_params, start, end]
+            return sql, [origin, step, *source_params, lo, hi]
         sql = f"""
             WITH ordered AS (
                 SELECT series_id, ts, value,
                        LAG(value) OVER w AS prev_value, LAG(ts) OVER w AS prev_ts
-                FROM {aligned}
+                FROM {source}
                 WINDOW w AS (PARTITION BY series_id ORDER BY ts)
             ), deltas AS (
                 SELECT series_id, ts,
@@ -301,36 +313,7 @@ class StoreBackend:
                    SUM(increase) * 1000000.0 / SUM(elapsed), COUNT(*)
             FROM deltas WHERE ts >= %s AND ts < %s AND elapsed > 0
             GROUP BY series_id, bucket ORDER BY series_id, bucket"""
-        return sql, [*aligned_params, start, step, start, end]
-
-    @staticmethod
-    def _gauge_sql(placeholders: str) -> str:
-        return f"""
-            SELECT series_id, (ts - %s) / %s AS bucket, MIN(value), MAX(value), AVG(value), COUNT(*)
-            FROM timeline_sample
-            WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s
-            GROUP BY series_id, bucket ORDER BY series_id, bucket"""
-
-    @staticmethod
-    def _rate_sql(placeholders: str) -> str:
-        return f"""
-            WITH ordered AS (
-                SELECT series_id, ts, value,
-                       LAG(value) OVER w AS prev_value, LAG(ts) OVER w AS prev_ts
-                FROM timeline_sample
-                WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s
-                WINDOW w AS (PARTITION BY series_id ORDER BY ts)
-            ), deltas AS (
-                SELECT series_id, ts,
-                       CASE WHEN value >= prev_value THEN value - prev_value ELSE value END AS increase,
-                       ts - prev_ts AS elapsed
-                FROM ordered WHERE prev_ts IS NOT NULL
-            )
-            SELECT series_id, (ts - %s) / %s AS bucket,
-                   MIN(increase * 1000000.0 / elapsed), MAX(increase * 1000000.0 / elapsed),
-                   SUM(increase) * 1000000.0 / SUM(elapsed), COUNT(*)
-            FROM deltas WHERE ts >= %s
-            GROUP BY series_id, bucket ORDER BY series_id, bucket"""
+        return sql, [*source_params, origin, step, lo, hi]
 
     # -- war-room reads: events per bucket, event families, search -------------
     def event_buckets(
