@@ -16,6 +16,7 @@ import dj_database_url
 import plotly
 
 from config.env import env_bool, env_float, env_int, env_list, env_str
+from config.security_headers import DEFAULT_CONTENT_SECURITY_POLICY, DEFAULT_PERMISSIONS_POLICY
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("JOINTLINE_DATA_DIR", str(BASE_DIR / "var")))
@@ -55,7 +56,10 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "ops.middleware.ProbeMiddleware",
     "ops.middleware.ApiMetricsMiddleware",
+    # JSON answers only (pages carry CSRF tokens: BREACH); above everything that writes the body.
+    "config.compression.JsonGZipMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "config.security_headers.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -93,8 +97,20 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
+# A Redis that hangs instead of refusing (failover, a dropped connection) must not hold a push for long:
+# cache and broker calls give up after this many seconds (rate limits fail open, the sweeper re-enqueues).
+JOINTLINE_REDIS_TIMEOUT_S = env_float("JOINTLINE_REDIS_TIMEOUT_S", 2.0, minimum=0.1)
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                "socket_timeout": JOINTLINE_REDIS_TIMEOUT_S,
+                "socket_connect_timeout": JOINTLINE_REDIS_TIMEOUT_S,
+            },
+        }
+    }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
@@ -128,7 +144,15 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON bodies are objects; forms stay accepted as before.
+    "DEFAULT_PARSER_CLASSES": [
+        "config.api_input.JSONObjectParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    # One error shape for every API: {"error": ..., "errors": [{"field": ..., "reason": ...}]}.
+    "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "config.api_schema.JointlineAutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -157,7 +181,20 @@ CELERY_TASK_ROUTES = {
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A key prefix keeps several installations (or test runs) apart on one Redis.
 REDIS_KEY_PREFIX = env_str("JOINTLINE_REDIS_KEY_PREFIX", "")
-CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": REDIS_KEY_PREFIX} if REDIS_KEY_PREFIX else {}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_timeout": JOINTLINE_REDIS_TIMEOUT_S,
+    "socket_connect_timeout": JOINTLINE_REDIS_TIMEOUT_S,
+    **({"global_keyprefix": REDIS_KEY_PREFIX} if REDIS_KEY_PREFIX else {}),
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = JOINTLINE_REDIS_TIMEOUT_S
+# An enqueue to a Redis that is down is retried once: the journal entry is already durable, and the
+# sweeper enqueues it again (ingest.services.batch_enqueue never raises).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.1,
+    "interval_max": 0.2,
+}
 CELERY_BEAT_SCHEDULE = {
     "sweep-journal": {"task": "ingest.tasks.sweep_journal", "schedule": 60.0},
     "create-partitions-ahead": {"task": "timeline.tasks.create_partitions_ahead", "schedule": 3600.0},
@@ -172,6 +209,9 @@ JOINTLINE_PUSH_MAX_DECOMPRESSED_BYTES = env_int(
 JOINTLINE_PUSH_MAX_POINTS = env_int("JOINTLINE_PUSH_MAX_POINTS", 2_000_000, minimum=1)
 JOINTLINE_PUSH_REQUESTS_PER_MINUTE = env_int("JOINTLINE_PUSH_REQUESTS_PER_MINUTE", 1200, minimum=1)
 JOINTLINE_PUSH_SAMPLES_PER_MINUTE = env_int("JOINTLINE_PUSH_SAMPLES_PER_MINUTE", 60_000_000, minimum=1)
+# While Redis is unreachable the rate limits fail open for this long per web process (pushes are still
+# journaled in PostgreSQL), then pushes get 503 with Retry-After until Redis answers (0: 503 at once).
+JOINTLINE_RATE_LIMIT_FAIL_OPEN_S = env_float("JOINTLINE_RATE_LIMIT_FAIL_OPEN_S", 300.0, minimum=0)
 JOINTLINE_FUTURE_TOLERANCE_S = env_float("JOINTLINE_FUTURE_TOLERANCE_S", 600.0, minimum=0)
 JOINTLINE_SWEEP_AFTER_S = env_int("JOINTLINE_SWEEP_AFTER_S", 120, minimum=1)
 JOINTLINE_APPLY_MAX_ATTEMPTS = env_int("JOINTLINE_APPLY_MAX_ATTEMPTS", 5, minimum=1)
@@ -179,6 +219,24 @@ JOINTLINE_PARTITION_DAYS_AHEAD = env_int("JOINTLINE_PARTITION_DAYS_AHEAD", 3, mi
 JOINTLINE_LANE_MAX_WIDTH = env_int("JOINTLINE_LANE_MAX_WIDTH", 4000, minimum=10)
 JOINTLINE_SIGNAL_MAP_FILE = env_str("JOINTLINE_SIGNAL_MAP_FILE", "")
 JOINTLINE_IMPORT_MAX_BYTES = env_int("JOINTLINE_IMPORT_MAX_BYTES", 64 * 2**20, minimum=1024)
+# How many distinct UTC days one push may span, and how far into the past it may reach (the push
+# APIs refuse more; imports and the scenario loader are not bound by them).
+JOINTLINE_PUSH_MAX_DAYS = env_int("JOINTLINE_PUSH_MAX_DAYS", 31, minimum=1)
+JOINTLINE_PUSH_MAX_AGE_DAYS = env_int("JOINTLINE_PUSH_MAX_AGE_DAYS", 400, minimum=1)
+# Day partitions one apply transaction may write (each holds a few locks until commit): a journal
+# entry spanning more days is applied in several transactions, resuming where a crash left it.
+JOINTLINE_APPLY_DAYS_PER_TRANSACTION = env_int("JOINTLINE_APPLY_DAYS_PER_TRANSACTION", 31, minimum=1)
+# A worker applies further small accepted entries with the one it was given, in one transaction,
+# up to this many entries and samples + events.
+JOINTLINE_APPLY_GROUP_MAX_ENTRIES = env_int("JOINTLINE_APPLY_GROUP_MAX_ENTRIES", 200, minimum=1)
+JOINTLINE_APPLY_GROUP_MAX_SAMPLES = env_int("JOINTLINE_APPLY_GROUP_MAX_SAMPLES", 50_000, minimum=1)
+# Creating a day partition waits at most this long for its lock, and tries this many more times.
+JOINTLINE_PARTITION_LOCK_TIMEOUT_MS = env_int("JOINTLINE_PARTITION_LOCK_TIMEOUT_MS", 1000, minimum=10)
+JOINTLINE_PARTITION_LOCK_RETRIES = env_int("JOINTLINE_PARTITION_LOCK_RETRIES", 5, minimum=0)
+# Celery closes a worker's database connections after every task unless told to reuse them; a new
+# PostgreSQL connection costs more than applying a small entry. Reused for this many tasks (the
+# apply task drops a broken or CONN_MAX_AGE-old one first); 0 closes them after every task.
+CELERY_DB_REUSE_MAX = env_int("JOINTLINE_WORKER_DB_REUSE_TASKS", 1000, minimum=0) or None
 
 LOGGING = {
     "version": 1,
@@ -204,6 +262,22 @@ SECURE_HSTS_PRELOAD = env_bool("JOINTLINE_HSTS_PRELOAD", JOINTLINE_HTTPS)
 if env_bool("JOINTLINE_TRUST_X_FORWARDED_PROTO", False):
     # Only behind a proxy that sets X-Forwarded-Proto itself and never passes on a client's own.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+
+def _header_policy(name: str, default: str) -> str:
+    """A policy header's value from the environment; ``off`` sends no header (a proxy sets its own)."""
+    value = env_str(name, default)
+    return "" if value.lower() == "off" else value
+
+
+# Headers of every answer, HTTP or HTTPS (config/security_headers.py says what the pages need).
+JOINTLINE_CONTENT_SECURITY_POLICY = _header_policy(
+    "JOINTLINE_CONTENT_SECURITY_POLICY", DEFAULT_CONTENT_SECURITY_POLICY
+)
+JOINTLINE_CSP_REPORT_ONLY = env_bool("JOINTLINE_CSP_REPORT_ONLY", False)
+JOINTLINE_PERMISSIONS_POLICY = _header_policy("JOINTLINE_PERMISSIONS_POLICY", DEFAULT_PERMISSIONS_POLICY)
+SECURE_REFERRER_POLICY = env_str("JOINTLINE_REFERRER_POLICY", "same-origin")
+SECURE_CROSS_ORIGIN_OPENER_POLICY = env_str("JOINTLINE_CROSS_ORIGIN_OPENER_POLICY", "same-origin")
 
 # Operations (ops/): probes, metrics, retention.
 JOINTLINE_READY_MAX_BACKLOG = env_int("JOINTLINE_READY_MAX_BACKLOG", 10_000, minimum=0)

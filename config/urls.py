@@ -67,3 +67,9 @@ urlpatterns = [
     path("", include("ops.urls")),
     path("", include("ingest.urls_protocols")),
 ]
+
+# API paths answer errors outside DRF views (a refused Host, no such URL, an exception in middleware)
+# in the API's JSON error shape; pages keep Django's HTML pages.
+handler400 = "config.api_errors.bad_request"
+handler404 = "config.api_errors.not_found"
+handler500 = "config.api_errors.server_error"

@@ -11,17 +11,18 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ingest import api_schema, chunked
 from ingest.models import IngestBatch
 from ingest.protocols.decoding import decompress
-from ingest.protocols.errors import IngestError, PayloadTooLarge
+from ingest.protocols.errors import FieldError, IngestError, InvalidPayload, PayloadTooLarge
 from ingest.protocols.native import parse_native
-from ingest.ratelimit import push_rate_check
+from ingest.ratelimit import RateDecision, push_admit, push_charge_samples
 from ingest.records import Batch
 from ingest.services import IdempotencyConflict, batch_accept
 from ingest.timeparse import now_us
 from orgs.api_base import HasPrincipal
 from orgs.authentication import BearerTokenAuthentication
-from orgs.models import IngestToken, TokenPurpose
+from orgs.models import IngestToken, Organization, TokenPurpose
 
 
 class IsPushToken(BasePermission):
@@ -33,8 +34,14 @@ class IsPushToken(BasePermission):
 
 
 def read_body_limited(request) -> bytes:
-    """The raw body, refusing (413) anything over JOINTLINE_PUSH_MAX_BYTES before reading it all."""
+    """The raw body, refusing (413) anything over JOINTLINE_PUSH_MAX_BYTES without reading more than that.
+
+    A declared Content-Length over the limit is refused before reading; a
+    chunked body (no Content-Length) is refused as soon as it passes the limit.
+    """
     limit = settings.JOINTLINE_PUSH_MAX_BYTES
+    if chunked.is_chunked(request.META):
+        return chunked.read_chunked_body(request.META, limit)
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"body of {int(declared)} bytes exceeds the limit of {limit} bytes")
@@ -46,6 +53,30 @@ def read_body_limited(request) -> bytes:
 
 def error_response(exc: IngestError, headers: dict | None = None) -> Response:
     return Response(exc.as_dict(), status=exc.status, headers=headers)
+
+
+def rate_refused_response(org: Organization, decision: RateDecision) -> Response:
+    """429 for an organisation over its limits; 503 when the limits cannot be counted (Redis down)."""
+    headers = {"Retry-After": str(decision.retry_after_s)}
+    if decision.unavailable:
+        return Response(
+            {"error": f"{decision.reason}; nothing was kept, retry later", "errors": []},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers=headers,
+        )
+    return Response(
+        {"error": f"rate limited: {org.slug} sent {decision.reason}", "errors": []},
+        status=status.HTTP_429_TOO_MANY_REQUESTS,
+        headers=headers,
+    )
+
+
+def idempotency_key(request) -> str | None:
+    """The ``Idempotency-Key`` header, or None; an :class:`IngestError` (400) when longer than 200."""
+    key = request.META.get("HTTP_IDEMPOTENCY_KEY") or None
+    if key is not None and len(key) > 200:
+        raise InvalidPayload("invalid header", [FieldError("Idempotency-Key", "longer than 200")])
+    return key
 
 
 class PushEndpoint(APIView):
@@ -75,7 +106,16 @@ class PushEndpoint(APIView):
         )
 
     def post(self, request, *args, **kwargs):
-        token: IngestToken = request.auth
+        """Headers, then the rate limit, then the body: an organisation over its limits is refused
+        before its body is read, decompressed or parsed."""
+        org: Organization = request.auth.org
+        try:
+            key = idempotency_key(request)
+        except IngestError as exc:
+            return error_response(exc)
+        admitted = push_admit(org)
+        if not admitted.allowed:
+            return rate_refused_response(org, admitted)
         try:
             body = read_body_limited(request)
             body = decompress(
@@ -86,24 +126,11 @@ class PushEndpoint(APIView):
             batch = self.parse(body, request)
         except IngestError as exc:
             return error_response(exc)
-        decision = push_rate_check(token.org, samples=batch.sample_count)
-        if not decision.allowed:
-            return Response(
-                {"error": f"rate limited: {token.org.slug} sent {decision.reason}", "errors": []},
-                status=status.HTTP_429_TOO_MANY_REQUESTS,
-                headers={"Retry-After": str(decision.retry_after_s)},
-            )
-        key = request.META.get("HTTP_IDEMPOTENCY_KEY") or None
-        if key is not None and len(key) > 200:
-            return Response(
-                {
-                    "error": "invalid header",
-                    "errors": [{"field": "Idempotency-Key", "reason": "longer than 200"}],
-                },
-                status=400,
-            )
+        charged = push_charge_samples(org, samples=batch.sample_count)
+        if not charged.allowed:
+            return rate_refused_response(org, charged)
         try:
-            accepted = batch_accept(org=token.org, batch=batch, protocol=self.protocol, idempotency_key=key)
+            accepted = batch_accept(org=org, batch=batch, protocol=self.protocol, idempotency_key=key)
         except IdempotencyConflict as exc:
             return Response({"error": str(exc), "errors": []}, status=status.HTTP_409_CONFLICT)
         return self.accepted_response(accepted)
@@ -140,12 +167,17 @@ class NativePushView(PushEndpoint):
     protocol = "native"
 
     def parse(self, body: bytes, request) -> Batch:
-        return parse_native(
+        from ingest.api_protocols import check_pushed  # the shared final check; that module imports this one
+
+        now = now_us()
+        batch = parse_native(
             body,
-            now_us=now_us(),
+            now_us=now,
             future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
+            max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
             max_points=settings.JOINTLINE_PUSH_MAX_POINTS,
         )
+        return check_pushed(batch, now_us=now)
 
     @extend_schema(
         summary="Push samples and events (native JSON)",
@@ -155,13 +187,7 @@ class NativePushView(PushEndpoint):
             OpenApiParameter("Content-Encoding", str, OpenApiParameter.HEADER, required=False, enum=["gzip"]),
         ],
         examples=[OpenApiExample("batch", value=NATIVE_EXAMPLE, request_only=True)],
-        responses={
-            202: OpenApiTypes.OBJECT,
-            400: OpenApiTypes.OBJECT,
-            401: OpenApiTypes.OBJECT,
-            413: OpenApiTypes.OBJECT,
-            429: OpenApiTypes.OBJECT,
-        },
+        responses=api_schema.NATIVE_PUSH_RESPONSES,
     )
     def post(self, request, *args, **kwargs):
         return super().post(request, *args, **kwargs)

@@ -11,8 +11,12 @@ Bearer <token>`` or as the password of HTTP basic auth (the user name is not
 checked), since some Loki and Prometheus clients only do basic auth.
 
 A request that parses into nothing to store (Prometheus' metadata-only
-requests, an OTLP export whose points were all rejected) is answered as a
+requests, an OTLP export of points without a recorded value) is answered as a
 success without a journal entry.
+
+Every push runs :func:`check_pushed` after its parser: what the store cannot
+hold, or what lies outside the accept window, is a 400 naming the field, never
+a journal entry that then fails to apply.
 """
 
 from __future__ import annotations
@@ -23,16 +27,17 @@ import json
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpResponse
+from drf_spectacular.utils import extend_schema_view
 from rest_framework import authentication, exceptions, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
-from ingest import importers, signals
-from ingest.api import IsPushToken, PushEndpoint, error_response
-from ingest.protocols import loki, otlp, remote_write
+from ingest import api_schema, chunked, importers, signals
+from ingest.api import IsPushToken, PushEndpoint, error_response, rate_refused_response
+from ingest.protocols import loki, otlp, remote_write, storable
 from ingest.protocols.errors import FieldError, IngestError, InvalidPayload, PayloadTooLarge
-from ingest.ratelimit import push_rate_check
+from ingest.ratelimit import push_admit, push_charge_samples
 from ingest.records import Batch
 from ingest.timeparse import now_us
 from orgs.authentication import BearerTokenAuthentication
@@ -75,12 +80,53 @@ class _NothingToStore(Exception):
 
 def _source(request, protocol: str) -> str:
     """The batch's source: ``?source=`` or ``X-Jointline-Source``, else the protocol and the client's
-    product name (``remote_write Prometheus``), without its version, so an upgrade keeps the source."""
-    named = request.query_params.get("source") or request.META.get(SOURCE_HEADER)
+    product name (``remote_write Prometheus``), without its version, so an upgrade keeps the source.
+
+    A named source the store cannot hold (over 200 characters, a NUL, a header that is not UTF-8) is
+    refused (:class:`InvalidPayload` naming ``source`` or ``X-Jointline-Source``); the one made from
+    the User-Agent keeps its printable characters only.
+    """
+    named, field = request.query_params.get("source"), "source"
+    if not named:
+        named, field = _header_text(request.META.get(SOURCE_HEADER)), "X-Jointline-Source"
     if named:
-        return named[:200]
+        reason = storable.text_problem(named, max_chars=storable.MAX_SOURCE_CHARS)
+        if reason:
+            raise InvalidPayload("the source is not usable", [FieldError(field, reason)])
+        return named
     agent = (request.META.get("HTTP_USER_AGENT") or "").split(" ", 1)[0].split("/", 1)[0]  # no version
-    return f"{protocol} {agent}".strip()[:200]
+    agent = "".join(character for character in agent if character.isprintable())
+    return f"{protocol} {agent}".strip()[: storable.MAX_SOURCE_CHARS]
+
+
+def _header_text(value: str | None) -> str | None:
+    """A header as the client wrote it: WSGI hands header bytes over as Latin-1, clients write UTF-8."""
+    if not value:
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeEncodeError:  # not from the wire (a test client's str): already text
+        return value
+    except UnicodeDecodeError as exc:
+        reason = f"is not valid UTF-8: {exc.reason} at byte {exc.start}"
+        raise InvalidPayload("the source is not usable", [FieldError("X-Jointline-Source", reason)]) from None
+
+
+def check_pushed(batch: Batch, *, now_us: int) -> Batch:
+    """The final check every push endpoint runs after its parser (the native push too).
+
+    :func:`ingest.protocols.storable.check_batch` with the configured accept window: nothing the
+    store cannot hold, no timestamp more than ``JOINTLINE_FUTURE_TOLERANCE_S`` ahead or
+    ``JOINTLINE_PUSH_MAX_AGE_DAYS`` days behind ``now_us``, at most ``JOINTLINE_PUSH_MAX_DAYS``
+    distinct UTC days. Raises :class:`InvalidPayload` (400) with normalised paths.
+    """
+    return storable.check_batch(
+        batch,
+        now_us=now_us,
+        future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
+        max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
+        max_days=settings.JOINTLINE_PUSH_MAX_DAYS,
+    )
 
 
 def _ensure_not_empty(batch: Batch) -> Batch:
@@ -112,6 +158,7 @@ class _ProtocolEndpoint(PushEndpoint):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema_view(post=api_schema.remote_write)
 class RemoteWriteView(_ProtocolEndpoint):
     """``POST /api/v1/write``: Prometheus remote write 1.0 (see :mod:`ingest.protocols.remote_write`).
 
@@ -130,17 +177,19 @@ class RemoteWriteView(_ProtocolEndpoint):
         request.META["HTTP_CONTENT_ENCODING"] = "identity"
 
     def parse(self, body: bytes, request) -> Batch:
+        now = now_us()
         result = remote_write.parse_remote_write(
             body,
-            now_us=now_us(),
+            now_us=now,
             source=_source(request, self.protocol),
             future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
+            max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
             max_points=settings.JOINTLINE_PUSH_MAX_POINTS,
             max_bytes=settings.JOINTLINE_PUSH_MAX_DECOMPRESSED_BYTES,
             signal_map=signals.configured_map(),
         )
         self.dropped = result.stale_markers + result.non_finite
-        return _ensure_not_empty(result.batch)
+        return _ensure_not_empty(check_pushed(result.batch, now_us=now))
 
     def accepted_response(self, accepted):
         return self.empty_response()
@@ -198,6 +247,7 @@ class _OtlpEndpoint(_ProtocolEndpoint):
         return rewritten
 
 
+@extend_schema_view(post=api_schema.otlp_metrics)
 class OtlpMetricsView(_OtlpEndpoint):
     """``POST /v1/metrics``: OTLP/HTTP metrics (see :mod:`ingest.protocols.otlp` for the mapping)."""
 
@@ -205,18 +255,21 @@ class OtlpMetricsView(_OtlpEndpoint):
     signal = "metrics"
 
     def parse(self, body: bytes, request) -> Batch:
+        now = now_us()
         self.result = otlp.parse_metrics(
             body,
             encoding=self.encoding,
-            now_us=now_us(),
+            now_us=now,
             source=_source(request, self.protocol),
             future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
+            max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
             max_points=settings.JOINTLINE_PUSH_MAX_POINTS,
             signal_map=signals.configured_map(),
         )
-        return _ensure_not_empty(self.result.batch)
+        return _ensure_not_empty(check_pushed(self.result.batch, now_us=now))
 
 
+@extend_schema_view(post=api_schema.otlp_logs)
 class OtlpLogsView(_OtlpEndpoint):
     """``POST /v1/logs``: OTLP/HTTP logs (see :mod:`ingest.protocols.otlp` for the mapping)."""
 
@@ -224,18 +277,21 @@ class OtlpLogsView(_OtlpEndpoint):
     signal = "logs"
 
     def parse(self, body: bytes, request) -> Batch:
+        now = now_us()
         self.result = otlp.parse_logs(
             body,
             encoding=self.encoding,
-            now_us=now_us(),
+            now_us=now,
             source=_source(request, self.protocol),
             future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
+            max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
             max_records=settings.JOINTLINE_PUSH_MAX_POINTS,
             signal_map=signals.configured_map(),
         )
-        return _ensure_not_empty(self.result.batch)
+        return _ensure_not_empty(check_pushed(self.result.batch, now_us=now))
 
 
+@extend_schema_view(post=api_schema.loki_push)
 class LokiPushView(_ProtocolEndpoint):
     """``POST /loki/api/v1/push``: Loki push, JSON or snappy protobuf (see :mod:`ingest.protocols.loki`)."""
 
@@ -250,16 +306,19 @@ class LokiPushView(_ProtocolEndpoint):
             request.META["HTTP_CONTENT_ENCODING"] = "identity"
 
     def parse(self, body: bytes, request) -> Batch:
-        return loki.parse_push(
+        now = now_us()
+        batch = loki.parse_push(
             body,
             encoding=self.encoding,
-            now_us=now_us(),
+            now_us=now,
             source=_source(request, self.protocol),
             future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
+            max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
             max_entries=settings.JOINTLINE_PUSH_MAX_POINTS,
             max_bytes=settings.JOINTLINE_PUSH_MAX_DECOMPRESSED_BYTES,
             signal_map=signals.configured_map(),
         )
+        return check_pushed(batch, now_us=now)
 
 
 # --------------------------------------------------------------------------- file import
@@ -277,6 +336,7 @@ class CanImport(BasePermission):
         return membership is not None and membership.can_annotate
 
 
+@extend_schema_view(post=api_schema.file_import)
 class ImportView(PushEndpoint):
     """``POST /api/v1/import``: one file (multipart field ``file``) with ``format`` and its options.
 
@@ -298,22 +358,27 @@ class ImportView(PushEndpoint):
     protocol = "import"
 
     def post(self, request, *args, **kwargs):
+        """Size and rate limit first, then the upload: an organisation over its limits is refused
+        before the file is read. The file's samples are counted once it is journaled (a file is
+        not refused for its own samples, since it may hold more than a minute's budget); the
+        organisation's next pushes in that minute are refused if they used the budget up."""
         org = request.auth.org if isinstance(request.auth, IngestToken) else request.user.membership.org
+        limit = getattr(settings, "JOINTLINE_IMPORT_MAX_BYTES", DEFAULT_IMPORT_MAX_BYTES)
         try:
-            self._check_size(request)
-            upload = request.FILES.get("file")
-            if upload is None:
-                raise InvalidPayload("no file", [FieldError("file", "send the file as multipart 'file'")])
-            spec = self._spec(request.data, upload.name)
+            self._check_size(request, limit)
         except IngestError as exc:
             return error_response(exc)
-        decision = push_rate_check(org, samples=0)
-        if not decision.allowed:
-            return Response(
-                {"error": f"rate limited: {org.slug} sent {decision.reason}", "errors": []},
-                status=status.HTTP_429_TOO_MANY_REQUESTS,
-                headers={"Retry-After": str(decision.retry_after_s)},
-            )
+        admitted = push_admit(org)
+        if not admitted.allowed:
+            return rate_refused_response(org, admitted)
+        try:
+            data, files = self._form(request, limit)
+            upload = files.get("file")
+            if upload is None:
+                raise InvalidPayload("no file", [FieldError("file", "send the file as multipart 'file'")])
+            spec = self._spec(data, upload.name)
+        except IngestError as exc:
+            return error_response(exc)
 
         def open_lines():
             upload.seek(0)
@@ -325,6 +390,7 @@ class ImportView(PushEndpoint):
             )
         except IngestError as exc:
             return error_response(exc)
+        push_charge_samples(org, samples=summary.samples)
         return Response(
             {
                 "batches": summary.batches,
@@ -336,11 +402,17 @@ class ImportView(PushEndpoint):
         )
 
     @staticmethod
-    def _check_size(request) -> None:
-        limit = getattr(settings, "JOINTLINE_IMPORT_MAX_BYTES", DEFAULT_IMPORT_MAX_BYTES)
+    def _check_size(request, limit: int) -> None:
         declared = request.META.get("CONTENT_LENGTH") or "0"
         if declared.isdigit() and int(declared) > limit:
             raise PayloadTooLarge(f"upload of {int(declared)} bytes exceeds the limit of {limit} bytes")
+
+    @staticmethod
+    def _form(request, limit: int):
+        """The form fields and files; a chunked upload is read here, bounded by ``limit``."""
+        if chunked.is_chunked(request.META):
+            return chunked.buffered_form(request, limit)
+        return request.data, request.FILES
 
     @staticmethod
     def _spec(data, filename: str) -> importers.ImportSpec:

@@ -34,14 +34,27 @@ Formats (``ImportSpec.format``):
 
 For the log formats, a line that does not match the format continues the
 previous entry's message (multi-line entries); such a line before any entry,
-and any line the format cannot read, is an error. Errors reject the whole
+and any line the format cannot read, is an error. So is a record the store
+cannot hold (:mod:`ingest.protocols.storable`: a NUL character in a node, a
+name or a label, a name too long for its column), named by its line and field
+(``line 12: resource.node: contains a NUL character ...``); a NUL in a log
+message is kept (the store writes it as U+FFFD). Errors reject the whole
 file, each named by line number: :func:`accept_import` reads a file twice,
 first only to check it, so nothing is stored from a file with an error.
+
+An import is a deliberate backfill: its timestamps may be as old as the file
+(loghub's logs are from 2005), so the accept window of a push does not apply.
+Its batches still respect the push's day span: records are cut into batches
+of at most ``batch_records`` records whose timestamps fall within one window
+of ``batch_days`` UTC days (``JOINTLINE_PUSH_MAX_DAYS``, windows aligned on day
+numbers, :func:`split_by_days`), so a file spanning 545 days becomes at least
+18 journal entries, each creating at most that many day partitions when applied.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime
 import io
 import json
@@ -52,6 +65,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ingest import timeparse
+from ingest.protocols import storable
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
 from ingest.protocols.native import MAX_MESSAGE_CHARS, MAX_NAME_CHARS, SEVERITY_ALIASES
 from ingest.protocols.prom_text import parse_prom_text
@@ -106,7 +120,11 @@ class ImportFileError(InvalidPayload):
 
 @dataclass(frozen=True)
 class ImportSpec:
-    """What a file is and how to read it. ``source`` names the batches' origin (e.g. the file name)."""
+    """What a file is and how to read it. ``source`` names the batches' origin (e.g. the file name).
+
+    ``batch_days``: the most distinct UTC days one batch may span; None takes
+    ``JOINTLINE_PUSH_MAX_DAYS`` in :func:`accept_import` (and 31 in :func:`read_batches`).
+    """
 
     format: str
     source: str
@@ -116,6 +134,7 @@ class ImportSpec:
     default_ts: str | None = None
     mapping: dict | None = None
     batch_records: int = BATCH_RECORDS
+    batch_days: int | None = None
 
 
 @dataclass
@@ -158,10 +177,15 @@ def check_spec(spec: ImportSpec) -> None:
         raise ImportFileError(
             f"unknown format {spec.format!r}", [FieldError("format", f"accepted: {', '.join(FORMATS)}")]
         )
-    if not spec.source or len(spec.source) > 200:
+    if not spec.source or len(spec.source) > storable.MAX_SOURCE_CHARS:
         raise ImportFileError(
             "source must be 1 to 200 characters", [FieldError("source", "1-200 characters")]
         )
+    reason = storable.text_problem(spec.source)
+    if reason:
+        raise ImportFileError("source is not usable", [FieldError("source", reason)])
+    if spec.batch_days is not None and spec.batch_days < 1:
+        raise ImportFileError("batch_days must be at least 1", [FieldError("batch_days", "at least 1")])
     if spec.format == "syslog":
         if spec.year is None or not 1 <= spec.year <= 9999:
             raise ImportFileError(
@@ -203,22 +227,79 @@ class _Errors:
 def read_batches(
     lines: Iterable[bytes | str], spec: ImportSpec, *, signal_map: SignalMap = DEFAULT_MAP
 ) -> Iterator[Batch]:
-    """The file's records in batches of at most ``spec.batch_records``; raises :class:`ImportFileError`.
+    """The file's records in batches of at most ``spec.batch_records`` records, each within one window
+    of ``spec.batch_days`` UTC days (see :func:`split_by_days`); raises :class:`ImportFileError`.
 
     Errors are collected over the whole file and raised at its end, after the
     batches read so far were yielded: check a file fully before storing any of
-    it (as :func:`accept_import` does).
+    it (as :func:`accept_import` does). Every batch also passes
+    :func:`ingest.protocols.storable.check_batch` (without an age limit).
     """
     check_spec(spec)
+    max_days = spec.batch_days or timeparse.DEFAULT_MAX_DAYS
     text_lines = _decoded(lines)
     if spec.format in LOG_FORMATS:
-        yield from _log_batches(text_lines, spec, signal_map)
+        batches = _log_batches(text_lines, spec, signal_map)
     elif spec.format == "prom":
-        yield from _prom_batches(text_lines, spec, signal_map)
+        batches = _prom_batches(text_lines, spec, signal_map)
     elif spec.format == "alibaba-pods":
-        yield from _event_batches(_alibaba_events(text_lines, spec, signal_map), spec)
+        batches = _event_batches(_alibaba_events(text_lines, spec, signal_map), spec)
     else:
-        yield from _mapped_batches(text_lines, spec, signal_map)
+        batches = _mapped_batches(text_lines, spec, signal_map)
+    for batch in batches:
+        for part in split_by_days(batch, max_days):
+            yield _storable(part, spec, max_days)
+
+
+def split_by_days(batch: Batch, max_days: int) -> list[Batch]:
+    """``batch`` cut so that each part's timestamps fall within one window of ``max_days`` UTC days.
+
+    Windows are aligned on day numbers (days since the epoch) divisible by ``max_days``, so each part
+    spans at most ``max_days`` distinct days and the cut does not depend on where a chunk of the file
+    starts. Parts come in the order their windows first appear (series before events), and within a
+    part records keep their order, so the first record of a log file is the first of its first batch.
+    A batch within one window is returned as it is.
+    """
+    span_us = timeparse.DAY_US * max_days
+    series: dict[int, list[SeriesBlock]] = {}
+    for block in batch.series:
+        if not block.ts:
+            continue
+        first, last = min(block.ts) // span_us, max(block.ts) // span_us
+        if first == last:
+            series.setdefault(first, []).append(block)
+            continue
+        parts: dict[int, tuple[list[int], list[float]]] = {}
+        for stamp, value in zip(block.ts, block.values, strict=True):
+            ts, values = parts.setdefault(stamp // span_us, ([], []))
+            ts.append(stamp)
+            values.append(value)
+        for window, (ts, values) in parts.items():
+            part = SeriesBlock(block.signal, block.metric, block.labels, block.kind, block.unit, ts, values)
+            series.setdefault(window, []).append(part)
+    events: dict[int, list[EventRecord]] = {}
+    for event in batch.events:
+        events.setdefault(event.ts // span_us, []).append(event)
+    windows = list(dict.fromkeys([*series, *events]))
+    if len(windows) <= 1:
+        return [batch]
+    return [Batch(source=batch.source, series=series.get(w, []), events=events.get(w, [])) for w in windows]
+
+
+def _storable(batch: Batch, spec: ImportSpec, max_days: int) -> Batch:
+    """The final check of every push, for a batch of a file: no age limit, the same day span."""
+    try:
+        return storable.check_batch(batch, max_days=max_days)
+    except InvalidPayload as exc:
+        raise ImportFileError(
+            f"{spec.format} file rejected: {exc.message}", exc.errors, total_errors=exc.total_errors
+        ) from None
+
+
+def _record_problem(problems: Iterator[tuple[str, str]]) -> str | None:
+    """The problems of one record as one line's reason: ``resource.node: contains a NUL ...``."""
+    reasons = [f"{field}: {reason}" for field, reason in problems]
+    return "; ".join(reasons) if reasons else None
 
 
 def _decoded(lines: Iterable[bytes | str]) -> Iterator[tuple[int, str]]:
@@ -257,6 +338,7 @@ def _log_batches(
     lines: Iterator[tuple[int, str]], spec: ImportSpec, signal_map: SignalMap
 ) -> Iterator[Batch]:
     errors = _Errors()
+    good: set[str] = set()  # texts found storable, shared across lines
     read_line = _LOG_READERS[spec.format](spec, signal_map)
     pending: EventRecord | None = None
     chunk: list[EventRecord] = []
@@ -267,6 +349,10 @@ def _log_batches(
             event = read_line(line)
         except ValueError as exc:
             errors.add(number, str(exc))
+            continue
+        reason = _record_problem(storable.event_problems(event, good)) if event is not None else None
+        if reason:
+            errors.add(number, reason)
             continue
         if event is None:  # a continuation line
             if pending is None:
@@ -493,12 +579,20 @@ def _alibaba_events(
             "not an Alibaba pod list",
             [FieldError("line 1", f"missing columns: {', '.join(sorted(missing))}")],
         )
+    good: set[str] = set()
     for row in rows:
         number = rows.line_num
         try:
-            yield from _pod_spans(row, origin, signal_map)
+            spans = list(_pod_spans(row, origin, signal_map))
         except ValueError as exc:
             errors.add(number, str(exc))
+            continue
+        for span in spans:
+            reason = _record_problem(storable.event_problems(span, good))
+            if reason:
+                errors.add(number, reason)
+            else:
+                yield span
     errors.raise_any(spec)
 
 
@@ -767,6 +861,7 @@ class _RowBuilder:
         self.blocks: dict[tuple, SeriesBlock] = {}
         self.events: list[EventRecord] = []
         self.size = 0
+        self.good: set[str] = set()  # texts found storable, shared across rows
 
     def time(self, row: dict, column: str, *, required: bool) -> int | None:
         value = _cell(row, column)
@@ -806,7 +901,7 @@ class _RowBuilder:
             block = self.blocks.get(key)
             if block is None:
                 rule = self.signal_map.metric(metric)
-                block = self.blocks[key] = SeriesBlock(
+                block = SeriesBlock(
                     signal=mapping.signal or rule.signal,
                     metric=metric,
                     labels=labels,
@@ -815,6 +910,10 @@ class _RowBuilder:
                     ts=[],
                     values=[],
                 )
+                reason = _record_problem(storable.series_problems(block, self.good))
+                if reason:
+                    raise ValueError(reason)
+                self.blocks[key] = block
             block.ts.append(ts)
             block.values.append(value)
             self.size += 1
@@ -832,19 +931,21 @@ class _RowBuilder:
         kind = mapping.event_kind or ("span" if end_ts is not None else "log")
         if kind == "span" and end_ts is None:
             raise ValueError(f"column {mapping.end_ts!r} (the end of the span) is empty")
-        self.events.append(
-            EventRecord(
-                ts=ts,
-                end_ts=end_ts,
-                signal=mapping.signal or self.signal_map.event_signal(name),
-                kind=kind,
-                severity=severity,
-                name=name[:MAX_NAME_CHARS],
-                message=_text_cell(row, mapping.message or "")[:MAX_MESSAGE_CHARS],
-                resource={key: value for key, value in resource.items() if value},
-                attributes=attributes,
-            )
+        event = EventRecord(
+            ts=ts,
+            end_ts=end_ts,
+            signal=mapping.signal or self.signal_map.event_signal(name),
+            kind=kind,
+            severity=severity,
+            name=name[:MAX_NAME_CHARS],
+            message=_text_cell(row, mapping.message or "")[:MAX_MESSAGE_CHARS],
+            resource={key: value for key, value in resource.items() if value},
+            attributes=attributes,
         )
+        reason = _record_problem(storable.event_problems(event, self.good))
+        if reason:
+            raise ValueError(reason)
+        self.events.append(event)
         self.size += 1
 
     def flush(self, source: str) -> Batch:
@@ -892,8 +993,15 @@ def accept_import(
     with a bad line stores nothing). ``progress`` is called with the records of
     each accepted batch. A file imported again is answered with the batches of
     the first import (``duplicates``), and the store keeps every sample and event once.
+    Each batch spans at most ``spec.batch_days`` distinct UTC days, by default
+    ``JOINTLINE_PUSH_MAX_DAYS``; timestamps may be of any age (a backfill).
     """
+    from django.conf import settings
+
     from ingest.services import batch_accept
+
+    if spec.batch_days is None:
+        spec = dataclasses.replace(spec, batch_days=settings.JOINTLINE_PUSH_MAX_DAYS)
 
     for _ in read_batches(open_lines(), spec, signal_map=signal_map):
         pass

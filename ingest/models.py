@@ -14,14 +14,23 @@ class BatchStatus(models.TextChoices):
     APPLYING = "applying"
     APPLIED = "applied"
     FAILED = "failed"
+    DISCARDED = "discarded"
 
 
 class IngestBatch(models.Model):
     """One accepted push, holding its normalised records until a worker applies them.
 
     ``status`` moves accepted → applying → applied inside one transaction of the
-    worker (the claim is a conditional UPDATE in that transaction), so a crash
-    leaves the entry ``accepted`` and the sweeper enqueues it again.
+    worker (the claim locks the row and updates it in that transaction), so a crash
+    leaves the entry ``accepted`` and the sweeper enqueues it again. An entry whose
+    records span more days than one transaction may write is applied in several:
+    ``resume_day`` is the first day not stored yet, and ``samples_stored`` /
+    ``events_stored`` count what the committed ones stored.
+
+    ``failed``: the store cannot hold the records (bad data, every attempt would
+    fail) or JOINTLINE_APPLY_MAX_ATTEMPTS transient failures; ``error`` says why.
+    ``manage.py journal retry`` puts it back to ``accepted``; ``journal discard``
+    marks it ``discarded`` (kept, with its payload, until journal retention).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -41,6 +50,11 @@ class IngestBatch(models.Model):
     samples_stored = models.PositiveBigIntegerField(null=True, blank=True)
     events_stored = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
+    resume_day = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="First UTC day (since the epoch) not applied yet, when applied in parts.",
+    )
 
     class Meta:
         verbose_name_plural = "ingest batches"

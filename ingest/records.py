@@ -8,7 +8,11 @@ Invariants a parser guarantees before records reach the journal:
 * a :class:`SeriesBlock` has as many ``ts`` as ``values``; its labels are plain
   strings;
 * values are finite floats, except the Prometheus stale marker, which parsers
-  drop before it gets here.
+  drop before it gets here;
+* every text is one the store can hold (:mod:`ingest.protocols.storable`): no
+  NUL character except in event messages, no lone surrogate, no text longer
+  than its column. Push endpoints check this once more over the whole batch
+  (:func:`ingest.protocols.storable.check_batch`) before it is journaled.
 
 The journal stores a :class:`Batch` encoded with :func:`encode_batch`; the
 worker decodes it with :func:`decode_batch`. Nothing downstream re-validates.

@@ -2,22 +2,58 @@
 
 from __future__ import annotations
 
-from celery import shared_task
-from django.db import DatabaseError
+import threading
 
-from ingest.services import batch_apply, journal_sweep
+from celery import shared_task
+from celery.signals import task_postrun
+from django.db import close_old_connections, connections
+
+from ingest.services import ApplyRetryLater, batch_apply, journal_sweep
 
 
 @shared_task(
-    autoretry_for=(DatabaseError,), retry_backoff=2, retry_backoff_max=120, max_retries=5, acks_late=True
+    bind=True,
+    autoretry_for=(ApplyRetryLater,),
+    retry_backoff=2,
+    retry_backoff_max=120,
+    max_retries=5,
+    acks_late=True,
 )
-def apply_batch(batch_id: str) -> dict | None:
-    result = batch_apply(batch_id=batch_id)
-    if result is None:
+def apply_batch(self, batch_id: str) -> dict | None:
+    """Apply one journal entry (and the small ones a worker takes with it).
+
+    A failure that may pass leaves the entry ``accepted`` and is retried with backoff (then by the
+    sweeper); a permanent one has marked the entry ``failed`` and ends the task as failed, unretried.
+    """
+    if not self.request.is_eager:
+        # Workers reuse their connections across tasks (CELERY_DB_REUSE_MAX): drop one that broke
+        # or outlived CONN_MAX_AGE, as a request would. Not when eager: the caller's transaction.
+        close_old_connections()
+    applied = batch_apply(batch_id=batch_id)
+    if applied is None:
         return None
-    return {"samples_stored": result.samples_stored, "events_stored": result.events_stored}
+    return {
+        "entries_applied": applied.entries,
+        "samples_stored": applied.samples_stored,
+        "events_stored": applied.events_stored,
+    }
 
 
 @shared_task
 def sweep_journal() -> int:
     return journal_sweep()
+
+
+def _close_connections_of_threaded_workers(task=None, **kwargs) -> None:
+    """Worker processes keep their database connections between tasks (CELERY_DB_REUSE_MAX). A
+    worker running in a thread of another process (celery.contrib.testing, ``--pool threads``) is
+    never told it stops, so its connections would outlive it: close them after each task, as
+    Celery does by default. Never for an eager task: it runs in its caller's transaction."""
+    if threading.current_thread() is threading.main_thread():
+        return
+    if task is not None and getattr(task.request, "is_eager", False):
+        return
+    connections.close_all()
+
+
+task_postrun.connect(_close_connections_of_threaded_workers, weak=False, dispatch_uid="jointline-thread-db")

@@ -19,8 +19,14 @@ Accepted inputs:
   reference time the year is inferred from, see :func:`parse_syslog_time`;
 * time zones by IANA name (:func:`zone`), declared per batch, import or source.
 
-Out-of-order and late timestamps are not this module's concern: every accepted
-instant is kept as it is, and the store sorts by time when it reads.
+Out-of-order timestamps are not this module's concern: every accepted instant
+is kept as it is, and the store sorts by time when it reads. The accept window
+of a push is: at most ``JOINTLINE_FUTURE_TOLERANCE_S`` ahead of the server's clock
+(:func:`check_not_future`), at most ``JOINTLINE_PUSH_MAX_AGE_DAYS`` days behind it
+(:func:`check_not_too_old`), and at most ``JOINTLINE_PUSH_MAX_DAYS`` distinct UTC
+days in one push (:func:`check_day_span`). Every push protocol applies these
+three; the file importer, a deliberate backfill, applies only the day span, by
+cutting a file into batches that respect it.
 
 Rounding: numeric values are rounded to the nearest microsecond, ties toward
 the later instant; fractional seconds in strings are truncated (RFC 3339 text
@@ -34,6 +40,7 @@ import math
 import re
 import time
 import zoneinfo
+from collections.abc import Collection
 
 EPOCH_UNITS: tuple[str, ...] = ("s", "ms", "us", "ns")
 
@@ -257,6 +264,65 @@ def check_not_future(ts_us: int, *, now_us: int, tolerance_s: float) -> None:
             f"(server time {format_rfc3339(now_us)}, tolerance {tolerance_s:g} s); "
             "check the sender's clock and the timestamp unit"
         )
+
+
+DAY_US = 86_400_000_000
+DEFAULT_MAX_AGE_DAYS = 400
+DEFAULT_MAX_DAYS = 31
+
+
+def oldest_accepted_us(*, now_us: int, max_age_days: float) -> int:
+    """The oldest instant a push may carry: ``max_age_days`` days before ``now_us``."""
+    return now_us - math.floor(max_age_days * DAY_US)
+
+
+def check_not_too_old(ts_us: int, *, now_us: int, max_age_days: float) -> None:
+    """Raise :class:`TimestampError` if ``ts_us`` is more than ``max_age_days`` days before ``now_us``.
+
+    The twin of :func:`check_not_future`: the accept window of a push reaches at most this far into
+    the past. Points older than that are almost always a zero or wrong-unit timestamp (epoch 0,
+    year 1), and every distinct old day they touch costs the store a partition. Deliberate backfills
+    of old files go through the file importer, which does not apply this rule.
+    """
+    if ts_us < oldest_accepted_us(now_us=now_us, max_age_days=max_age_days):
+        raise TimestampError(
+            f"{_format_short(ts_us)} is {too_old_reason(now_us=now_us, max_age_days=max_age_days)}"
+        )
+
+
+def too_old_reason(*, now_us: int, max_age_days: float) -> str:
+    """Why a timestamp before the accept window is refused, naming the window and its oldest instant."""
+    oldest = oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)
+    return (
+        f"older than the accept window ({max_age_days:g} days, oldest accepted {_format_short(oldest)}); "
+        "check the timestamp unit, or import old data as a file"
+    )
+
+
+def check_day_span(days: Collection[int], *, max_days: int) -> None:
+    """Raise :class:`TimestampError` if ``days`` (UTC day numbers, ``ts_us // DAY_US``) holds more than
+    ``max_days`` distinct days.
+
+    A push may span at most ``max_days`` distinct UTC days, because the store keeps one partition
+    per day and an apply creates the partitions its batch touches. The message names both ends.
+    """
+    distinct = days if isinstance(days, set | frozenset) else set(days)
+    if len(distinct) > max_days:
+        first, last = min(distinct), max(distinct)
+        raise TimestampError(
+            f"points span {len(distinct)} distinct days ({_format_day(first)} to {_format_day(last)}); "
+            f"a push may span at most {max_days}"
+        )
+
+
+def _format_short(ts_us: int) -> str:
+    """RFC 3339 without a zero fraction (``1999-12-31T00:00:00Z``), for messages; never fails."""
+    text = _format_lenient(ts_us)
+    return text.replace(".000000Z", "Z")
+
+
+def _format_day(day: int) -> str:
+    return _format_short(day * DAY_US)[:10] if MIN_US <= day * DAY_US <= MAX_US else f"day {day}"
 
 
 def _quoted(value: object) -> str:

@@ -13,8 +13,9 @@
   any web process reads, so one scrape target covers the whole installation.
   They count from the first task after Redis was last emptied; Prometheus treats
   a drop as a counter reset.
-* **State, computed at scrape time**: journal backlog, failed entries, age of the
-  oldest unapplied entry, apply lag of recent entries, live workers. Each query
+* **State, computed at scrape time**: journal backlog, failed entries and the age
+  of the oldest, age of the oldest unapplied entry, apply lag of recent entries,
+  live workers. Each query
   is bounded by an index (``status``, ``received_at``), so a scrape stays cheap
   however long the journal is.
 
@@ -253,8 +254,14 @@ class JournalCollector:
         )
         yield GaugeMetricFamily(
             "jointline_journal_failed_entries",
-            "Journal entries given up after JOINTLINE_APPLY_MAX_ATTEMPTS (kept until journal retention).",
+            "Journal entries that failed to apply: at once when the store cannot hold their records, or "
+            "after JOINTLINE_APPLY_MAX_ATTEMPTS; kept for `manage.py journal retry|discard`.",
             value=state["failed"],
+        )
+        yield GaugeMetricFamily(
+            "jointline_journal_oldest_failed_age_seconds",
+            "Age (since receipt) of the oldest failed journal entry; 0 when there is none.",
+            value=state["oldest_failed_age_s"],
         )
         yield GaugeMetricFamily(
             "jointline_journal_oldest_unapplied_age_seconds",
@@ -283,6 +290,7 @@ def journal_state() -> dict:
         .values_list("status", "n")
     )
     oldest = entries.filter(status__in=unapplied).aggregate(first=Min("received_at"))["first"]
+    oldest_failed = entries.filter(status=BatchStatus.FAILED).aggregate(first=Min("received_at"))["first"]
     recent = entries.filter(
         received_at__gte=now - RECENT_LAG_WINDOW, status=BatchStatus.APPLIED, applied_at__isnull=False
     ).aggregate(mean=Avg(_lag()), max=Max(_lag()))
@@ -290,6 +298,7 @@ def journal_state() -> dict:
         "backlog": sum(counts.get(status, 0) for status in unapplied),
         "failed": counts.get(BatchStatus.FAILED, 0),
         "oldest_unapplied_age_s": max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
+        "oldest_failed_age_s": max(0.0, (now - oldest_failed).total_seconds()) if oldest_failed else 0.0,
         "recent_lag_mean_s": _seconds(recent["mean"]),
         "recent_lag_max_s": _seconds(recent["max"]),
     }

@@ -100,13 +100,12 @@ def retention_apply(*, now_us: int | None = None) -> RetentionResult:
     partitioned = hasattr(store, "drop_partitions_before")
     shared_first_day = _shared_first_kept_day(policies, today)
     if partitioned and shared_first_day is not None:
-        with transaction.atomic():
-            # Dropping a partition locks its parent table: wait briefly rather than queue every
-            # read and write of the store behind a long query; the next run tries again.
-            with store.connection.cursor() as cursor:
-                timeout = f"{settings.JOINTLINE_RETENTION_LOCK_TIMEOUT_S}s"
-                cursor.execute("SELECT set_config('lock_timeout', %s, true)", [timeout])
-            result.partitions_dropped = store.drop_partitions_before(shared_first_day)
+        # Dropping a partition locks its parent table: each drop waits briefly rather than queue
+        # every read and write of the store behind a long query (the next run tries again), and
+        # each is its own transaction, so hundreds of expired days never hold their locks at once.
+        result.partitions_dropped = store.drop_partitions_before(
+            shared_first_day, lock_timeout_s=settings.JOINTLINE_RETENTION_LOCK_TIMEOUT_S
+        )
     for policy in policies:
         _delete_rows(policy, today, shared_first_day if partitioned else None, result)
     _delete_journal(policies, now_us, result)
@@ -163,7 +162,7 @@ def _delete_journal(policies: list[OrgRetention], now_us: int, result: Retention
         cutoff = now - timedelta(days=policy.journal_days)
         expired = IngestBatch.objects.filter(
             org_id=policy.org_id,
-            status__in=[BatchStatus.APPLIED, BatchStatus.FAILED],
+            status__in=[BatchStatus.APPLIED, BatchStatus.FAILED, BatchStatus.DISCARDED],
             received_at__lt=cutoff,
         ).order_by()
         deleted = 0

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.http import Http404
-from django.utils.dateparse import parse_datetime
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions
+from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
+from config.api_input import OffsetDateTimeField, StringListField, request_body
 from orgs.api_base import ScopedAPIView
 from orgs.models import AccessRequest, AuditEntry, Grant, Level, Membership, Organization
 from orgs.selectors import access_requests_visible, audit_entries, grants_visible
@@ -49,14 +48,6 @@ def request_json(item: AccessRequest) -> dict:
     }
 
 
-def validation_response(exc: ValidationError) -> Response:
-    errors = [
-        {"field": field, "reason": " ".join(messages)}
-        for field, messages in getattr(exc, "message_dict", {}).items()
-    ] or [{"field": "", "reason": " ".join(exc.messages)}]
-    return Response({"error": "invalid request", "errors": errors}, status=400)
-
-
 def _membership(request) -> Membership:
     membership = getattr(request.user, "membership", None)
     if membership is None:
@@ -71,56 +62,136 @@ def _require_admin(request) -> Membership:
     return membership
 
 
-def _when(data: dict, name: str):
-    value = data.get(name)
-    if value in (None, ""):
-        return None
-    parsed = parse_datetime(str(value))
-    if parsed is None or parsed.tzinfo is None:
-        raise ValidationError({name: "an RFC 3339 time with offset, e.g. 2026-06-15T00:00:00Z"})
-    return parsed
+def _organisation(field: str, slug: str) -> Organization:
+    organisation = Organization.objects.filter(slug=slug).first() if slug else None
+    if organisation is None:
+        raise ValidationError({field: f"no organisation {slug!r}"})
+    return organisation
 
 
-def _list(data: dict, name: str) -> list[str]:
-    value = data.get(name) or []
-    if isinstance(value, str):
-        value = [item.strip() for item in value.split(",") if item.strip()]
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ValidationError({name: "a list of strings"})
-    return value
+MAX_TEXT = 100_000
+
+
+# ----------------------------------------------------------------------------- request bodies
+
+
+class GrantCreateBody(serializers.Serializer):
+    grantee = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="none: every organisation",
+    )
+    name = serializers.CharField(max_length=MAX_TEXT, required=False, allow_blank=True, default="")
+    level = serializers.ChoiceField(Level.values, required=False, default=Level.FULL)
+    signals = StringListField(help_text="signal families; none: all")
+    name_patterns = StringListField(help_text="metric and event name patterns (nfs_*)")
+    label_matchers = StringListField(help_text='label matchers (node=~"node-1.*")')
+    masked_labels = StringListField(help_text="labels pseudonymised at the redacted level")
+    data_from = OffsetDateTimeField()
+    data_to = OffsetDateTimeField()
+    expires_at = OffsetDateTimeField()
+
+
+class AccessRequestCreateBody(serializers.Serializer):
+    owner = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    reason = serializers.CharField(max_length=MAX_TEXT, required=False, allow_blank=True, default="")
+    signals = StringListField()
+    name_patterns = StringListField()
+    data_from = OffsetDateTimeField()
+    data_to = OffsetDateTimeField()
+
+
+class AccessRequestDecideBody(serializers.Serializer):
+    approve = serializers.BooleanField(required=False, default=False)
+    level = serializers.ChoiceField(Level.values, required=False, default=Level.FULL)
+
+
+# ----------------------------------------------------------------------------- response shapes
+
+
+class GrantShape(serializers.Serializer):
+    id = serializers.IntegerField()
+    owner = serializers.CharField()
+    grantee = serializers.CharField(allow_null=True)
+    name = serializers.CharField(allow_blank=True)
+    level = serializers.CharField()
+    signals = serializers.ListField(child=serializers.CharField())
+    name_patterns = serializers.ListField(child=serializers.CharField())
+    label_matchers = serializers.ListField(child=serializers.CharField())
+    masked_labels = serializers.ListField(child=serializers.CharField())
+    data_from = serializers.DateTimeField(allow_null=True)
+    data_to = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    active = serializers.BooleanField()
+
+
+class GrantListShape(serializers.Serializer):
+    grants = GrantShape(many=True)
+
+
+class AccessRequestShape(serializers.Serializer):
+    id = serializers.IntegerField()
+    requester = serializers.CharField()
+    owner = serializers.CharField()
+    signals = serializers.ListField(child=serializers.CharField())
+    name_patterns = serializers.ListField(child=serializers.CharField())
+    reason = serializers.CharField()
+    status = serializers.CharField()
+    grant = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class AccessRequestListShape(serializers.Serializer):
+    requests = AccessRequestShape(many=True)
+
+
+class AuditEntryShape(serializers.Serializer):
+    at = serializers.DateTimeField()
+    viewer = serializers.CharField(allow_blank=True)
+    viewer_org = serializers.CharField(allow_null=True)
+    what = serializers.CharField(allow_blank=True)
+    level = serializers.CharField(allow_blank=True)
+    window_start = serializers.IntegerField(allow_null=True)
+    window_end = serializers.IntegerField(allow_null=True)
+    via = serializers.CharField(allow_blank=True)
+
+
+class AuditShape(serializers.Serializer):
+    entries = AuditEntryShape(many=True)
+
+
+# ----------------------------------------------------------------------------- views
 
 
 class GrantListView(ScopedAPIView):
-    @extend_schema(summary="Grants your organisation gave and received", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(summary="Grants your organisation gave and received", responses={200: GrantListShape})
     def get(self, request):
         return Response({"grants": [grant_json(g) for g in grants_visible(self.scope)]})
 
-    @extend_schema(summary="Share part of your data (admins)", request=OpenApiTypes.OBJECT)
+    @extend_schema(
+        summary="Share part of your data (admins)", request=GrantCreateBody, responses={201: GrantShape}
+    )
     def post(self, request):
         membership = _require_admin(request)
-        data = request.data
-        try:
-            grantee = None
-            if data.get("grantee"):
-                grantee = Organization.objects.filter(slug=data["grantee"]).first()
-                if grantee is None:
-                    raise ValidationError({"grantee": f"no organisation {data['grantee']!r}"})
-            grant = grant_create(
-                owner=membership.org,
-                grantee=grantee,
-                name=str(data.get("name") or "shared data")[:200],
-                level=str(data.get("level") or Level.FULL),
-                signals=_list(data, "signals"),
-                name_patterns=_list(data, "name_patterns"),
-                label_matchers=_list(data, "label_matchers"),
-                masked_labels=_list(data, "masked_labels"),
-                data_from=_when(data, "data_from"),
-                data_to=_when(data, "data_to"),
-                expires_at=_when(data, "expires_at"),
-                created_by=request.user,
-            )
-        except ValidationError as exc:
-            return validation_response(exc)
+        body = request_body(GrantCreateBody, request)
+        grantee = _organisation("grantee", body["grantee"]) if body.get("grantee") else None
+        grant = grant_create(
+            owner=membership.org,
+            grantee=grantee,
+            name=(body["name"] or "shared data")[:200],
+            level=body["level"],
+            signals=body["signals"],
+            name_patterns=body["name_patterns"],
+            label_matchers=body["label_matchers"],
+            masked_labels=body["masked_labels"],
+            data_from=body.get("data_from"),
+            data_to=body.get("data_to"),
+            expires_at=body.get("expires_at"),
+            created_by=request.user,
+        )
         return Response(grant_json(grant), status=201)
 
 
@@ -131,11 +202,14 @@ class GrantDetailView(ScopedAPIView):
             raise Http404("no such grant")
         return grant
 
-    @extend_schema(summary="One grant", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(summary="One grant", responses={200: GrantShape})
     def get(self, request, grant_id: int):
         return Response(grant_json(self._grant(grant_id)))
 
-    @extend_schema(summary="Revoke a grant (owner's admins); takes effect on the next request")
+    @extend_schema(
+        summary="Revoke a grant (owner's admins); takes effect on the next request",
+        responses={200: GrantShape},
+    )
     def delete(self, request, grant_id: int):
         grant = self._grant(grant_id)
         membership = _require_admin(request)
@@ -145,34 +219,36 @@ class GrantDetailView(ScopedAPIView):
 
 
 class AccessRequestListView(ScopedAPIView):
-    @extend_schema(summary="Access requests made and received", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(summary="Access requests made and received", responses={200: AccessRequestListShape})
     def get(self, request):
         return Response({"requests": [request_json(r) for r in access_requests_visible(self.scope)]})
 
-    @extend_schema(summary="Ask another organisation for access", request=OpenApiTypes.OBJECT)
+    @extend_schema(
+        summary="Ask another organisation for access",
+        request=AccessRequestCreateBody,
+        responses={201: AccessRequestShape},
+    )
     def post(self, request):
         _membership(request)
-        data = request.data
-        try:
-            owner = Organization.objects.filter(slug=data.get("owner") or "").first()
-            if owner is None:
-                raise ValidationError({"owner": f"no organisation {data.get('owner')!r}"})
-            item = access_request_create(
-                requester_user=request.user,
-                owner=owner,
-                reason=str(data.get("reason") or ""),
-                signals=_list(data, "signals"),
-                name_patterns=_list(data, "name_patterns"),
-                data_from=_when(data, "data_from"),
-                data_to=_when(data, "data_to"),
-            )
-        except ValidationError as exc:
-            return validation_response(exc)
+        body = request_body(AccessRequestCreateBody, request)
+        item = access_request_create(
+            requester_user=request.user,
+            owner=_organisation("owner", body["owner"]),
+            reason=body["reason"],
+            signals=body["signals"],
+            name_patterns=body["name_patterns"],
+            data_from=body.get("data_from"),
+            data_to=body.get("data_to"),
+        )
         return Response(request_json(item), status=201)
 
 
 class AccessRequestDecideView(ScopedAPIView):
-    @extend_schema(summary="Approve or decline a request (owner's admins)", request=OpenApiTypes.OBJECT)
+    @extend_schema(
+        summary="Approve or decline a request (owner's admins)",
+        request=AccessRequestDecideBody,
+        responses={200: AccessRequestShape},
+    )
     def post(self, request, request_id: int):
         item = access_requests_visible(self.scope).filter(pk=request_id).first()
         if item is None:
@@ -180,20 +256,15 @@ class AccessRequestDecideView(ScopedAPIView):
         membership = _require_admin(request)
         if item.owner_id != membership.org_id:
             raise exceptions.PermissionDenied("only the owner's admins decide")
-        try:
-            item = access_request_decide(
-                access_request=item,
-                decided_by=request.user,
-                approve=bool(request.data.get("approve")),
-                level=str(request.data.get("level") or Level.FULL),
-            )
-        except ValidationError as exc:
-            return validation_response(exc)
+        body = request_body(AccessRequestDecideBody, request)
+        item = access_request_decide(
+            access_request=item, decided_by=request.user, approve=body["approve"], level=body["level"]
+        )
         return Response(request_json(item))
 
 
 class AuditView(ScopedAPIView):
-    @extend_schema(summary="Who read your organisation's data (admins)", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(summary="Who read your organisation's data (admins)", responses={200: AuditShape})
     def get(self, request):
         membership = _require_admin(request)
         entries: list[AuditEntry] = list(audit_entries(self.scope, owner_id=membership.org_id)[:1000])

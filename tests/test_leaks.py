@@ -11,12 +11,18 @@ header and status against what that viewer's grant allows:
 * D (``gpuvendor``) has an ``aggregate`` grant on A's ``nfs_*`` series;
 * E (``cloudops``) has no grant; its read token reads with E's scope;
 * A's push token, and an anonymous visitor.
+
+A's permalinks name lanes by series id and by lane spec (every lane kind, the canary metric name and
+label values in the specs, a capacity and a label filter on events): each viewer opens them as the war
+room does, through ``/api/v1/permalinks/<id>``, ``/i/<id>`` and the lanes, events and catalogue APIs
+the page then calls with what the redirect gave it, and freezes them into snapshots.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.db import transaction
@@ -29,7 +35,8 @@ from orgs.models import AccessRequest, Organization
 from orgs.services import access_request_create, grant_create, token_create, user_create
 from tests.conftest import PASSWORD
 from timeline import services as timeline_services
-from timeline.models import Series
+from timeline.lanes import LaneSpec, LaneSpecError
+from timeline.models import Event, Series
 from timeline.store import get_store
 
 T0 = 1_781_481_600_000_000
@@ -47,6 +54,18 @@ ANNOTATION_TEXT = "canarytext-annotation"
 NOTE_TEXT = "canarytext-note"
 ACCESS_REASON = "canaryreason-request"
 
+# Lanes of a permalink, by spec: every lane kind, with the canaries in metric names and label values.
+LANE_SPECS = [
+    f"line:storage/storage/{SECRET_METRIC}{{node={SECRET_LABEL}}}",
+    f"rate:storage/storage/{SECRET_METRIC}{{node={SECRET_LABEL}}}!pin",
+    f"band:storage/storage/nfs_rpc_slots_in_use{{tenant={SHARED_LABEL}}}!nodes",
+    f"heatmap:storage/storage/nfs_rpc_slots_in_use{{tenant={SHARED_LABEL}}}",
+    f"sum:storage/storage/nfs_rpc_slots_in_use{{tenant={SHARED_LABEL}}}@{SECRET_METRIC}",
+    f"sum:storage/storage/{SECRET_METRIC}@nfs_rpc_slots_in_use",
+    "band:storage/storage/nfs_rpc_slots_in_use",
+    f"spans:storage/storage{{node={LOG_NODE}}}!by=node",
+    f"logs:storage/storage/mds{{node={LOG_NODE}}}",
+]
 # What each viewer may see of the canaries (anything else is a leak).
 ALLOWED: dict[str, set[str]] = {
     "owner": {
@@ -170,13 +189,32 @@ def world(db) -> World:
         incident=incident,
     )
     snapshot = timeline_services.snapshot_create(permalink=permalink, user=owner_user)
+    event_id = Event.unscoped.get(message=LOG_BODY).pk
+    spec_links = [
+        timeline_services.permalink_create(
+            user=owner_user,
+            state={"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T06:00:00Z", "lanes": LANE_SPECS},
+            incident=incident,
+        ),
+        timeline_services.permalink_create(
+            user=owner_user,
+            state={
+                "from": "2026-06-15T00:00:00Z",
+                "to": "2026-06-15T06:00:00Z",
+                "lanes": LANE_SPECS,
+                "q": LOG_BODY,
+                "ev_text": LOG_ATTRIBUTE,
+                "sel": event_id,
+            },
+        ),
+    ]
     access_request = access_request_create(
         requester_user=clients["full"].user, owner=owner, reason=ACCESS_REASON, signals=["storage"]
     )
     fillers = {
         "incident_id": [str(incident.pk)],
         "annotation_id": [str(annotation.pk)],
-        "short_id": [permalink.short_id],
+        "short_id": [permalink.short_id, *(link.short_id for link in spec_links)],
         "snapshot_id": [str(snapshot.pk)],
         "grant_id": [str(private_grant.pk)],
         "request_id": [str(access_request.pk)],
@@ -187,7 +225,12 @@ def world(db) -> World:
     return World(
         clients=clients,
         fillers=fillers,
-        owner_objects={"queries": queries, "access_request": access_request, "incident": incident},
+        owner_objects={
+            "queries": queries,
+            "access_request": access_request,
+            "incident": incident,
+            "spec_links": spec_links,
+        },
     )
 
 
@@ -305,3 +348,77 @@ def test_access_requests_are_seen_by_the_two_organisations_only(world):
     for who in ("redacted", "aggregate", "none"):
         body = world.clients[who].get("/api/v1/access-requests").content.decode()
         assert ACCESS_REASON not in body
+
+
+def _split_lanes(joined: str) -> list[str]:
+    """The ``lanes`` parameter of a redirect as the war room reads it (timeline.js ``splitSpecs``)."""
+    specs = []
+    for item in re.split(r",(?=[a-z]+:[a-z][a-z0-9-]*/)", joined):
+        try:
+            specs.append(str(LaneSpec.parse(item)))
+        except LaneSpecError:
+            continue
+    return specs
+
+
+def _war_room_reads(client, location: str):
+    """Yield (what, response) for each read the war room makes to show the view a permalink redirected
+    to (timeline.js ``main`` and ``refresh``), and then how many lanes it drew with data."""
+    params = {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
+    window = {"from": params["from"], "to": params["to"]}
+    joined = params.get("lanes", "")
+    legacy = re.fullmatch(r"[\d,]*", joined) is not None
+    query = {**window, **({"series": joined} if legacy and joined else {})}
+    catalogue = client.get("/timeline/api/catalogue", query)
+    yield f"catalogue {query}", catalogue
+    specs = [] if legacy else _split_lanes(joined)
+    specs = specs or catalogue.json()["from_series"] or catalogue.json()["defaults"]
+    lanes = client.get("/timeline/api/lanes", {**window, "width": "1200", "lane": specs})
+    yield f"lanes {specs}", lanes
+    events = {key[3:]: value for key, value in params.items() if key.startswith("ev_") and key != "ev_text"}
+    if params.get("ev_text"):
+        events["q"] = params["ev_text"]
+    yield "events", client.get("/timeline/api/events", {**window, "limit": "500", **events})
+    if params.get("q"):
+        yield "search", client.get("/timeline/api/events", {**window, "limit": "200", "q": params["q"]})
+    if params.get("sel"):
+        yield "selected event", client.get("/timeline/api/events", {"id": params["sel"]})
+    if params.get("incident"):
+        yield "annotations", client.get(f"/api/v1/incidents/{params['incident']}/annotations")
+    yield "drawn", sum(lane["status"] == "ok" and lane["points"] > 0 for lane in lanes.json()["lanes"])
+
+
+@pytest.mark.parametrize("who", list(ALLOWED))
+def test_no_viewer_reads_beyond_its_grant_through_a_lane_spec_permalink(world, who):
+    client = world.clients[who]
+    problems = []
+
+    def check(what: str, response) -> None:
+        if response.status_code >= 500:
+            problems.append(f"{what}: {response.status_code}")
+        leaked = _leaks(who, response)
+        if leaked:
+            problems.append(f"{what} shows {sorted(leaked)}")
+
+    drawn = 0
+    for link in world.owner_objects["spec_links"]:
+        check(f"/api/v1/permalinks/{link.short_id}", client.get(f"/api/v1/permalinks/{link.short_id}"))
+        opened = client.get(f"/i/{link.short_id}")
+        check(f"/i/{link.short_id}", opened)
+        if not (opened.status_code == 302 and opened["Location"].startswith("/timeline/")):
+            assert who in ("read_token_none", "push_token", "anonymous"), (who, opened.status_code)
+            continue
+        check(opened["Location"], client.get(opened["Location"]))
+        for what, response in _war_room_reads(client, opened["Location"]):
+            if what == "drawn":
+                drawn += response
+                continue
+            assert response.status_code == 200, (who, what, response.content[:300])
+            check(f"{opened['Location']}: {what}", response)
+        made = client.post(f"/api/v1/permalinks/{link.short_id}/snapshots")
+        check(f"snapshot of {link.short_id}", made)
+        if made.status_code == 201:
+            check("the snapshot", client.get(f"/api/v1/snapshots/{made.json()['snapshot']}"))
+    # Every viewer with a grant draws some of the lanes, so the reads above returned real data to check.
+    assert (drawn > 0) == (who in ("owner", "full", "redacted", "aggregate")), (who, drawn)
+    assert not problems, "\n".join(problems)

@@ -12,42 +12,53 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.views.generic import TemplateView
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 
+from config.api_errors import ErrorSerializer
+from config.api_input import StrictBooleanField, big_integer, query_params, request_body
 from ingest.timeparse import TimestampError, format_rfc3339, parse_timestamp
-from orgs.api import validation_response
 from orgs.api_base import ScopedAPIView, ScopedPageMixin
-from timeline import alignment
+from timeline import alignment, api_params
+from timeline.api_params import InstantField, WindowQuery
 from timeline.models import ClockCorrection
 from timeline.selectors import QueryError, Window
 
-ALIGN_PARAM = OpenApiParameter(
-    "align",
-    str,
-    enum=["on", "off"],
-    description="clock corrections: on (default) shifts corrected agents' times; off shows them as sent",
-)
-WINDOW_PARAMS = [
-    OpenApiParameter("from", str, description="RFC 3339, epoch, or now-3h; default: 3 h before 'to'"),
-    OpenApiParameter("to", str, description="RFC 3339, epoch, or now; default: now"),
-]
+MAX_NOTE = 100_000
 
 
-class _Errors:
-    """ValidationError → 400 naming fields, PermissionDenied → 403, QueryError → 400."""
+class CorrectionDeclareBody(serializers.Serializer):
+    source = serializers.CharField(
+        max_length=200, required=False, allow_null=True, allow_blank=True, help_text="the agent; none: all"
+    )
+    labels = serializers.CharField(
+        max_length=2000, required=False, allow_blank=True, default="", help_text="label matcher"
+    )
+    offset_us = big_integer(required=False, default=0)
+    drift_us_per_hour = big_integer(required=False, default=0)
+    reference = InstantField(help_text="where the drift is zero")
+    valid_from = InstantField()
+    valid_to = InstantField()
+    uncertainty_us = big_integer(required=False, default=0)
+    note = serializers.CharField(max_length=MAX_NOTE, required=False, allow_blank=True, default="")
 
-    def handle_exception(self, exc):
-        if isinstance(exc, ValidationError):
-            return validation_response(exc)
-        if isinstance(exc, QueryError):
-            return Response(
-                {"error": str(exc), "errors": [{"field": exc.field, "reason": exc.reason}]}, status=400
-            )
-        if isinstance(exc, PermissionDenied) and not isinstance(exc, exceptions.APIException):
-            exc = exceptions.PermissionDenied(str(exc))
-        return super().handle_exception(exc)
+
+class CorrectionSwitchBody(serializers.Serializer):
+    id = big_integer(required=False, default=0)
+    active = StrictBooleanField()
+
+
+_NAME_THE_AGENT = "name the agent whose estimate to apply"
+
+
+class EstimateApplyBody(WindowQuery):
+    source = serializers.CharField(
+        max_length=200, error_messages={"required": _NAME_THE_AGENT, "blank": _NAME_THE_AGENT}
+    )
+    node = serializers.CharField(max_length=200, required=False, allow_null=True, allow_blank=True)
+    reference = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+    note = serializers.CharField(max_length=MAX_NOTE, required=False, allow_blank=True, default="")
 
 
 def _instant(data, field: str) -> int | None:
@@ -78,69 +89,63 @@ def _visible(scope, correction_id: int) -> tuple[ClockCorrection, dict]:
     return row, shown[0]
 
 
-class ClockCorrectionView(_Errors, ScopedAPIView):
+class ClockCorrectionView(ScopedAPIView):
     @extend_schema(
         summary="Clock corrections you may see: active ones; all=1 adds switched-off ones; id=N just one",
-        parameters=[OpenApiParameter("all", bool), OpenApiParameter("id", int)],
-        responses={200: OpenApiTypes.OBJECT},
+        parameters=[api_params.ClockCorrectionsQuery],
+        responses={200: OpenApiTypes.OBJECT, 404: ErrorSerializer},
     )
     def get(self, request):
-        params = request.query_params
-        if params.get("id"):
-            return Response(_visible(self.scope, _integer(params, "id"))[1])
-        include = params.get("all") in ("1", "true", "yes")
+        query = query_params(api_params.ClockCorrectionsQuery, request)
+        if query.get("id"):
+            return Response(_visible(self.scope, query["id"])[1])
+        include = query.get("all", False)
         return Response({"corrections": alignment.corrections_list(self.scope, include_inactive=include)})
 
     @extend_schema(
         summary="Declare a correction of one of your organisation's agents (admins)",
-        request=OpenApiTypes.OBJECT,
+        request=CorrectionDeclareBody,
         responses={201: OpenApiTypes.OBJECT},
     )
     def post(self, request):
-        data = request.data
+        body = request_body(CorrectionDeclareBody, request)
         row = alignment.clock_correction_declare(
             user=request.user,
-            source=data.get("source") or None,
-            label_matcher=str(data.get("labels") or ""),
-            offset_us=_integer(data, "offset_us"),
-            drift_us_per_hour=_integer(data, "drift_us_per_hour"),
-            reference_ts=_instant(data, "reference"),
-            valid_from=_instant(data, "valid_from"),
-            valid_to=_instant(data, "valid_to"),
-            uncertainty_us=_integer(data, "uncertainty_us"),
-            note=str(data.get("note") or ""),
+            source=body.get("source") or None,
+            label_matcher=body["labels"],
+            offset_us=body["offset_us"],
+            drift_us_per_hour=body["drift_us_per_hour"],
+            reference_ts=body.get("reference"),
+            valid_from=body.get("valid_from"),
+            valid_to=body.get("valid_to"),
+            uncertainty_us=body["uncertainty_us"],
+            note=body["note"],
         )
         return Response(alignment.present_corrections(self.scope, [row])[0], status=201)
 
     @extend_schema(
         summary='Switch a correction of your organisation on or off: {"id": 7, "active": false}',
-        request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT},
+        request=CorrectionSwitchBody,
+        responses={200: OpenApiTypes.OBJECT, 404: ErrorSerializer},
     )
     def patch(self, request):
-        row, _shown = _visible(self.scope, _integer(request.data, "id"))
-        active = request.data.get("active")
-        if not isinstance(active, bool):
-            raise ValidationError({"active": "true or false"})
-        row = alignment.clock_correction_set_active(user=request.user, correction=row, active=active)
+        body = request_body(CorrectionSwitchBody, request)
+        row, _shown = _visible(self.scope, body["id"])
+        row = alignment.clock_correction_set_active(user=request.user, correction=row, active=body["active"])
         return Response(alignment.present_corrections(self.scope, [row])[0])
 
 
-class ClockEstimateView(_Errors, ScopedAPIView):
+class ClockEstimateView(ScopedAPIView):
     @extend_schema(
         summary="Estimate clock errors from the data you may read",
-        parameters=[
-            *WINDOW_PARAMS,
-            OpenApiParameter("reference", str, description="organisations whose clock is the reference"),
-            OpenApiParameter("xcorr", bool, description="also correlate signals that move together"),
-        ],
+        parameters=[api_params.ClockEstimatesQuery],
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request):
-        params = request.query_params
-        window = Window.from_params(params)
+        query = query_params(api_params.ClockEstimatesQuery, request)
+        window = query["window"]
         self.audit_window = (window.start, window.end)
-        reference = _reference(params.get("reference"))
+        reference = _reference(query.get("reference"))
         found = alignment.estimate_clocks(
             self.scope, start=window.start, end=window.end, reference_orgs=reference
         )
@@ -150,7 +155,7 @@ class ClockEstimateView(_Errors, ScopedAPIView):
             "reference": list(reference),
             "estimates": [alignment.present_estimate(e) for e in found],
         }
-        if params.get("xcorr") in ("1", "true", "yes"):
+        if query.get("xcorr"):
             body["correlations"] = [
                 vars(c) for c in alignment.xcorr_estimates(self.scope, start=window.start, end=window.end)
             ]
@@ -158,20 +163,17 @@ class ClockEstimateView(_Errors, ScopedAPIView):
 
     @extend_schema(
         summary="Apply an estimate of one of your organisation's agents: it becomes an active correction",
-        request=OpenApiTypes.OBJECT,
+        request=EstimateApplyBody,
         responses={201: OpenApiTypes.OBJECT},
     )
     def post(self, request):
-        data = request.data
-        window = Window.from_params({"from": data.get("from"), "to": data.get("to")})
-        source, node = data.get("source"), data.get("node") or None
-        if not source:
-            raise ValidationError({"source": "name the agent whose estimate to apply"})
+        body = request_body(EstimateApplyBody, request)
+        window, source, node = body["window"], body["source"], body.get("node") or None
         found = alignment.estimate_clocks(
             self.scope,
             start=window.start,
             end=window.end,
-            reference_orgs=_reference(data.get("reference")),
+            reference_orgs=_reference(body["reference"]),
             receive_times=False,
         )
         org = getattr(getattr(request.user, "membership", None), "org", None)
@@ -183,7 +185,7 @@ class ClockEstimateView(_Errors, ScopedAPIView):
         if not wanted:
             raise ValidationError({"source": f"no estimate of {source!r} in that window"})
         row = alignment.clock_correction_apply(
-            user=request.user, estimate=wanted[0], source=source, note=str(data.get("note") or "")
+            user=request.user, estimate=wanted[0], source=source, note=body["note"]
         )
         return Response(alignment.present_corrections(self.scope, [row])[0], status=201)
 
@@ -193,17 +195,17 @@ def _reference(value) -> tuple[str, ...]:
     return names or alignment.REFERENCE_ORGS
 
 
-class ClockOrderingView(_Errors, ScopedAPIView):
+class ClockOrderingView(ScopedAPIView):
     @extend_schema(
         summary="Known anchor pairs of a window shown out of their causal order",
-        parameters=[*WINDOW_PARAMS, ALIGN_PARAM],
+        parameters=[api_params.ClockOrderingQuery],
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request):
-        params = request.query_params
-        window = Window.from_params(params)
+        query = query_params(api_params.ClockOrderingQuery, request)
+        window = query["window"]
         self.audit_window = (window.start, window.end)
-        with alignment.use_clock(self.scope, aligned=alignment.aligned_param(params.get("align"))):
+        with alignment.use_clock(self.scope, aligned=alignment.aligned_param(query.get("align"))):
             body = alignment.ordering_violations(self.scope, start=window.start, end=window.end)
         return Response({"from": format_rfc3339(window.start), "to": format_rfc3339(window.end), **body})
 

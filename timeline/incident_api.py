@@ -6,19 +6,27 @@ import csv
 import io
 import json
 
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions
+from rest_framework import serializers
 from rest_framework.response import Response
 
+from config.api_input import JSONValueField, identifier, query_params, request_body
 from ingest.timeparse import format_rfc3339
-from orgs.api import validation_response
 from orgs.api_base import ScopedAPIView
+from timeline import api_params, api_shapes, services
 from timeline import incident_selectors as selectors
-from timeline import services
-from timeline.models import Annotation, Incident, IncidentNote, Permalink, SnapshotPart
+from timeline.api_params import InstantField
+from timeline.models import (
+    Annotation,
+    Incident,
+    IncidentNote,
+    IncidentSeverity,
+    IncidentStatus,
+    Permalink,
+    SnapshotPart,
+)
 from timeline.reports import incident_csv_rows, incident_export, incident_html_report
 
 
@@ -26,7 +34,12 @@ def _time(us: int | None) -> str | None:
     return None if us is None else format_rfc3339(us)
 
 
-def incident_json(incident: Incident) -> dict:
+def incident_json(scope, incident: Incident) -> dict:
+    """An incident as ``scope`` may see it: its lanes were written in the owner's terms, so another
+    participant gets those it may read, in its own terms (``incident_selectors.view_state_for``)."""
+    lanes = selectors.view_state_for(
+        scope, {"lanes": incident.lanes}, author_org_id=incident.owner_id, with_text=False
+    )["lanes"]
     return {
         "id": incident.pk,
         "title": incident.title,
@@ -36,7 +49,7 @@ def incident_json(incident: Incident) -> dict:
         "severity": incident.severity,
         "window_start": _time(incident.window_start),
         "window_end": _time(incident.window_end),
-        "lanes": incident.lanes,
+        "lanes": lanes,
         "summary": incident.summary,
         "root_cause": incident.root_cause,
         "created_at": incident.created_at,
@@ -68,55 +81,130 @@ def note_json(note: IncidentNote) -> dict:
     }
 
 
-def permalink_json(permalink: Permalink, *, show_incident: bool) -> dict:
+def permalink_json(permalink: Permalink, *, state: dict, show_incident: bool) -> dict:
+    """A permalink with ``state``: the stored one for its creator's organisation, else what the
+    viewer may see of it (``incident_selectors.permalink_state``)."""
     return {
         "id": permalink.short_id,
         "url": f"/i/{permalink.short_id}",
-        "state": permalink.state,
+        "state": state,
         "incident": permalink.incident_id if show_incident else None,
         "created_at": permalink.created_at,
     }
 
 
-class _Errors:
-    """Turns service errors into API answers: ValidationError → 400 naming fields, PermissionDenied → 403."""
+# ----------------------------------------------------------------------------- request bodies
 
-    def handle_exception(self, exc):
-        if isinstance(exc, ValidationError):
-            return validation_response(exc)
-        if isinstance(exc, PermissionDenied) and not isinstance(exc, exceptions.APIException):
-            exc = exceptions.PermissionDenied(str(exc))
-        return super().handle_exception(exc)
+MAX_TEXT = 100_000
+MAX_LANES = 200
+MAX_PARTICIPANTS = 100
+MAX_TAGS = 100
 
 
-class IncidentListView(_Errors, ScopedAPIView):
+def _lanes(**kwargs) -> serializers.ListField:
+    kwargs.setdefault("help_text", "lane specs of the war-room view (spec strings, series ids, or objects)")
+    return serializers.ListField(child=JSONValueField(max_depth=4), max_length=MAX_LANES, **kwargs)
+
+
+def _participants(**kwargs) -> serializers.ListField:
+    kwargs.setdefault("help_text", "slugs of the organisations invited")
+    return serializers.ListField(
+        child=serializers.CharField(max_length=100), max_length=MAX_PARTICIPANTS, **kwargs
+    )
+
+
+def _tags(**kwargs) -> serializers.ListField:
+    kwargs.setdefault("help_text", "at most 20 are kept, each cut to 40 characters")
+    return serializers.ListField(child=serializers.CharField(max_length=1000), max_length=MAX_TAGS, **kwargs)
+
+
+class IncidentCreateBody(serializers.Serializer):
+    title = serializers.CharField(max_length=MAX_TEXT, required=False, default="", allow_blank=True)
+    window_start = InstantField(help_text="default: 'from', else now-3h")
+    window_end = InstantField(help_text="default: 'to', else open")
+    participants = _participants(required=False, default=list)
+    severity = serializers.ChoiceField(IncidentSeverity.values, required=False, default=IncidentSeverity.SEV2)
+    lanes = _lanes(required=False, default=list)
+
+    def get_fields(self):
+        fields = super().get_fields()
+        # "from"/"to" are what the war room's link state calls the window (and "from" is a keyword).
+        fields["from"] = InstantField(help_text="alias of window_start")
+        fields["to"] = InstantField(help_text="alias of window_end")
+        return fields
+
+
+class IncidentUpdateBody(serializers.Serializer):
+    title = serializers.CharField(max_length=200)
+    status = serializers.ChoiceField(IncidentStatus.values)
+    severity = serializers.ChoiceField(IncidentSeverity.values)
+    summary = serializers.CharField(max_length=MAX_TEXT, allow_blank=True)
+    root_cause = serializers.CharField(max_length=MAX_TEXT, allow_blank=True)
+    window_start = InstantField(allow_null=False)
+    window_end = InstantField(help_text="null: open")
+    lanes = _lanes()
+    participants = _participants(help_text="organisations to invite (none is removed)")
+
+
+class AnnotationCreateBody(serializers.Serializer):
+    ts = InstantField(required=True, allow_null=False)
+    end_ts = InstantField(help_text="for a range; not before ts")
+    text = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False, default="")
+    tags = _tags(required=False, default=list)
+
+
+class AnnotationUpdateBody(serializers.Serializer):
+    ts = InstantField(allow_null=False)
+    end_ts = InstantField()
+    text = serializers.CharField(max_length=MAX_TEXT, allow_blank=True)
+    tags = _tags()
+
+
+class NoteBody(serializers.Serializer):
+    text = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False, default="")
+
+
+CHANGE_REFUSED = "cannot be changed"
+
+
+# ----------------------------------------------------------------------------- views
+
+
+class IncidentListView(ScopedAPIView):
     @extend_schema(
         summary="Incidents your organisation owns or takes part in",
-        parameters=[OpenApiParameter("status", str), OpenApiParameter("q", str)],
-        responses={200: OpenApiTypes.OBJECT},
+        parameters=[api_params.IncidentsQuery],
+        responses={200: api_shapes.IncidentListShape},
     )
     def get(self, request):
+        query = query_params(api_params.IncidentsQuery, request)
         incidents = selectors.incidents_visible(
-            self.scope, status=request.query_params.get("status"), text=request.query_params.get("q")
+            self.scope, status=query.get("status") or None, text=query.get("q") or None
         )
-        return Response({"incidents": [incident_json(i) for i in incidents[:500]]})
+        return Response({"incidents": [incident_json(self.scope, i) for i in incidents[:500]]})
 
-    @extend_schema(summary="Open an incident (analysts, admins)", request=OpenApiTypes.OBJECT)
+    @extend_schema(
+        summary="Open an incident (analysts, admins)",
+        request=IncidentCreateBody,
+        responses={201: api_shapes.IncidentShape},
+    )
     def post(self, request):
-        data = request.data
+        body = request_body(IncidentCreateBody, request)
+        start = body.get("window_start")
+        end = body.get("window_end")
         incident = services.incident_create(
             user=request.user,
-            title=str(data.get("title") or ""),
-            window_start=data.get("window_start") or data.get("from") or "now-3h",
-            window_end=data.get("window_end") or data.get("to"),
-            participants=list(data.get("participants") or []),
-            severity=str(data.get("severity") or "sev2"),
-            lanes=data.get("lanes") or [],
+            title=body["title"],
+            window_start=start if start is not None else body.get("from") or "now-3h",
+            window_end=end if end is not None else body.get("to"),
+            participants=body["participants"],
+            severity=body["severity"],
+            lanes=body["lanes"],
         )
-        return Response(incident_json(incident), status=201)
+        return Response(incident_json(self.scope, incident), status=201)
 
 
-class _IncidentLookup(_Errors, ScopedAPIView):
+class _IncidentLookup(ScopedAPIView):
     def _incident(self, incident_id: int) -> Incident:
         incident = selectors.incident_get(self.scope, incident_id)
         if incident is None:
@@ -126,13 +214,14 @@ class _IncidentLookup(_Errors, ScopedAPIView):
 
 class IncidentDetailView(_IncidentLookup):
     @extend_schema(
-        summary="One incident with its annotations and notes", responses={200: OpenApiTypes.OBJECT}
+        summary="One incident with its annotations and notes",
+        responses={200: api_shapes.IncidentDetailShape},
     )
     def get(self, request, incident_id: int):
         incident = self._incident(incident_id)
         return Response(
             {
-                **incident_json(incident),
+                **incident_json(self.scope, incident),
                 "annotations": [
                     annotation_json(a) for a in incident.annotations.select_related("org", "author")
                 ],
@@ -140,81 +229,103 @@ class IncidentDetailView(_IncidentLookup):
             }
         )
 
-    @extend_schema(summary="Change an incident (analysts, admins)", request=OpenApiTypes.OBJECT)
+    @extend_schema(
+        summary="Change an incident (analysts, admins); only the fields sent change",
+        request=IncidentUpdateBody,
+        responses={200: api_shapes.IncidentShape},
+    )
     def patch(self, request, incident_id: int):
-        incident = services.incident_update(
-            incident=self._incident(incident_id), user=request.user, **request.data
-        )
-        return Response(incident_json(incident))
+        incident = self._incident(incident_id)
+        changes = request_body(IncidentUpdateBody, request, partial=True, unknown=CHANGE_REFUSED)
+        incident = services.incident_update(incident=incident, user=request.user, **changes)
+        return Response(incident_json(self.scope, incident))
 
 
 class AnnotationListView(_IncidentLookup):
-    @extend_schema(summary="Annotations of an incident", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(summary="Annotations of an incident", responses={200: api_shapes.AnnotationListShape})
     def get(self, request, incident_id: int):
         incident = self._incident(incident_id)
         return Response(
             {"annotations": [annotation_json(a) for a in incident.annotations.select_related("org")]}
         )
 
-    @extend_schema(summary="Annotate (analysts, admins of a participant)", request=OpenApiTypes.OBJECT)
+    @extend_schema(
+        summary="Annotate (analysts, admins of a participant)",
+        request=AnnotationCreateBody,
+        responses={201: api_shapes.AnnotationShape},
+    )
     def post(self, request, incident_id: int):
-        data = request.data
+        incident = self._incident(incident_id)
+        body = request_body(AnnotationCreateBody, request)
         annotation = services.annotation_create(
-            incident=self._incident(incident_id),
+            incident=incident,
             user=request.user,
-            ts=data.get("ts"),
-            end_ts=data.get("end_ts"),
-            text=str(data.get("text") or ""),
-            tags=list(data.get("tags") or []),
+            ts=body["ts"],
+            end_ts=body.get("end_ts"),
+            text=body["text"],
+            tags=body["tags"],
         )
         return Response(annotation_json(annotation), status=201)
 
 
-class AnnotationDetailView(_Errors, ScopedAPIView):
-    @extend_schema(summary="Edit your annotation", request=OpenApiTypes.OBJECT)
+class AnnotationDetailView(ScopedAPIView):
+    @extend_schema(
+        summary="Edit your annotation; only the fields sent change",
+        request=AnnotationUpdateBody,
+        responses={200: api_shapes.AnnotationShape},
+    )
     def patch(self, request, annotation_id: int):
         annotation = selectors.annotation_get(self.scope, annotation_id)
         if annotation is None:
             raise Http404("no such annotation")
+        changes = request_body(AnnotationUpdateBody, request, partial=True, unknown=CHANGE_REFUSED)
         return Response(
-            annotation_json(
-                services.annotation_update(annotation=annotation, user=request.user, **request.data)
-            )
+            annotation_json(services.annotation_update(annotation=annotation, user=request.user, **changes))
         )
 
 
 class NoteListView(_IncidentLookup):
-    @extend_schema(summary="The incident's log of notes", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(summary="The incident's log of notes", responses={200: api_shapes.NoteListShape})
     def get(self, request, incident_id: int):
         incident = self._incident(incident_id)
         return Response({"notes": [note_json(n) for n in incident.notes.select_related("org", "author")]})
 
-    @extend_schema(summary="Add a note", request=OpenApiTypes.OBJECT)
+    @extend_schema(summary="Add a note", request=NoteBody, responses={201: api_shapes.NoteShape})
     def post(self, request, incident_id: int):
-        note = services.note_add(
-            incident=self._incident(incident_id), user=request.user, text=str(request.data.get("text") or "")
-        )
+        incident = self._incident(incident_id)
+        body = request_body(NoteBody, request)
+        note = services.note_add(incident=incident, user=request.user, text=body["text"])
         return Response(note_json(note), status=201)
 
 
-class PermalinkCreateView(_Errors, ScopedAPIView):
+class PermalinkBody(serializers.Serializer):
+    incident = identifier(required=False, allow_null=True)
+    state = JSONValueField(max_depth=6, help_text="the war-room view: from, to, lanes, …")
+
+    def validate_state(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("an object with from, to and lanes")
+        return value
+
+
+class PermalinkCreateView(ScopedAPIView):
     @extend_schema(
-        summary="Make a permalink of a view (relative times are frozen)", request=OpenApiTypes.OBJECT
+        summary="Make a permalink of a view (relative times are frozen)",
+        request=PermalinkBody,
+        responses={201: OpenApiTypes.OBJECT},
     )
     def post(self, request):
+        body = request_body(PermalinkBody, request)
         incident = None
-        if request.data.get("incident"):
-            incident = selectors.incident_get(self.scope, int(request.data["incident"]))
+        if body.get("incident"):
+            incident = selectors.incident_get(self.scope, body["incident"])
             if incident is None:
                 raise Http404("no such incident")
-        state = request.data.get("state")
-        if not isinstance(state, dict):
-            raise ValidationError({"state": "an object with from, to and lanes"})
-        permalink = services.permalink_create(user=request.user, state=state, incident=incident)
-        return Response(permalink_json(permalink, show_incident=True), status=201)
+        permalink = services.permalink_create(user=request.user, state=body["state"], incident=incident)
+        return Response(permalink_json(permalink, state=permalink.state, show_incident=True), status=201)
 
 
-class _PermalinkLookup(_Errors, ScopedAPIView):
+class _PermalinkLookup(ScopedAPIView):
     def _permalink(self, short_id: str) -> Permalink:
         permalink = selectors.permalink_get(self.scope, short_id)
         if permalink is None:
@@ -223,11 +334,15 @@ class _PermalinkLookup(_Errors, ScopedAPIView):
 
 
 class PermalinkDetailView(_PermalinkLookup):
-    @extend_schema(summary="A permalink's view state", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        summary="A permalink's view state, as far as you may read it (placeholders for the rest)",
+        responses={200: OpenApiTypes.OBJECT},
+    )
     def get(self, request, short_id: str):
         permalink = self._permalink(short_id)
         show = selectors.incident_participant(self.scope, permalink.incident)
-        return Response(permalink_json(permalink, show_incident=show))
+        state = selectors.permalink_state(self.scope, permalink)
+        return Response(permalink_json(permalink, state=state, show_incident=show))
 
     @extend_schema(summary="Revoke a permalink (its creator or their admins)")
     def delete(self, request, short_id: str):
@@ -258,7 +373,7 @@ def _part_or_404(scope, snapshot_id: int) -> SnapshotPart:
     return part
 
 
-class SnapshotDetailView(_Errors, ScopedAPIView):
+class SnapshotDetailView(ScopedAPIView):
     @extend_schema(
         summary="Your organisation's part of a snapshot, with its hash", responses={200: OpenApiTypes.OBJECT}
     )
@@ -275,7 +390,7 @@ class SnapshotDetailView(_Errors, ScopedAPIView):
         return Response(status=204)
 
 
-class SnapshotVerifyView(_Errors, ScopedAPIView):
+class SnapshotVerifyView(ScopedAPIView):
     @extend_schema(summary="Recompute a snapshot part's hash", responses={200: OpenApiTypes.OBJECT})
     def get(self, request, snapshot_id: int):
         import hashlib
@@ -292,13 +407,23 @@ class SnapshotVerifyView(_Errors, ScopedAPIView):
         )
 
 
+EXPORT_FORMATS = ("json", "csv", "html")
+
+
 class IncidentExportView(_IncidentLookup):
     @extend_schema(
         summary="Export an incident: json, csv or html (a self-contained report)",
-        responses={200: OpenApiTypes.BINARY},
+        parameters=[OpenApiParameter("fmt", str, OpenApiParameter.PATH, enum=list(EXPORT_FORMATS))],
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "text/csv"): OpenApiTypes.STR,
+            (200, "text/html"): OpenApiTypes.STR,
+        },
     )
     def get(self, request, incident_id: int, fmt: str):
         incident = self._incident(incident_id)
+        if fmt not in EXPORT_FORMATS:
+            raise Http404("unknown export format")
         export = incident_export(self.scope, incident)
         filename = f"incident-{incident.pk}"
         if fmt == "json":

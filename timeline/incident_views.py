@@ -57,11 +57,16 @@ class IncidentPage(ScopedPageMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         incident = self._incident()
         end = incident.window_end or incident.window_start + 3 * 3_600_000_000
-        state = {
-            "from": format_rfc3339(incident.window_start),
-            "to": format_rfc3339(end),
-            "lanes": incident.lanes,
-        }
+        state = selectors.view_state_for(
+            self.scope,
+            {
+                "from": format_rfc3339(incident.window_start),
+                "to": format_rfc3339(end),
+                "lanes": incident.lanes,
+            },
+            author_org_id=incident.owner_id,
+            with_text=False,
+        )
         context.update(
             incident=incident,
             window_start=format_rfc3339(incident.window_start),
@@ -107,11 +112,17 @@ class IncidentPage(ScopedPageMixin, TemplateView):
                 )
             elif action == "permalink":
                 end = incident.window_end or incident.window_start + 3 * 3_600_000_000
-                state = {
-                    "from": format_rfc3339(incident.window_start),
-                    "to": format_rfc3339(end),
-                    "lanes": incident.lanes,
-                }
+                # The link is the creator's view: the owner's lanes as this participant may read them.
+                state = selectors.view_state_for(
+                    self.scope,
+                    {
+                        "from": format_rfc3339(incident.window_start),
+                        "to": format_rfc3339(end),
+                        "lanes": incident.lanes,
+                    },
+                    author_org_id=incident.owner_id,
+                    with_text=False,
+                )
                 link = services.permalink_create(user=request.user, state=state, incident=incident)
                 messages.success(request, f"Permalink: {request.build_absolute_uri('/i/' + link.short_id)}")
             elif action == "snapshot":
@@ -129,13 +140,22 @@ class IncidentPage(ScopedPageMixin, TemplateView):
 
 
 class PermalinkPage(ScopedPageMixin, View):
-    """``/i/<short id>``: reopen the exact view, cut to the visitor's own scope."""
+    """``/i/<short id>``: reopen the exact view, cut to the visitor's own scope.
+
+    The redirect carries only what the visitor may see of the link (``permalink_state``): its readable
+    lanes in its own terms, and the placeholders as ``unshared_lanes=org/signal,...``."""
 
     def get(self, request, short_id: str):
         permalink = selectors.permalink_get(self.scope, short_id)
         if permalink is None:
             raise Http404("no such link")
-        state = dict(permalink.state)
+        state = selectors.permalink_state(self.scope, permalink)
+        lanes = state.get("lanes")
+        if isinstance(lanes, list):
+            state["lanes"] = [lane for lane in lanes if not selectors.is_placeholder(lane)]
+            hidden = [f"{lane['org']}/{lane['signal']}" for lane in lanes if selectors.is_placeholder(lane)]
+            if hidden:
+                state["unshared_lanes"] = ",".join(hidden)
         if selectors.incident_participant(self.scope, permalink.incident):
             state["incident"] = permalink.incident_id
         state["permalink"] = permalink.short_id

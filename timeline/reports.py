@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 
 from ingest.timeparse import format_rfc3339
 from orgs.access import Scope
+from timeline.incident_selectors import view_state_for
 from timeline.models import Incident
 from timeline.views_data import view_data
 
@@ -27,6 +28,8 @@ def incident_export(scope: Scope, incident: Incident) -> dict:
         "to": format_rfc3339(end),
         "lanes": incident.lanes,
     }
+    # The lanes were written in the owner's terms: a participant gets those it may read, in its own.
+    state = view_state_for(scope, state, author_org_id=incident.owner_id, with_text=True)
     data = view_data(scope, state, incident=incident)
     scope.flush_audit(via=f"export incident {incident.pk}", window=(incident.window_start, end))
     return {

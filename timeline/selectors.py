@@ -9,35 +9,43 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Q, QuerySet
 
-from ingest.timeparse import TimestampError, now_us, parse_timestamp
+from config.api_errors import RequestFieldError
+from ingest.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from orgs.access import Scope, require_scope
 from timeline.models import Event, Series
 from timeline.store import LaneBuckets, get_store
 
-_RELATIVE = re.compile(r"^now(?:-(\d+)([smhdw]))?$")
+_RELATIVE = re.compile(r"now(?:-([0-9]{1,12})([smhdw]))?")
 _UNIT_US = {"s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000, "w": 604_800_000_000}
 
 
-class QueryError(ValueError):
-    """A request parameter that cannot be used; ``field`` names it."""
+class QueryError(RequestFieldError):
+    """A request parameter that cannot be used; ``field`` names it (answered 400 by the API)."""
 
-    def __init__(self, field: str, reason: str):
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
+
+MAX_INSTANT_LENGTH = 64
 
 
 def parse_instant(field: str, value: str, *, now: int) -> int:
-    """``now``, ``now-3h`` (s, m, h, d, w), RFC 3339 with offset, or epoch (s/ms/µs/ns) → µs UTC."""
+    """``now``, ``now-3h`` (s, m, h, d, w), RFC 3339 with offset, or epoch (s/ms/µs/ns) → µs UTC.
+
+    Raises :class:`QueryError` naming ``field`` for anything else, and for instants outside years
+    1-9999 (which could not be shown back)."""
     value = value.strip()
-    match = _RELATIVE.match(value)
+    if len(value) > MAX_INSTANT_LENGTH or "\x00" in value:
+        raise QueryError(field, "is not a time: now, now-3h, RFC 3339 with offset, or epoch")
+    match = _RELATIVE.fullmatch(value)
     if match:
         amount, unit = match.groups()
-        return now - (int(amount) * _UNIT_US[unit] if amount else 0)
-    try:
-        return parse_timestamp(value)
-    except TimestampError as exc:
-        raise QueryError(field, str(exc)) from exc
+        instant = now - (int(amount) * _UNIT_US[unit] if amount else 0)
+    else:
+        try:
+            instant = parse_timestamp(value)
+        except TimestampError as exc:
+            raise QueryError(field, str(exc)) from exc
+    if not MIN_US <= instant <= MAX_US:
+        raise QueryError(field, "must be within years 1-9999")
+    return instant
 
 
 @dataclass(frozen=True)
@@ -47,13 +55,19 @@ class Window:
 
     @classmethod
     def from_params(cls, params, *, default_span_us: int = 3 * 3_600_000_000) -> Window:
+        """The window of ``from``/``to`` (any form :func:`parse_instant` reads; numbers are epochs);
+        ``to`` defaults to now and ``from`` to ``default_span_us`` before it. Raises QueryError."""
         now = now_us()
-        end = parse_instant("to", params["to"], now=now) if params.get("to") else now
+        end = parse_instant("to", str(params["to"]), now=now) if params.get("to") else now
         start = (
-            parse_instant("from", params["from"], now=now) if params.get("from") else end - default_span_us
+            parse_instant("from", str(params["from"]), now=now)
+            if params.get("from")
+            else end - default_span_us
         )
         if start >= end:
             raise QueryError("from", "must be before 'to'")
+        if start < MIN_US:
+            raise QueryError("from", "must be within years 1-9999")
         return cls(start, end)
 
 

@@ -264,7 +264,9 @@ def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None =
 
     Each part holds the data both the creator and that organisation may read, presented through
     that organisation's scope (its redaction), the grants in force and the alignment settings; its
-    SHA-256 is what anyone allowed can verify later."""
+    SHA-256 is what anyone allowed can verify later. A part is made from the link's state as that
+    organisation may see it (``permalink_state``), so it names no lane the organisation cannot read."""
+    from timeline.incident_selectors import permalink_state
     from timeline.views_data import view_data
 
     membership = _membership(user)
@@ -278,7 +280,10 @@ def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None =
             creator_scope if org.pk == membership.org_id else Scope.for_org(org.pk, f"snapshot:{org.slug}")
         )
         content = view_data(
-            scope, permalink.state, also_readable_by=creator_scope, incident=permalink.incident
+            scope,
+            permalink_state(scope, permalink),
+            also_readable_by=creator_scope,
+            incident=permalink.incident,
         )
         content["snapshot"] = {
             "created_at": snapshot.created_at.isoformat(),

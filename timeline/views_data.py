@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from orgs.access import Scope
 from timeline.alignment import aligned_param, clock_state, use_clock
 from timeline.incident_selectors import series_readable
@@ -29,6 +31,16 @@ def lane_series_ids(state: dict) -> list[int]:
             if series_id not in ids:
                 ids.append(series_id)
     return ids
+
+
+def state_width(state: dict) -> int:
+    """The lane width a view state asks for, within 1 … JOINTLINE_LANE_MAX_WIDTH; EXPORT_WIDTH when it
+    names none or something that is not a number (a stored link stays exportable)."""
+    try:
+        width = int(state.get("width") or EXPORT_WIDTH)
+    except (TypeError, ValueError, OverflowError):
+        return EXPORT_WIDTH
+    return min(max(width, 1), settings.JOINTLINE_LANE_MAX_WIDTH)
 
 
 def lane_specs(state: dict) -> list:
@@ -66,9 +78,7 @@ def view_data(
         ids = [sid for sid in ids if sid in allowed]
     aligned = aligned_param(str(state.get("align") or ""))
     with use_clock(scope, aligned=aligned):
-        lanes = lanes_read(
-            scope, series_ids=ids, window=window, width=int(state.get("width") or EXPORT_WIDTH)
-        )
+        lanes = lanes_read(scope, series_ids=ids, window=window, width=state_width(state))
         events = list(events_list(scope, window=window, limit=EXPORT_EVENT_LIMIT))
         if also_readable_by is not None:
             with use_clock(also_readable_by, aligned=aligned):

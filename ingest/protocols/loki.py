@@ -21,9 +21,14 @@ signal from the signal map, by name and job.
 Any invalid stream or entry rejects the request (400, nothing kept) with every
 problem's path, e.g. ``streams[0].values[3][0]``: label names must be valid
 Prometheus label names, every stream needs at least one label, timestamps must
-lie between 2000-01-01 and ``now + future_tolerance_s``, strings must be
-UTF-8. Lines longer than the native limit are cut, with the original length
-in the ``truncated_from`` attribute.
+lie between 2000-01-01 and ``now + future_tolerance_s`` and no more than
+``max_age_days`` days before now (the accept window, :mod:`ingest.timeparse`),
+strings must be UTF-8. Label values and structured metadata must be text the
+store can hold (:mod:`ingest.protocols.storable`): no NUL character, no lone
+surrogate (a ``\\ud800`` escape in a protobuf label set), reported at the label's
+path (``streams[1].stream.host``, ``streams[1].labels.host``). Lines longer than
+the native limit are cut, with the original length in the ``truncated_from``
+attribute; a NUL byte in a line is kept (the store writes it as U+FFFD).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import re
 import msgspec
 from google.protobuf.message import DecodeError
 
+from ingest import timeparse
 from ingest.protocols.decoding import decompress
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload, UnsupportedMediaType
 from ingest.protocols.native import (
@@ -46,6 +52,7 @@ from ingest.protocols.native import (
 )
 from ingest.protocols.proto import loki_push_pb2
 from ingest.protocols.remote_write import MIN_TS_US, SNAPPY_STREAM_IDENTIFIER
+from ingest.protocols.storable import text_problem
 from ingest.records import Batch, EventRecord
 from ingest.signals import DEFAULT_MAP, SignalMap
 
@@ -78,12 +85,13 @@ def parse_push(
     now_us: int,
     source: str = "loki",
     future_tolerance_s: float = 600.0,
+    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
     max_entries: int = 2_000_000,
     max_bytes: int = 128 * 2**20,
     signal_map: SignalMap = DEFAULT_MAP,
 ) -> Batch:
     """Parse a push body: JSON (already decompressed), or protobuf still snappy-compressed."""
-    reader = _Reader(now_us, future_tolerance_s, signal_map)
+    reader = _Reader(now_us, future_tolerance_s, signal_map, max_age_days)
     if encoding == "protobuf":
         _read_protobuf(body, reader, max_bytes, max_entries)
     else:
@@ -149,7 +157,8 @@ def _read_protobuf(body: bytes, reader: _Reader, max_bytes: int, max_entries: in
         raise InvalidPayload(f"push has {total} entries; at most {max_entries} are accepted per request")
     for s, stream in enumerate(request.streams):
         where = f"streams[{s}]"
-        text = reader.utf8(stream.labels, f"{where}.labels")
+        # NUL is looked for label by label, to name the label
+        text = reader.utf8(stream.labels, f"{where}.labels", nul_allowed=True)
         if text is None:
             continue
         try:
@@ -161,7 +170,7 @@ def _read_protobuf(body: bytes, reader: _Reader, max_bytes: int, max_entries: in
             at = f"{where}.entries[{e}]"
             stamp = entry.timestamp
             ts = reader.time(stamp.seconds * 1_000_000 + (stamp.nanos + 500) // 1_000, f"{at}.timestamp")
-            line = reader.utf8(entry.line, f"{at}.line")
+            line = reader.utf8(entry.line, f"{at}.line", nul_allowed=True)
             metadata: dict[str, str] = {}
             for m, pair in enumerate(entry.structured_metadata):
                 name = reader.utf8(pair.name, f"{at}.structuredMetadata[{m}].name")
@@ -216,8 +225,18 @@ def _read_json(body: bytes, reader: _Reader, max_entries: int) -> None:
             if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
                 reader.problem(f"{at}[2]", "structured metadata must be an object of string values")
                 continue
+            if not reader.storable_pairs(metadata, f"{at}[2]"):
+                continue
             if labels is not None and ts is not None and line is not None:
                 reader.entry(labels, ts, line, metadata, at)
+
+
+def _key_path(base: str, key: str) -> str:
+    """``base.key`` for plain keys, ``base["odd key"]`` otherwise; long keys are cut."""
+    text = key if len(key) <= 64 else key[:61] + "..."
+    if _LABEL_NAME.fullmatch(text):
+        return f"{base}.{text}"
+    return f"{base}[{msgspec.json.encode(text).decode()}]"
 
 
 def _nanos_to_us(value: object) -> int | None:
@@ -232,9 +251,18 @@ def _nanos_to_us(value: object) -> int | None:
 
 
 class _Reader:
-    def __init__(self, now_us: int, future_tolerance_s: float, signal_map: SignalMap) -> None:
+    def __init__(
+        self, now_us: int, future_tolerance_s: float, signal_map: SignalMap, max_age_days: float | None = None
+    ) -> None:
+        self.now_us = now_us
         self.limit_us = now_us + math.floor(future_tolerance_s * 1_000_000)
         self.tolerance_s = future_tolerance_s
+        self.max_age_days = max_age_days
+        self.floor_us = MIN_TS_US
+        if max_age_days is not None:
+            self.floor_us = max(
+                MIN_TS_US, timeparse.oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)
+            )
         self.signal_map = signal_map
         self.errors: list[FieldError] = []
         self.total_errors = 0
@@ -245,12 +273,28 @@ class _Reader:
         if len(self.errors) < MAX_REPORTED_ERRORS:
             self.errors.append(FieldError(field, reason))
 
-    def utf8(self, raw: bytes, field: str) -> str | None:
+    def utf8(self, raw: bytes, field: str, *, nul_allowed: bool = False) -> str | None:
+        """``raw`` as text the store can hold (NUL only where ``nul_allowed``), or None after reporting."""
         try:
-            return raw.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             self.problem(field, f"is not valid UTF-8: {exc.reason} at byte {exc.start}")
             return None
+        reason = text_problem(text, nul_allowed=nul_allowed)
+        if reason:
+            self.problem(field, reason)
+            return None
+        return text
+
+    def storable_pairs(self, pairs: dict[str, str], field: str) -> bool:
+        """Whether the store can hold every name and value of ``pairs``; reports each that it cannot."""
+        problems_before = self.total_errors
+        for name, value in pairs.items():
+            reason = text_problem(name)
+            reason = f"name {reason}" if reason else text_problem(value)
+            if reason:
+                self.problem(_key_path(field, name), reason)
+        return self.total_errors == problems_before
 
     def stream_labels(self, labels: dict[str, str], field: str) -> dict[str, str] | None:
         problems_before = self.total_errors
@@ -261,8 +305,10 @@ class _Reader:
         for name, value in labels.items():
             if not _LABEL_NAME.fullmatch(name) or name.startswith("__"):
                 self.problem(field, f"label name {name[:80]!r} must match [a-zA-Z_][a-zA-Z0-9_]* (no '__')")
-            elif len(value) > MAX_LABEL_VALUE_CHARS:
-                self.problem(field, f"label {name!r} is longer than {MAX_LABEL_VALUE_CHARS} characters")
+                continue
+            reason = text_problem(value, max_chars=MAX_LABEL_VALUE_CHARS)
+            if reason:
+                self.problem(f"{field}.{name}", reason)
         return labels if self.total_errors == problems_before else None
 
     def time(self, ts_us: int | None, field: str) -> int | None:
@@ -272,6 +318,11 @@ class _Reader:
             self.problem(field, "the timestamp is before 2000-01-01; Loki timestamps are nanoseconds")
         elif ts_us > self.limit_us:
             self.problem(field, f"the timestamp is more than {self.tolerance_s:g} s in the future")
+        elif ts_us < self.floor_us and self.max_age_days is not None:
+            try:
+                timeparse.check_not_too_old(ts_us, now_us=self.now_us, max_age_days=self.max_age_days)
+            except timeparse.TimestampError as exc:
+                self.problem(field, str(exc))
         else:
             return ts_us
         return None

@@ -17,7 +17,12 @@ One request carries one :class:`~ingest.records.Batch` from one ``source``::
 
 Optional fields may be absent or ``null``; unknown fields are rejected (a
 misspelt ``"lables"`` must not silently drop labels). Timestamps are RFC 3339
-strings or epoch numbers, see :mod:`ingest.timeparse`.
+strings or epoch numbers, see :mod:`ingest.timeparse`; each must lie in the
+accept window: at most ``future_tolerance_s`` ahead of the server's clock and at
+most ``max_age_days`` days behind it. Text the store cannot hold is refused at its
+path (:mod:`ingest.protocols.storable`): a NUL character (U+0000) in any text but
+an event's ``message`` (where the store writes it as U+FFFD: a log line with a NUL
+byte is real-world data), labels too large to index a series by.
 
 Parsing has two speeds. The common case decodes straight into typed structs
 with msgspec and converts each series' timestamps in bulk. When the typed
@@ -37,6 +42,14 @@ import msgspec
 
 from ingest import timeparse
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
+from ingest.protocols.storable import (
+    MAX_METRIC_CHARS,
+    MAX_NAME_CHARS,
+    MAX_SOURCE_CHARS,
+    MAX_UNIT_CHARS,
+    labels_problem,
+    text_problem,
+)
 from ingest.records import (
     EVENT_KINDS,
     SERIES_KINDS,
@@ -48,12 +61,8 @@ from ingest.records import (
     SeriesBlock,
 )
 
-MAX_SOURCE_CHARS = 200
-MAX_METRIC_CHARS = 200
-MAX_UNIT_CHARS = 32
 MAX_LABELS = 64
 MAX_LABEL_VALUE_CHARS = 1024
-MAX_NAME_CHARS = 200
 MAX_MESSAGE_CHARS = 65536
 MAX_ATTRIBUTES = 64
 
@@ -126,7 +135,12 @@ class _BulkFallback(Exception):
 
 
 def parse_native(
-    body: bytes, *, now_us: int, future_tolerance_s: float = 600.0, max_points: int = 2_000_000
+    body: bytes,
+    *,
+    now_us: int,
+    future_tolerance_s: float = 600.0,
+    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
+    max_points: int = 2_000_000,
 ) -> Batch:
     """Parse a decompressed native JSON body into a :class:`~ingest.records.Batch`.
 
@@ -136,8 +150,10 @@ def parse_native(
     :class:`~ingest.protocols.errors.InvalidPayload` listing every problem with
     its path, e.g. ``series[0].points[3][1]``, the first
     :data:`~ingest.protocols.errors.MAX_REPORTED_ERRORS` of them. Timestamps
-    more than ``future_tolerance_s`` after ``now_us`` are rejected; more than
-    ``max_points`` points in all reject the batch before any is converted.
+    more than ``future_tolerance_s`` after ``now_us``, or more than
+    ``max_age_days`` days before it (None: no limit), are rejected; more than
+    ``max_points`` points in all reject the batch before any is converted. The
+    day span of the batch is :func:`ingest.protocols.storable.check_batch`'s rule.
     """
     problems = _Problems()
     try:
@@ -152,7 +168,8 @@ def parse_native(
         raise problems.rejection()
     _check_point_budget(batch_in, max_points)
     limit_us = now_us + math.floor(future_tolerance_s * 1_000_000)
-    batch = _Validator(problems, now_us, future_tolerance_s, limit_us, trusted).batch(batch_in)
+    validator = _Validator(problems, now_us, future_tolerance_s, limit_us, trusted, max_age_days)
+    batch = validator.batch(batch_in)
     if problems.total:
         raise problems.rejection()
     return batch
@@ -351,18 +368,31 @@ class _Validator:
     """
 
     def __init__(
-        self, problems: _Problems, now_us: int, tolerance_s: float, limit_us: int, trusted: bool
+        self,
+        problems: _Problems,
+        now_us: int,
+        tolerance_s: float,
+        limit_us: int,
+        trusted: bool,
+        max_age_days: float | None = None,
     ) -> None:
         self.problems = problems
         self.now_us = now_us
         self.tolerance_s = tolerance_s
         self.limit_us = limit_us
+        self.max_age_days = max_age_days
+        self.floor_us = (
+            timeparse.MIN_US
+            if max_age_days is None
+            else timeparse.oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)
+        )
         self.trusted = trusted
         self.unit: str | None = None
         self.tz: zoneinfo.ZoneInfo | None = None
         self.timestamps_usable = True
         self.strings: dict[str, int] = {}  # parsed string timestamps: series of a push share them
         self.good_names: set[str] = set()  # label names already validated in this batch
+        self.good_texts: set[str] = set()  # texts already found storable (no NUL, no lone surrogate)
 
     def _report(self, where: str, field: str, reason: str) -> None:
         self.problems.add(_join(where, field), reason)
@@ -430,6 +460,10 @@ class _Validator:
         signal = self._choice(item.signal, where, "signal", SIGNALS, "other")
         unit = self._text(item.unit, where, "unit", max_chars=MAX_UNIT_CHARS) or ""
         labels = self._labels(item.labels, where, "labels")
+        if labels and self.problems.total == problems_before:  # values are strings, names valid
+            reason = labels_problem(labels)
+            if reason:
+                self._report(where, "labels", reason)
         points = self._points(item.points, f"{where}.points")
         if self.problems.total != problems_before or points is None:
             return None
@@ -469,10 +503,10 @@ class _Validator:
             raise _BulkFallback
         if type(raw[0]) is str:
             ts = self._bulk_strings(raw)
-            newest = max(ts)
+            oldest, newest = min(ts), max(ts)
         else:
-            ts, newest = self._bulk_numbers(raw)
-        if newest > self.limit_us:
+            ts, oldest, newest = self._bulk_numbers(raw)
+        if newest > self.limit_us or oldest < self.floor_us:
             raise _BulkFallback
         return ts, values
 
@@ -490,22 +524,22 @@ class _Validator:
             cache[text] = timeparse.parse_timestamp(text, unit=self.unit, tz=self.tz)
         return [cache[text] for text in raw]
 
-    def _bulk_numbers(self, raw: list) -> tuple[list[int], int]:
-        """Integer epochs of one unit: the converted list and its newest value."""
+    def _bulk_numbers(self, raw: list) -> tuple[list[int], int, int]:
+        """Integer epochs of one unit: the converted list, its oldest and its newest value."""
         lowest, highest = min(raw), max(raw)  # TypeError when strings are mixed in
         if type(sum(raw)) is not int:
             raise _BulkFallback  # floats need rounding point by point
         unit = self.unit or _common_unit(lowest, highest)
         # Both ends through the reference conversion: checks range and, the
         # mapping being monotonic, every point in between.
-        timeparse.parse_epoch(lowest, unit)
+        oldest = timeparse.parse_epoch(lowest, unit)
         newest = timeparse.parse_epoch(highest, unit)
         if unit == "us":
-            return raw, newest
+            return raw, oldest, newest
         if unit == "ns":
-            return [(value + 500) // 1_000 for value in raw], newest  # rounds half up, as parse_epoch
+            return [(value + 500) // 1_000 for value in raw], oldest, newest  # rounds half up, as parse_epoch
         factor = 1_000 if unit == "ms" else 1_000_000
-        return [value * factor for value in raw], newest
+        return [value * factor for value in raw], oldest, newest
 
     def _points_one_by_one(self, points: list, path: str) -> tuple[list[int], list[float]] | None:
         problems_before = self.problems.total
@@ -554,6 +588,8 @@ class _Validator:
                 ts_us = timeparse.parse_epoch(value, self.unit)  # rejects what is not a number
             if ts_us > self.limit_us:
                 timeparse.check_not_future(ts_us, now_us=self.now_us, tolerance_s=self.tolerance_s)
+            if ts_us < self.floor_us and self.max_age_days is not None:
+                timeparse.check_not_too_old(ts_us, now_us=self.now_us, max_age_days=self.max_age_days)
         except timeparse.TimestampError as exc:
             self._report(where, field, str(exc))
             return None
@@ -569,7 +605,9 @@ class _Validator:
         signal = self._choice(item.signal, where, "signal", SIGNALS, "application")
         severity = self._severity(item.severity, where)
         name = self._text(item.name, where, "name", required=True, max_chars=MAX_NAME_CHARS)
-        message = self._text(item.message, where, "message", max_chars=MAX_MESSAGE_CHARS) or ""
+        message = (
+            self._text(item.message, where, "message", max_chars=MAX_MESSAGE_CHARS, nul_allowed=True) or ""
+        )
         resource = self._labels(item.resource, where, "resource")
         attributes = self._attributes(item.attributes, where)
         self._span(kind, ts, end_ts, item.end_ts, where)
@@ -627,20 +665,40 @@ class _Validator:
         if len(attributes) > MAX_ATTRIBUTES:
             reason = f"has {len(attributes)} attributes; at most {MAX_ATTRIBUTES} are accepted"
             self._report(where, "attributes", reason)
+        good = self.good_texts
         for key, value in attributes.items():
-            if type(value) is not str:  # strings, the common case, are always fine
+            reason = None
+            if key not in good:
+                reason = _storable_text_problem(key, "key ")
+                if reason is None:
+                    good.add(key)
+            if reason is None and not (type(value) is str and value in good):
                 reason = _attribute_problem(value)
-                if reason:
-                    self.problems.add(_key_path(_join(where, "attributes"), key), reason)
+            if reason:
+                self.problems.add(_key_path(_join(where, "attributes"), key), reason)
         return attributes
 
     # ---- shared field rules
 
     def _text(
-        self, value: object, where: str, field: str, *, required: bool = False, max_chars: int
+        self,
+        value: object,
+        where: str,
+        field: str,
+        *,
+        required: bool = False,
+        max_chars: int,
+        nul_allowed: bool = False,
     ) -> str | None:
         """A string field: None when absent (or after reporting a problem)."""
         if type(value) is str and 0 < len(value) <= max_chars:
+            if value in self.good_texts:
+                return value
+            reason = text_problem(value, nul_allowed=nul_allowed)
+            if reason:
+                self._report(where, field, reason)
+            elif not nul_allowed:
+                self.good_texts.add(value)
             return value
         if value is None:
             if required:
@@ -673,6 +731,7 @@ class _Validator:
         if len(labels) > MAX_LABELS:
             self._report(where, field, f"has {len(labels)} labels; at most {MAX_LABELS} are accepted")
         good_names = self.good_names
+        good_texts = self.good_texts
         for name, value in labels.items():
             if name not in good_names:
                 reason = _label_name_problem(name)
@@ -682,6 +741,12 @@ class _Validator:
                     good_names.add(name)
             if type(value) is not str or len(value) > MAX_LABEL_VALUE_CHARS:
                 self.problems.add(_key_path(_join(where, field), name), _label_value_problem(value))
+            elif value not in good_texts:
+                reason = text_problem(value)
+                if reason:
+                    self.problems.add(_key_path(_join(where, field), name), reason)
+                else:
+                    good_texts.add(value)
         return labels  # any problem above rejects the whole batch
 
 
@@ -715,8 +780,10 @@ def _label_name_problem(name: str) -> str | None:
 
 
 def _attribute_problem(value: object) -> str | None:
-    if value is None or type(value) in (str, bool):
+    if value is None or type(value) is bool:
         return None
+    if type(value) is str:
+        return text_problem(value)
     if type(value) is int:
         if _INT64_MIN <= value <= _INT64_MAX:
             return None
@@ -724,6 +791,13 @@ def _attribute_problem(value: object) -> str | None:
     if type(value) is float:
         return None if math.isfinite(value) else "number attributes must be finite"
     return f"attribute values must be a string, number, boolean or null, got {_describe(value)}"
+
+
+def _storable_text_problem(value: object, prefix: str) -> str | None:
+    if type(value) is not str:
+        return f"{prefix}must be a string, got {_describe(value)}"
+    reason = text_problem(value)
+    return f"{prefix}{reason}" if reason else None
 
 
 def _describe_point(point: object) -> str:

@@ -38,8 +38,26 @@ Mapping, the choices this module makes:
   **Summaries** give ``_count`` and ``_sum`` counters and one gauge per
   quantile (label ``quantile``).
 * Points flagged "no recorded value" are skipped, not rejected. Points with a
-  non-finite value, or a time of 0, before 2000 or after ``now + tolerance``
-  are rejected.
+  non-finite value or no value at all (neither ``asInt`` nor ``asDouble``: never
+  a fabricated 0), histograms whose ``bucket_counts`` do not have one entry more
+  than ``explicit_bounds`` (both may be empty: then only ``_count`` and ``_sum``
+  are stored), and points with a time of 0, before 2000, after
+  ``now + tolerance`` or more than ``max_age_days`` days before now (the accept
+  window, :mod:`ingest.timeparse`) are rejected.
+* **Partial success**, as the OTLP specification defines it: when some points
+  or records are rejected and others stored, the answer is 200 with
+  ``partial_success`` giving the rejected count and a message naming each
+  reason and the first path it applies to. When everything was rejected nothing
+  was accepted, so the answer is a 400 (the specification's "bad data") with
+  the same message; an export that carries nothing (or only points without a
+  recorded value) is a plain success.
+* **What the store cannot hold** is refused with a 400 naming the field, never
+  rejected silently (:mod:`ingest.protocols.storable`): a NUL character in a
+  resource attribute, data point or log record attribute (key or string value),
+  a unit, an ``eventName``, a ``severityText`` or a scope name; a metric name
+  over 200 characters (with the ``_bucket``/``_count``/``_sum`` it gets), a unit
+  over 32; labels too large to index a series by. Log bodies may hold NUL (the
+  store writes it as U+FFFD): a log line with a NUL byte is real-world data.
 * **Logs.** ``time_unix_nano``, or ``observed_time_unix_nano`` when the former
   is 0; ``severity_number`` → our severities by range (TRACE, DEBUG → debug,
   INFO → info, INFO2-4 → notice, WARN → warning, ERROR → error, FATAL →
@@ -72,10 +90,12 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from ingest.protocols.errors import InvalidPayload, UnsupportedMediaType
+from ingest import timeparse
+from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload, UnsupportedMediaType
 from ingest.protocols.native import MAX_ATTRIBUTES, MAX_LABEL_VALUE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS
 from ingest.protocols.proto import rpc_status_pb2
 from ingest.protocols.remote_write import MIN_TS_US
+from ingest.protocols.storable import MAX_METRIC_CHARS, MAX_UNIT_CHARS, labels_problem, text_problem
 from ingest.records import AttributeValue, Batch, EventRecord, SeriesBlock
 from ingest.signals import DEFAULT_MAP, SignalMap, label_name, metric_kind, metric_name
 
@@ -96,7 +116,6 @@ RESOURCE_LABELS: dict[str, str] = {
     "cloud.region": "region",
 }
 DROPPED_RESOURCE_PREFIXES: tuple[str, ...] = ("telemetry.sdk.", "telemetry.auto.", "telemetry.distro.")
-MAX_UNIT_CHARS = 32
 
 _DELTA = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
 _CUMULATIVE = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
@@ -232,23 +251,60 @@ def encode_status(code: int, message: str, encoding: str) -> bytes:
 
 
 class _Rejections:
-    """Rejected points or records by reason, with the path of the first one of each."""
+    """Rejected points or records by reason, with the path (and a detail) of the first one of each."""
 
     def __init__(self, noun: str) -> None:
         self.noun = noun
         self.count = 0
-        self.reasons: dict[str, tuple[int, str]] = {}
+        self.reasons: dict[str, tuple[int, str, str]] = {}  # reason -> (count, first path, its detail)
 
-    def add(self, reason: str, path: str, count: int = 1) -> None:
+    def add(self, reason: str, path: str, count: int = 1, detail: str = "") -> None:
         self.count += count
-        seen, first = self.reasons.get(reason, (0, path))
-        self.reasons[reason] = (seen + count, first)
+        seen, first, first_detail = self.reasons.get(reason, (0, path, detail))
+        self.reasons[reason] = (seen + count, first, first_detail)
 
     def message(self) -> str:
         if not self.count:
             return ""
-        parts = [f"{count} {reason} (first at {first})" for reason, (count, first) in self.reasons.items()]
+        parts = [
+            f"{count} {reason} (first at {first}{': ' + detail if detail else ''})"
+            for reason, (count, first, detail) in self.reasons.items()
+        ]
         return f"{self.count} {self.noun} rejected: " + "; ".join(parts)
+
+    def refusal(self) -> InvalidPayload:
+        """Everything was rejected: the 400 the specification asks for when nothing is accepted."""
+        errors = [
+            FieldError(first, f"{count} {reason}") for reason, (count, first, _) in self.reasons.items()
+        ]
+        return InvalidPayload(f"{self.message()}; nothing was accepted", errors)
+
+
+class _Problems:
+    """What the store cannot hold, by path: any of it refuses the whole request (400)."""
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+        self.total = 0
+
+    def add(self, field: str, reason: str) -> None:
+        self.total += 1
+        if len(self.errors) < MAX_REPORTED_ERRORS:
+            self.errors.append(FieldError(field, reason))
+
+    def text(self, value: str, field: str, max_chars: int | None = None) -> bool:
+        """Whether the store can hold ``value``; reports it at ``field`` if not."""
+        reason = text_problem(value, max_chars=max_chars)
+        if reason:
+            self.add(field, reason)
+        return reason is None
+
+    def raise_any(self) -> None:
+        if self.total:
+            noun = "problem" if self.total == 1 else "problems"
+            raise InvalidPayload(
+                f"export rejected: {self.total} {noun}", self.errors, total_errors=self.total
+            )
 
 
 def any_value(value) -> AttributeValue:
@@ -288,21 +344,43 @@ def _text(value) -> str:
     return "" if plain is None else str(plain)
 
 
-def resource_labels(attributes) -> tuple[dict[str, str], dict[str, AttributeValue]]:
-    """(promoted labels, the other resource attributes) of a resource."""
-    by_key = {item.key: item.value for item in attributes}
+def resource_labels(
+    attributes, where: str = "resource.attributes", problems: _Problems | None = None, *, rest: bool = True
+) -> tuple[dict[str, str], dict[str, AttributeValue]]:
+    """(promoted labels, the other resource attributes) of a resource; without ``rest`` the other
+    attributes are neither converted nor checked (metrics leave them off).
+
+    Text the store cannot hold is reported to ``problems`` at ``{where}[i].key`` / ``.value``.
+    """
+    problems = problems if problems is not None else _Problems()
+    by_key = {item.key: (index, item.value) for index, item in enumerate(attributes)}
     labels: dict[str, str] = {}
     for key, label in RESOURCE_LABELS.items():
         if key in by_key and label not in labels:
-            text = _text(by_key[key])[:MAX_LABEL_VALUE_CHARS]
-            if text:
+            index, value = by_key[key]
+            text = _text(value)[:MAX_LABEL_VALUE_CHARS]
+            if text and problems.text(text, f"{where}[{index}].value"):
                 labels[label] = text
-    rest = {
-        key: any_value(value)
-        for key, value in by_key.items()
-        if key not in RESOURCE_LABELS and not key.startswith(DROPPED_RESOURCE_PREFIXES)
-    }
-    return labels, rest
+    others: dict[str, AttributeValue] = {}
+    if rest:
+        for key, (index, value) in by_key.items():
+            if key in RESOURCE_LABELS or key.startswith(DROPPED_RESOURCE_PREFIXES):
+                continue
+            if problems.text(key, f"{where}[{index}].key"):
+                others[key] = _attribute(value, f"{where}[{index}].value", problems)
+    return labels, others
+
+
+def _attribute(value, field: str, problems: _Problems) -> AttributeValue:
+    """An ``AnyValue`` as an attribute value; a string the store cannot hold is reported.
+
+    Strings decoded from OTLP are valid UTF-8 (protobuf and the JSON decoder check), so NUL is the
+    one character to look for; the JSON text of arrays and maps escapes it.
+    """
+    converted = any_value(value)
+    if type(converted) is str:
+        problems.text(converted, field)
+    return converted
 
 
 def _time_us(nanos: int) -> int:
@@ -310,9 +388,19 @@ def _time_us(nanos: int) -> int:
 
 
 class _Window:
-    def __init__(self, now_us: int, future_tolerance_s: float) -> None:
+    """The accept window: reasons are the same for every point of a request, so they group."""
+
+    def __init__(self, now_us: int, future_tolerance_s: float, max_age_days: float | None = None) -> None:
         self.limit_us = now_us + math.floor(future_tolerance_s * 1_000_000)
         self.tolerance_s = future_tolerance_s
+        self.floor_us = MIN_TS_US
+        self.too_old = ""
+        if max_age_days is not None:
+            oldest = timeparse.oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)
+            self.floor_us = max(MIN_TS_US, oldest)
+            self.too_old = "with timestamps " + timeparse.too_old_reason(
+                now_us=now_us, max_age_days=max_age_days
+            )
 
     def problem(self, ts_us: int) -> str | None:
         if ts_us == 0:
@@ -321,6 +409,8 @@ class _Window:
             return "with timestamps before 2000-01-01 (time_unix_nano is in nanoseconds)"
         if ts_us > self.limit_us:
             return f"with timestamps more than {self.tolerance_s:g} s in the future"
+        if ts_us < self.floor_us:
+            return self.too_old
         return None
 
 
@@ -334,21 +424,33 @@ def parse_metrics(
     now_us: int,
     source: str = "otlp",
     future_tolerance_s: float = 600.0,
+    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
     max_points: int = 2_000_000,
     signal_map: SignalMap = DEFAULT_MAP,
 ) -> OtlpResult:
-    """Parse an ``ExportMetricsServiceRequest`` (``encoding`` ``protobuf`` or ``json``)."""
+    """Parse an ``ExportMetricsServiceRequest`` (``encoding`` ``protobuf`` or ``json``).
+
+    Raises :class:`InvalidPayload` (400) for a body that does not decode, for text the store
+    cannot hold (each at its path), and when every data point was rejected; see the module
+    docstring for what is rejected (and reported as partial success) instead.
+    """
     request = _decode(body, encoding, ExportMetricsServiceRequest())
-    builder = _SeriesBuilder(signal_map, _Window(now_us, future_tolerance_s))
+    problems = _Problems()
+    builder = _SeriesBuilder(signal_map, _Window(now_us, future_tolerance_s, max_age_days), problems)
     for r, resource_metrics in enumerate(request.resource_metrics):
-        labels, _ = resource_labels(resource_metrics.resource.attributes)
+        where = f"resourceMetrics[{r}]"
+        attributes = resource_metrics.resource.attributes
+        labels, _ = resource_labels(attributes, f"{where}.resource.attributes", problems, rest=False)
         for s, scope_metrics in enumerate(resource_metrics.scope_metrics):
             for m, metric in enumerate(scope_metrics.metrics):
-                builder.metric(metric, labels, f"resourceMetrics[{r}].scopeMetrics[{s}].metrics[{m}]")
+                builder.metric(metric, labels, f"{where}.scopeMetrics[{s}].metrics[{m}]")
         if builder.points > max_points:
             raise InvalidPayload(
                 f"request has more than {max_points} data points; split it into smaller requests"
             )
+    problems.raise_any()
+    if builder.rejections.count and not builder.blocks:
+        raise builder.rejections.refusal()
     return OtlpResult(
         batch=Batch(source=source, series=list(builder.blocks.values())),
         rejected=builder.rejections.count,
@@ -356,10 +458,21 @@ def parse_metrics(
     )
 
 
+# The longest suffix each kind of metric adds to its name.
+_NAME_SUFFIX = {
+    "gauge": "",
+    "sum": "",
+    "histogram": "_bucket",
+    "exponential_histogram": "_count",
+    "summary": "_count",
+}
+
+
 class _SeriesBuilder:
-    def __init__(self, signal_map: SignalMap, window: _Window) -> None:
+    def __init__(self, signal_map: SignalMap, window: _Window, problems: _Problems | None = None) -> None:
         self.signal_map = signal_map
         self.window = window
+        self.problems = problems if problems is not None else _Problems()
         self.blocks: dict[tuple, SeriesBlock] = {}
         self.by_labels: dict[tuple[str, int], SeriesBlock] = {}
         self.rejections = _Rejections("data points")
@@ -375,21 +488,38 @@ class _SeriesBuilder:
             self.rejections.add("of metrics without a name", where, len(points))
             return
         name = metric_name(metric.name)
-        unit = metric.unit if len(metric.unit) <= MAX_UNIT_CHARS else ""
+        longest = len(name) + len(_NAME_SUFFIX.get(data, ""))
+        if longest > MAX_METRIC_CHARS:
+            suffix = _NAME_SUFFIX.get(data, "")
+            shown = f" with {suffix}" if suffix else ""
+            self.problems.add(
+                f"{where}.name",
+                f"the metric name is {longest} characters long{shown}; "
+                f"at most {MAX_METRIC_CHARS} are accepted",
+            )
+            return
+        if not self.problems.text(metric.unit, f"{where}.unit", max_chars=MAX_UNIT_CHARS):
+            return
         handler: Callable = getattr(self, data)
-        handler(getattr(metric, data), name, unit, resource, f"{where}.{_camel(data)}.dataPoints")
+        handler(getattr(metric, data), name, metric.unit, resource, f"{where}.{_camel(data)}.dataPoints")
 
-    def labels(self, resource: dict[str, str], attributes) -> dict[str, str]:
+    def labels(self, resource: dict[str, str], attributes, where: str, index: int) -> dict[str, str]:
+        """The labels of a data point: the resource's, then its attributes (text checked at their path)."""
         labels = dict(resource)
-        for item in attributes:
+        for position, item in enumerate(attributes):
             key = self.label_names.get(item.key)
             if key is None:
                 key = self.label_names[item.key] = label_name(item.key)
             text = _text(item.value)[:MAX_LABEL_VALUE_CHARS]
+            if "\x00" in text or not text.isascii():
+                self.problems.text(text, f"{where}[{index}].attributes[{position}].value")
             if key in labels and item.key != key and labels[key] != text and key not in resource:
                 text = f"{labels[key]};{text}"  # two keys that sanitise alike: keep both values
             if text:
                 labels[key] = text
+        reason = labels_problem(labels)
+        if reason:
+            self.problems.add(f"{where}[{index}].attributes", reason)
         return labels
 
     def accept(self, point, where: str, index: int) -> int | None:
@@ -399,7 +529,8 @@ class _SeriesBuilder:
         ts = _time_us(point.time_unix_nano)
         problem = self.window.problem(ts)
         if problem:
-            self.rejections.add(problem, f"{where}[{index}]")
+            detail = timeparse.format_rfc3339(ts).replace(".000000Z", "Z") if ts >= MIN_TS_US else ""
+            self.rejections.add(problem, f"{where}[{index}]", detail=detail)
             return None
         return ts
 
@@ -447,13 +578,19 @@ class _SeriesBuilder:
             ts = self.accept(point, where, index)
             if ts is None:
                 continue
-            value = point.as_double if point.WhichOneof("value") == "as_double" else float(point.as_int)
+            which = point.WhichOneof("value")
+            if which is None:  # storing 0 would invent a measurement
+                self.rejections.add("without a value (neither asInt nor asDouble)", f"{where}[{index}]")
+                continue
+            value = point.as_double if which == "as_double" else float(point.as_int)
             if not self.finite([value], where, index):
                 continue
             attributes = tuple((item.key, item.value.SerializeToString()) for item in point.attributes)
             labels = labels_by_attributes.get(attributes)
             if labels is None:
-                labels = labels_by_attributes[attributes] = self.labels(resource, point.attributes)
+                labels = labels_by_attributes[attributes] = self.labels(
+                    resource, point.attributes, where, index
+                )
             self.add(name, kind, unit, labels, ts, value)
 
     def histogram(self, data, name: str, unit: str, resource: dict[str, str], where: str) -> None:
@@ -462,13 +599,21 @@ class _SeriesBuilder:
             ts = self.accept(point, where, index)
             if ts is None:
                 continue
+            bounds_count, counts_count = len(point.explicit_bounds), len(point.bucket_counts)
+            if counts_count != bounds_count + 1 and (counts_count or bounds_count):
+                self.rejections.add(
+                    "histograms whose bucket_counts do not have one entry more than explicit_bounds",
+                    f"{where}[{index}]",
+                    detail=f"{counts_count} bucket_counts for {bounds_count} explicit_bounds",
+                )
+                continue
             total = point.sum if point.HasField("sum") else 0.0
             if not self.finite([total], where, index):
                 continue
-            labels = self.labels(resource, point.attributes)
-            bounds = [*(_le(bound) for bound in point.explicit_bounds), "+Inf"]
-            if len(point.bucket_counts) == len(bounds):
+            labels = self.labels(resource, point.attributes, where, index)
+            if counts_count:
                 cumulative = 0
+                bounds = [*(_le(bound) for bound in point.explicit_bounds), "+Inf"]
                 for bound, count in zip(bounds, point.bucket_counts, strict=True):
                     cumulative += count
                     self.add(f"{name}_bucket", kind, unit, {**labels, "le": bound}, ts, float(cumulative))
@@ -485,7 +630,7 @@ class _SeriesBuilder:
             total = point.sum if point.HasField("sum") else 0.0
             if not self.finite([total], where, index):
                 continue
-            labels = self.labels(resource, point.attributes)
+            labels = self.labels(resource, point.attributes, where, index)
             self.add(f"{name}_count", kind, "", labels, ts, float(point.count))
             if point.HasField("sum"):
                 self.add(f"{name}_sum", kind, unit, labels, ts, total)
@@ -498,7 +643,7 @@ class _SeriesBuilder:
             quantiles = [(q.quantile, q.value) for q in point.quantile_values]
             if not self.finite([point.sum, *(value for _, value in quantiles)], where, index):
                 continue
-            labels = self.labels(resource, point.attributes)
+            labels = self.labels(resource, point.attributes, where, index)
             for quantile, value in quantiles:
                 self.add(name, "gauge", unit, {**labels, "quantile": _le(quantile)}, ts, value)
             self.add(f"{name}_count", "counter", "", labels, ts, float(point.count))
@@ -529,30 +674,45 @@ def parse_logs(
     now_us: int,
     source: str = "otlp",
     future_tolerance_s: float = 600.0,
+    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
     max_records: int = 2_000_000,
     signal_map: SignalMap = DEFAULT_MAP,
 ) -> OtlpResult:
-    """Parse an ``ExportLogsServiceRequest`` (``encoding`` ``protobuf`` or ``json``)."""
+    """Parse an ``ExportLogsServiceRequest`` (``encoding`` ``protobuf`` or ``json``).
+
+    Raises :class:`InvalidPayload` as :func:`parse_metrics` does: undecodable bodies, text the
+    store cannot hold (a log body may hold NUL), every record rejected.
+    """
     request = _decode(body, encoding, ExportLogsServiceRequest())
     total = sum(len(scope.log_records) for resource in request.resource_logs for scope in resource.scope_logs)
     if total > max_records:
         raise InvalidPayload(f"request has {total} log records; at most {max_records} are accepted")
-    window = _Window(now_us, future_tolerance_s)
+    window = _Window(now_us, future_tolerance_s, max_age_days)
     rejections = _Rejections("log records")
+    problems = _Problems()
     events: list[EventRecord] = []
     for r, resource_logs in enumerate(request.resource_logs):
-        resource, rest = resource_labels(resource_logs.resource.attributes)
+        attributes = resource_logs.resource.attributes
+        resource, rest = resource_labels(attributes, f"resourceLogs[{r}].resource.attributes", problems)
         resource_attributes = {f"resource.{key}": value for key, value in rest.items()}
         for s, scope_logs in enumerate(resource_logs.scope_logs):
             scope_name = scope_logs.scope.name
+            problems.text(scope_name, f"resourceLogs[{r}].scopeLogs[{s}].scope.name")
             for index, record in enumerate(scope_logs.log_records):
                 where = f"resourceLogs[{r}].scopeLogs[{s}].logRecords[{index}]"
                 ts = _time_us(record.time_unix_nano or record.observed_time_unix_nano)
                 problem = window.problem(ts)
                 if problem:
-                    rejections.add(problem, where)
+                    detail = timeparse.format_rfc3339(ts).replace(".000000Z", "Z") if ts >= MIN_TS_US else ""
+                    rejections.add(problem, where, detail=detail)
                     continue
-                events.append(_log_event(record, ts, resource, resource_attributes, scope_name, signal_map))
+                event = _log_event(
+                    record, ts, resource, resource_attributes, scope_name, signal_map, where, problems
+                )
+                events.append(event)
+    problems.raise_any()
+    if rejections.count and not events:
+        raise rejections.refusal()
     return OtlpResult(
         batch=Batch(source=source, events=events), rejected=rejections.count, message=rejections.message()
     )
@@ -565,21 +725,34 @@ def _log_event(
     resource_attributes: dict[str, AttributeValue],
     scope_name: str,
     signal_map: SignalMap,
+    where: str = "logRecord",
+    problems: _Problems | None = None,
 ) -> EventRecord:
-    attributes: dict[str, AttributeValue] = {item.key: any_value(item.value) for item in record.attributes}
+    problems = problems if problems is not None else _Problems()
+    attributes: dict[str, AttributeValue] = {}
+    for position, item in enumerate(record.attributes):
+        value = any_value(item.value)
+        if "\x00" in item.key or (type(value) is str and "\x00" in value):  # paths only for the rare bad one
+            problems.text(item.key, f"{where}.attributes[{position}].key")
+            _attribute(item.value, f"{where}.attributes[{position}].value", problems)
+        attributes[item.key] = value
+    if "\x00" in record.event_name:
+        problems.text(record.event_name, f"{where}.eventName")
     name = record.event_name or resource.get("service") or scope_name or "log"
     if record.trace_id:
         attributes["trace_id"] = record.trace_id.hex()
     if record.span_id:
         attributes["span_id"] = record.span_id.hex()
     if record.severity_text:
+        if "\x00" in record.severity_text:
+            problems.text(record.severity_text, f"{where}.severityText")
         attributes.setdefault("severity_text", record.severity_text)
     attributes.update((key, value) for key, value in resource_attributes.items() if key not in attributes)
     if len(attributes) > MAX_ATTRIBUTES:
         kept = dict(list(attributes.items())[: MAX_ATTRIBUTES - 1])
         kept["dropped_attributes"] = len(attributes) - len(kept)
         attributes = kept
-    message = _text(record.body) if record.HasField("body") else ""
+    message = _text(record.body) if record.HasField("body") else ""  # NUL is kept: the store writes U+FFFD
     return EventRecord(
         ts=ts,
         signal=signal_map.event_signal(name, resource.get("service"), scope_name),

@@ -13,7 +13,10 @@ series kind (counters, and the ``_bucket``/``_count``/``_sum`` series of
 histograms and summaries, are counters); without it the signal map and the
 name decide, as for remote write. NaN and infinite values cannot be stored
 and are skipped, and counted. Any malformed line rejects the whole file,
-every problem listed by line number.
+every problem listed by line number; so does a line the store cannot hold
+(:mod:`ingest.protocols.storable`): a metric name over 200 characters, a label
+value with a NUL or a lone surrogate (``\\x00``, ``\\ud800`` escapes), labels
+too large to index a series by.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from ingest import timeparse
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
 from ingest.protocols.loki import parse_label_set
+from ingest.protocols.storable import MAX_METRIC_CHARS, labels_problem, text_problem
 from ingest.records import Batch, EventRecord, SeriesBlock
 from ingest.signals import DEFAULT_MAP, SignalMap, metric_kind, xid_events
 
@@ -119,6 +123,17 @@ def _sample(
         if name.startswith("__"):
             raise ValueError(f"label name {name!r} starts with '__', which is reserved")
     labels = {name: value for name, value in labels.items() if value}
+    if len(metric) > MAX_METRIC_CHARS:
+        raise ValueError(
+            f"metric name is {len(metric)} characters long; at most {MAX_METRIC_CHARS} are accepted"
+        )
+    for name, text in labels.items():
+        reason = text_problem(text)
+        if reason:
+            raise ValueError(f"label {name!r}: value {reason}")
+    reason = labels_problem(labels)
+    if reason:
+        raise ValueError(reason)
     try:
         value = float(value_text)
     except ValueError:

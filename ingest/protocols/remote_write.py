@@ -11,7 +11,12 @@ What the receiver checks, following the 1.0 specification:
   and none other starting with ``__``, UTF-8 names and values; an empty value
   means "no such label" and is dropped, as Prometheus does;
 * samples of a series are in timestamp order (equal timestamps allowed),
-  between 2000-01-01 and ``now + future_tolerance_s``.
+  between 2000-01-01 and ``now + future_tolerance_s``, and no more than
+  ``max_age_days`` days before now (the accept window, :mod:`ingest.timeparse`);
+* what the store cannot hold is refused (:mod:`ingest.protocols.storable`): a
+  NUL character in a label value, a metric name over 200 characters, labels
+  too large to index a series by, a unit (from the request's metadata) with a
+  NUL or over 32 characters, reported at ``metadata[i].unit``.
 
 Any violation rejects the whole request (400, nothing of it is kept): a
 sender does not retry a 4xx, and a partial write it cannot see would be worse
@@ -43,6 +48,7 @@ from ingest.protocols.decoding import decompress
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload, UnsupportedMediaType
 from ingest.protocols.native import MAX_LABEL_VALUE_CHARS, MAX_LABELS
 from ingest.protocols.proto import remote_write_pb2
+from ingest.protocols.storable import MAX_METRIC_CHARS, MAX_UNIT_CHARS, labels_problem, text_problem
 from ingest.records import Batch, EventRecord, SeriesBlock
 from ingest.signals import DEFAULT_MAP, SignalMap, metric_kind, xid_events
 
@@ -115,6 +121,7 @@ def parse_remote_write(
     now_us: int,
     source: str = "remote_write",
     future_tolerance_s: float = 600.0,
+    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
     max_points: int = 2_000_000,
     max_bytes: int = 128 * 2**20,
     signal_map: SignalMap = DEFAULT_MAP,
@@ -130,6 +137,7 @@ def parse_remote_write(
         now_us=now_us,
         source=source,
         future_tolerance_s=future_tolerance_s,
+        max_age_days=max_age_days,
         max_points=max_points,
         signal_map=signal_map,
     )
@@ -141,6 +149,7 @@ def parse_write_request(
     now_us: int,
     source: str = "remote_write",
     future_tolerance_s: float = 600.0,
+    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
     max_points: int = 2_000_000,
     signal_map: SignalMap = DEFAULT_MAP,
 ) -> WriteResult:
@@ -155,7 +164,7 @@ def parse_write_request(
             f"request has {total} samples; at most {max_points} are accepted per request, "
             "lower queue_config.max_samples_per_send"
         )
-    reader = _Reader(now_us, future_tolerance_s, signal_map, _declared_kinds(request))
+    reader = _Reader(now_us, future_tolerance_s, signal_map, _declared_kinds(request), max_age_days)
     for index, series in enumerate(request.timeseries):
         reader.series(series, index)
     if reader.total_errors:
@@ -172,9 +181,11 @@ def parse_write_request(
     )
 
 
-def _declared_kinds(request: remote_write_pb2.WriteRequest) -> dict[str, tuple[int, str]]:
-    """Family name → (declared type, unit) from the request's metadata."""
-    return {item.metric_family_name: (item.type, item.unit) for item in request.metadata}
+def _declared_kinds(request: remote_write_pb2.WriteRequest) -> dict[str, tuple[int, str, int]]:
+    """Family name → (declared type, unit, index in ``metadata``) from the request's metadata."""
+    return {
+        item.metric_family_name: (item.type, item.unit, index) for index, item in enumerate(request.metadata)
+    }
 
 
 class _Reader:
@@ -185,11 +196,19 @@ class _Reader:
         now_us: int,
         future_tolerance_s: float,
         signal_map: SignalMap,
-        declared: dict[str, tuple[int, str]],
+        declared: dict[str, tuple[int, str, int]],
+        max_age_days: float | None = None,
     ) -> None:
         self.now_us = now_us
         self.tolerance_s = future_tolerance_s
         self.limit_us = now_us + math.floor(future_tolerance_s * 1_000_000)
+        self.max_age_days = max_age_days
+        self.floor_us = MIN_TS_US
+        if max_age_days is not None:
+            self.floor_us = max(
+                MIN_TS_US, timeparse.oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)
+            )
+        self.bad_units: set[int] = set()  # metadata entries whose unit was reported
         self.signal_map = signal_map
         self.declared = declared
         self.errors: list[FieldError] = []
@@ -214,8 +233,14 @@ class _Reader:
         if self.total_errors != errors_before or labels is None or not points[0]:
             return
         metric = labels.pop("__name__")
+        reason = labels_problem(labels)
+        if reason:
+            self.problem(f"{where}.labels", reason)
+            return
         rule = self.signal_map.metric(metric)
-        declared_kind, unit = self.kind_and_unit(metric)
+        declared_kind, unit, unit_index = self.kind_and_unit(metric)
+        if unit_index is not None and not self.unit_fits(unit, unit_index):
+            return
         ts, values = points
         self.blocks.append(
             SeriesBlock(
@@ -240,6 +265,7 @@ class _Reader:
             return None
         labels: dict[str, str] = {}
         previous = b""
+        name_position = 0
         for position, pair in enumerate(pairs):
             raw_name = pair.name
             name = self.good_names.get(raw_name)
@@ -255,6 +281,8 @@ class _Reader:
                 )
                 self.problem(f"{where}.labels[{position}].name", reason)
             previous = raw_name
+            if name == "__name__":
+                name_position = position
             value = self.label_value(pair.value, f"{where}.labels[{position}].value")
             if value:  # an empty value means the label is absent
                 labels[name] = value
@@ -264,6 +292,9 @@ class _Reader:
         elif not _METRIC_NAME.fullmatch(metric):
             reason = f"metric name {metric[:80]!r} must match [a-zA-Z_:][a-zA-Z0-9_:]*"
             self.problem(f"{where}.labels", reason)
+        elif len(metric) > MAX_METRIC_CHARS:
+            reason = f"metric name is {len(metric)} characters long; at most {MAX_METRIC_CHARS} are accepted"
+            self.problem(f"{where}.labels[{name_position}].value", reason)
         return labels
 
     def label_name(self, raw: bytes, field: str) -> str | None:
@@ -290,8 +321,8 @@ class _Reader:
         except UnicodeDecodeError as exc:
             self.problem(field, f"label value is not valid UTF-8: {exc.reason} at byte {exc.start}")
             return None
-        if len(value) > MAX_LABEL_VALUE_CHARS:
-            reason = f"is {len(value)} characters long; at most {MAX_LABEL_VALUE_CHARS} are accepted"
+        reason = text_problem(value, max_chars=MAX_LABEL_VALUE_CHARS)
+        if reason:
             self.problem(field, reason)
             return None
         if len(self.values) < 100_000:
@@ -304,7 +335,7 @@ class _Reader:
         values = [sample.value for sample in samples]
         if (
             stamps_ms
-            and stamps_ms[0] * 1_000 >= MIN_TS_US
+            and stamps_ms[0] * 1_000 >= self.floor_us
             and stamps_ms[-1] * 1_000 <= self.limit_us
             and all(map(math.isfinite, values))
             and all(map(operator.le, stamps_ms, stamps_ms[1:]))
@@ -326,7 +357,7 @@ class _Reader:
                 )
             previous_ms = stamp_ms
             stamp_us = stamp_ms * 1_000
-            if not MIN_TS_US <= stamp_us <= self.limit_us:
+            if not self.floor_us <= stamp_us <= self.limit_us:
                 self.problem(f"{where}.samples[{position}].timestamp", self.time_problem(stamp_ms, stamp_us))
                 continue
             value = sample.value
@@ -341,25 +372,40 @@ class _Reader:
         return ts, values
 
     def time_problem(self, stamp_ms: int, stamp_us: int) -> str:
-        if stamp_us > self.limit_us:
-            try:
+        try:
+            if stamp_us > self.limit_us:
                 timeparse.check_not_future(stamp_us, now_us=self.now_us, tolerance_s=self.tolerance_s)
-            except timeparse.TimestampError as exc:
-                return str(exc)
+            if stamp_us >= MIN_TS_US and self.max_age_days is not None:
+                timeparse.check_not_too_old(stamp_us, now_us=self.now_us, max_age_days=self.max_age_days)
+        except timeparse.TimestampError as exc:
+            return str(exc)
         return (
             f"timestamp {stamp_ms} ms is before 2000-01-01; remote write timestamps are "
             "milliseconds since the Unix epoch"
         )
 
-    def kind_and_unit(self, metric: str) -> tuple[str | None, str]:
+    def unit_fits(self, unit: str, index: int) -> bool:
+        """Whether the store can hold ``unit`` (declared at ``metadata[index]``); reports it once if not."""
+        reason = text_problem(unit, max_chars=MAX_UNIT_CHARS)
+        if reason is None:
+            return True
+        if index not in self.bad_units:
+            self.bad_units.add(index)
+            self.problem(f"metadata[{index}].unit", reason)
+        return False
+
+    def kind_and_unit(self, metric: str) -> tuple[str | None, str, int | None]:
+        """(declared kind, unit, index of the metadata entry the unit came from) for ``metric``."""
         declared = self.declared.get(metric)
         if declared is not None:
             kind = _DECLARED_KIND.get(declared[0])
             if kind is not None or declared[0] in (_MetricType.HISTOGRAM, _MetricType.SUMMARY):
-                return kind or "gauge", declared[1]  # a summary's quantile series is a gauge
+                return kind or "gauge", declared[1], declared[2]  # a summary's quantile series is a gauge
         for suffix, kind in _FAMILY_SUFFIX_KIND.items():
             if metric.endswith(suffix):
                 family = self.declared.get(metric[: -len(suffix)])
                 if family is not None and family[0] != _MetricType.UNKNOWN:
-                    return kind, family[1]
-        return None, declared[1] if declared is not None else ""
+                    return kind, family[1], family[2]
+        if declared is not None:
+            return None, declared[1], declared[2]
+        return None, "", None

@@ -173,3 +173,40 @@ def test_viewers_share_links_but_open_or_annotate_nothing(page, live_server, inc
     assert made["incident"] == incident.incident_id
     assert made["state"]["lanes"] == page.evaluate("window.jointline.state.lanes")
     assert page.problems == []
+
+
+def test_a_link_opens_in_the_openers_terms_with_placeholders_for_the_rest(chromium, live_server, incident):
+    """storage reads modeldev's application data redacted and none of cloudops' host metrics."""
+    from django.contrib.auth.models import User
+
+    from orgs.access import pseudonym
+    from orgs.models import Organization
+    from timeline.services import permalink_create
+
+    start, end = incident.window
+    lanes = [
+        "line:modeldev/application/train_step_seconds{job=solar-pretrain,node=node-07}",
+        "heatmap:cloudops/host/node_load1",
+        "logs:modeldev/application/shard_load{node=node-07}",
+    ]
+    link = permalink_create(
+        user=User.objects.get(username="modeldev-analyst"), state={"from": start, "to": end, "lanes": lanes}
+    )
+    ids = dict(Organization.objects.values_list("slug", "pk"))
+    masked = pseudonym(ids["modeldev"], ids["storage"], "node", "node-07")
+    context, page = _signed_in(chromium, live_server, "storage-analyst")
+    try:
+        page.goto(f"{live_server.url}/i/{link.short_id}")
+        wait_drawn(page)
+        assert page.evaluate("window.jointline.state.lanes") == [
+            f"line:modeldev/application/train_step_seconds{{job=solar-pretrain,node={masked}}}",
+            "logs:modeldev/application/shard_load",
+        ]
+        drawn = page.evaluate("window.jointline.view.lanes")
+        assert [lane["status"] for lane in drawn] == ["ok", "ok"]
+        assert [line["series"]["labels"]["node"] for line in drawn[0]["lines"]] == [masked]
+        assert page.locator("#unshared-lanes").inner_text().endswith("cloudops · host: 1 lane")
+        assert "node-07" not in page.url and "node_load1" not in page.url
+        assert page.problems == []
+    finally:
+        context.close()

@@ -266,7 +266,105 @@ def test_bad_csv_rows_are_reported_by_line():
     assert [error.field for error in caught.value.errors] == ["line 3", "line 4"]
 
 
+# --------------------------------------------------------------------------- storable records, days per batch
+
+DAY_US = 86_400_000_000
+
+
+def distinct_days(batch) -> set[int]:
+    days = {ts // DAY_US for block in batch.series for ts in block.ts}
+    return days | {event.ts // DAY_US for event in batch.events}
+
+
+@needs_data
+def test_a_file_spanning_545_days_is_cut_into_batches_of_at_most_31_days():
+    with (LOGHUB / "HPC_2k.log").open("rb") as lines:
+        batches = list(read_batches(lines, ImportSpec(format="hpc", source="HPC_2k.log")))
+    spans = [distinct_days(batch) for batch in batches]
+    every_day = set().union(*spans)
+    assert max(every_day) - min(every_day) >= 544
+    assert all(len(days) <= 31 for days in spans)
+    assert len(batches) >= 18
+    assert sum(batch.event_count for batch in batches) == 2000
+
+
+ALIGNED_S = 12_400 * 86_400 + 3_600  # 2003-12-13T01:00Z: day 12400 starts a window of 5 and of 31 days
+
+
+def test_the_days_a_batch_may_span_are_an_option_and_order_is_kept_within_each():
+    lines = b"".join(
+        f"{i} node-{i} unix.hw state_change.unavailable {ALIGNED_S + day * 86_400} 1 day {day}\n".encode()
+        for i, day in enumerate([0, 1, 9, 2, 5, 3])
+    )
+    batches = list(read_batches(io.BytesIO(lines), ImportSpec(format="hpc", source="x", batch_days=5)))
+    assert [[event.message for event in batch.events] for batch in batches] == [
+        ["day 0", "day 1", "day 2", "day 3"],
+        ["day 9", "day 5"],
+    ]
+
+
+def test_series_points_are_cut_by_day_windows_too():
+    rows = "".join(f"{ALIGNED_S + day * 86_400},a,{day}\n" for day in range(70))
+    spec = ImportSpec(format="csv", source="x", mapping={"ts": "t", "metric": "m", "value": "v"})
+    batches = list(read_batches(io.BytesIO(("t,m,v\n" + rows).encode()), spec))
+    assert all(len(distinct_days(batch)) <= 31 for batch in batches) and len(batches) == 3
+    assert sorted(v for batch in batches for block in batch.series for v in block.values) == list(range(70))
+
+
+def test_a_log_line_the_store_cannot_hold_rejects_the_file_naming_line_and_field():
+    data = (
+        b"- 1117838570 2005.06.03 R02 2005-06-03-15.42.50.675872 R02 RAS KERNEL INFO fine\n"
+        b"- 1117838571 2005.06.03 R0\x002 2005-06-03-15.42.51.675872 R02 RAS KERNEL INFO bad node\n"
+    )
+    with pytest.raises(ImportFileError) as caught:
+        events_of(ImportSpec(format="bgl", source="x"), data)
+    ((error),) = caught.value.errors
+    assert error.field == "line 2"
+    assert error.reason.startswith("resource.node: contains a NUL character (U+0000)")
+
+
+def test_a_nul_in_a_log_message_is_kept_but_not_in_its_host():
+    spec = ImportSpec(format="syslog", source="x", year=2025, timezone="UTC")
+    assert [event.message for event in events_of(spec, b"Jun 14 15:16:01 host app[1]: bin\x00ary\n")] == [
+        "bin\x00ary"
+    ]
+    with pytest.raises(ImportFileError) as caught:
+        events_of(spec, b"Jun 14 15:16:01 ho\x00st app[1]: bin\x00ary\n")
+    assert caught.value.errors[0].reason.startswith("resource.node: contains a NUL")
+
+
+def test_a_csv_label_the_store_cannot_hold_is_reported_by_line():
+    data = b"t,m,v,node\n1781485200,a,1,n1\n1781485215,a,2,n\x002\n"
+    spec = ImportSpec(
+        format="csv", source="x", mapping={"ts": "t", "metric": "m", "value": "v", "labels": ["node"]}
+    )
+    with pytest.raises(ImportFileError) as caught:
+        series_of(spec, data)
+    assert [(e.field, e.reason.split(":")[0]) for e in caught.value.errors] == [("line 3", "labels.node")]
+
+
+def test_prometheus_label_escapes_the_store_cannot_hold_are_reported_by_line():
+    data = b'up{job="a\\x00b"} 1 1781485200000\n'
+    with pytest.raises(ImportFileError) as caught:
+        series_of(ImportSpec(format="prom", source="x"), data)
+    assert caught.value.errors[0].field == "line 1" and "NUL" in caught.value.errors[0].reason
+
+
 # --------------------------------------------------------------------------- through the journal
+
+
+@needs_data
+def test_an_import_of_2005_logs_is_journaled_in_batches_of_at_most_the_push_day_span(org_a, settings):
+    settings.JOINTLINE_PUSH_MAX_DAYS = 10
+    args = ("import_file", "modeldev", str(LOGHUB / "HPC_2k.log"), "--format", "hpc", "--no-progress")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        call_command(*args)
+    entries = list(IngestBatch.objects.all())
+    assert sum(entry.event_count for entry in entries) == 2000
+    from ingest.records import decode_batch
+
+    assert all(len(distinct_days(decode_batch(bytes(entry.payload)))) <= 10 for entry in entries)
+    assert min(event.ts for event in stored_events(org_a)) < 1_104_537_600_000_000  # 2005: no age limit
 
 
 @needs_data

@@ -136,6 +136,67 @@ def test_malformed_protobuf_stream_labels_get_400(pusher_a, labels, reason):
     assert_rejected(post_body(pusher_a, URL, body, "application/x-protobuf"), 400, reason)
 
 
+# --------------------------------------------------------------------------- what the store cannot hold
+
+DAY_NS = 86_400 * 10**9
+
+
+def test_a_nul_in_a_stream_label_gets_400_naming_stream_and_label(pusher_a, org_a):
+    good = {"stream": {"job": "a"}, "values": [[str(now_ns()), "fine"]] * 3}
+    bad = {"stream": {"job": "a", "host": "node\x0017"}, "values": [[str(now_ns()), "x"]]}
+    response = post_json(pusher_a, {"streams": [good, bad]})
+    assert_rejected(response, 400, "streams[1].stream.host")
+    assert "NUL character (U+0000)" in response.json()["errors"][0]["reason"]
+    assert stored_events(org_a) == []
+
+
+@pytest.mark.parametrize(
+    ("labels", "reason"),
+    [
+        ('{job="a", host="node\\x0017"}', "NUL character"),
+        ('{job="a", host="\\ud800"}', "lone surrogate (U+D800)"),
+    ],
+)
+def test_escapes_in_protobuf_stream_labels_that_the_store_cannot_hold_get_400(pusher_a, labels, reason):
+    body = snappy(push_request([(labels, [(now_ns(), "x", {})])]))
+    response = post_body(pusher_a, URL, body, "application/x-protobuf")
+    assert_rejected(response, 400, "streams[0].labels.host")
+    assert reason in response.json()["errors"][0]["reason"]
+
+
+def test_a_nul_in_structured_metadata_gets_400_naming_it(pusher_a):
+    document = {
+        "streams": [{"stream": {"job": "a"}, "values": [[str(now_ns()), "x", {"trace_id": "ab\x00"}]]}]
+    }
+    assert_rejected(post_json(pusher_a, document), 400, "streams[0].values[0][2].trace_id")
+    body = snappy(push_request([('{job="a"}', [(now_ns(), "x", {"trace_id": "ab\x00"})])]))
+    response = post_body(pusher_a, URL, body, "application/x-protobuf")
+    assert_rejected(response, 400, "streams[0].entries[0].structuredMetadata[0].value")
+
+
+def test_a_nul_in_a_log_line_is_kept_as_a_replacement_character_but_not_in_its_labels(pusher_a, org_a):
+    document = {"streams": [{"stream": {"job": "a"}, "values": [[str(now_ns()), "bin\x00ary"]]}]}
+    assert post_json(pusher_a, document).status_code == 204
+    assert [event.message for event in stored_events(org_a)] == ["bin\ufffdary"]
+    document["streams"][0]["stream"]["job"] = "a\x00"
+    assert post_json(pusher_a, document).status_code == 400
+
+
+def test_entries_older_than_the_accept_window_get_400_with_both_times(pusher_a):
+    document = {"streams": [{"stream": {"job": "a"}, "values": [[str(now_ns() - 401 * DAY_NS), "old"]]}]}
+    response = post_json(pusher_a, document)
+    assert_rejected(response, 400, "streams[0].values[0][0]")
+    assert (
+        "is older than the accept window (400 days, oldest accepted" in response.json()["errors"][0]["reason"]
+    )
+
+
+def test_entries_on_more_distinct_days_than_a_push_may_span_get_400(pusher_a):
+    values = [[str(now_ns() - day * DAY_NS), f"day {day}"] for day in range(40)]
+    response = post_json(pusher_a, {"streams": [{"stream": {"job": "a"}, "values": values}]})
+    assert_rejected(response, 400, "$ points span 40 distinct days")
+
+
 def test_a_line_that_is_not_utf8_gets_400_naming_it(pusher_a):
     request = loki_push_pb2.PushRequest()
     entry = request.streams.add(labels=b'{job="a"}').entries.add(line=b"\xc3\x28")

@@ -254,11 +254,8 @@ def test_attributes_keep_their_scalar_types():
 
 
 def test_limits_are_inclusive():
-    document = series_doc(
-        metric="m" * 200,
-        unit="u" * 32,
-        labels={f"l{i}": "v" * 1024 for i in range(64)},
-    )
+    document = series_doc(metric="m" * 200, unit="u" * 32, labels={f"l{i}": "v" for i in range(64)})
+    document["series"].append({"metric": "up", "labels": {"l": "v" * 1024}, "points": [[T_01H, 1.0]]})
     document["source"] = "s" * 200
     assert parse(document).series[0].unit == "u" * 32
 
@@ -642,6 +639,93 @@ def test_more_than_64_attributes_are_reported():
     }
 
 
+# --------------------------------------------------------------------------- what the store cannot hold
+
+NUL_REASON = "contains a NUL character (U+0000) at position 2, which text in the store cannot hold"
+
+
+@pytest.mark.parametrize(
+    ("document", "path"),
+    [
+        ({**series_doc(), "source": "a\x00b"}, "source"),
+        (series_doc(labels={"node": "n\x00de-17"}), "series[0].labels.node"),
+        (series_doc(unit="b\x00tes"), "series[0].unit"),
+        (event_doc(name="i\x00it"), "events[0].name"),
+        (event_doc(resource={"node": "n\x00de-17"}), "events[0].resource.node"),
+        (event_doc(attributes={"job": "s\x00lar"}), "events[0].attributes.job"),
+    ],
+)
+def test_a_nul_character_in_any_text_but_a_message_is_reported_at_its_path(document, path):
+    assert problems(document) == {path: NUL_REASON}
+
+
+def test_a_nul_character_in_an_attribute_key_is_reported_as_the_key():
+    assert problems(event_doc(attributes={"j\x00b": "solar"})) == {
+        'events[0].attributes["j\\u0000b"]': "key " + NUL_REASON
+    }
+
+
+def test_a_nul_character_is_refused_in_an_event_name_but_kept_in_its_message_as_real_world_log_data():
+    assert parse(event_doc(message="bin\x00ary")).events[0].message == "bin\x00ary"
+    assert set(problems(event_doc(name="bin\x00ary", message="bin\x00ary"))) == {"events[0].name"}
+
+
+def test_the_same_bad_label_value_is_reported_in_every_series_that_uses_it():
+    document = series_doc(labels={"node": "bad\x00"})
+    document["series"].append({**document["series"][0]})
+    assert set(problems(document)) == {"series[0].labels.node", "series[1].labels.node"}
+
+
+def test_labels_too_large_to_index_a_series_by_are_reported_with_their_size():
+    labels = {f"l{i}": "v" * 1000 for i in range(3)}  # each value within its limit, the set is not
+    reason = problems(series_doc(labels=labels))["series[0].labels"]
+    assert reason.startswith("labels take 3031 bytes as stored") and "at most 2000 are accepted" in reason
+
+
+# --------------------------------------------------------------------------- the accept window's past end
+
+
+def test_a_point_older_than_the_accept_window_is_reported_with_both_times():
+    points = [[T_01H, 1.0], [T_01H, 2.0], [T_01H, 3.0], ["1999-12-31T00:00:00Z", 4.0]]
+    assert problems(series_doc(points=points)) == {
+        "series[0].points[3][0]": "1999-12-31T00:00:00Z is older than the accept window "
+        "(400 days, oldest accepted 2025-05-11T02:00:00Z); "
+        "check the timestamp unit, or import old data as a file"
+    }
+
+
+@pytest.mark.parametrize(
+    ("stamp", "shown"),
+    [
+        ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"),
+        ("0999-06-01T00:00:00Z", "0999-06-01T00:00:00Z"),
+        (0, "1970-01-01T00:00:00Z"),
+    ],
+)
+def test_year_1_year_999_and_epoch_0_are_older_than_the_accept_window(stamp, shown):
+    reason = problems({**series_doc(points=[[stamp, 1.0]]), "ts_unit": "s"})["series[0].points[0][0]"]
+    assert reason.startswith(f"{shown} is older than the accept window (400 days")
+
+
+def test_an_old_point_among_many_integer_points_is_found_by_its_index():
+    points = [[T_01H + i, 1.0] for i in range(1000)]
+    points[700][0] = NOW_US - 401 * 86_400_000_000
+    assert list(problems(series_doc(points=points))) == ["series[0].points[700][0]"]
+
+
+def test_an_old_event_time_is_reported():
+    assert "older than the accept window" in problems(event_doc(ts="2020-01-01T00:00:00Z"))["events[0].ts"]
+
+
+def test_the_accept_window_is_a_parameter_and_none_lifts_it():
+    document = event_doc(ts="2026-06-01T00:00:00Z")
+    assert (
+        "(10 days, oldest accepted 2026-06-05T02:00:00Z)"
+        in problems(document, max_age_days=10)["events[0].ts"]
+    )
+    assert parse(event_doc(ts="0001-01-01T00:00:00Z"), max_age_days=None).events[0].ts == MIN_US
+
+
 def test_a_misspelt_event_field_is_reported_listing_the_accepted_ones():
     reason = problems(event_doc(sevrity="warn"))["events[0].sevrity"]
     accepted = "ts, name, end_ts, kind, signal, severity, message, resource, attributes"
@@ -781,7 +865,8 @@ def test_the_example_survives_a_round_trip():
     assert parse_native(batch_to_native(batch), now_us=NOW_US) == batch
 
 
-_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+_text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=40)
+_message = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)  # NUL allowed in messages
 _label_names = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,15}", fullmatch=True).filter(
     lambda n: not n.startswith("__")
 )
@@ -798,7 +883,7 @@ def _series_blocks(draw) -> SeriesBlock:
         metric=draw(st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,30}", fullmatch=True)),
         labels=draw(_labels),
         kind=draw(st.sampled_from(SERIES_KINDS)),
-        unit=draw(st.text(st.characters(exclude_categories=("Cs",)), max_size=32)),
+        unit=draw(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=32)),
         ts=[ts for ts, _ in points],
         values=[value for _, value in points],
     )
@@ -817,8 +902,12 @@ def _events(draw) -> EventRecord:
         signal=draw(st.sampled_from(SIGNALS)),
         kind=kind,
         severity=draw(st.sampled_from(SEVERITIES)),
-        name=draw(st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=200)),
-        message=draw(_text),
+        name=draw(
+            st.text(
+                st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=200
+            )
+        ),
+        message=draw(_message),
         end_ts=end_ts,
         resource=draw(_labels),
         attributes=draw(st.dictionaries(_text, attribute_values, max_size=5)),
@@ -829,14 +918,18 @@ def _events(draw) -> EventRecord:
 def _batches(draw) -> Batch:
     series = draw(st.lists(_series_blocks(), max_size=3))
     events = draw(st.lists(_events(), min_size=0 if series else 1, max_size=3))
-    source = draw(st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=200))
+    source = draw(
+        st.text(
+            st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=200
+        )
+    )
     return Batch(source=source, series=series, events=events)
 
 
 @settings(max_examples=200, deadline=None)
 @given(_batches())
 def test_parsing_what_batch_to_native_wrote_gives_the_batch_back(batch):
-    assert parse_native(batch_to_native(batch), now_us=NOW_US) == batch
+    assert parse_native(batch_to_native(batch), now_us=NOW_US, max_age_days=None) == batch
 
 
 def test_a_batch_breaking_the_rules_does_not_come_back_through_batch_to_native():
@@ -869,7 +962,7 @@ def test_series_timestamps_convert_exactly_as_parse_timestamp_does_point_by_poin
     document = {"source": "agent", "series": [{"metric": "up", "points": [[ts, 1.0] for ts in raw]}]}
     if unit:
         document["ts_unit"] = unit
-    assert parse(document).series[0].ts == [parse_timestamp(ts, unit=unit) for ts in raw]
+    assert parse(document, max_age_days=None).series[0].ts == [parse_timestamp(ts, unit=unit) for ts in raw]
 
 
 _json_values = st.recursive(

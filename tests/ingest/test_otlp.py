@@ -332,11 +332,204 @@ def test_json_logs_with_hex_ids_and_integer_enums(pusher_a, org_a):
 
 
 def test_json_partial_success_uses_camel_case_and_string_counts(pusher_a):
-    document = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"body": {"stringValue": "no time"}}]}]}]}
+    records = [
+        {"body": {"stringValue": "no time"}},
+        {"timeUnixNano": str(now_ns()), "body": {"stringValue": "ok"}},
+    ]
+    document = {"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}
     response = post_json(pusher_a, "/v1/logs", document)
     assert response.status_code == 200
     assert response.json()["partialSuccess"]["rejectedLogRecords"] == "1"
-    assert IngestBatch.objects.count() == 0
+    assert IngestBatch.objects.count() == 1
+
+
+# --------------------------------------------------------------------------- partial success: bad points
+
+
+def metrics_partial(response) -> tuple[int, str]:
+    assert response.status_code == 200, response.content
+    partial = ExportMetricsServiceResponse.FromString(response.content).partial_success
+    return partial.rejected_data_points, partial.error_message
+
+
+def refused(response, journaled_before: int = 0) -> str:
+    """The message of an OTLP error response (a google.rpc.Status); nothing of the request is journaled."""
+    assert response.status_code == 400, response.content
+    assert IngestBatch.objects.count() == journaled_before
+    return rpc_status_pb2.Status.FromString(response.content).message
+
+
+def test_a_number_point_without_a_value_is_rejected_not_stored_as_zero(pusher_a, org_a):
+    metric = metrics_pb2.Metric(name="temperature")
+    metric.gauge.data_points.extend(number_points([1.0], now_ns()))
+    metric.gauge.data_points.add(time_unix_nano=now_ns() + 1000)  # neither as_int nor as_double
+    rejected, message = metrics_partial(post_protobuf(pusher_a, "/v1/metrics", metrics_request(metric)))
+    assert rejected == 1
+    assert "1 without a value (neither asInt nor asDouble) (first at " in message
+    assert "metrics[0].gauge.dataPoints[1]" in message
+    (series,) = stored_series(org_a).values()
+    assert [value for _, value in series["points"]] == [1.0]
+
+
+def histogram(*points) -> metrics_pb2.Metric:
+    metric = metrics_pb2.Metric(name="http.server.duration", unit="s")
+    metric.histogram.aggregation_temporality = CUMULATIVE
+    for index, (bounds, counts) in enumerate(points):
+        metric.histogram.data_points.add(
+            time_unix_nano=now_ns() + index * 1000,
+            count=sum(counts),
+            sum=1.0,
+            explicit_bounds=bounds,
+            bucket_counts=counts,
+        )
+    return metric
+
+
+def test_a_histogram_whose_buckets_do_not_fit_its_bounds_is_rejected_naming_it(pusher_a, org_a):
+    # The third point has neither buckets nor bounds, which the specification allows: count and sum only.
+    metric = histogram(([0.1, 1.0], [6, 3, 1]), ([0.1, 1.0], [6, 3]), ([], []))
+    rejected, message = metrics_partial(post_protobuf(pusher_a, "/v1/metrics", metrics_request(metric)))
+    assert rejected == 1
+    assert "histogram.dataPoints[1]: 2 bucket_counts for 2 explicit_bounds" in message
+    stored = {name: [value for _, value in s["points"]] for (name, labels), s in stored_series(org_a).items()}
+    assert stored["http_server_duration_count"] == [10.0, 0.0]
+    assert stored["http_server_duration_sum"] == [1.0, 1.0]
+    buckets = [points for (name, _), points in stored_series(org_a).items() if name.endswith("_bucket")]
+    assert [len(series["points"]) for series in buckets] == [1, 1, 1]
+
+
+def test_an_export_of_only_bad_histograms_gets_400_naming_the_point(pusher_a):
+    message = refused(post_protobuf(pusher_a, "/v1/metrics", metrics_request(histogram(([0.5], [1, 2, 3])))))
+    assert "nothing was accepted" in message
+    assert "histogram.dataPoints[0]" in message and "3 bucket_counts for 1 explicit_bounds" in message
+
+
+# --------------------------------------------------------------------------- the accept window
+
+DAY_NS = 86_400 * 10**9
+
+
+def test_points_older_than_the_accept_window_are_rejected_naming_both_times(pusher_a, org_a):
+    metric = metrics_pb2.Metric(name="temperature")
+    metric.gauge.data_points.extend(number_points([1.0], now_ns()))
+    metric.gauge.data_points.extend(number_points([2.0, 3.0], now_ns() - 500 * DAY_NS))
+    rejected, message = metrics_partial(post_protobuf(pusher_a, "/v1/metrics", metrics_request(metric)))
+    assert rejected == 2
+    assert "2 with timestamps older than the accept window (400 days, oldest accepted " in message
+    assert "(first at resourceMetrics[0].scopeMetrics[0].metrics[0].gauge.dataPoints[1]: 20" in message
+    (series,) = stored_series(org_a).values()
+    assert [value for _, value in series["points"]] == [1.0]
+
+
+def test_log_records_older_than_the_accept_window_only_get_400(pusher_a):
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+
+    request = logs_request(
+        LogRecord(time_unix_nano=now_ns() - 401 * DAY_NS, body=AnyValue(string_value="old"))
+    )
+    assert "older than the accept window" in refused(post_protobuf(pusher_a, "/v1/logs", request))
+
+
+def test_points_on_more_distinct_days_than_a_push_may_span_get_400(pusher_a):
+    metric = metrics_pb2.Metric(name="temperature")
+    metric.gauge.data_points.extend(number_points([1.0] * 35, now_ns() - 40 * DAY_NS, step_ns=DAY_NS))
+    message = refused(post_protobuf(pusher_a, "/v1/metrics", metrics_request(metric)))
+    assert "$: points span 35 distinct days" in message and "a push may span at most 31" in message
+
+
+# --------------------------------------------------------------------------- what the store cannot hold
+
+
+def test_a_nul_in_a_log_resource_attribute_gets_400_naming_it(pusher_a, org_a):
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+
+    record = LogRecord(time_unix_nano=now_ns(), body=AnyValue(string_value="ok"))
+    request = logs_request(record, host__name="node-17", service__name="trainer", rank="13\x005")
+    message = refused(post_protobuf(pusher_a, "/v1/logs", request))
+    assert "resourceLogs[0].resource.attributes[2].value: contains a NUL character (U+0000)" in message
+    assert stored_events(org_a) == []
+
+
+@pytest.mark.parametrize(
+    ("record_fields", "path"),
+    [
+        (
+            {"attributes": [KeyValue(key="path", value=AnyValue(string_value="/x\x00"))]},
+            "attributes[0].value",
+        ),
+        ({"attributes": [KeyValue(key="pa\x00th", value=AnyValue(string_value="/x"))]}, "attributes[0].key"),
+        ({"event_name": "checkpoint\x00"}, "eventName"),
+        ({"severity_text": "WARN\x00"}, "severityText"),
+    ],
+)
+def test_a_nul_in_a_log_record_field_gets_400_naming_it(pusher_a, record_fields, path):
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+
+    request = logs_request(LogRecord(time_unix_nano=now_ns(), **record_fields))
+    message = refused(post_protobuf(pusher_a, "/v1/logs", request))
+    assert f"resourceLogs[0].scopeLogs[0].logRecords[0].{path}: contains a NUL character" in message
+
+
+def test_a_nul_in_a_scope_name_gets_400(pusher_a):
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+
+    request = logs_request(LogRecord(time_unix_nano=now_ns()))
+    request.resource_logs[0].scope_logs[0].scope.name = "trainer\x00io"
+    assert "resourceLogs[0].scopeLogs[0].scope.name: contains a NUL" in refused(
+        post_protobuf(pusher_a, "/v1/logs", request)
+    )
+
+
+def test_a_nul_in_a_log_body_is_kept_as_a_replacement_character_but_not_in_its_event_name(pusher_a, org_a):
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+
+    record = LogRecord(time_unix_nano=now_ns(), body=AnyValue(string_value="bin\x00ary"))
+    assert post_protobuf(pusher_a, "/v1/logs", logs_request(record)).status_code == 200
+    assert [event.message for event in stored_events(org_a)] == ["bin\ufffdary"]
+    record.event_name = "bin\x00ary"
+    assert "eventName" in refused(
+        post_protobuf(pusher_a, "/v1/logs", logs_request(record)), journaled_before=1
+    )
+
+
+def test_a_nul_in_a_promoted_metric_resource_attribute_gets_400(pusher_a):
+    metric = metrics_pb2.Metric(name="temperature")
+    metric.gauge.data_points.extend(number_points([1.0], now_ns()))
+    request = metrics_request(metric)
+    request.resource_metrics[0].resource.attributes[0].value.string_value = "node\x0017"
+    message = refused(post_protobuf(pusher_a, "/v1/metrics", request))
+    assert "resourceMetrics[0].resource.attributes[0].value: contains a NUL" in message
+
+
+@pytest.mark.parametrize(
+    ("unit", "reason"), [("C\x00el", "contains a NUL"), ("u" * 33, "is 33 characters long")]
+)
+def test_a_metric_unit_the_store_cannot_hold_gets_400(pusher_a, unit, reason):
+    metric = metrics_pb2.Metric(name="temperature", unit=unit)
+    metric.gauge.data_points.extend(number_points([1.0], now_ns()))
+    message = refused(post_protobuf(pusher_a, "/v1/metrics", metrics_request(metric)))
+    assert f"resourceMetrics[0].scopeMetrics[0].metrics[0].unit: {reason}" in message
+
+
+def test_a_metric_name_too_long_with_its_bucket_suffix_gets_400(pusher_a):
+    metric = histogram(([1.0], [1, 1]))
+    metric.name = "h" * 195
+    message = refused(post_protobuf(pusher_a, "/v1/metrics", metrics_request(metric)))
+    assert "metrics[0].name: the metric name is 202 characters long with _bucket; at most 200" in message
+
+
+def test_a_nul_in_a_data_point_attribute_gets_400_naming_it(pusher_a):
+    metric = metrics_pb2.Metric(name="temperature")
+    metric.gauge.data_points.extend(number_points([1.0], now_ns(), gpu="0\x00"))
+    message = refused(post_protobuf(pusher_a, "/v1/metrics", metrics_request(metric)))
+    assert "metrics[0].gauge.dataPoints[0].attributes[0].value: contains a NUL" in message
+
+
+def test_data_point_labels_too_large_to_index_a_series_by_get_400(pusher_a):
+    metric = metrics_pb2.Metric(name="temperature")
+    metric.gauge.data_points.extend(number_points([1.0], now_ns(), a="x" * 1000, b="y" * 1000, c="z" * 100))
+    message = refused(post_protobuf(pusher_a, "/v1/metrics", metrics_request(metric)))
+    assert "metrics[0].gauge.dataPoints[0].attributes: labels take" in message
 
 
 # --------------------------------------------------------------------------- errors

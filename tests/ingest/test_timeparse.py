@@ -14,11 +14,14 @@ from ingest.timeparse import (
     MAX_US,
     MIN_US,
     TimestampError,
+    check_day_span,
     check_not_future,
+    check_not_too_old,
     format_rfc3339,
     infer_epoch_unit,
     infer_syslog_year,
     now_us,
+    oldest_accepted_us,
     parse_epoch,
     parse_syslog_time,
     parse_timestamp,
@@ -396,6 +399,54 @@ def test_a_timestamp_beyond_the_tolerance_is_rejected_with_both_times():
 def test_a_far_future_timestamp_beyond_year_9999_is_reported_without_failing():
     with rejects("µs is"):
         check_not_future(MAX_US + 1, now_us=T0, tolerance_s=600)
+
+
+# --------------------------------------------------------------------------- the accept window's past end
+
+DAY = 86_400_000_000
+
+
+def test_a_timestamp_exactly_max_age_days_old_is_accepted():
+    check_not_too_old(T0 - 400 * DAY, now_us=T0, max_age_days=400)
+    assert oldest_accepted_us(now_us=T0, max_age_days=400) == T0 - 400 * DAY
+
+
+def test_a_timestamp_older_than_the_window_is_rejected_with_both_times():
+    with rejects(
+        "1999-12-31T00:00:00Z is older than the accept window "
+        "(400 days, oldest accepted 2025-05-11T01:00:03.250000Z); check the timestamp unit"
+    ):
+        check_not_too_old(utc_us(1999, 12, 31), now_us=T0, max_age_days=400)
+
+
+@pytest.mark.parametrize(
+    ("ts_us", "shown"),
+    [
+        (MIN_US, "0001-01-01T00:00:00Z"),
+        (utc_us(999, 1, 1), "0999-01-01T00:00:00Z"),
+        (0, "1970-01-01T00:00:00Z"),
+    ],
+)
+def test_year_1_year_999_and_epoch_0_are_older_than_the_window(ts_us, shown):
+    with rejects(f"{shown} is older than the accept window"):
+        check_not_too_old(ts_us, now_us=T0, max_age_days=400)
+
+
+def test_the_window_may_be_given_in_fractional_days():
+    check_not_too_old(T0 - DAY // 2, now_us=T0, max_age_days=0.5)
+    with rejects("(0.5 days, oldest accepted 2026-06-14T13:00:03.250000Z)"):
+        check_not_too_old(T0 - DAY // 2 - 1, now_us=T0, max_age_days=0.5)
+
+
+def test_a_day_span_within_the_limit_is_accepted():
+    check_day_span(set(range(100, 131)), max_days=31)
+    check_day_span([5, 5, 5, 900], max_days=2)  # distinct days count, not the distance between them
+
+
+def test_a_day_span_over_the_limit_names_the_count_both_ends_and_the_limit():
+    first = utc_us(2026, 1, 1) // DAY
+    with rejects("points span 45 distinct days (2026-01-01 to 2026-02-14); a push may span at most 31"):
+        check_day_span({first + i for i in range(45)}, max_days=31)
 
 
 def test_format_rfc3339_always_has_six_fractional_digits_and_z():

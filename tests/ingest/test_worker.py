@@ -6,10 +6,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 import redis
 from celery.contrib.testing.worker import start_worker
@@ -18,7 +20,8 @@ from django.db import connection
 
 from config.celery import app as celery_app
 from ingest.models import BatchStatus, IngestBatch
-from ingest.services import journal_sweep
+from ingest.records import Batch, SeriesBlock
+from ingest.services import batch_accept, journal_sweep
 from tests.conftest import nic_batch, push
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
@@ -147,3 +150,73 @@ def test_killing_the_worker_mid_apply_loses_and_duplicates_nothing(broker, pushe
 
     assert stored_samples() == batches * points
     assert sum(IngestBatch.objects.values_list("samples_stored", flat=True)) == batches * points
+
+
+def small_batch(agent: int, tick: int) -> Batch:
+    """What one of many node agents pushes every 5 s: 13 gauges, one point each."""
+    ts = (1_781_485_200 + tick * 5) * 1_000_000
+    blocks = [
+        SeriesBlock("host", f"node_metric_{i}", {"node": f"node-{agent:03d}"}, "gauge", "", [ts], [float(i)])
+        for i in range(13)
+    ]
+    return Batch(source=f"agent-{agent:03d}", series=blocks)
+
+
+def test_killing_the_worker_while_it_applies_groups_of_small_entries_loses_and_duplicates_nothing(
+    broker, org_a, tmp_path
+):
+    entries = 1500
+    for i in range(entries):  # each enqueued to Redis as it commits, as a push does
+        batch_accept(org=org_a, batch=small_batch(i % 300, i // 300))
+
+    log = tmp_path / "worker.log"
+    worker = _worker_process(log)
+    try:
+        assert wait_until(lambda: applied() >= 100, timeout_s=120, interval_s=0.02), log.read_text()[-3000:]
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    worker = _worker_process(log)
+    try:
+        journal_sweep(older_than=timedelta(0))
+        assert wait_until(lambda: applied() == entries, timeout_s=180), log.read_text()[-3000:]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+    assert stored_samples() == entries * 13
+    assert set(IngestBatch.objects.values_list("samples_stored", flat=True)) == {13}
+    # applied in groups (one applied_at per transaction), not one transaction per entry
+    assert IngestBatch.objects.values("applied_at").distinct().count() <= entries // 10
+
+
+def test_a_real_worker_retries_a_transient_failure_with_backoff(broker, org_a, settings):
+    """Creating the partition of a new day meets a lock another session holds for a second: the task
+    fails, is retried with backoff, and applies the entry once the lock is free."""
+    settings.JOINTLINE_APPLY_MAX_ATTEMPTS = 10  # more than the task's retries: backoff decides
+    settings.JOINTLINE_PARTITION_LOCK_TIMEOUT_MS = 50
+    settings.JOINTLINE_PARTITION_LOCK_RETRIES = 0
+    day = 48_100  # a day no other test writes, so its partitions do not exist yet
+    holder = psycopg.connect(_test_database_url(), autocommit=False)
+    holder.execute("LOCK TABLE timeline_sample IN SHARE UPDATE EXCLUSIVE MODE")
+    timer = threading.Timer(1.0, holder.rollback)
+    timer.start()
+    try:
+        with start_worker(celery_app, pool="solo", perform_ping_check=False, queues=["ingest", "jointline"]):
+            batch = Batch(
+                source="agent",
+                series=[SeriesBlock("host", "node_load1", {}, "gauge", "", [day * 86_400_000_000], [1.0])],
+            )
+            entry = batch_accept(org=org_a, batch=batch).batch
+            assert wait_until(lambda: IngestBatch.objects.get(pk=entry.pk).status == BatchStatus.APPLIED)
+    finally:
+        timer.cancel()
+        holder.close()
+    entry.refresh_from_db()
+    assert entry.attempts >= 2  # at least one failed attempt before the one that applied it
+    assert (entry.samples_stored, entry.error) == (1, "")

@@ -40,10 +40,12 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker" / "compose.yml"
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 HOST = "jointline.example"
-APP_SERVICES = ("migrate", "web", "worker", "beat")
+APP_SERVICES = ("migrate", "web", "ingest", "worker", "beat")
 EXPECTED_COMMANDS = {
     "migrate": ["python", "manage.py", "migrate", "--noinput"],
     "web": ["gunicorn", "-c", "config/gunicorn.py", "config.wsgi"],
+    # the same application in its own pool, for the agents' pushes (the proxy routes them there)
+    "ingest": ["gunicorn", "-c", "config/gunicorn.py", "config.wsgi"],
     "worker": [
         *("celery", "-A", "config", "worker", "-Q", "ingest,jointline"),
         *("--concurrency", "2", "--loglevel", "INFO"),
@@ -96,7 +98,7 @@ def test_the_compose_file_is_valid():
         assert result.returncode == 0, result.stderr
     spec = compose()
     services = spec["services"]
-    assert set(services) == {"secrets", "migrate", "web", "worker", "beat", "postgres", "redis"}
+    assert set(services) == {"secrets", "migrate", "web", "ingest", "worker", "beat", "postgres", "redis"}
     for name in APP_SERVICES:
         service = services[name]
         assert service["build"] == {"context": "..", "dockerfile": "docker/Dockerfile"}, name
@@ -107,7 +109,7 @@ def test_the_compose_file_is_valid():
         assert environment["DJANGO_SECRET_KEY_FILE"].startswith("/run/jointline-secrets/"), name
         assert not {"DATABASE_URL", "DJANGO_SECRET_KEY", "POSTGRES_PASSWORD"} & set(environment), name
         assert all(services[dep] for dep in service["depends_on"]), name
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "ingest", "worker", "beat"):
         assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     assert services["postgres"]["image"] == "postgres:15"
     assert services["redis"]["image"].startswith("redis:7")
@@ -288,18 +290,24 @@ def test_gunicorn_worker_and_beat_serve_production_with_the_compose_commands(ser
 
     processes: dict[str, subprocess.Popen] = {}
 
-    def start(name: str) -> None:
+    # ingest runs web's command line on an address of its own (compose gives it its own container)
+    ingest_env = {**env, "JOINTLINE_BIND": f"127.0.0.1:{_free_port()}"}
+
+    def start(name: str, environment: dict[str, str] = env) -> None:
         log = (tmp_path / f"{name}.log").open("wb")
         processes[name] = subprocess.Popen(
-            commands[name], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            commands[name], cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT
         )
 
     try:
         site = Site(int(env["JOINTLINE_BIND"].rsplit(":", 1)[1]))
+        intake = Site(int(ingest_env["JOINTLINE_BIND"].rsplit(":", 1)[1]))
         started = time.monotonic()
         start("web")
         wait_for(lambda: _status(site, "/healthz") == 200, 60, "gunicorn answered /healthz", tmp_path)
         web_up_s = time.monotonic() - started
+        start("ingest", ingest_env)
+        wait_for(lambda: _status(intake, "/healthz") == 200, 60, "ingest answered /healthz", tmp_path)
         assert _status(site, "/readyz") == 503  # no worker yet
 
         started = time.monotonic()
@@ -309,11 +317,12 @@ def test_gunicorn_worker_and_beat_serve_production_with_the_compose_commands(ser
         ready_s = time.monotonic() - started
         assert (tmp_path / "worker-heartbeat").exists()
 
-        before = site.metrics()
+        # Agents push to ingest; its master counts the pushes, the worker counters are the same everywhere.
+        before = intake.metrics()
         pushed = []
         for i in range(3):
             body = json.dumps(nic_batch(node=f"node-{i}", points=25)).encode()
-            status, _, answer = site.request(
+            status, _, answer = intake.request(
                 "POST",
                 "/api/v1/push",
                 body=body,
@@ -329,14 +338,14 @@ def test_gunicorn_worker_and_beat_serve_production_with_the_compose_commands(ser
         )
         wait_for(
             lambda: (
-                value(site.metrics(), "jointline_samples_applied_total")
+                value(intake.metrics(), "jointline_samples_applied_total")
                 >= value(before, "jointline_samples_applied_total") + 75
             ),
             10,
             "the applied samples showed on /metrics",
             tmp_path,
         )
-        after = site.metrics()
+        after = intake.metrics()
 
         def delta(name, **labels):
             return value(after, name, **labels) - value(before, name, **labels)
@@ -373,9 +382,9 @@ def test_gunicorn_worker_and_beat_serve_production_with_the_compose_commands(ser
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
-    web_pid = processes["web"].pid
-    leftover = Path(tempfile.gettempdir()) / f"jointline-prometheus-{web_pid}"
-    assert not leftover.exists(), "gunicorn left its metric files behind"
+    for name in ("web", "ingest"):
+        leftover = Path(tempfile.gettempdir()) / f"jointline-prometheus-{processes[name].pid}"
+        assert not leftover.exists(), f"gunicorn ({name}) left its metric files behind"
 
 
 def _status(site: Site, path: str) -> int:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from ingest.models import BatchStatus, IngestBatch
 from ops import heartbeat
@@ -87,6 +89,7 @@ def test_readyz_is_503_when_the_journal_backlog_is_over_the_threshold(probe, set
         "ok": False,
         "backlog": 4,
         "max_backlog": 3,
+        "failed": 0,
         "ms": response.json()["checks"]["journal"]["ms"],
     }
 
@@ -139,3 +142,21 @@ def test_a_worker_beats_from_ready_until_shutdown(settings):
     finally:
         heartbeat._on_worker_shutdown(sender=sender)
     assert heartbeats_read(max_age_s=5).live_workers == 0
+
+
+@pytest.mark.services
+@pytest.mark.django_db
+def test_readyz_stays_ready_and_names_the_failed_entries(probe, org_a):
+    heartbeat_record(WORKER)
+    now = timezone.now()
+    for i, age_s in enumerate((30, 7200)):
+        entry = IngestBatch.objects.create(
+            org=org_a, source="agent", payload_sha256=f"{i:064x}", payload=b"", status=BatchStatus.FAILED
+        )
+        IngestBatch.objects.filter(pk=entry.pk).update(received_at=now - timedelta(seconds=age_s))
+    response = probe.get("/readyz")
+    assert response.status_code == 200, response.json()
+    journal = response.json()["checks"]["journal"]
+    assert (journal["ok"], journal["backlog"], journal["failed"]) == (True, 0, 2)
+    assert journal["oldest_failed"]["batch"] == str(entry.pk)
+    assert 7200 <= journal["oldest_failed"]["age_s"] < 7300

@@ -9,6 +9,7 @@ from django.test import Client
 from django.utils import timezone
 
 from ingest.models import BatchStatus, IngestBatch
+from ingest.tasks import apply_batch
 from ops import metrics
 from ops.tasks import apply_retention
 from orgs.services import token_create
@@ -164,4 +165,24 @@ def test_a_push_token_of_another_organisation_is_labelled_with_its_own_org(scrap
         value(after, "jointline_samples_accepted_total", **labels)
         - value(before, "jointline_samples_accepted_total", **labels)
         == 2
+    )
+
+
+def test_an_entry_that_cannot_be_applied_is_a_failed_entry_at_once(scraper, org_a):
+    entry = IngestBatch.objects.create(org=org_a, source="agent", payload_sha256="d" * 64, payload=b"\xc1")
+    IngestBatch.objects.filter(pk=entry.pk).update(received_at=timezone.now() - timedelta(seconds=60))
+    before = scrape(scraper)
+    assert apply_batch.apply(args=[str(entry.pk)], throw=False).failed()
+    after = scrape(scraper)
+    assert value(after, "jointline_journal_failed_entries") == 1
+    assert value(after, "jointline_journal_backlog") == 0
+    assert 60 <= value(after, "jointline_journal_oldest_failed_age_seconds") < 120
+    failed = {"task": APPLY, "outcome": "failed"}
+    assert (
+        value(after, "jointline_worker_tasks_total", **failed)
+        - value(before, "jointline_worker_tasks_total", **failed)
+        == 1
+    )
+    assert value(after, "jointline_worker_tasks_total", task=APPLY, outcome="retried") == value(
+        before, "jointline_worker_tasks_total", task=APPLY, outcome="retried"
     )

@@ -149,3 +149,15 @@ def test_journal_entries_are_deleted_by_age_but_never_before_they_are_applied(or
     kept = sorted(IngestBatch.objects.filter(org=org_a).values_list("status", flat=True))
     assert kept == [BatchStatus.ACCEPTED, BatchStatus.APPLIED]
     assert IngestBatch.objects.filter(org=org_b).count() == 4  # the default keeps 14 days
+
+
+@pytest.mark.services
+def test_a_partition_of_a_year_before_1000_is_dropped_like_any_other(long_and_short):
+    day = (datetime(999, 12, 31, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)).days
+    get_store().ensure_partitions(day, day)
+    names = {partition_name(table, day) for table in PARTITIONED_TABLES}
+    assert names == {"timeline_sample_p09991231", "timeline_event_p09991231"}
+    assert names <= partitions()
+    result = retention_apply(now_us=NOW_US)
+    assert names <= set(result.partitions_dropped)
+    assert not names & partitions()

@@ -129,6 +129,22 @@ def test_events_keep_their_text_and_labels_exactly(org_a):
     assert stored.attributes == {"attempt": 2, "ok": False, "ratio": 0.5, "none": None}
 
 
+def test_event_labels_that_spell_an_escape_are_stored_as_sent(org_a):
+    spelled = {"raw": "\\u0000 is how JSON writes NUL", "path": "C:\\new"}
+    event = EventRecord(
+        ts=T0,
+        signal="application",
+        kind="log",
+        severity="info",
+        name="dump",
+        message="x",
+        resource={"node": "node-01"},
+        attributes=spelled,
+    )
+    write(org_a, events=[event])
+    assert Event.objects.scoped(scope_of(org_a)).get().attributes == spelled
+
+
 @pytest.mark.services
 def test_postgres_partitions_are_created_ahead_by_the_periodic_task(db):
     from django.db import connection

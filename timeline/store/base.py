@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
+from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.transaction import TransactionManagementError
 
 from ingest.records import Batch, EventRecord, SeriesBlock
 from orgs.access import Scope, require_scope
@@ -62,31 +66,115 @@ def event_fingerprint(event: EventRecord) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def resolve_source(org_id: int, name: str) -> Source:
-    source, _ = Source.objects.get_or_create(org_id=org_id, name=name)
-    return source
+def batch_days(batch: Batch) -> list[int]:
+    """The UTC days (since the epoch) the samples and events of ``batch`` fall on, ascending."""
+    days = PartitionDays.of(batch)
+    return sorted(days.samples | days.events)
 
 
-def resolve_series(org_id: int, source_id: int | None, blocks: list[SeriesBlock]) -> tuple[list[int], int]:
-    """Series ids for ``blocks`` (creating missing series). Returns (ids in block order, created count)."""
+class PartitionDays(NamedTuple):
+    """The days a write needs partitions for, per table: a metrics backfill needs no event
+    partitions, a log import no sample partitions."""
+
+    samples: frozenset[int]
+    events: frozenset[int]
+
+    @classmethod
+    def of(cls, *batches: Batch) -> PartitionDays:
+        samples: set[int] = set()
+        events: set[int] = set()
+        for batch in batches:
+            for block in batch.series:
+                if block.ts:
+                    samples.update(np.unique(np.asarray(block.ts, dtype=np.int64) // DAY_US).tolist())
+            events.update(event.ts // DAY_US for event in batch.events)
+        return cls(frozenset(samples), frozenset(events))
+
+    @classmethod
+    def every(cls, days: Iterable[int]) -> PartitionDays:
+        """Both tables on each of ``days`` (partitions created ahead of time)."""
+        days = frozenset(days)
+        return cls(days, days)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.samples or self.events)
+
+    def overlaps(self, other: PartitionDays) -> bool:
+        return bool(self.samples & other.samples or self.events & other.events)
+
+
+def batch_for_days(batch: Batch, first_day: int, last_day: int) -> Batch:
+    """The part of ``batch`` on days ``first_day..last_day``: its points and events in that range, in
+    their order; series without a point there are left out. Raises ValueError for a series whose
+    timestamps and values differ in number."""
+    low, high = first_day * DAY_US, (last_day + 1) * DAY_US
+    series = []
+    for block in batch.series:
+        if len(block.ts) != len(block.values):
+            raise ValueError(
+                f"series {block.metric}: {len(block.ts)} timestamps but {len(block.values)} values"
+            )
+        ts = np.asarray(block.ts, dtype=np.int64)
+        keep = np.flatnonzero((ts >= low) & (ts < high))
+        if len(keep) == len(ts) and len(ts):
+            series.append(block)
+        elif len(keep):
+            series.append(
+                msgspec.structs.replace(
+                    block, ts=[block.ts[i] for i in keep], values=[block.values[i] for i in keep]
+                )
+            )
+    events = [event for event in batch.events if low <= event.ts < high]
+    return Batch(source=batch.source, series=series, events=events)
+
+
+def resolve_sources(pairs: Iterable[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    """Source ids of (org id, agent name) pairs, creating the sources not seen before."""
+    wanted = set(pairs)
+    found = _existing_sources(wanted)
+    missing = wanted - found.keys()
+    if missing:
+        Source.objects.bulk_create(
+            [Source(org_id=org_id, name=name) for org_id, name in sorted(missing)], ignore_conflicts=True
+        )
+        found.update(_existing_sources(missing))
+    return found
+
+
+def _existing_sources(pairs: set[tuple[int, str]]) -> dict[tuple[int, str], int]:
+    if not pairs:
+        return {}
+    rows = Source.objects.filter(
+        org_id__in={org_id for org_id, _ in pairs}, name__in={name for _, name in pairs}
+    ).values_list("org_id", "name", "id")
+    return {(org_id, name): pk for org_id, name, pk in rows if (org_id, name) in pairs}
+
+
+def resolve_series(
+    org_id: int, blocks: list[SeriesBlock], source_ids: list[int | None]
+) -> tuple[list[int], list[int]]:
+    """Series ids for ``blocks`` of one organisation, creating missing series (a new series takes the
+    source of the first block that names it). Returns (ids in block order, positions of the blocks
+    whose series were created)."""
     keys = [(block.metric, labels_key(block.labels)) for block in blocks]
-    wanted: dict[tuple[str, str], SeriesBlock] = {}
-    for key, block in zip(keys, blocks, strict=True):
-        wanted.setdefault(key, block)
-    found = _existing_series(org_id, wanted.keys())
-    missing = [key for key in wanted if key not in found]
+    first: dict[tuple[str, str], int] = {}
+    for position, key in enumerate(keys):
+        first.setdefault(key, position)
+    found = _existing_series(org_id, first.keys())
+    missing = [key for key in first if key not in found]
     if missing:
         Series.unscoped.bulk_create(
             [
                 Series(
                     org_id=org_id,
-                    source_id=source_id,
-                    signal=wanted[key].signal,
+                    source_id=source_ids[first[key]],
+                    signal=blocks[first[key]].signal,
                     metric=key[0],
-                    labels=wanted[key].labels,
+                    labels=blocks[first[key]].labels,
                     labels_key=key[1],
-                    kind=wanted[key].kind,
-                    unit=wanted[key].unit,
+                    kind=blocks[first[key]].kind,
+                    unit=blocks[first[key]].unit,
                 )
                 for key in missing
             ],
@@ -94,8 +182,7 @@ def resolve_series(org_id: int, source_id: int | None, blocks: list[SeriesBlock]
             batch_size=1000,
         )
         found.update(_existing_series(org_id, missing))
-    ids = [found[key] for key in keys]
-    return ids, len(missing)
+    return [found[key] for key in keys], [first[key] for key in missing]
 
 
 def _existing_series(org_id: int, keys) -> dict[tuple[str, str], int]:
@@ -112,8 +199,33 @@ def _existing_series(org_id: int, keys) -> dict[tuple[str, str], int]:
     return found
 
 
+class SamplePart(NamedTuple):
+    """Samples of one batch of a write: ``batch`` is its position in the list given to the store."""
+
+    batch: int
+    series_ids: list[int]
+    blocks: list[SeriesBlock]
+
+
+class EventPart(NamedTuple):
+    batch: int
+    org_id: int
+    source_id: int
+    events: list[EventRecord]
+
+
+def _sum_results(results: list[WriteResult]) -> WriteResult:
+    return WriteResult(
+        samples_received=sum(r.samples_received for r in results),
+        samples_stored=sum(r.samples_stored for r in results),
+        events_received=sum(r.events_received for r in results),
+        events_stored=sum(r.events_stored for r in results),
+        series_created=sum(r.series_created for r in results),
+    )
+
+
 class StoreBackend:
-    """Base of the engine backends. Writes run inside the caller's transaction."""
+    """Base of the engine backends."""
 
     vendor = ""
 
@@ -134,30 +246,119 @@ class StoreBackend:
         were created."""
         return 0
 
+    def create_partitions(self, days: PartitionDays) -> int:
+        """Make sure the day partitions of ``days`` exist: outside a transaction each is created in a
+        short one of its own. Returns how many were created; engines without partitions: 0."""
+        return 0
+
+    def missing_partitions(self, days: PartitionDays) -> PartitionDays:
+        """The day partitions of ``days`` not created yet; engines without partitions: none."""
+        return PartitionDays(frozenset(), frozenset())
+
     # -- writes ---------------------------------------------------------------
+    @property
+    def days_per_transaction(self) -> int | None:
+        """How many days one transaction may write (None: any). Partitioned engines lock every
+        partition a transaction writes until it ends, and the server's lock table is finite."""
+        return None
+
+    def day_chunks(self, days: list[int]) -> list[list[int]]:
+        """``days`` (ascending) cut into runs one transaction may write; ``[[]]`` for no day."""
+        size = self.days_per_transaction
+        if not days or size is None or len(days) <= size:
+            return [days]
+        return [days[start : start + size] for start in range(0, len(days), size)]
+
     def write_batch(self, *, org_id: int, batch: Batch) -> WriteResult:
         """Store a batch idempotently: samples already stored for (series, ts) and events with the same
-        fingerprint are skipped. Must run inside a transaction."""
-        source = resolve_source(org_id, batch.source)
-        series_ids, created = resolve_series(org_id, source.pk, batch.series)
-        self._ensure_batch_partitions(batch)
-        samples_stored = self._write_samples(series_ids, batch.series) if batch.series else 0
-        events_stored = self._write_events(org_id, source.pk, batch.events) if batch.events else 0
-        return WriteResult(
-            samples_received=batch.sample_count,
-            samples_stored=samples_stored,
-            events_received=batch.event_count,
-            events_stored=events_stored,
-            series_created=created,
-        )
+        fingerprint are skipped.
 
-    def _ensure_batch_partitions(self, batch: Batch) -> None:
-        """Engines with partitions create the days this batch touches."""
+        Inside the caller's transaction the rows are written in it (see :meth:`write_batches`).
+        Outside a transaction the store makes its own: the partitions first, then one transaction
+        per run of at most :attr:`days_per_transaction` days (a crash between them leaves the
+        earlier days stored; writing the batch again stores only the rest).
+        """
+        if self.connection.in_atomic_block:
+            return self.write_batches([(org_id, batch)])[0]
+        days = batch_days(batch)
+        self.create_partitions(PartitionDays.of(batch))
+        chunks = self.day_chunks(days)
+        results = []
+        for chunk in chunks:
+            part = batch if len(chunks) == 1 else batch_for_days(batch, chunk[0], chunk[-1])
+            with transaction.atomic(using=self.connection.alias):
+                results.append(self.write_batches([(org_id, part)])[0])
+        return _sum_results(results)
 
-    def _write_samples(self, series_ids: list[int], blocks: list[SeriesBlock]) -> int:
+    def write_batches(self, batches: Sequence[tuple[int, Batch]]) -> list[WriteResult]:
+        """Store several (org id, batch) pairs in one write, inside the caller's transaction; returns
+        one WriteResult per batch, in order. A sample or event that two of the batches carry is stored
+        once and counted for the first.
+
+        Day partitions still missing are created first (:meth:`create_partitions`), here in the
+        caller's transaction; the journal's apply creates them before its transaction instead, so
+        that no DDL lock is held while it copies rows. Together the batches may span at most
+        :attr:`days_per_transaction` days: more raises ValueError, since the locks of one
+        transaction over that many partitions could exhaust the server's lock table
+        (:meth:`write_batch` outside a transaction, and the journal, split such a batch).
+        """
+        if not self.connection.in_atomic_block:
+            raise TransactionManagementError("write_batches runs inside the caller's transaction")
+        needs = PartitionDays.of(*(batch for _, batch in batches))
+        days = needs.samples | needs.events
+        limit = self.days_per_transaction
+        if limit is not None and len(days) > limit:
+            raise ValueError(
+                f"the rows span {len(days)} days; one transaction writes at most {limit} "
+                "(JOINTLINE_APPLY_DAYS_PER_TRANSACTION): write them outside a transaction or through "
+                "the ingest journal, which split them"
+            )
+        self.create_partitions(needs)
+        sources = resolve_sources((org_id, batch.source) for org_id, batch in batches)
+        created = [0] * len(batches)
+        sample_parts: list[SamplePart] = []
+        by_org: dict[int, list[int]] = {}
+        for index, (org_id, batch) in enumerate(batches):
+            if batch.series:
+                by_org.setdefault(org_id, []).append(index)
+        for org_id, indexes in by_org.items():
+            blocks = [block for index in indexes for block in batches[index][1].series]
+            owners = [index for index in indexes for _ in batches[index][1].series]
+            source_ids = [sources[(org_id, batches[index][1].source)] for index in owners]
+            series_ids, created_at = resolve_series(org_id, blocks, source_ids)
+            for position in created_at:
+                created[owners[position]] += 1
+            offset = 0
+            for index in indexes:
+                count = len(batches[index][1].series)
+                sample_parts.append(
+                    SamplePart(index, series_ids[offset : offset + count], batches[index][1].series)
+                )
+                offset += count
+        event_parts = [
+            EventPart(index, org_id, sources[(org_id, batch.source)], batch.events)
+            for index, (org_id, batch) in enumerate(batches)
+            if batch.events
+        ]
+        samples = self._write_samples(sample_parts, len(batches)) if sample_parts else [0] * len(batches)
+        events = self._write_events(event_parts, len(batches)) if event_parts else [0] * len(batches)
+        return [
+            WriteResult(
+                samples_received=batch.sample_count,
+                samples_stored=samples[index],
+                events_received=batch.event_count,
+                events_stored=events[index],
+                series_created=created[index],
+            )
+            for index, (_, batch) in enumerate(batches)
+        ]
+
+    def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
+        """Write the samples of ``parts``; returns how many were new, per batch position."""
         raise NotImplementedError
 
-    def _write_events(self, org_id: int, source_id: int, events: list[EventRecord]) -> int:
+    def _write_events(self, parts: list[EventPart], batches: int) -> list[int]:
+        """Write the events of ``parts``; returns how many were new, per batch position."""
         raise NotImplementedError
 
     # -- reads ----------------------------------------------------------------

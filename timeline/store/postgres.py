@@ -1,21 +1,28 @@
 """PostgreSQL backend: day-partitioned tables, binary COPY into a staging table, then an
 ``INSERT … SELECT … ON CONFLICT DO NOTHING`` so a re-applied batch stores nothing twice.
 
-Partitions are created on demand by the writer (under an advisory lock, so two
-workers never race) and ahead of time by a periodic task.
+Day partitions are created before a write needs them, each in its own short transaction and never
+in the transaction that copies rows: ``CREATE TABLE … (LIKE parent)`` then ``ATTACH PARTITION``,
+which locks the parent SHARE UPDATE EXCLUSIVE, so readers and writers of the store go on while it
+runs (``CREATE TABLE … PARTITION OF`` would lock it ACCESS EXCLUSIVE; measured in
+docs/decisions/0005-partitions-outside-apply.md). Beat creates the coming days ahead of time.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import logging
+import time
+from datetime import UTC, date, datetime
 
-import numpy as np
 import psycopg
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from ingest.records import EventRecord, SeriesBlock
-from timeline.store.base import DAY_US, StoreBackend, event_fingerprint
+from ingest.records import EventRecord
+from timeline.store.base import DAY_US, EventPart, PartitionDays, SamplePart, StoreBackend, event_fingerprint
+
+log = logging.getLogger(__name__)
 
 PARTITIONED_TABLES = ("timeline_sample", "timeline_event")
 PARTITION_LOCK = 0x4A4C5054  # "JLPT": serialises partition creation across workers
@@ -49,18 +56,121 @@ SCHEMA = [
 ]
 
 SAMPLE_STAGE = """CREATE TEMPORARY TABLE IF NOT EXISTS jl_sample_stage (
-    series_id bigint, ts bigint, value double precision) ON COMMIT DELETE ROWS"""
+    batch int, series_id bigint, ts bigint, value double precision) ON COMMIT DELETE ROWS"""
 EVENT_STAGE = """CREATE TEMPORARY TABLE IF NOT EXISTS jl_event_stage (
-    org_id bigint, source_id bigint, signal text, ts bigint, end_ts bigint, kind text, severity text,
-    name text, message text, resource text, attributes text, fingerprint bigint) ON COMMIT DELETE ROWS"""
+    batch int, org_id bigint, source_id bigint, signal text, ts bigint, end_ts bigint, kind text,
+    severity text, name text, message text, resource text, attributes text, fingerprint bigint)
+    ON COMMIT DELETE ROWS"""
+# Several batches in one write: rows go in batch order, so a row two batches carry is stored from
+# (and counted for) the first, as if they had been applied one after the other.
+SAMPLES_PER_BATCH = """WITH inserted AS (
+        INSERT INTO timeline_sample (series_id, ts, value)
+        SELECT series_id, ts, value FROM jl_sample_stage ORDER BY batch
+        ON CONFLICT DO NOTHING RETURNING series_id, ts)
+    SELECT first.batch, COUNT(*) FROM inserted
+    JOIN (SELECT series_id, ts, MIN(batch) AS batch FROM jl_sample_stage GROUP BY series_id, ts) first
+        USING (series_id, ts)
+    GROUP BY first.batch"""
+EVENT_COLUMNS = (
+    "org_id, source_id, signal, ts, end_ts, kind, severity, name, message, resource, attributes, fingerprint"
+)
+EVENT_SELECT = """SELECT org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
+    resource::jsonb, attributes::jsonb, fingerprint FROM jl_event_stage"""
+EVENTS_PER_BATCH = f"""WITH inserted AS (
+        INSERT INTO timeline_event ({EVENT_COLUMNS}) {EVENT_SELECT} ORDER BY batch
+        ON CONFLICT DO NOTHING RETURNING org_id, fingerprint, ts)
+    SELECT first.batch, COUNT(*) FROM inserted
+    JOIN (SELECT org_id, fingerprint, ts, MIN(batch) AS batch FROM jl_event_stage
+          GROUP BY org_id, fingerprint, ts) first USING (org_id, fingerprint, ts)
+    GROUP BY first.batch"""
 
 
 def partition_name(table: str, day: int) -> str:
-    return f"{table}_p{datetime.fromtimestamp(day * 86_400, tz=UTC):%Y%m%d}"
+    """``<table>_pYYYYMMDD``, the year zero-padded to four digits (``%Y`` writes 999 for year 999,
+    which would sort after 1970 and escape retention)."""
+    moment = datetime.fromtimestamp(day * 86_400, tz=UTC)
+    return f"{table}_p{moment.year:04d}{moment.month:02d}{moment.day:02d}"
+
+
+def _unpadded_partition_name(table: str, day: int) -> str:
+    """The name earlier versions gave a day before the year 1000 (``%Y`` unpadded)."""
+    moment = datetime.fromtimestamp(day * 86_400, tz=UTC)
+    return f"{table}_p{moment.year}{moment.month:02d}{moment.day:02d}"
+
+
+def partition_day(name: str) -> int:
+    """The day (since the epoch) a partition name stands for; reads padded and unpadded years."""
+    digits = name.rsplit("_p", 1)[1]
+    moment = date(int(digits[:-4]), int(digits[-4:-2]), int(digits[-2:]))
+    return (moment - date(1970, 1, 1)).days
+
+
+def _wanted(days: PartitionDays) -> list[tuple[str, int]]:
+    """(table, day) pairs in day order."""
+    return sorted(
+        [("timeline_sample", day) for day in days.samples] + [("timeline_event", day) for day in days.events],
+        key=lambda pair: (pair[1], pair[0] != "timeline_sample"),
+    )
+
+
+def _missing_partitions(cursor, wanted: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    if not wanted:
+        return []
+    names = {
+        name: (table, day)
+        for table, day in wanted
+        for name in (partition_name(table, day), _unpadded_partition_name(table, day))
+    }
+    cursor.execute(
+        """SELECT child.relname FROM pg_inherits
+           JOIN pg_class child ON child.oid = pg_inherits.inhrelid
+           WHERE pg_inherits.inhparent IN (%s::regclass, %s::regclass) AND child.relname = ANY(%s)""",
+        [*PARTITIONED_TABLES, list(names)],
+    )
+    present = {names[row[0]] for row in cursor.fetchall()}
+    return [pair for pair in wanted if pair not in present]
+
+
+def _create_partitions(conn: psycopg.Connection, missing: list[tuple[str, int]]) -> int:
+    """Create each partition of ``missing`` in a transaction of its own on ``conn`` (a savepoint when
+    ``conn`` is in a transaction already)."""
+    return sum(_create_partition(conn, table, day) for table, day in missing)
+
+
+def _create_partition(conn: psycopg.Connection, table: str, day: int) -> int:
+    name = partition_name(table, day)
+    retries = settings.JOINTLINE_PARTITION_LOCK_RETRIES
+    for attempt in range(retries + 1):
+        try:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('lock_timeout', %s, true)",
+                    [f"{settings.JOINTLINE_PARTITION_LOCK_TIMEOUT_MS}ms"],
+                )
+                # Workers creating the same day wait for each other here instead of racing.
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PARTITION_LOCK])
+                if not _missing_partitions(cursor, [(table, day)]):
+                    return 0
+                cursor.execute(f"CREATE TABLE {name} (LIKE {table})")
+                cursor.execute(
+                    f"ALTER TABLE {table} ATTACH PARTITION {name} "
+                    f"FOR VALUES FROM ({day * DAY_US}) TO ({(day + 1) * DAY_US})"
+                )
+                return 1
+        except psycopg.errors.LockNotAvailable:
+            if attempt == retries:
+                raise
+            log.info("creating partition %s waited over its lock timeout; trying again", name)
+            time.sleep(min(0.1 * 2**attempt, 2.0))
+    return 0
 
 
 class PostgresStore(StoreBackend):
     vendor = "postgresql"
+
+    @property
+    def days_per_transaction(self) -> int:
+        return settings.JOINTLINE_APPLY_DAYS_PER_TRANSACTION
 
     def create_schema(self) -> None:
         with self.connection.cursor() as cursor:
@@ -78,109 +188,168 @@ class PostgresStore(StoreBackend):
             )
             return {row[0] for row in cursor.fetchall()}
 
+    def missing_partitions(self, days: PartitionDays) -> PartitionDays:
+        with self.connection.cursor() as cursor:
+            missing = _missing_partitions(cursor, _wanted(days))
+        return PartitionDays(
+            frozenset(day for table, day in missing if table == "timeline_sample"),
+            frozenset(day for table, day in missing if table == "timeline_event"),
+        )
+
     def ensure_partitions(self, first_day: int, last_day: int) -> int:
-        wanted = [(table, day) for table in PARTITIONED_TABLES for day in range(first_day, last_day + 1)]
-        existing = {name for table in PARTITIONED_TABLES for name in self.existing_partitions(table)}
-        missing = [(table, day) for table, day in wanted if partition_name(table, day) not in existing]
+        return self.create_partitions(PartitionDays.every(range(first_day, last_day + 1)))
+
+    def create_partitions(self, days: PartitionDays) -> int:
+        """Create the missing partitions of ``days`` (per table); returns how many were created.
+
+        Outside a transaction each partition gets a short transaction of its own (the journal's
+        apply creates its partitions so, before the transaction that copies its rows). Inside the
+        caller's transaction they are created in it and its SHARE UPDATE EXCLUSIVE locks last until
+        it ends: readers and writers go on, other partition creation waits (tests and scripts that
+        write in one transaction; their rollback takes the partitions away with their rows).
+
+        A lock wait longer than JOINTLINE_PARTITION_LOCK_TIMEOUT_MS gives up and tries again, up to
+        JOINTLINE_PARTITION_LOCK_RETRIES more times, then raises ``psycopg.errors.LockNotAvailable``
+        (an ``OperationalError``: the journal applies the entry again later).
+        """
+        with self.connection.cursor() as cursor:
+            missing = _missing_partitions(cursor, _wanted(days))
         if not missing:
             return 0
-        created = 0
-        with self.connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PARTITION_LOCK])
-            for table, day in missing:
-                cursor.execute(
-                    f"CREATE TABLE IF NOT EXISTS {partition_name(table, day)} PARTITION OF {table} "
-                    f"FOR VALUES FROM ({day * DAY_US}) TO ({(day + 1) * DAY_US})"
-                )
-                created += 1
-        return created
+        self.connection.ensure_connection()
+        conn = self.connection.connection
+        if self.connection.in_atomic_block:
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT current_setting('lock_timeout')")
+                previous = cursor.fetchone()[0]
+            try:
+                return _create_partitions(conn, missing)
+            finally:
+                with self.connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
+        return _create_partitions(conn, missing)
 
-    def drop_partitions_before(self, day: int) -> list[str]:
-        """Drop whole day partitions that end at or before ``day`` (retention); returns their names."""
+    def drop_partitions_before(self, day: int, *, lock_timeout_s: float | None = None) -> list[str]:
+        """Drop whole day partitions of days before ``day`` (retention); returns their names.
+
+        Outside a transaction each partition is dropped in its own (one transaction over hundreds of
+        partitions could exhaust the lock table), each waiting at most ``lock_timeout_s`` for its
+        lock; inside the caller's transaction they go with it.
+        """
+        expired = [
+            (table, name)
+            for table in PARTITIONED_TABLES
+            for name in sorted(self.existing_partitions(table))
+            if partition_day(name) < day
+        ]
         dropped: list[str] = []
-        cutoff = partition_name("", day)[2:]
-        with self.connection.cursor() as cursor:
-            for table in PARTITIONED_TABLES:
-                for name in sorted(self.existing_partitions(table)):
-                    if name.rsplit("_p", 1)[1] < cutoff:
-                        cursor.execute(f"DROP TABLE {name}")
-                        dropped.append(name)
+        for _table, name in expired:
+            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+                if lock_timeout_s is not None:
+                    cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{lock_timeout_s}s"])
+                cursor.execute(f"DROP TABLE {name}")
+            dropped.append(name)
         return dropped
 
-    def _ensure_batch_partitions(self, batch) -> None:
-        days: set[int] = set()
-        for block in batch.series:
-            days.update(np.unique(np.asarray(block.ts, dtype=np.int64) // DAY_US).tolist())
-        days.update(event.ts // DAY_US for event in batch.events)
-        if not days:
-            return
-        existing = {name for table in PARTITIONED_TABLES for name in self.existing_partitions(table)}
-        for day in sorted(days):
-            if any(partition_name(table, day) not in existing for table in PARTITIONED_TABLES):
-                self.ensure_partitions(day, day)
-
-    def _write_samples(self, series_ids: list[int], blocks: list[SeriesBlock]) -> int:
+    def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
         """Fast path: COPY straight into the table inside a savepoint. When any (series, ts) already
-        exists, the savepoint rolls back and the batch goes through the staging table with
+        exists, the savepoint rolls back and the rows go through the staging table with
         ``ON CONFLICT DO NOTHING`` (bench/ingest.py measured the fast path at 2.5-2.9x the staging
         path in-process, +33 % end to end; docs/decisions/0002-idempotent-apply.md)."""
+        received = [0] * batches
+        for part in parts:
+            received[part.batch] += sum(len(block.ts) for block in part.blocks)
         try:
             with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
-                self._copy_rows(cursor, "timeline_sample", series_ids, blocks)
-                return sum(len(block.ts) for block in blocks)
+                self._copy_rows(cursor, "timeline_sample", parts)
+                return received
         except (IntegrityError, psycopg.errors.UniqueViolation):
             pass
+        stored = [0] * batches
         with self.connection.cursor() as cursor:
             cursor.execute(SAMPLE_STAGE)
-            self._copy_rows(cursor, "jl_sample_stage", series_ids, blocks)
-            cursor.execute(
-                """INSERT INTO timeline_sample (series_id, ts, value)
-                   SELECT series_id, ts, value FROM jl_sample_stage ON CONFLICT DO NOTHING"""
-            )
-            stored = cursor.rowcount
+            self._copy_rows(cursor, "jl_sample_stage", parts, staged=True)
+            if len({part.batch for part in parts}) == 1:
+                cursor.execute(
+                    """INSERT INTO timeline_sample (series_id, ts, value)
+                       SELECT series_id, ts, value FROM jl_sample_stage ON CONFLICT DO NOTHING"""
+                )
+                stored[parts[0].batch] = cursor.rowcount
+            else:
+                cursor.execute(SAMPLES_PER_BATCH)
+                for batch, count in cursor.fetchall():
+                    stored[batch] = count
             cursor.execute("TRUNCATE jl_sample_stage")
-            return stored
+        return stored
 
     @staticmethod
-    def _copy_rows(cursor, table: str, series_ids: list[int], blocks: list[SeriesBlock]) -> None:
-        with cursor.copy(f"COPY {table} (series_id, ts, value) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "int8", "float8"])
-            for series_id, block in zip(series_ids, blocks, strict=True):
-                for ts, value in zip(block.ts, block.values, strict=True):
-                    copy.write_row((series_id, ts, value))
+    def _copy_rows(cursor, table: str, parts: list[SamplePart], *, staged: bool = False) -> None:
+        columns = "batch, series_id, ts, value" if staged else "series_id, ts, value"
+        with cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "int8", "int8", "float8"] if staged else ["int8", "int8", "float8"])
+            for part in parts:
+                for series_id, block in zip(part.series_ids, part.blocks, strict=True):
+                    if staged:
+                        for ts, value in zip(block.ts, block.values, strict=True):
+                            copy.write_row((part.batch, series_id, ts, value))
+                    else:
+                        for ts, value in zip(block.ts, block.values, strict=True):
+                            copy.write_row((series_id, ts, value))
 
-    def _write_events(self, org_id: int, source_id: int, events: list[EventRecord]) -> int:
+    def _write_events(self, parts: list[EventPart], batches: int) -> list[int]:
+        stored = [0] * batches
         with self.connection.cursor() as cursor:
             cursor.execute(EVENT_STAGE)
-            with cursor.copy(
-                """COPY jl_event_stage (org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
-                   resource, attributes, fingerprint) FROM STDIN"""
-            ) as copy:
-                for event in events:
-                    copy.write_row(
-                        (
-                            org_id,
-                            source_id,
-                            event.signal,
-                            event.ts,
-                            event.end_ts,
-                            event.kind,
-                            event.severity,
-                            event.name,
-                            event.message.replace("\x00", "\ufffd"),
-                            json.dumps(event.resource, ensure_ascii=False).replace("\\u0000", "\ufffd"),
-                            json.dumps(event.attributes, ensure_ascii=False).replace("\\u0000", "\ufffd"),
-                            event_fingerprint(event),
-                        )
-                    )
-            cursor.execute(
-                """INSERT INTO timeline_event
-                   (org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
-                    resource, attributes, fingerprint)
-                   SELECT org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
-                          resource::jsonb, attributes::jsonb, fingerprint
-                   FROM jl_event_stage ON CONFLICT DO NOTHING"""
-            )
-            stored = cursor.rowcount
+            with cursor.copy(f"COPY jl_event_stage (batch, {EVENT_COLUMNS}) FROM STDIN") as copy:
+                for part in parts:
+                    for event in part.events:
+                        copy.write_row(_event_row(part, event))
+            if len({part.batch for part in parts}) == 1:
+                cursor.execute(
+                    f"INSERT INTO timeline_event ({EVENT_COLUMNS}) {EVENT_SELECT} ON CONFLICT DO NOTHING"
+                )
+                stored[parts[0].batch] = cursor.rowcount
+            else:
+                cursor.execute(EVENTS_PER_BATCH)
+                for batch, count in cursor.fetchall():
+                    stored[batch] = count
             cursor.execute("TRUNCATE jl_event_stage")
-            return stored
+        return stored
+
+
+def _event_row(part: EventPart, event: EventRecord) -> tuple:
+    return (
+        part.batch,
+        part.org_id,
+        part.source_id,
+        event.signal,
+        event.ts,
+        event.end_ts,
+        event.kind,
+        event.severity,
+        event.name,
+        event.message.replace("\x00", "\ufffd"),
+        _jsonb_text(event.resource),
+        _jsonb_text(event.attributes),
+        event_fingerprint(event),
+    )
+
+
+def _jsonb_text(value: dict) -> str:
+    """JSON text jsonb can hold. jsonb refuses U+0000; the push APIs refuse it, so only records built
+    elsewhere (loaders) can carry one, and then it becomes U+FFFD, as in log messages. Text that merely
+    spells ``\\u0000`` is kept as it is."""
+    text = json.dumps(value, ensure_ascii=False)
+    if "\\u0000" in text:
+        text = json.dumps(_without_nul(value), ensure_ascii=False)
+    return text
+
+
+def _without_nul(value):
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(item) for item in value]
+    return value

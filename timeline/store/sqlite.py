@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ingest.records import EventRecord, SeriesBlock
-from timeline.store.base import StoreBackend, event_fingerprint
+from ingest.records import EventRecord
+from timeline.store.base import EventPart, SamplePart, StoreBackend, event_fingerprint
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS timeline_sample (
@@ -42,42 +42,48 @@ class SQLiteStore(StoreBackend):
             for statement in SCHEMA:
                 cursor.execute(statement)
 
-    def _write_samples(self, series_ids: list[int], blocks: list[SeriesBlock]) -> int:
-        rows = (
-            (series_id, ts, value)
-            for series_id, block in zip(series_ids, blocks, strict=True)
-            for ts, value in zip(block.ts, block.values, strict=True)
-        )
+    def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
+        stored = [0] * batches
         with self.connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT OR IGNORE INTO timeline_sample (series_id, ts, value) VALUES (%s, %s, %s)", rows
-            )
-            return max(cursor.rowcount, 0)
+            for part in parts:
+                rows = (
+                    (series_id, ts, value)
+                    for series_id, block in zip(part.series_ids, part.blocks, strict=True)
+                    for ts, value in zip(block.ts, block.values, strict=True)
+                )
+                cursor.executemany(
+                    "INSERT OR IGNORE INTO timeline_sample (series_id, ts, value) VALUES (%s, %s, %s)", rows
+                )
+                stored[part.batch] += max(cursor.rowcount, 0)
+        return stored
 
-    def _write_events(self, org_id: int, source_id: int, events: list[EventRecord]) -> int:
-        rows = [
-            (
-                org_id,
-                source_id,
-                event.signal,
-                event.ts,
-                event.end_ts,
-                event.kind,
-                event.severity,
-                event.name,
-                event.message,
-                json.dumps(event.resource, ensure_ascii=False),
-                json.dumps(event.attributes, ensure_ascii=False),
-                event_fingerprint(event),
-            )
-            for event in events
-        ]
+    def _write_events(self, parts: list[EventPart], batches: int) -> list[int]:
+        stored = [0] * batches
         with self.connection.cursor() as cursor:
-            cursor.executemany(
-                """INSERT OR IGNORE INTO timeline_event
-                   (org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
-                    resource, attributes, fingerprint)
-                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-                rows,
-            )
-            return max(cursor.rowcount, 0)
+            for part in parts:
+                cursor.executemany(
+                    """INSERT OR IGNORE INTO timeline_event
+                       (org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
+                        resource, attributes, fingerprint)
+                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                    [_event_row(part, event) for event in part.events],
+                )
+                stored[part.batch] += max(cursor.rowcount, 0)
+        return stored
+
+
+def _event_row(part: EventPart, event: EventRecord) -> tuple:
+    return (
+        part.org_id,
+        part.source_id,
+        event.signal,
+        event.ts,
+        event.end_ts,
+        event.kind,
+        event.severity,
+        event.name,
+        event.message,
+        json.dumps(event.resource, ensure_ascii=False),
+        json.dumps(event.attributes, ensure_ascii=False),
+        event_fingerprint(event),
+    )

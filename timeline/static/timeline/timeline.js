@@ -46,6 +46,9 @@ function readUrl() {
   if (!state.lanes.length && specs.length) state.lanes = specs;
   state.legacySeries = specs.length ? [] : joined.split(",").map(Number).filter((n) => Number.isInteger(n) && n > 0);
   state.incident = Number(p.get("incident")) || null;
+  // Lanes of a permalink this viewer may not read arrive as placeholders (owner/signal, nothing more).
+  state.unsharedLanes = (p.get("unshared_lanes") || "").split(",").map((item) => item.split("/"))
+    .filter((parts) => parts.length === 2 && parts[0] && parts[1]).map(([org, signal]) => ({ org, signal }));
   state.live = p.get("live") === "1";
   state.q = p.get("q") || "";
   state.sel = p.get("sel") ? Number(p.get("sel")) : null;
@@ -191,20 +194,38 @@ function annotationMarks(body) {
   }));
 }
 
+function unsharedItem(colour, text) {
+  const span = document.createElement("span");
+  const dot = document.createElement("span");
+  dot.className = "org-dot";
+  dot.style.background = colour || "#98a2b3";
+  span.append(dot, document.createTextNode(text));
+  return span;
+}
+
 function renderUnshared() {
   const box = $("unshared");
   const unshared = (catalogue && catalogue.unshared) || [];
-  box.hidden = !unshared.length;
+  const linked = new Map();
+  for (const { org, signal } of state.unsharedLanes) {
+    const key = `${org} · ${signal}`;
+    linked.set(key, { org, count: (linked.has(key) ? linked.get(key).count : 0) + 1 });
+  }
+  box.hidden = !unshared.length && !linked.size;
   box.replaceChildren();
-  if (!unshared.length) return;
-  box.appendChild(document.createTextNode("Not shared with you: "));
+  if (box.hidden) return;
+  if (linked.size) {
+    const placeholders = document.createElement("div");
+    placeholders.id = "unshared-lanes";
+    placeholders.appendChild(document.createTextNode("Lanes of this link not shared with you: "));
+    for (const [key, { org, count }] of linked) {
+      placeholders.appendChild(unsharedItem(colours[org], `${key}: ${count} lane${count > 1 ? "s" : ""}`));
+    }
+    box.appendChild(placeholders);
+  }
+  if (unshared.length) box.appendChild(document.createTextNode("Not shared with you: "));
   for (const item of unshared) {
-    const span = document.createElement("span");
-    const dot = document.createElement("span");
-    dot.className = "org-dot";
-    dot.style.background = item.colour;
-    span.append(dot, document.createTextNode(`${item.org} · ${item.signal}: ${item.count} series`));
-    box.appendChild(span);
+    box.appendChild(unsharedItem(item.colour, `${item.org} · ${item.signal}: ${item.count} series`));
   }
   const link = document.createElement("a");
   link.href = "/sharing/";
@@ -690,16 +711,37 @@ function syncTimeInputs() {
   for (const key of Object.keys(state.ev)) $(`ev-${key}`).value = state.ev[key];
 }
 
+// Live mode refreshes once per bucket period, at the same instants in every browser. The server ends a
+// live window on a bucket boundary (now rounded down to a multiple of span / width), so every viewer of
+// the same view who refreshes within one bucket asks for the same answer: the server computes it once
+// and serves the others from its cache. So: the first multiple of the bucket step that is at least
+// LIVE_REFRESH_MS long, aligned to the epoch, and a random moment inside its first bucket (away from
+// both ends, for clocks a little off; spread out, so the browsers do not all ask in the same instant).
+function liveDelay(now = Date.now()) {
+  const span = view.window ? view.window.to_ms - view.window.from_ms : 3 * 3600e3;
+  const step = Math.ceil((span * 1000) / plotWidth()) / 1000; // ms; the server counts in µs
+  const period = Math.ceil(LIVE_REFRESH_MS / step) * step;
+  const next = Math.ceil((now + 1) / period) * period;
+  return next - now + step * (0.1 + 0.8 * Math.random());
+}
+
+function scheduleLive() {
+  clearTimeout(liveTimer);
+  liveTimer = setTimeout(() => {
+    if (!state.live) return; // switched off by a zoom or a pan: the next setLive(true) starts again
+    if (!document.hidden) refresh({ reason: "live" });
+    scheduleLive();
+  }, liveDelay());
+}
+
 function setLive(on) {
   state.live = on;
-  clearInterval(liveTimer);
+  clearTimeout(liveTimer);
   if (on) {
     const span = view.window ? view.window.to_ms - view.window.from_ms : 3 * 3600e3;
     state.from = `now-${Math.round(span / 1000)}s`;
     state.to = "now";
-    liveTimer = setInterval(() => {
-      if (state.live && !document.hidden) refresh({ reason: "live" });
-    }, LIVE_REFRESH_MS);
+    scheduleLive();
   }
   syncTimeInputs();
 }
