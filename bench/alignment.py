@@ -195,7 +195,7 @@ def main() -> None:
 
 
 def est_time(ts_us: int) -> str:
-    from ingest.timeparse import format_rfc3339
+    from core.timeparse import format_rfc3339
 
     return format_rfc3339(ts_us)[11:19]
 

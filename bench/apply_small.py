@@ -58,7 +58,7 @@ def django_setup(database_url: str, redis_url: str) -> None:
 
 def journal_entries(org, *, entries: int, round_index: int) -> int:
     """Journal ``entries`` entries of SERIES_PER_ENTRY samples; returns the samples journaled."""
-    from ingest.records import Batch, SeriesBlock
+    from core.records import Batch, SeriesBlock
     from ingest.services import batch_accept
 
     base_s = T0_S + round_index * 3600

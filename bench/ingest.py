@@ -55,8 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
 
 from bench import _harness  # noqa: E402
+from core.records import Batch, SeriesBlock, decode_batch, encode_batch  # noqa: E402
 from ingest.protocols.native import batch_to_native  # noqa: E402
-from ingest.records import Batch, SeriesBlock, decode_batch, encode_batch  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jointline_bench"
 NODES = 63

@@ -148,8 +148,8 @@ def make_workload(samples: int, batch_size: int) -> Workload:
 
 
 def native_body(workload: Workload, index: int) -> bytes:
+    from core.records import Batch, SeriesBlock
     from ingest.protocols.native import batch_to_native
-    from ingest.records import Batch, SeriesBlock
 
     blocks = []
     for s, points in workload.request(index):

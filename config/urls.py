@@ -6,8 +6,7 @@ from drf_spectacular.views import SpectacularAPIView
 
 from ingest import api as ingest_api
 from orgs import api as orgs_api
-from orgs import views as orgs_views
-from timeline import alignment_api, incident_api, incident_views
+from timeline import alignment_api, incident_api, incident_views, sharing_views
 from timeline import api as timeline_api
 
 api_v1 = [
@@ -57,7 +56,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("timeline/", include("timeline.urls")),
-    path("sharing/", orgs_views.SharingPage.as_view(), name="sharing"),
+    path("sharing/", sharing_views.SharingPage.as_view(), name="sharing"),
     path("incidents/", incident_views.IncidentListPage.as_view(), name="incidents"),
     path("incidents/<int:incident_id>/", incident_views.IncidentPage.as_view(), name="incident"),
     path("i/<str:short_id>", incident_views.PermalinkPage.as_view(), name="permalink"),

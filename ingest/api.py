@@ -11,16 +11,16 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.records import Batch
+from core.timeparse import now_us
 from ingest import api_schema, chunked
-from ingest.models import IngestBatch
 from ingest.protocols.decoding import decompress
 from ingest.protocols.errors import FieldError, IngestError, InvalidPayload, PayloadTooLarge
 from ingest.protocols.native import parse_native
 from ingest.ratelimit import RateDecision, push_admit, push_charge_samples
-from ingest.records import Batch
+from ingest.selectors import batch_get
 from ingest.services import IdempotencyConflict, batch_accept
-from ingest.timeparse import now_us
-from orgs.api_base import HasPrincipal
+from orgs.api_base import ScopedAPIView
 from orgs.authentication import BearerTokenAuthentication
 from orgs.models import IngestToken, Organization, TokenPurpose
 
@@ -193,15 +193,14 @@ class NativePushView(PushEndpoint):
         return super().post(request, *args, **kwargs)
 
 
-class BatchStatusView(APIView):
-    """Status and counts of one journal entry, for its organisation (member or token)."""
+class BatchStatusView(ScopedAPIView):
+    """Status and counts of one journal entry, for its organisation (a member, a read or push token)."""
 
-    permission_classes = [HasPrincipal]
+    serves_push_tokens = True
 
     @extend_schema(summary="Status of a pushed batch", responses={200: OpenApiTypes.OBJECT})
     def get(self, request, batch_id):
-        org_id = self._caller_org_id(request)
-        entry = IngestBatch.objects.filter(pk=batch_id, org_id=org_id).defer("payload").first()
+        entry = batch_get(self.scope, batch_id)
         if entry is None:
             raise Http404("no such batch")
         return Response(
@@ -220,10 +219,3 @@ class BatchStatusView(APIView):
                 "error": entry.error,
             }
         )
-
-    @staticmethod
-    def _caller_org_id(request) -> int | None:
-        if isinstance(request.auth, IngestToken):
-            return request.auth.org_id
-        membership = getattr(request.user, "membership", None)
-        return membership.org_id if membership is not None else None

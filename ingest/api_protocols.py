@@ -33,13 +33,13 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
+from core.records import Batch
+from core.timeparse import now_us
 from ingest import api_schema, chunked, importers, signals
 from ingest.api import IsPushToken, PushEndpoint, error_response, rate_refused_response
 from ingest.protocols import loki, otlp, remote_write, storable
 from ingest.protocols.errors import FieldError, IngestError, InvalidPayload, PayloadTooLarge
 from ingest.ratelimit import push_admit, push_charge_samples
-from ingest.records import Batch
-from ingest.timeparse import now_us
 from orgs.authentication import BearerTokenAuthentication
 from orgs.models import IngestToken
 from orgs.services import token_authenticate

@@ -64,12 +64,12 @@ import zoneinfo
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ingest import timeparse
+from core import timeparse
+from core.records import EVENT_KINDS, SERIES_KINDS, SIGNALS, Batch, EventRecord, SeriesBlock
 from ingest.protocols import storable
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
 from ingest.protocols.native import MAX_MESSAGE_CHARS, MAX_NAME_CHARS, SEVERITY_ALIASES
 from ingest.protocols.prom_text import parse_prom_text
-from ingest.records import EVENT_KINDS, SERIES_KINDS, SIGNALS, Batch, EventRecord, SeriesBlock
 from ingest.signals import DEFAULT_MAP, SignalMap, label_name, metric_kind, metric_name
 
 FORMATS: tuple[str, ...] = ("bgl", "hpc", "thunderbird", "syslog", "prom", "csv", "jsonl", "alibaba-pods")

@@ -44,7 +44,7 @@ class IngestBatch(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 (NULL: no key)
     payload_sha256 = models.CharField(max_length=64)
-    payload = models.BinaryField(help_text="msgpack-encoded ingest.records.Batch")
+    payload = models.BinaryField(help_text="msgpack-encoded core.records.Batch")
     sample_count = models.PositiveBigIntegerField(default=0)
     event_count = models.PositiveIntegerField(default=0)
     samples_stored = models.PositiveBigIntegerField(null=True, blank=True)

@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ingest.records import Batch, EventRecord, SeriesBlock
+from core.records import Batch, EventRecord, SeriesBlock
 from ingest.services import batch_accept
 from orgs.models import Organization
 

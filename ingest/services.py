@@ -41,8 +41,8 @@ from django.db import (
 from django.db.models import F, Q
 from django.utils import timezone
 
+from core.records import Batch, decode_batch, encode_batch
 from ingest.models import BatchStatus, IngestBatch
-from ingest.records import Batch, decode_batch, encode_batch
 from orgs.models import Organization
 from timeline.store import StoreBackend, WriteResult, get_store
 from timeline.store.base import PartitionDays, batch_days, batch_for_days

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ingest.records import SERIES_KINDS, SIGNALS, EventRecord
+from core.records import SERIES_KINDS, SIGNALS, EventRecord
 
 DEFAULT_TABLE: dict[str, list[dict]] = {
     "metrics": [

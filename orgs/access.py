@@ -16,8 +16,9 @@ Invariants:
 * ``aggregate`` grants never make a single series readable: per-series reads
   use :meth:`Scope.series_filter`, which leaves them out; only fleet aggregates
   over at least :data:`MIN_AGGREGATE_GROUP` series may use them;
-* redaction happens here (:meth:`Scope.present_series`, :meth:`Scope.present_event`),
-  never in templates;
+* redaction is decided here (:meth:`Scope.series_masked_labels`, :meth:`Scope.hides_body`,
+  :meth:`Scope.mask_labels`) and applied by the read side's presenters (``timeline.presenters``),
+  never in templates; this module imports neither ``timeline`` nor ``ingest``;
 * every presented row of another organisation is noted, and the base views
   write one audit entry per owner organisation and request.
 """
@@ -37,6 +38,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.utils import timezone
 
+from core.labels import glob_to_regex, label_matches, parse_matcher
 from orgs.models import (
     LEVEL_RANK,
     AuditEntry,
@@ -57,57 +59,14 @@ MIN_AGGREGATE_GROUP = 5
 ENTITY_LABELS = ("node", "host", "instance", "gpu", "rank", "pod", "uuid", "device_id")
 REDACTED_MESSAGE = ""
 
-_MATCHER = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"?(.*?)"?\s*$')
-_RESERVED_LABEL_NAMES = {
-    "exact",
-    "iexact",
-    "contains",
-    "icontains",
-    "regex",
-    "iregex",
-    "isnull",
-    "in",
-    "has_key",
-}
-
 
 class NoScope(PermissionDenied):
     """Raised when something tries to read without a scope, or a viewer has none."""
 
 
-class SelectorError(ValueError):
-    """A grant selector that cannot be used; ``field`` names the part."""
-
-    def __init__(self, field_name: str, reason: str):
-        super().__init__(f"{field_name}: {reason}")
-        self.field = field_name
-        self.reason = reason
-
-
-def glob_to_regex(pattern: str) -> str:
-    """``node_*`` → ``^node_.*$``: only ``*`` and ``?`` are special; portable to PostgreSQL and SQLite."""
-    return "^" + "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern) + "$"
-
-
-def parse_matcher(text: str) -> tuple[str, str, str]:
-    """``node=~"node-0[1-9]"`` → (name, op, value). Regexes are anchored, as in PromQL."""
-    match = _MATCHER.match(text)
-    if not match:
-        raise SelectorError(
-            "label_matchers", f'{text!r} is not name=value, name!=value, name=~"re" or name!~"re"'
-        )
-    name, op, value = match.groups()
-    if name in _RESERVED_LABEL_NAMES:
-        raise SelectorError("label_matchers", f"{name!r} cannot be matched")
-    if op in ("=~", "!~"):
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise SelectorError("label_matchers", f"{value!r} is not a regular expression: {exc}") from exc
-    return name, op, value
-
-
-def _label_q(json_field: str, name: str, op: str, value: str) -> Q:
+def label_q(json_field: str, name: str, op: str, value: str) -> Q:
+    """One label matcher as a ``Q`` over a JSON field, with the semantics of
+    :func:`core.labels.label_matches` (the database side of the same rule)."""
     if op in ("=", "!="):
         q = Q(**{f"{json_field}__{name}": value})
     else:
@@ -116,17 +75,6 @@ def _label_q(json_field: str, name: str, op: str, value: str) -> Q:
         return q
     # As in PromQL, a series without the label matches a negative matcher.
     return ~Q(**{f"{json_field}__has_key": name}) | ~q
-
-
-def _label_matches(labels: dict, name: str, op: str, value: str) -> bool:
-    actual = labels.get(name)
-    if op in ("=", "=~"):
-        if actual is None:
-            return False
-        return actual == value if op == "=" else re.fullmatch(value, actual) is not None
-    if actual is None:
-        return True
-    return actual != value if op == "!=" else re.fullmatch(value, actual) is None
 
 
 def _us(moment: datetime | None) -> int | None:
@@ -171,7 +119,7 @@ class GrantRule:
                 names |= Q(**{f"{name_field}__regex": glob_to_regex(pattern)})
             q &= names
         for name, op, value in self.matchers:
-            q &= _label_q(labels_field, name, op, value)
+            q &= label_q(labels_field, name, op, value)
         return q
 
     def series_q(self) -> Q:
@@ -190,7 +138,7 @@ class GrantRule:
             return False
         if self.name_patterns and not any(re.match(glob_to_regex(p), name) for p in self.name_patterns):
             return False
-        return all(_label_matches(labels, n, op, v) for n, op, v in self.matchers)
+        return all(label_matches(labels, n, op, v) for n, op, v in self.matchers)
 
     def matches_series(self, series) -> bool:
         return self._matches(series.org_id, series.signal, series.metric, series.labels)
@@ -212,16 +160,20 @@ class Scope:
     own_org_ids: frozenset[int] = field(default_factory=frozenset)
     rules: tuple[GrantRule, ...] = ()
     is_system: bool = False
+    # Organisations whose ingest journal (batch status) this scope may read. A push token's scope has
+    # its organisation here and nothing in ``own_org_ids``: it reads no series, event or incident.
+    journal_org_ids: frozenset[int] = field(default_factory=frozenset)
     reads: list = field(default_factory=list, compare=False, repr=False)
 
     # -- construction ---------------------------------------------------------
     @classmethod
-    def for_org(cls, org_id: int, viewer: str) -> Scope:
+    def _for_org(cls, org_id: int, viewer: str) -> Scope:
         return cls(
             viewer_org_id=org_id,
             viewer=viewer,
             own_org_ids=frozenset({org_id}),
             rules=grant_rules_for(org_id),
+            journal_org_ids=frozenset({org_id}),
         )
 
     @classmethod
@@ -231,13 +183,31 @@ class Scope:
         membership = Membership.objects.filter(user_id=user.pk).first()
         if membership is None:
             raise NoScope("this account belongs to no organisation")
-        return cls.for_org(membership.org_id, f"user:{user.get_username()}")
+        return cls._for_org(membership.org_id, f"user:{user.get_username()}")
 
     @classmethod
     def for_token(cls, token: IngestToken) -> Scope:
         if token.purpose != TokenPurpose.READ or not token.is_active:
             raise NoScope("push tokens are write-only; create a read token to read data")
-        return cls.for_org(token.org_id, f"token:{token.org.slug}/{token.name}")
+        return cls._for_org(token.org_id, f"token:{token.org.slug}/{token.name}")
+
+    @classmethod
+    def for_push_token(cls, token: IngestToken) -> Scope:
+        """An agent's scope: the status of its organisation's own pushes, and nothing of the store."""
+        if token.purpose != TokenPurpose.PUSH or not token.is_active:
+            raise NoScope("not an active push token")
+        return cls(
+            viewer_org_id=token.org_id,
+            viewer=f"token:{token.org.slug}/{token.name}",
+            journal_org_ids=frozenset({token.org_id}),
+        )
+
+    @classmethod
+    def dangerously_as_org(cls, org_id: int, viewer: str) -> Scope:
+        """What ``org_id``'s members may read, with no person or token behind it. Only for jobs that act
+        for an organisation (a snapshot part frozen for a participant, a detector, a clock estimate run
+        from the command line): a request must get its scope from :func:`scope_for_request`."""
+        return cls._for_org(org_id, viewer)
 
     @classmethod
     def system(cls) -> Scope:
@@ -321,75 +291,33 @@ class Scope:
         rule = self._best_rule(lambda r: r.level != LEVEL_AGGREGATE and r.matches_event(event))
         return rule.level if rule else None
 
-    def _masked(self, owner_id: int, labels: dict, masked: tuple[str, ...]) -> dict:
+    # -- redaction decisions (the read side shapes rows with them: timeline.presenters) --
+    def series_masked_labels(self, series) -> tuple[str, ...]:
+        """The label names of ``series`` this scope sees pseudonymised (none at full level)."""
+        if self.series_level(series) != LEVEL_REDACTED:
+            return ()
+        rule = self._best_rule(lambda r: r.matches_series(series))
+        return rule.masked_labels if rule else ()
+
+    def event_masked_labels(self, event) -> tuple[str, ...]:
+        """The resource label names of ``event`` this scope sees pseudonymised."""
+        if self.event_level(event) != LEVEL_REDACTED:
+            return ()
+        rule = self._best_rule(lambda r: r.level == LEVEL_REDACTED and r.matches_event(event))
+        return rule.masked_labels if rule else ()
+
+    def hides_body(self, event) -> bool:
+        """Whether this scope may not see ``event``'s message and attributes (redacted level)."""
+        return self.event_level(event) == LEVEL_REDACTED
+
+    def mask_labels(self, owner_id: int, labels: dict, masked: tuple[str, ...]) -> dict:
+        """``labels`` with the ``masked`` names replaced by this viewer's pseudonyms."""
+        if not masked:
+            return dict(labels)
         return {
             name: pseudonym(owner_id, self.viewer_org_id, name, value) if name in masked else value
             for name, value in labels.items()
         }
-
-    # -- presentation ---------------------------------------------------------
-    def present_series(self, series) -> dict:
-        """The JSON a viewer gets for one series, redacted for its level. Raises NoScope when not
-        readable one by one."""
-        level = self.series_level(series)
-        if not self.readable_alone(series):
-            raise NoScope("series not readable in this scope")
-        labels = series.labels
-        if level == LEVEL_REDACTED:
-            rule = self._best_rule(lambda r: r.matches_series(series))
-            labels = self._masked(series.org_id, labels, rule.masked_labels)
-        self.note_read(series.org_id, f"series {series.metric}", level)
-        return {
-            "id": series.pk,
-            "org": series.org.slug,
-            "org_name": series.org.name,
-            "colour": series.org.colour,
-            "signal": series.signal,
-            "metric": series.metric,
-            "labels": labels,
-            "kind": series.kind,
-            "unit": series.unit,
-            "level": level,
-        }
-
-    def present_event(self, event) -> dict:
-        """The JSON a viewer gets for one event: redacted level hides the message and attributes and
-        pseudonymises the masked resource labels. Raises NoScope when not readable. Times carry the
-        clock corrections in force for this read (``timeline.alignment``); ``clock_shift_us`` (and
-        ``clock_end_shift_us``) say by how much, when they moved it."""
-        from ingest.timeparse import format_rfc3339
-        from timeline.alignment import clock_for
-
-        level = self.event_level(event)
-        if level is None:
-            raise NoScope("event not readable in this scope")
-        message, attributes, resource = event.message, event.attributes, event.resource
-        if level == LEVEL_REDACTED:
-            rule = self._best_rule(lambda r: r.level == LEVEL_REDACTED and r.matches_event(event))
-            message, attributes = REDACTED_MESSAGE, {}
-            resource = self._masked(event.org_id, resource, rule.masked_labels)
-        self.note_read(event.org_id, f"events {event.signal}", level)
-        shift, end_shift, _used = clock_for(self).event_shift(event)
-        presented = {
-            "id": event.pk,
-            "org": event.org.slug,
-            "colour": event.org.colour,
-            "signal": event.signal,
-            "ts": format_rfc3339(event.ts + shift),
-            "end_ts": format_rfc3339(event.end_ts + end_shift) if event.end_ts is not None else None,
-            "kind": event.kind,
-            "severity": event.severity,
-            "name": event.name,
-            "message": message,
-            "redacted": level == LEVEL_REDACTED,
-            "resource": resource,
-            "attributes": attributes,
-            "level": level,
-        }
-        if shift or end_shift:
-            presented["clock_shift_us"] = shift
-            presented["clock_end_shift_us"] = end_shift
-        return presented
 
     def organizations(self):
         """Organisations whose names and colours this viewer may see: its own and those sharing with it."""
@@ -397,24 +325,6 @@ class Scope:
             return Organization.objects.all()
         ids = set(self.own_org_ids) | {rule.owner_id for rule in self.rules}
         return Organization.objects.filter(pk__in=sorted(ids))
-
-    def unshared_summary(self) -> list[dict]:
-        """Placeholders: per other organisation that announces it, how many series of each signal
-        family exist that this scope cannot read one by one. Reveals nothing else."""
-        from timeline.models import Series
-
-        if self.is_system:
-            return []
-        hidden = (
-            Series.unscoped.exclude(self.series_filter())
-            .filter(org__announce_unshared=True)
-            .values_list("org__slug", "org__name", "org__colour", "signal")
-        )
-        counts = Counter(hidden)
-        return [
-            {"org": slug, "org_name": name, "colour": colour, "signal": signal, "count": count}
-            for (slug, name, colour, signal), count in sorted(counts.items())
-        ]
 
     # -- audit ----------------------------------------------------------------
     def note_read(self, owner_id: int, what: str, level: str) -> None:
@@ -472,9 +382,20 @@ def require_scope(scope: Scope | None) -> Scope:
     return scope
 
 
-def scope_for_request(request) -> Scope:
-    """The scope of an HTTP request: a read token, or the signed-in person."""
+def scope_for_request(request, *, push_tokens: bool = False) -> Scope:
+    """The scope of an HTTP request: a read token, the signed-in person, or — where the endpoint
+    serves agents (``push_tokens``) — a push token's journal-only scope."""
     token = getattr(request, "auth", None)
     if isinstance(token, IngestToken):
+        if push_tokens and token.purpose == TokenPurpose.PUSH:
+            return Scope.for_push_token(token)
         return Scope.for_token(token)
     return Scope.for_user(request.user)
+
+
+def journal_filter(scope: Scope) -> Q:
+    """Ingest journal entries (``IngestBatch``) this scope may see: its organisations' own."""
+    scope = require_scope(scope)
+    if scope.is_system:
+        return Q()
+    return Q(org_id__in=sorted(scope.journal_org_ids)) if scope.journal_org_ids else Q(pk__in=[])

@@ -39,6 +39,8 @@ class ScopedAPIView(APIView):
     permission_classes = [HasPrincipal]
     scope: Scope
     audit_window: tuple[int, int] | None = None
+    # Endpoints agents call with their push token (batch status) get its journal-only scope.
+    serves_push_tokens = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -50,7 +52,7 @@ class ScopedAPIView(APIView):
 
     def build_scope(self, request) -> Scope:
         try:
-            return scope_for_request(request)
+            return scope_for_request(request, push_tokens=self.serves_push_tokens)
         except NoScope as exc:
             raise exceptions.PermissionDenied(str(exc)) from exc
 

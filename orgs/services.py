@@ -120,8 +120,8 @@ def token_authenticate(secret: str) -> IngestToken | None:
 
 
 def _validate_selector(*, signals: list[str], label_matchers: list[str], level: str) -> None:
-    from ingest.records import SIGNALS
-    from orgs.access import SelectorError, parse_matcher
+    from core.labels import SelectorError, parse_matcher
+    from core.records import SIGNALS
 
     unknown = [s for s in signals if s not in SIGNALS]
     if unknown:

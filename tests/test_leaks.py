@@ -29,7 +29,7 @@ from django.db import transaction
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from ingest.records import Batch, EventRecord, SeriesBlock
+from core.records import Batch, EventRecord, SeriesBlock
 from ingest.services import batch_accept
 from orgs.models import AccessRequest, Organization
 from orgs.services import access_request_create, grant_create, token_create, user_create

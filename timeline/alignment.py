@@ -1,6 +1,6 @@
 """Time alignment: per-agent clock corrections, applied at query time, and their estimation.
 
-Stored timestamps are what the agents sent (``ingest.timeparse`` made them UTC
+Stored timestamps are what the agents sent (``core.timeparse`` made them UTC
 microseconds); nothing here rewrites them. A :class:`~timeline.models.ClockCorrection`
 says how to shift the data of one organisation's agent (and optionally one node)
 when it is read: ``ts' = ts + offset + drift * (ts - reference) / 1 h``, for stored
@@ -33,30 +33,29 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-import re
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-import msgspec
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import BigIntegerField, Case, ExpressionWrapper, F, FloatField, Q, Value, When
 from django.db.models.functions import Cast, Round
 
-from ingest.timeparse import format_rfc3339
+from core.labels import SelectorError, label_matches, parse_matcher
+from core.timeparse import format_rfc3339
 from orgs.access import (
     LEVEL_AGGREGATE,
     LEVEL_FULL,
     LEVEL_RANK,
     LEVEL_REDACTED,
     Scope,
-    SelectorError,
-    parse_matcher,
+    label_q,
     pseudonym,
     require_scope,
 )
 from timeline import alignment_estimators as est
+from timeline import presenters
 from timeline.models import ClockCorrection, ClockOrigin, Event, Series, Source
 
 HOUR_US = est.HOUR_US
@@ -107,7 +106,7 @@ class Correction:
     def matches(self, org_id: int, source_id: int | None, labels: dict) -> bool:
         if org_id != self.org_id or (self.source_id is not None and source_id != self.source_id):
             return False
-        return self.matcher is None or _label_matches(labels or {}, *self.matcher)
+        return self.matcher is None or label_matches(labels or {}, *self.matcher)
 
     def covers(self, ts: int) -> bool:
         return (self.valid_from is None or ts >= self.valid_from) and (
@@ -120,7 +119,7 @@ class Correction:
         if self.source_id is not None:
             condition &= Q(source_id=self.source_id)
         if self.matcher is not None:
-            condition &= _label_q(labels_field, *self.matcher)
+            condition &= label_q(labels_field, *self.matcher)
         return condition
 
     # -- by how much
@@ -175,28 +174,6 @@ class Correction:
         if self.valid_to is not None:
             condition &= Q(ts__lt=self.valid_to)
         return Case(When(condition, then=shift), default=Value(0), output_field=BigIntegerField())
-
-
-def _label_q(field_name: str, name: str, op: str, value: str) -> Q:
-    """A label matcher over a JSON field, with PromQL semantics (as grant selectors have)."""
-    if op in ("=", "!="):
-        q = Q(**{f"{field_name}__{name}": value})
-    else:
-        q = Q(**{f"{field_name}__{name}__regex": f"^(?:{value})$"})
-    if op in ("=", "=~"):
-        return q
-    return ~Q(**{f"{field_name}__has_key": name}) | ~q
-
-
-def _label_matches(labels: dict, name: str, op: str, value: str) -> bool:
-    actual = labels.get(name)
-    if op in ("=", "=~"):
-        if actual is None:
-            return False
-        return actual == value if op == "=" else re.fullmatch(value, str(actual)) is not None
-    if actual is None:
-        return True
-    return actual != value if op == "!=" else re.fullmatch(value, str(actual)) is None
 
 
 # --------------------------------------------------------------------------- the clock model of a read
@@ -612,7 +589,9 @@ def ordering_violations(
     }
     noted = len(scope.reads)
     for event in _anchor_events(scope, start - margin, end + margin, rules):
-        item = scope.present_event(event)  # the viewer's keys: masking lives in present_event
+        item = presenters.present_event(
+            scope, event
+        )  # the viewer's keys: masking is applied by the presenter
         shift, _end, used = model.event_shift(event)
         stamp = _stamp(event, item)
         stamps.append((stamp, shift, sum(uncertainty.get(i, 0) for i in used)))
@@ -630,7 +609,9 @@ def ordering_violations(
     for pair in pairs:
         tolerance = pair.earlier.ref[1] + pair.later.ref[1]
         if pair.violation_us > tolerance:
-            earlier, later = (scope.present_event(stamp.ref[0]) for stamp in (pair.earlier, pair.later))
+            earlier, later = (
+                presenters.present_event(scope, stamp.ref[0]) for stamp in (pair.earlier, pair.later)
+            )
             out.append(
                 {
                     "rule": pair.rule.name,
@@ -685,7 +666,9 @@ def anchor_stamps(scope: Scope, *, start: int, end: int, rules=est.ANCHOR_RULES)
     stamps = []
     for event in _anchor_events(scope, start, end, rules, extra=RESTART_EVENTS):
         presented = (
-            None if (scope.is_system or event.org_id in scope.own_org_ids) else scope.present_event(event)
+            None
+            if (scope.is_system or event.org_id in scope.own_org_ids)
+            else presenters.present_event(scope, event)
         )
         stamps.append(_stamp(event, presented))
     return stamps
@@ -703,25 +686,9 @@ def receive_time_estimates(
     scope: Scope, *, start: int, end: int, per_source: int = 500
 ) -> list[est.Estimate]:
     """Lower bounds of the clock errors of the viewer's own agents from their pushes' receive times."""
-    from ingest.models import IngestBatch
-    from ingest.records import decode_batch
+    from ingest.selectors import push_receive_times
 
-    scope = require_scope(scope)
-    batches = IngestBatch.objects.filter(received_at__gte=_datetime(start), received_at__lt=_datetime(end))
-    if not scope.is_system:
-        batches = batches.filter(org_id__in=sorted(scope.own_org_ids))
-    pushes: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    for entry in batches.select_related("org").order_by("-received_at")[: 20 * per_source].iterator():
-        key = (entry.org.slug, entry.source)
-        if len(pushes.setdefault(key, [])) >= per_source:
-            continue
-        try:
-            batch = decode_batch(bytes(entry.payload))
-        except msgspec.DecodeError:
-            continue
-        stamps = [max(block.ts) for block in batch.series if block.ts] + [e.ts for e in batch.events]
-        if stamps:
-            pushes[key].append((round(entry.received_at.timestamp() * 1_000_000), max(stamps)))
+    pushes = push_receive_times(require_scope(scope), start=start, end=end, per_source=per_source)
     out = []
     for (org, source), rows in sorted(pushes.items()):
         if len(rows) < 3:
@@ -733,12 +700,6 @@ def receive_time_estimates(
             )
         )
     return out
-
-
-def _datetime(ts_us: int):
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts_us / 1_000_000, tz=UTC)
 
 
 @dataclass
@@ -793,7 +754,7 @@ def xcorr_estimates(
                     a, est.dense(lane.bucket, lane.mean, n), step_us=step, max_lag=min(20, n // 4)
                 )
                 if found is not None:
-                    label = scope.present_series(series)["labels"].get("node", "")
+                    label = presenters.present_series(scope, series)["labels"].get("node", "")
                     out.append(Correlation(pair.name, label, found[0], found[1], round(found[2], 3)))
     return out
 

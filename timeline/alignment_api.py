@@ -18,7 +18,7 @@ from rest_framework.response import Response
 
 from config.api_errors import ErrorSerializer
 from config.api_input import StrictBooleanField, big_integer, query_params, request_body
-from ingest.timeparse import TimestampError, format_rfc3339, parse_timestamp
+from core.timeparse import TimestampError, format_rfc3339, parse_timestamp
 from orgs.api_base import ScopedAPIView, ScopedPageMixin
 from timeline import alignment, api_params
 from timeline.api_params import InstantField, WindowQuery

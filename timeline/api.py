@@ -14,11 +14,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
 from config.api_input import query_params
-from ingest.timeparse import format_rfc3339
+from core.timeparse import format_rfc3339
 from orgs.api_base import ScopedAPIView
 from timeline import api_params, api_shapes, lane_cache
 from timeline.alignment import aligned_param, clock_payload, clock_state, use_clock
 from timeline.lanes import start_reads
+from timeline.presenters import present_event, present_series
 from timeline.selectors import (
     event_conditions,
     event_marks,
@@ -47,7 +48,7 @@ class SeriesListView(ScopedAPIView):
             org_slug=query.get("org") or None,
             labels=query.get("label", {}),
         )
-        return Response({"series": [self.scope.present_series(s) for s in series[:5000]]})
+        return Response({"series": [present_series(self.scope, s) for s in series[:5000]]})
 
 
 class LanesView(ScopedAPIView):
@@ -71,7 +72,7 @@ class LanesView(ScopedAPIView):
                 "clock": clock,
                 "lanes": [
                     {
-                        "series": self.scope.present_series(lane.series),
+                        "series": present_series(self.scope, lane.series),
                         "fn": lane.fn,
                         "step_ms": lane.step / 1000,
                         "t": [(lane.start + b * lane.step) / 1000 for b in lane.buckets.bucket],
@@ -105,7 +106,7 @@ class EventsView(ScopedAPIView):
                 text=query.get("q") or None,
                 limit=query["limit"],
             )
-            rows = [self.scope.present_event(e) for e in events]
+            rows = [present_event(self.scope, e) for e in events]
             clock = clock_state(self.scope)
         return Response(
             {

@@ -14,7 +14,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api_input import FlagField, IdListField, LabelFilterField, big_integer, identifier, text, texts
-from ingest.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
+from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from timeline.selectors import MAX_INSTANT_LENGTH, QueryError, Window, parse_instant
 
 TIME_HELP = "RFC 3339 with offset, epoch (s/ms/µs/ns), now, or now-3h (s, m, h, d, w)"

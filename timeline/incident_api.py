@@ -12,8 +12,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from config.api_errors import ErrorSerializer
 from config.api_input import JSONValueField, identifier, query_params, request_body
-from ingest.timeparse import format_rfc3339
+from core.timeparse import format_rfc3339
 from orgs.api_base import ScopedAPIView
 from timeline import api_params, api_shapes, services
 from timeline import incident_selectors as selectors
@@ -312,7 +313,7 @@ class PermalinkCreateView(ScopedAPIView):
     @extend_schema(
         summary="Make a permalink of a view (relative times are frozen)",
         request=PermalinkBody,
-        responses={201: OpenApiTypes.OBJECT},
+        responses={201: OpenApiTypes.OBJECT, 404: ErrorSerializer},
     )
     def post(self, request):
         body = request_body(PermalinkBody, request)

@@ -11,7 +11,7 @@ from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 from django.views.generic import TemplateView, View
 
-from ingest.timeparse import format_rfc3339
+from core.timeparse import format_rfc3339
 from orgs.api_base import ScopedPageMixin
 from orgs.models import Organization
 from timeline import incident_selectors as selectors

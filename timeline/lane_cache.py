@@ -200,12 +200,15 @@ def cached_answer(scope: Scope, key: str, compute: Callable[[], dict]) -> tuple[
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         _pause()
+        # The lock first: the one computing stores its entry before it lets the lock go, so a lock seen
+        # gone here means the entry (if it could be stored) is there for the look that follows.
+        computing = _cache_call("has_key", lambda: cache.has_key(lock), default=False)
         if _cache_call("has_key", lambda: cache.has_key(key), default=False):
             entry = _fresh(key)
             if entry is not None:
                 scope.reads.extend(entry.reads)
                 return entry, "wait"
-        if not _cache_call("has_key", lambda: cache.has_key(lock), default=False):
+        if not computing:
             break  # it failed, or its answer could not be stored: compute here
     entry = _compute(scope, compute)
     _store(key, entry)

@@ -50,6 +50,7 @@ from django.db.models import Q
 
 from orgs.access import MIN_AGGREGATE_GROUP, NoScope, Scope, require_scope
 from timeline.models import Event, Series
+from timeline.presenters import present_event, present_series
 from timeline.store import get_store
 
 SERIES_LANE_KINDS: tuple[str, ...] = ("line", "rate", "band", "heatmap", "sum")
@@ -235,7 +236,7 @@ def readable_members(scope: Scope, series) -> list[Member]:
         presented = None
         if scope.readable_alone(s):
             try:
-                presented = scope.present_series(s)
+                presented = present_series(scope, s)
             except NoScope:
                 continue
         members.append(Member(series=s, level=level, presented=presented))
@@ -727,7 +728,7 @@ def present_events(scope: Scope, events) -> list[dict]:
     out = []
     for event in events:
         try:
-            item = scope.present_event(event)
+            item = present_event(scope, event)
         except NoScope:
             continue
         shift, end_shift = item.get("clock_shift_us", 0), item.get("clock_end_shift_us") or 0

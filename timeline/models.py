@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from django.db import models
 
-from ingest.records import EVENT_KINDS, SERIES_KINDS, SEVERITIES, SIGNALS
+from core.records import EVENT_KINDS, SERIES_KINDS, SEVERITIES, SIGNALS
 from orgs.access import NoScope, Scope, require_scope
 from orgs.models import Organization
 

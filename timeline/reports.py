@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from ingest.timeparse import format_rfc3339
+from core.timeparse import format_rfc3339
 from orgs.access import Scope
 from timeline.incident_selectors import view_state_for
 from timeline.models import Incident

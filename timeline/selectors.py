@@ -10,9 +10,10 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from config.api_errors import RequestFieldError
-from ingest.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
+from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from orgs.access import Scope, require_scope
 from timeline.models import Event, Series
+from timeline.presenters import present_series, unshared_summary
 from timeline.store import LaneBuckets, get_store
 
 _RELATIVE = re.compile(r"now(?:-([0-9]{1,12})([smhdw]))?")
@@ -203,7 +204,7 @@ def warroom_catalogue(scope: Scope, *, window: Window, series_ids: list[int] | N
             if row["org_id"] in slugs
         ],
         "defaults": [str(spec) for spec in defaults],
-        "unshared": scope.unshared_summary(),
+        "unshared": unshared_summary(scope),
         "from_series": [str(spec) for spec in specs_for_series(scope, series_ids or [])],
     }
 
@@ -219,7 +220,7 @@ def specs_for_series(scope: Scope, series_ids: list[int]):
         series = found.get(series_id)
         if series is None:
             continue
-        labels = scope.present_series(series)["labels"]
+        labels = present_series(scope, series)["labels"]
         specs.append(
             LaneSpec(
                 kind="rate" if series.kind == "counter" else "line",

@@ -11,7 +11,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from ingest.timeparse import TimestampError, format_rfc3339, now_us, parse_timestamp
+from core.timeparse import TimestampError, format_rfc3339, now_us, parse_timestamp
 from orgs.access import Scope
 from orgs.models import Organization
 from timeline.models import (
@@ -277,7 +277,9 @@ def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None =
     snapshot = Snapshot.objects.create(permalink=permalink, created_by=user, expires_at=expires_at)
     for org in orgs:
         scope = (
-            creator_scope if org.pk == membership.org_id else Scope.for_org(org.pk, f"snapshot:{org.slug}")
+            creator_scope
+            if org.pk == membership.org_id
+            else Scope.dangerously_as_org(org.pk, f"snapshot:{org.slug}")
         )
         content = view_data(
             scope,

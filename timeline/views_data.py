@@ -8,6 +8,7 @@ from orgs.access import Scope
 from timeline.alignment import aligned_param, clock_state, use_clock
 from timeline.incident_selectors import series_readable
 from timeline.models import Incident
+from timeline.presenters import present_event, present_series, unshared_summary
 from timeline.selectors import Window, events_list, lanes_read
 
 EXPORT_WIDTH = 1000
@@ -85,7 +86,7 @@ def view_data(
                 shared = events_list(also_readable_by, window=window, limit=EXPORT_EVENT_LIMIT)
                 allowed_events = {event.pk for event in shared}
             events = [event for event in events if event.pk in allowed_events]
-        presented_events = [scope.present_event(event) for event in events]
+        presented_events = [present_event(scope, event) for event in events]
         clock = clock_state(scope)
         drawn = warroom_lanes(scope, specs=specs, window=window, width=EXPORT_WIDTH) if specs else []
     data = {
@@ -93,7 +94,7 @@ def view_data(
         "window": {"from": state["from"], "to": state["to"]},
         "lanes": [
             {
-                "series": scope.present_series(lane.series),
+                "series": present_series(scope, lane.series),
                 "fn": lane.fn,
                 "step_us": lane.step,
                 "t_us": [lane.start + b * lane.step for b in lane.buckets.bucket],
@@ -106,7 +107,7 @@ def view_data(
         ],
         "warroom_lanes": [result.payload for result in drawn],
         "events": presented_events,
-        "not_shared": scope.unshared_summary(),
+        "not_shared": unshared_summary(scope),
         "clock": clock,
     }
     if incident is not None:

@@ -22,7 +22,7 @@ Any invalid stream or entry rejects the request (400, nothing kept) with every
 problem's path, e.g. ``streams[0].values[3][0]``: label names must be valid
 Prometheus label names, every stream needs at least one label, timestamps must
 lie between 2000-01-01 and ``now + future_tolerance_s`` and no more than
-``max_age_days`` days before now (the accept window, :mod:`ingest.timeparse`),
+``max_age_days`` days before now (the accept window, :mod:`core.timeparse`),
 strings must be UTF-8. Label values and structured metadata must be text the
 store can hold (:mod:`ingest.protocols.storable`): no NUL character, no lone
 surrogate (a ``\\ud800`` escape in a protobuf label set), reported at the label's
@@ -39,7 +39,8 @@ import re
 import msgspec
 from google.protobuf.message import DecodeError
 
-from ingest import timeparse
+from core import timeparse
+from core.records import Batch, EventRecord
 from ingest.protocols.decoding import decompress
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload, UnsupportedMediaType
 from ingest.protocols.native import (
@@ -53,7 +54,6 @@ from ingest.protocols.native import (
 from ingest.protocols.proto import loki_push_pb2
 from ingest.protocols.remote_write import MIN_TS_US, SNAPPY_STREAM_IDENTIFIER
 from ingest.protocols.storable import text_problem
-from ingest.records import Batch, EventRecord
 from ingest.signals import DEFAULT_MAP, SignalMap
 
 PROTOBUF = "application/x-protobuf"

@@ -1,6 +1,6 @@
 """Jointline's native JSON push format.
 
-One request carries one :class:`~ingest.records.Batch` from one ``source``::
+One request carries one :class:`~core.records.Batch` from one ``source``::
 
     {"source": "node-exporter@node-17",            required, 1-200 chars
      "timezone": "Asia/Seoul",                      IANA zone for naive timestamps in this batch
@@ -17,7 +17,7 @@ One request carries one :class:`~ingest.records.Batch` from one ``source``::
 
 Optional fields may be absent or ``null``; unknown fields are rejected (a
 misspelt ``"lables"`` must not silently drop labels). Timestamps are RFC 3339
-strings or epoch numbers, see :mod:`ingest.timeparse`; each must lie in the
+strings or epoch numbers, see :mod:`core.timeparse`; each must lie in the
 accept window: at most ``future_tolerance_s`` ahead of the server's clock and at
 most ``max_age_days`` days behind it. Text the store cannot hold is refused at its
 path (:mod:`ingest.protocols.storable`): a NUL character (U+0000) in any text but
@@ -40,17 +40,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from ingest import timeparse
-from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
-from ingest.protocols.storable import (
-    MAX_METRIC_CHARS,
-    MAX_NAME_CHARS,
-    MAX_SOURCE_CHARS,
-    MAX_UNIT_CHARS,
-    labels_problem,
-    text_problem,
-)
-from ingest.records import (
+from core import timeparse
+from core.records import (
     EVENT_KINDS,
     SERIES_KINDS,
     SEVERITIES,
@@ -59,6 +50,15 @@ from ingest.records import (
     Batch,
     EventRecord,
     SeriesBlock,
+)
+from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
+from ingest.protocols.storable import (
+    MAX_METRIC_CHARS,
+    MAX_NAME_CHARS,
+    MAX_SOURCE_CHARS,
+    MAX_UNIT_CHARS,
+    labels_problem,
+    text_problem,
 )
 
 MAX_LABELS = 64
@@ -142,7 +142,7 @@ def parse_native(
     max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
     max_points: int = 2_000_000,
 ) -> Batch:
-    """Parse a decompressed native JSON body into a :class:`~ingest.records.Batch`.
+    """Parse a decompressed native JSON body into a :class:`~core.records.Batch`.
 
     Points keep the order of the body (no sorting, no de-duplication: the
     store does that) and labels are kept as given. Every rule of the format

@@ -43,7 +43,7 @@ Mapping, the choices this module makes:
   than ``explicit_bounds`` (both may be empty: then only ``_count`` and ``_sum``
   are stored), and points with a time of 0, before 2000, after
   ``now + tolerance`` or more than ``max_age_days`` days before now (the accept
-  window, :mod:`ingest.timeparse`) are rejected.
+  window, :mod:`core.timeparse`) are rejected.
 * **Partial success**, as the OTLP specification defines it: when some points
   or records are rejected and others stored, the answer is 200 with
   ``partial_success`` giving the rejected count and a message naming each
@@ -90,13 +90,13 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from ingest import timeparse
+from core import timeparse
+from core.records import AttributeValue, Batch, EventRecord, SeriesBlock
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload, UnsupportedMediaType
 from ingest.protocols.native import MAX_ATTRIBUTES, MAX_LABEL_VALUE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS
 from ingest.protocols.proto import rpc_status_pb2
 from ingest.protocols.remote_write import MIN_TS_US
 from ingest.protocols.storable import MAX_METRIC_CHARS, MAX_UNIT_CHARS, labels_problem, text_problem
-from ingest.records import AttributeValue, Batch, EventRecord, SeriesBlock
 from ingest.signals import DEFAULT_MAP, SignalMap, label_name, metric_kind, metric_name
 
 PROTOBUF = "application/x-protobuf"

@@ -25,11 +25,11 @@ import math
 import re
 from dataclasses import dataclass
 
-from ingest import timeparse
+from core import timeparse
+from core.records import Batch, EventRecord, SeriesBlock
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
 from ingest.protocols.loki import parse_label_set
 from ingest.protocols.storable import MAX_METRIC_CHARS, labels_problem, text_problem
-from ingest.records import Batch, EventRecord, SeriesBlock
 from ingest.signals import DEFAULT_MAP, SignalMap, metric_kind, xid_events
 
 _SAMPLE = re.compile(

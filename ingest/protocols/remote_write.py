@@ -12,7 +12,7 @@ What the receiver checks, following the 1.0 specification:
   means "no such label" and is dropped, as Prometheus does;
 * samples of a series are in timestamp order (equal timestamps allowed),
   between 2000-01-01 and ``now + future_tolerance_s``, and no more than
-  ``max_age_days`` days before now (the accept window, :mod:`ingest.timeparse`);
+  ``max_age_days`` days before now (the accept window, :mod:`core.timeparse`);
 * what the store cannot hold is refused (:mod:`ingest.protocols.storable`): a
   NUL character in a label value, a metric name over 200 characters, labels
   too large to index a series by, a unit (from the request's metadata) with a
@@ -43,13 +43,13 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
-from ingest import timeparse
+from core import timeparse
+from core.records import Batch, EventRecord, SeriesBlock
 from ingest.protocols.decoding import decompress
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload, UnsupportedMediaType
 from ingest.protocols.native import MAX_LABEL_VALUE_CHARS, MAX_LABELS
 from ingest.protocols.proto import remote_write_pb2
 from ingest.protocols.storable import MAX_METRIC_CHARS, MAX_UNIT_CHARS, labels_problem, text_problem
-from ingest.records import Batch, EventRecord, SeriesBlock
 from ingest.signals import DEFAULT_MAP, SignalMap, metric_kind, xid_events
 
 CONTENT_TYPE = "application/x-protobuf"

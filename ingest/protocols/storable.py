@@ -4,7 +4,7 @@ Every parser checks each text it turns into a name, a label, a unit, a source or
 attribute with :func:`text_problem`, and reports the reason at the field's path in
 its own protocol (``timeseries[3].labels[1].value``, ``streams[1].stream.host``).
 Every push endpoint then runs :func:`check_batch` over the normalised
-:class:`~ingest.records.Batch`, so a field a parser missed is still a 400 naming it
+:class:`~core.records.Batch`, so a field a parser missed is still a 400 naming it
 (``events[2].resource.node``), never a batch that is journaled, answered 2xx and
 then fails every apply attempt.
 
@@ -19,7 +19,7 @@ What the store cannot hold, and so what is refused:
   UTF-8 for the journal or the database. Messages included.
 * text longer than its column: source, metric name and event name 200
   characters, unit 32 (:data:`MAX_SOURCE_CHARS` ...). Signal, kind and severity
-  must be one of their names in :mod:`ingest.records`.
+  must be one of their names in :mod:`core.records`.
 * a label set too large for the index that identifies a series: the labels as
   the store writes them (``[["device","ens2f0"],["node","node-17"]]``, UTF-8) may
   take at most :data:`MAX_LABELS_BYTES` bytes; PostgreSQL's btree index entries
@@ -28,7 +28,7 @@ What the store cannot hold, and so what is refused:
   integers within 64 bits; sample values that are not finite numbers.
 
 :func:`check_batch` also applies the accept window of a push (see
-:mod:`ingest.timeparse`): no timestamp too far in the future or the past, and at
+:mod:`core.timeparse`): no timestamp too far in the future or the past, and at
 most ``max_days`` distinct UTC days in one batch.
 """
 
@@ -39,9 +39,9 @@ import math
 import re
 from collections.abc import Iterator
 
-from ingest import timeparse
+from core import timeparse
+from core.records import EVENT_KINDS, SERIES_KINDS, SEVERITIES, SIGNALS, Batch, EventRecord, SeriesBlock
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
-from ingest.records import EVENT_KINDS, SERIES_KINDS, SEVERITIES, SIGNALS, Batch, EventRecord, SeriesBlock
 
 MAX_SOURCE_CHARS = 200  # timeline_source.name and ingest_ingestbatch.source are varchar(200)
 MAX_METRIC_CHARS = 200  # timeline_series.metric

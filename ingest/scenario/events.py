@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from ingest.records import EventRecord
+from core.records import EventRecord
 from ingest.scenario import activity as act
 from ingest.scenario.clocks import Clocks
 from ingest.scenario.codes import Codes

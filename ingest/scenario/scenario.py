@@ -6,7 +6,7 @@ import bisect
 from collections.abc import Iterator
 from datetime import timedelta
 
-from ingest.records import Batch
+from core.records import Batch
 from ingest.scenario.codes import Codes
 from ingest.scenario.config import ScenarioConfig
 from ingest.scenario.events import Emitted, build_events

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ingest.records import SeriesBlock
+from core.records import SeriesBlock
 from ingest.scenario import activity as act
 from ingest.scenario.clocks import Clocks
 from ingest.scenario.codes import Codes

@@ -71,7 +71,7 @@ class Incident:
 
     @property
     def window(self) -> tuple[str, str]:
-        from ingest.timeparse import format_rfc3339
+        from core.timeparse import format_rfc3339
 
         return (
             format_rfc3339(int(self.slow_start_ms * 1000) - 3_600_000_000),
@@ -97,7 +97,7 @@ def chromium():
 @pytest.fixture(scope="session")
 def _reference_incident(django_db_setup, django_db_blocker):
     """Load the compact scenario once; dump the Django rows that the per-test flush will remove."""
-    from ingest.records import Batch, EventRecord
+    from core.records import Batch, EventRecord
     from ingest.scenario import ScenarioConfig, generate
     from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply, load_batches
     from orgs.models import Role

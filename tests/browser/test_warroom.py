@@ -173,7 +173,7 @@ def test_a_search_finds_the_planted_line_and_clicking_it_centres_the_view(page, 
 
 def test_log_markup_is_shown_as_text_and_never_runs(page, live_server, incident):
     around = incident.hostile_ms
-    from ingest.timeparse import format_rfc3339
+    from core.timeparse import format_rfc3339
 
     query = urlencode(
         {

@@ -361,7 +361,7 @@ def test_an_import_of_2005_logs_is_journaled_in_batches_of_at_most_the_push_day_
         call_command(*args)
     entries = list(IngestBatch.objects.all())
     assert sum(entry.event_count for entry in entries) == 2000
-    from ingest.records import decode_batch
+    from core.records import decode_batch
 
     assert all(len(distinct_days(decode_batch(bytes(entry.payload)))) <= 10 for entry in entries)
     assert min(event.ts for event in stored_events(org_a)) < 1_104_537_600_000_000  # 2005: no age limit

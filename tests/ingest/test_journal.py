@@ -14,8 +14,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import TestCase
 
+from core.records import Batch, EventRecord, SeriesBlock, encode_batch
 from ingest.models import BatchStatus, IngestBatch
-from ingest.records import Batch, EventRecord, SeriesBlock, encode_batch
 from ingest.services import ApplyError, ApplyFailed, batch_apply, journal_sweep
 from ingest.tasks import apply_batch
 from timeline.store.base import DAY_US

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.records import EVENT_KINDS, SERIES_KINDS, SEVERITIES, SIGNALS, Batch, EventRecord, SeriesBlock
+from core.timeparse import MIN_US, format_rfc3339, parse_timestamp
 from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, IngestError, InvalidPayload
 from ingest.protocols.native import batch_to_native, parse_native
-from ingest.records import EVENT_KINDS, SERIES_KINDS, SEVERITIES, SIGNALS, Batch, EventRecord, SeriesBlock
-from ingest.timeparse import MIN_US, format_rfc3339, parse_timestamp
 
 NOW_US = 1_781_488_800_000_000  # 2026-06-15T02:00:00Z
 T_01H = 1_781_485_200_000_000  # 2026-06-15T01:00:00Z

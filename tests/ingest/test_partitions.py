@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
+from core.records import Batch, EventRecord, SeriesBlock, encode_batch
 from ingest.models import BatchStatus, IngestBatch
-from ingest.records import Batch, EventRecord, SeriesBlock, encode_batch
 from ingest.services import ApplyRetryLater, batch_apply
 from timeline.models import Series
 from timeline.store import get_store

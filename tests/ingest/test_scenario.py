@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.records import EVENT_KINDS, SERIES_KINDS, SEVERITIES, SIGNALS
+from core.records import EVENT_KINDS, SERIES_KINDS, SEVERITIES, SIGNALS
 from ingest.scenario import ALL_EPISODES, ORG_ORDER, ScenarioConfig, generate, manifest_json
 
 GIB = 2**30

@@ -12,12 +12,12 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
+from core.records import Batch, EventRecord, SeriesBlock
 from ingest.models import BatchStatus, IngestBatch
 from ingest.protocols import loki, otlp, remote_write, storable
 from ingest.protocols.errors import InvalidPayload
 from ingest.protocols.native import parse_native
 from ingest.protocols.proto import remote_write_pb2
-from ingest.records import Batch, EventRecord, SeriesBlock
 from tests.conftest import push
 from tests.ingest.protocol_helpers import stored_events, stored_series
 from timeline.models import Event, Series

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.timeparse import (
+from core.timeparse import (
     EPOCH_UNITS,
     MAX_US,
     MIN_US,

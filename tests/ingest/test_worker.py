@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import connection
 
 from config.celery import app as celery_app
+from core.records import Batch, SeriesBlock
 from ingest.models import BatchStatus, IngestBatch
-from ingest.records import Batch, SeriesBlock
 from ingest.services import batch_accept, journal_sweep
 from tests.conftest import nic_batch, push
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection, transaction
 
+from core.records import Batch, EventRecord, SeriesBlock
 from ingest.models import BatchStatus, IngestBatch
-from ingest.records import Batch, EventRecord, SeriesBlock
 from ops.services import retention_apply, retention_policy_set
 from orgs.services import organization_create
 from timeline.store import get_store

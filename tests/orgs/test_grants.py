@@ -6,8 +6,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from ingest.records import Batch, EventRecord, SeriesBlock
-from orgs.access import GrantRule, Scope, glob_to_regex, parse_matcher
+from core.labels import glob_to_regex, parse_matcher
+from core.records import Batch, EventRecord, SeriesBlock
+from orgs.access import GrantRule, Scope
 from orgs.models import AuditEntry, Grant
 from orgs.services import grant_create, grant_revoke
 from timeline.models import Event, Series
@@ -115,7 +116,7 @@ def test_an_aggregate_grant_makes_no_single_series_readable(client_a, org_a, sto
     latency = Series.objects.scoped(Scope.system()).filter(org=storage_data).first()
     assert client_a.get("/api/v1/lanes", {**WINDOW, "series": latency.pk}).json()["lanes"] == []
     assert client_a.get("/api/v1/events", WINDOW).json()["events"] == []
-    scope = Scope.for_org(org_a.pk, "test")
+    scope = Scope.dangerously_as_org(org_a.pk, "test")
     assert Series.objects.scoped(scope).count() == 0
     assert Series.unscoped.filter(scope.series_filter(include_aggregate=True)).count() == 7
 
@@ -251,7 +252,7 @@ def test_an_aggregate_grant_lets_fleet_level_series_be_read_as_they_are(org_a, o
             batch=Batch(source="array", series=[fleet, block("nfs_rpc_slots_in_use", "node-01")]),
         )
     grant_create(owner=org_b, grantee=org_a, name="fleet", level="aggregate")
-    scope = Scope.for_org(org_a.pk, "test")
+    scope = Scope.dangerously_as_org(org_a.pk, "test")
     readable = list(Series.objects.scoped(scope).values_list("metric", flat=True))
     assert readable == ["storage_read_bytes_per_second"]
     assert all(scope.readable_alone(s) == (s.metric == readable[0]) for s in Series.unscoped.all())

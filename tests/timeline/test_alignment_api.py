@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.db import transaction
 
-from ingest.records import Batch, EventRecord
+from core.records import Batch, EventRecord
 from orgs.access import pseudonym
 from orgs.models import Organization, Role
 from orgs.services import grant_create, organization_create, user_create

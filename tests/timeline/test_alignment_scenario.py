@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from ingest.records import Batch
+from core.records import Batch
 from ingest.scenario import ScenarioConfig, generate
 from ingest.scenario_loading import ORGANISATIONS
 from orgs.access import Scope

@@ -16,7 +16,7 @@ from django.core.cache import cache
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from ingest.timeparse import now_us
+from core.timeparse import now_us
 from orgs.access import Scope
 from orgs.models import AuditEntry, Role
 from orgs.services import grant_create, grant_revoke, organization_create, user_create

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ingest.records import Batch, EventRecord, SeriesBlock
+from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import MIN_AGGREGATE_GROUP, Scope
 from orgs.models import Organization
 from orgs.services import grant_create
@@ -54,7 +54,7 @@ def lane(scope: Scope, spec: str, *, start: int = T0, end: int = T0 + 6 * HOUR, 
 
 @pytest.fixture
 def owner_scope(org_a) -> Scope:
-    return Scope.for_org(org_a.pk, "test")
+    return Scope.dangerously_as_org(org_a.pk, "test")
 
 
 # ----------------------------------------------------------------------------- specs
@@ -225,7 +225,7 @@ def test_an_aggregate_grant_gives_a_band_over_enough_nodes_without_their_labels(
     org_a, org_b, owner_scope, aggregate_grant
 ):
     _nodes(org_b, MIN_AGGREGATE_GROUP)
-    scope = Scope.for_org(org_a.pk, "test")
+    scope = Scope.dangerously_as_org(org_a.pk, "test")
     band = lane(scope, "band:storage/storage/nfs_rpc_slots_in_use!nodes", end=T0 + 600 * S, width=40)
     assert band["status"] == "ok"
     assert band["hi"][0] == pytest.approx(100.0 + MIN_AGGREGATE_GROUP - 1)
@@ -238,7 +238,7 @@ def test_an_aggregate_grant_gives_a_band_over_enough_nodes_without_their_labels(
 
 def test_an_aggregate_grant_over_too_few_nodes_draws_nothing(org_a, org_b, aggregate_grant):
     _nodes(org_b, MIN_AGGREGATE_GROUP - 1)
-    scope = Scope.for_org(org_a.pk, "test")
+    scope = Scope.dangerously_as_org(org_a.pk, "test")
     for kind in ("band", "sum", "line"):
         payload = lane(scope, f"{kind}:storage/storage/nfs_rpc_slots_in_use", end=T0 + 600 * S, width=40)
         assert payload["status"] == "unavailable", kind
@@ -247,7 +247,7 @@ def test_an_aggregate_grant_over_too_few_nodes_draws_nothing(org_a, org_b, aggre
 
 def test_without_a_grant_another_organisations_lane_is_empty(org_a, org_b):
     _nodes(org_b, 8)
-    scope = Scope.for_org(org_a.pk, "test")
+    scope = Scope.dangerously_as_org(org_a.pk, "test")
     payload = lane(scope, "band:storage/storage/nfs_rpc_slots_in_use", end=T0 + 600 * S, width=40)
     assert payload["status"] == "unavailable"
 

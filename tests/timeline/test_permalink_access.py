@@ -14,7 +14,7 @@ import pytest
 from django.db import transaction
 from rest_framework.test import APIClient
 
-from ingest.records import Batch, EventRecord, SeriesBlock
+from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import pseudonym
 from orgs.models import Organization
 from orgs.services import grant_create, user_create

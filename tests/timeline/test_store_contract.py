@@ -4,7 +4,7 @@ tests/timeline/test_store_on_sqlite.py)."""
 import pytest
 from django.db import transaction
 
-from ingest.records import Batch, EventRecord, SeriesBlock
+from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import Scope
 from timeline.models import Event, Series
 from timeline.store import get_store

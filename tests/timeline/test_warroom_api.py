@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.records import EventRecord
+from core.records import EventRecord
 from orgs.services import grant_create
 from tests.conftest import bearer_client, nic_batch, push
 from tests.timeline.test_lanes import HOUR, T0, S, gauge, write

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.transaction import TransactionManagementError
 
-from ingest.records import Batch, EventRecord, SeriesBlock
+from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import Scope, require_scope
 from timeline.models import Series, Source
 

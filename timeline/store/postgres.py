@@ -19,7 +19,7 @@ import psycopg
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from ingest.records import EventRecord
+from core.records import EventRecord
 from timeline.store.base import DAY_US, EventPart, PartitionDays, SamplePart, StoreBackend, event_fingerprint
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ingest.records import EventRecord
+from core.records import EventRecord
 from timeline.store.base import EventPart, SamplePart, StoreBackend, event_fingerprint
 
 SCHEMA = [

@@ -2,7 +2,7 @@
 
 from django import template
 
-from ingest.timeparse import format_rfc3339
+from core.timeparse import format_rfc3339
 
 register = template.Library()
 

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.records import decode_batch
 from ingest.models import BatchStatus, IngestBatch
-from ingest.records import decode_batch
 from ingest.services import JournalError, batch_discard, batch_retry, batch_retry_failed
 from orgs.models import Organization
 

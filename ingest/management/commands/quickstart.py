@@ -11,9 +11,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
+from core.timeparse import format_rfc3339
 from ingest.scenario import ScenarioConfig, generate
 from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply, demo_incident_create, load_batches
-from ingest.timeparse import format_rfc3339
 from orgs.models import Role
 from orgs.services import organization_create, user_create
 

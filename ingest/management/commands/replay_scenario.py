@@ -11,12 +11,12 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from core.records import Batch
+from core.timeparse import format_rfc3339, now_us
 from ingest.management.commands.load_scenario import add_scenario_arguments, scenario_config
 from ingest.protocols.native import batch_to_native
-from ingest.records import Batch
 from ingest.scenario import generate
 from ingest.scenario_loading import ORGANISATIONS, PushError, push_native, shift_batch, split_batch
-from ingest.timeparse import format_rfc3339, now_us
 
 MAX_POINTS_PER_PUSH = 200_000
 

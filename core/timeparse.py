@@ -1,7 +1,7 @@
 """The one timestamp normaliser used by every protocol parser and importer.
 
 Every function returns integer microseconds since the Unix epoch, in UTC, the
-unit of :mod:`ingest.records`. Anything that cannot be read without guessing
+unit of :mod:`core.records`. Anything that cannot be read without guessing
 raises :class:`TimestampError`, whose message says what was wrong and what is
 accepted, so it can be shown to the sender as is.
 

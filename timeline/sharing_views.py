@@ -1,4 +1,5 @@
-"""Sharing pages: what an organisation shares and receives, requests to decide, and who read what."""
+"""The sharing page: grants given and received, access requests, the audit, and what is not shared
+with the viewer. It lives on the read side because the placeholders count series (``timeline.presenters``)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.views.generic import TemplateView
 
-from ingest.records import SIGNALS
+from core.records import SIGNALS
 from orgs.api_base import ScopedPageMixin
 from orgs.models import Level, Organization
 from orgs.selectors import access_requests_visible, audit_entries, grants_visible
 from orgs.services import access_request_create, access_request_decide, grant_create, grant_revoke
+from timeline.presenters import unshared_summary
 
 
 def _split(value: str) -> list[str]:
@@ -52,7 +54,7 @@ class SharingPage(ScopedPageMixin, TemplateView):
             others=Organization.objects.exclude(pk=membership.org_id).order_by("slug"),
             signals=SIGNALS,
             levels=Level.choices,
-            unshared=self.scope.unshared_summary(),
+            unshared=unshared_summary(self.scope),
         )
         return context
 
