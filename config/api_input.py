@@ -218,9 +218,8 @@ class FlagField(serializers.Field):
         return "1" if value else ""
 
 
-@extend_schema_field({"type": "string", "format": "date-time", "nullable": True})
-class OffsetDateTimeField(serializers.Field):
-    """An RFC 3339 time with an offset (``2026-06-15T00:00:00Z``); blank or null is None."""
+class OptionalField(serializers.Field):
+    """A field that may be left out, null or blank, each meaning None."""
 
     def __init__(self, **kwargs: Any):
         kwargs.setdefault("required", False)
@@ -231,6 +230,11 @@ class OffsetDateTimeField(serializers.Field):
         if data == "":
             return True, None
         return super().validate_empty_values(data)
+
+
+@extend_schema_field({"type": "string", "format": "date-time", "nullable": True})
+class OffsetDateTimeField(OptionalField):
+    """An RFC 3339 time with an offset (``2026-06-15T00:00:00Z``); blank or null is None."""
 
     def to_internal_value(self, data: Any) -> datetime:
         parsed = None

@@ -13,7 +13,16 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from config.api_input import FlagField, IdListField, LabelFilterField, big_integer, identifier, text, texts
+from config.api_input import (
+    FlagField,
+    IdListField,
+    LabelFilterField,
+    OptionalField,
+    big_integer,
+    identifier,
+    text,
+    texts,
+)
 from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from timeline.selectors import MAX_INSTANT_LENGTH, QueryError, Window, parse_instant
 
@@ -26,20 +35,10 @@ KIND_HELP = "log, event or span"
 @extend_schema_field(
     {"oneOf": [{"type": "string", "example": "2026-06-15T00:00:00Z"}, {"type": "integer"}], "nullable": True}
 )
-class InstantField(serializers.Field):
+class InstantField(OptionalField):
     """A time of a request body → µs UTC: an integer is µs since the epoch; a string is any form
     :func:`timeline.selectors.parse_instant` reads (``now-3h`` is frozen to an absolute time);
     blank or null is None. Years 1-9999 only."""
-
-    def __init__(self, **kwargs: Any):
-        kwargs.setdefault("required", False)
-        kwargs.setdefault("allow_null", True)
-        super().__init__(**kwargs)
-
-    def validate_empty_values(self, data):
-        if data == "":
-            return True, None
-        return super().validate_empty_values(data)
 
     def to_internal_value(self, data: Any) -> int:
         if isinstance(data, bool) or not isinstance(data, str | int | float):
