@@ -15,6 +15,9 @@ does: a connection error or a 5xx is retried after a short back-off). While they
 2. Redis is restarted (``SHUTDOWN NOSAVE``): queued tasks and rate-limit counters are gone;
 3. PostgreSQL is restarted with ``pg_ctl restart -m immediate``: a crash, every connection cut.
 
+A worker that exits by itself (the Redis transport can end one while Redis restarts) is started
+again, as the containers' restart policy does in production, and counted.
+
 Then the pushes stop, the journal drains (bounded by ``--drain-timeout``), and the samples acknowledged
 (202) are compared with those stored, point by point: ``lost`` are acknowledged points missing from the
 store, ``duplicated`` are points stored more than once plus journal entries journaled twice for one
