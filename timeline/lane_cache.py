@@ -54,7 +54,6 @@ from django.utils.text import compress_string
 from rest_framework.renderers import JSONRenderer
 
 from config.compression import JsonGZipMiddleware
-from config.env import env_float
 from orgs.access import Scope
 from timeline.selectors import QueryError, Window, parse_instant
 
@@ -65,8 +64,6 @@ log = logging.getLogger(__name__)
 
 # Bumped whenever the answer's shape changes, so entries of an older release are not served.
 CACHE_VERSION = 1
-# Read once at import; a test may override ``settings.JOINTLINE_LANE_CACHE_S``.
-DEFAULT_TTL_S = env_float("JOINTLINE_LANE_CACHE_S", 10.0, minimum=0)
 # A computation holding its key's lock longer than this is presumed dead (its process was killed).
 LOCK_S = 120
 # How long an identical request waits for the one computing before it computes itself.
@@ -81,7 +78,7 @@ _REF_A, _REF_B = 1_000_000_000_000_000, 2_000_000_000_000_000
 
 def ttl_s() -> float:
     """Seconds an entry is served for; 0: the cache is off."""
-    return float(getattr(settings, "JOINTLINE_LANE_CACHE_S", DEFAULT_TTL_S))
+    return float(settings.JOINTLINE_LANE_CACHE_S)
 
 
 def _offset_from_now(value: str) -> int | None:
