@@ -243,7 +243,7 @@ def measure_search(runs: int) -> None:
 
     from orgs.access import Scope
     from timeline.models import Event
-    from timeline.store import get_store
+    from timeline.store import ReadHints, get_store
 
     scope = Scope.dangerously_as_org(_viewer_org_id(), "bench")
     store = get_store()
@@ -256,7 +256,9 @@ def measure_search(runs: int) -> None:
         samples, found = [], 0
         for _ in range(runs):
             started = time.perf_counter()
-            found = len(list(store.event_search(scope, start=first, end=last + 1, text=query, limit=200)))
+            found = len(
+                list(store.event_search(scope, ReadHints(start=first, end=last + 1), text=query, limit=200))
+            )
             samples.append((time.perf_counter() - started) * 1000)
         return statistics.median(samples), found
 
@@ -319,7 +321,7 @@ def measure_downsampling(window: tuple[int, int], runs: int) -> None:
 
     from orgs.access import Scope
     from timeline.models import Series
-    from timeline.store import get_store
+    from timeline.store import ReadHints, get_store
 
     scope = Scope.dangerously_as_org(_viewer_org_id(), "bench")
     store = get_store()
@@ -353,8 +355,10 @@ def measure_downsampling(window: tuple[int, int], runs: int) -> None:
             return np.asarray(cursor.fetchall(), dtype=np.float64)
 
     print(f"\ndownsampling over {(end - start) / HOUR_US:.0f} h to {WIDTH} px:")
-    sql_gauge = median_ms(lambda: store.lane_buckets(scope, gauge, start=start, end=end, step=step))
-    sql_nic = median_ms(lambda: store.lane_buckets(scope, nic, start=start, end=end, step=step, rate=True))
+    value_hints = ReadHints(start=start, end=end, step=step, ordered=True)
+    rate_hints = ReadHints(start=start, end=end, step=step, fn="rate", ordered=True)
+    sql_gauge = median_ms(lambda: store.select_buckets(scope, gauge, value_hints))
+    sql_nic = median_ms(lambda: store.select_buckets(scope, nic, rate_hints))
     fetch_gauge = median_ms(lambda: raw(gauge))
     rows = raw(gauge)
     print(

@@ -219,6 +219,9 @@ JOINTLINE_PARTITION_DAYS_AHEAD = env_int("JOINTLINE_PARTITION_DAYS_AHEAD", 3, mi
 JOINTLINE_LANE_MAX_WIDTH = env_int("JOINTLINE_LANE_MAX_WIDTH", 4000, minimum=10)
 # Seconds a live war-room lanes answer is served from the cache (timeline/lane_cache.py); 0: off.
 JOINTLINE_LANE_CACHE_S = env_float("JOINTLINE_LANE_CACHE_S", 10.0, minimum=0)
+# Store reads of one lanes request run on this many threads, each with its own connection, where the
+# engine allows concurrent reads (PostgreSQL); 1 reads them in turn.
+JOINTLINE_PARALLEL_READS = env_int("JOINTLINE_PARALLEL_READS", 4, minimum=1)
 JOINTLINE_SIGNAL_MAP_FILE = env_str("JOINTLINE_SIGNAL_MAP_FILE", "")
 JOINTLINE_IMPORT_MAX_BYTES = env_int("JOINTLINE_IMPORT_MAX_BYTES", 64 * 2**20, minimum=1024)
 # How many distinct UTC days one push may span, and how far into the past it may reach (the push

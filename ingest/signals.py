@@ -231,7 +231,7 @@ def configured_map() -> SignalMap:
     """
     from django.conf import settings
 
-    path = getattr(settings, "JOINTLINE_SIGNAL_MAP_FILE", None) or os.environ.get("JOINTLINE_SIGNAL_MAP_FILE")
+    path = settings.JOINTLINE_SIGNAL_MAP_FILE
     if not path:
         return DEFAULT_MAP
     try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db import connection
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import Length
 
@@ -20,7 +19,8 @@ from ingest.models import BatchStatus, IngestBatch
 from orgs.access import NoScope, Scope, require_scope
 from orgs.models import Organization
 from timeline.models import Series
-from timeline.store.postgres import PARTITIONED_TABLES
+from timeline.store import get_store
+from timeline.store.base import PartitionSize
 
 
 @dataclass
@@ -32,13 +32,6 @@ class SignalSize:
     events: int = 0
     samples_bytes: int | None = None
     events_bytes: int | None = None
-
-
-@dataclass(frozen=True)
-class PartitionSize:
-    name: str
-    bytes: int
-    rows_estimate: int
 
 
 @dataclass(frozen=True)
@@ -67,8 +60,8 @@ def _require_system(scope: Scope) -> None:
 
 def store_report(scope: Scope, *, sample_percent: float | None = None) -> StoreReport:
     _require_system(scope)
-    postgres = connection.vendor == "postgresql"
-    sample_percent = sample_percent if postgres else None
+    store = get_store()
+    sample_percent = sample_percent if store.capabilities.partitions else None
     slugs = dict(Organization.objects.values_list("pk", "slug"))
     sizes: dict[tuple[int, str], SignalSize] = {}
 
@@ -82,74 +75,23 @@ def store_report(scope: Scope, *, sample_percent: float | None = None) -> StoreR
         Series.unscoped.order_by().values_list("org_id", "signal").annotate(n=Count("pk"))
     ):
         size(org_id, signal).series = n
-    for org_id, signal, n in _sample_counts(sample_percent):
+    for org_id, signal, n in store.sample_counts(sample_percent=sample_percent):
         size(org_id, signal).samples = n
-    for org_id, signal, n in _event_counts():
+    for org_id, signal, n in store.event_counts():
         size(org_id, signal).events = n
 
-    partitions = _partitions() if postgres else []
-    table_bytes = _table_bytes(partitions)
+    partitions = store.partition_sizes()
+    table_bytes = store.table_bytes([Series._meta.db_table, IngestBatch._meta.db_table])
     _share_bytes(list(sizes.values()), "samples", table_bytes["timeline_sample"])
     _share_bytes(list(sizes.values()), "events", table_bytes["timeline_event"])
     return StoreReport(
-        vendor=connection.vendor,
+        vendor=store.vendor,
         sampled_percent=sample_percent,
         table_bytes=table_bytes,
         signals=sorted(sizes.values(), key=lambda s: (s.org, s.signal)),
         partitions=partitions,
         journal=_journal_sizes(slugs),
     )
-
-
-def _sample_counts(sample_percent: float | None) -> list[tuple[int, str, int]]:
-    series_table = Series._meta.db_table
-    if sample_percent:
-        sql = f"""SELECT s.org_id, s.signal, COUNT(*) FROM timeline_sample x TABLESAMPLE SYSTEM (%s)
-                  JOIN {series_table} s ON s.id = x.series_id GROUP BY 1, 2"""
-        params = [sample_percent]
-    else:
-        sql = f"""SELECT s.org_id, s.signal, COUNT(*) FROM timeline_sample x
-                  JOIN {series_table} s ON s.id = x.series_id GROUP BY 1, 2"""
-        params = []
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    scale = 100.0 / sample_percent if sample_percent else 1.0
-    return [(org_id, signal, round(n * scale)) for org_id, signal, n in rows]
-
-
-def _event_counts() -> list[tuple[int, str, int]]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT org_id, signal, COUNT(*) FROM timeline_event GROUP BY 1, 2")
-        return cursor.fetchall()
-
-
-def _partitions() -> list[PartitionSize]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """SELECT child.relname, pg_total_relation_size(child.oid), GREATEST(child.reltuples, 0)::bigint
-               FROM pg_inherits
-               JOIN pg_class parent ON parent.oid = pg_inherits.inhparent
-               JOIN pg_class child ON child.oid = pg_inherits.inhrelid
-               WHERE parent.relname = ANY(%s)
-               ORDER BY child.relname""",
-            [list(PARTITIONED_TABLES)],
-        )
-        return [PartitionSize(name, int(size), int(rows)) for name, size, rows in cursor.fetchall()]
-
-
-def _table_bytes(partitions: list[PartitionSize]) -> dict[str, int | None]:
-    tables = ["timeline_sample", "timeline_event", Series._meta.db_table, IngestBatch._meta.db_table]
-    if connection.vendor != "postgresql":
-        return dict.fromkeys(tables)
-    out: dict[str, int | None] = {}
-    for table in PARTITIONED_TABLES:
-        out[table] = sum(p.bytes for p in partitions if p.name.startswith(f"{table}_p"))
-    with connection.cursor() as cursor:
-        for table in tables[2:]:
-            cursor.execute("SELECT pg_total_relation_size(%s::regclass)", [table])
-            out[table] = int(cursor.fetchone()[0])
-    return out
 
 
 def _share_bytes(sizes: list[SignalSize], kind: str, total_bytes: int | None) -> None:

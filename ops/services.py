@@ -31,7 +31,6 @@ from django.db import transaction
 from ingest.models import BatchStatus, IngestBatch
 from ops.models import KEEP_FOREVER, RetentionPolicy
 from orgs.models import Organization
-from timeline.models import Series
 from timeline.store import get_store
 from timeline.store.base import DAY_US
 
@@ -97,7 +96,7 @@ def retention_apply(*, now_us: int | None = None) -> RetentionResult:
     if not policies:
         return result
     store = get_store()
-    partitioned = hasattr(store, "drop_partitions_before")
+    partitioned = store.capabilities.partitions
     shared_first_day = _shared_first_kept_day(policies, today)
     if partitioned and shared_first_day is not None:
         # Dropping a partition locks its parent table: each drop waits briefly rather than queue
@@ -133,25 +132,9 @@ def _delete_rows(
         if first_day is None or (dropped_before is not None and first_day <= dropped_before):
             continue
         with transaction.atomic():
-            deleted = _delete_org_rows_before(kind, policy.org_id, first_day * DAY_US)
+            deleted = get_store().delete_org_rows_before(kind, policy.org_id, first_day * DAY_US)
         if deleted:
             getattr(result, f"{kind}_deleted")[policy.slug] = deleted
-
-
-def _delete_org_rows_before(kind: str, org_id: int, before_ts: int) -> int:
-    # Row deletes belong to the store interface (timeline/store/); until it offers them, this is the
-    # one place outside it that writes SQL for samples and events. The ts bound lets PostgreSQL
-    # prune to the partitions that hold expired rows; the same SQL runs on SQLite.
-    if kind == "samples":
-        sql = (
-            "DELETE FROM timeline_sample WHERE ts < %s AND series_id IN "
-            f"(SELECT id FROM {Series._meta.db_table} WHERE org_id = %s)"
-        )
-    else:
-        sql = "DELETE FROM timeline_event WHERE ts < %s AND org_id = %s"
-    with get_store().connection.cursor() as cursor:
-        cursor.execute(sql, [before_ts, org_id])
-        return max(cursor.rowcount, 0)
 
 
 def _delete_journal(policies: list[OrgRetention], now_us: int, result: RetentionResult) -> None:

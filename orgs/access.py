@@ -29,6 +29,7 @@ import hashlib
 import hmac
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -273,6 +274,13 @@ class Scope:
         if level == LEVEL_AGGREGATE:
             return not any(label in series.labels for label in ENTITY_LABELS)
         return level is not None
+
+    def fleet_readable(self, series: Iterable) -> bool:
+        """May this group of readable series be drawn as one fleet aggregate? Always when each may be
+        read alone; otherwise only as a group of at least :data:`MIN_AGGREGATE_GROUP`, so an aggregate
+        never stands for one or two hidden series."""
+        series = list(series)
+        return all(self.readable_alone(s) for s in series) or len(series) >= MIN_AGGREGATE_GROUP
 
     def series_time_bounds(self, series) -> tuple[int | None, int | None]:
         """The part of a series' time this scope may read (µs; None: unbounded)."""

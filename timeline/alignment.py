@@ -32,17 +32,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import math
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import BigIntegerField, Case, ExpressionWrapper, F, FloatField, Q, Value, When
-from django.db.models.functions import Cast, Round
+from django.db.models import Q
 
-from core.labels import SelectorError, label_matches, parse_matcher
+from core.labels import SelectorError, parse_matcher
 from core.timeparse import format_rfc3339
 from orgs.access import (
     LEVEL_AGGREGATE,
@@ -50,13 +48,14 @@ from orgs.access import (
     LEVEL_RANK,
     LEVEL_REDACTED,
     Scope,
-    label_q,
     pseudonym,
     require_scope,
 )
 from timeline import alignment_estimators as est
 from timeline import presenters
 from timeline.models import ClockCorrection, ClockOrigin, Event, Series, Source
+from timeline.store import get_store
+from timeline.store.hints import ClockModel, Correction, ReadHints
 
 HOUR_US = est.HOUR_US
 MAX_OFFSET_US = 24 * HOUR_US
@@ -66,191 +65,34 @@ RESTART_EVENTS: tuple[str, ...] = ("boot",)  # events that date a node's clock s
 ORDERING_EVENT_LIMIT = 20_000
 
 
-# --------------------------------------------------------------------------- one correction
-
-
-def _round_half_away(value: float) -> int:
-    """PostgreSQL's and SQLite's ROUND(), so Python and SQL shift a row by the same microsecond."""
-    return math.floor(value + 0.5) if value >= 0 else -math.floor(-value + 0.5)
-
-
-@dataclass(frozen=True)
-class Correction:
-    """An active :class:`ClockCorrection` as the read path uses it."""
-
-    id: int
-    org_id: int
-    source_id: int | None
-    matcher: tuple[str, str, str] | None
-    offset_us: int
-    drift_us_per_hour: int
-    reference_us: int
-    valid_from: int | None
-    valid_to: int | None
-
-    @classmethod
-    def from_row(cls, row: ClockCorrection) -> Correction:
-        return cls(
-            id=row.pk,
-            org_id=row.org_id,
-            source_id=row.source_id,
-            matcher=parse_matcher(row.label_matcher) if row.label_matcher else None,
-            offset_us=row.offset_us,
-            drift_us_per_hour=row.drift_us_per_hour,
-            reference_us=row.reference_ts if row.reference_ts is not None else (row.valid_from or 0),
-            valid_from=row.valid_from,
-            valid_to=row.valid_to,
-        )
-
-    # -- which rows
-    def matches(self, org_id: int, source_id: int | None, labels: dict) -> bool:
-        if org_id != self.org_id or (self.source_id is not None and source_id != self.source_id):
-            return False
-        return self.matcher is None or label_matches(labels or {}, *self.matcher)
-
-    def covers(self, ts: int) -> bool:
-        return (self.valid_from is None or ts >= self.valid_from) and (
-            self.valid_to is None or ts < self.valid_to
-        )
-
-    def q(self, labels_field: str) -> Q:
-        """The rows (``Series`` with ``labels``, ``Event`` with ``resource``) this correction applies to."""
-        condition = Q(org_id=self.org_id)
-        if self.source_id is not None:
-            condition &= Q(source_id=self.source_id)
-        if self.matcher is not None:
-            condition &= label_q(labels_field, *self.matcher)
-        return condition
-
-    # -- by how much
-    def shift_at(self, ts: int) -> int:
-        if not self.covers(ts):
-            return 0
-        if not self.drift_us_per_hour:
-            return self.offset_us
-        return self.offset_us + _round_half_away((ts - self.reference_us) * self.drift_us_per_hour / HOUR_US)
-
-    def shift_range(self, start: int, end: int) -> tuple[int, int]:
-        """Least and greatest shift over stored times ``[start, end]``."""
-        values = [self.shift_at(start), self.shift_at(end)] if self.drift_us_per_hour else [self.offset_us]
-        if not (self.covers(start) and self.covers(end)):
-            values.append(0)
-        return min(values), max(values)
-
-    def sql(self) -> tuple[str, list]:
-        """SQL of this correction's shift of the column ``ts``, and its parameters (same rounding as
-        :meth:`shift_at`; the drift term in floating point, so no product can overflow)."""
-        if self.drift_us_per_hour:
-            term = "(%s + CAST(ROUND((ts - %s) * %s / 3600000000.0) AS BIGINT))"
-            params: list = [self.offset_us, self.reference_us, float(self.drift_us_per_hour)]
-        else:
-            term, params = "%s", [self.offset_us]
-        bounds, bound_params = [], []
-        if self.valid_from is not None:
-            bounds.append("ts >= %s")
-            bound_params.append(self.valid_from)
-        if self.valid_to is not None:
-            bounds.append("ts < %s")
-            bound_params.append(self.valid_to)
-        if not bounds:
-            return term, params
-        return f"(CASE WHEN {' AND '.join(bounds)} THEN {term} ELSE 0 END)", [*bound_params, *params]
-
-    def expression(self, condition: Q):
-        """Django expression of this correction's shift of ``ts`` for rows matching ``condition``."""
-        shift = Value(self.offset_us, output_field=BigIntegerField())
-        if self.drift_us_per_hour:
-            drift = ExpressionWrapper(
-                (F("ts") - Value(self.reference_us))
-                * Value(float(self.drift_us_per_hour))
-                / Value(3_600_000_000.0),
-                output_field=FloatField(),
-            )
-            shift = ExpressionWrapper(
-                shift + Cast(Round(drift), BigIntegerField()), output_field=BigIntegerField()
-            )
-        if self.valid_from is not None:
-            condition &= Q(ts__gte=self.valid_from)
-        if self.valid_to is not None:
-            condition &= Q(ts__lt=self.valid_to)
-        return Case(When(condition, then=shift), default=Value(0), output_field=BigIntegerField())
-
-
 # --------------------------------------------------------------------------- the clock model of a read
 
 
-@dataclass(frozen=True)
-class ClockModel:
-    """The corrections one read applies (none when ``aligned`` is off)."""
+def correction_from_row(row: ClockCorrection) -> Correction:
+    """An active :class:`ClockCorrection` as the read path uses it."""
+    return Correction(
+        id=row.pk,
+        org_id=row.org_id,
+        source_id=row.source_id,
+        matcher=parse_matcher(row.label_matcher) if row.label_matcher else None,
+        offset_us=row.offset_us,
+        drift_us_per_hour=row.drift_us_per_hour,
+        reference_us=row.reference_ts if row.reference_ts is not None else (row.valid_from or 0),
+        valid_from=row.valid_from,
+        valid_to=row.valid_to,
+    )
 
-    corrections: tuple[Correction, ...] = ()
-    aligned: bool = True
 
-    @classmethod
-    def resolve(cls, scope: Scope, *, aligned: bool = True) -> ClockModel:
-        """Active corrections of the organisations whose data ``scope`` may read at all."""
-        scope = require_scope(scope)
-        if not aligned:
-            return cls((), aligned=False)
-        rows = ClockCorrection.objects.filter(active=True)
-        if not scope.is_system:
-            org_ids = set(scope.own_org_ids) | {rule.owner_id for rule in scope.rules}
-            rows = rows.filter(org_id__in=sorted(org_ids))
-        return cls(tuple(Correction.from_row(row) for row in rows.order_by("pk")), aligned=True)
-
-    @property
-    def active(self) -> bool:
-        return bool(self.corrections)
-
-    def series_corrections(self, series) -> tuple[Correction, ...]:
-        """The corrections of one series (hashable: the store groups series by it)."""
-        return tuple(c for c in self.corrections if c.matches(series.org_id, series.source_id, series.labels))
-
-    def event_shift(self, event) -> tuple[int, int | None, tuple[int, ...]]:
-        """(shift of ``ts``, shift of ``end_ts``, ids of the corrections applied) for one event."""
-        if not self.corrections:
-            return 0, (0 if event.end_ts is not None else None), ()
-        source_id = getattr(event, "source_id", None)
-        applied = [c for c in self.corrections if c.matches(event.org_id, source_id, event.resource or {})]
-        if not applied:
-            return 0, (0 if event.end_ts is not None else None), ()
-        start = sum(c.shift_at(event.ts) for c in applied)
-        end = None if event.end_ts is None else sum(c.shift_at(event.end_ts) for c in applied)
-        return start, end, tuple(c.id for c in applied if c.covers(event.ts))
-
-    def event_expression(self):
-        """Django expression of an event's shifted ``ts``."""
-        total = F("ts")
-        for correction in self.corrections:
-            total = total + correction.expression(correction.q("resource"))
-        return ExpressionWrapper(total, output_field=BigIntegerField())
-
-    def shift_bounds(self, corrections: Iterable[Correction], start: int, end: int) -> tuple[int, int]:
-        """Least and greatest total shift the corrections can give a stored time near ``[start, end]``."""
-        low = high = 0
-        margin = sum(abs(c.offset_us) for c in corrections) + HOUR_US
-        for correction in corrections:
-            a, b = correction.shift_range(start - margin, end + margin)
-            low, high = low + min(a, 0), high + max(b, 0)
-        return low, high
-
-    def filter_window(self, events, start: int, end: int, *, overlapping: bool = False):
-        """``events`` (a queryset) whose shifted ``ts`` is in ``[start, end)`` (with ``overlapping``, also
-        spans that began before and end in or after it), with the alias ``aligned_ts`` to order by."""
-        if not self.corrections:
-            condition = Q(ts__gte=start)
-            if overlapping:
-                condition |= Q(end_ts__gte=start, ts__lt=start)
-            return events.filter(condition, ts__lt=end).alias(aligned_ts=F("ts"))
-        low, high = self.shift_bounds(self.corrections, start, end)
-        raw = events.filter(ts__lt=end - low)
-        if not overlapping:
-            raw = raw.filter(ts__gte=start - high)
-        aligned = raw.alias(aligned_ts=self.event_expression())
-        condition = Q(aligned_ts__gte=start)
-        if overlapping:
-            condition |= Q(end_ts__gte=start - high, aligned_ts__lt=start)
-        return aligned.filter(condition, aligned_ts__lt=end)
+def resolve_clock(scope: Scope, *, aligned: bool = True) -> ClockModel:
+    """Active corrections of the organisations whose data ``scope`` may read at all."""
+    scope = require_scope(scope)
+    if not aligned:
+        return ClockModel((), aligned=False)
+    rows = ClockCorrection.objects.filter(active=True)
+    if not scope.is_system:
+        org_ids = set(scope.own_org_ids) | {rule.owner_id for rule in scope.rules}
+        rows = rows.filter(org_id__in=sorted(org_ids))
+    return ClockModel(tuple(correction_from_row(row) for row in rows.order_by("pk")), aligned=True)
 
 
 _REQUEST_CLOCK: contextvars.ContextVar[tuple[Scope, ClockModel] | None] = contextvars.ContextVar(
@@ -268,7 +110,7 @@ def clock_for(scope: Scope) -> ClockModel:
     entry = _resolved.get(id(scope))
     if entry is not None and entry[0]() is scope and entry[1] == ClockCorrection.changes:
         return entry[2]
-    model = ClockModel.resolve(scope)
+    model = resolve_clock(scope)
     key = id(scope)
     _resolved[key] = (
         weakref.ref(scope, lambda _ref: _resolved.pop(key, None)),
@@ -281,12 +123,18 @@ def clock_for(scope: Scope) -> ClockModel:
 @contextlib.contextmanager
 def use_clock(scope: Scope, *, aligned: bool = True) -> Iterator[ClockModel]:
     """Read through ``scope`` with corrections on (default) or off, for the duration of the block."""
-    model = ClockModel.resolve(scope, aligned=aligned)
+    model = resolve_clock(scope, aligned=aligned)
     token = _REQUEST_CLOCK.set((scope, model))
     try:
         yield model
     finally:
         _REQUEST_CLOCK.reset(token)
+
+
+def read_hints(scope: Scope, *, start: int, end: int, **hints) -> ReadHints:
+    """The store read hints of a read through ``scope`` over ``[start, end)``, with the clock model the
+    request reads with (:func:`clock_for`); ``hints``: the other :class:`ReadHints` fields."""
+    return ReadHints(start=start, end=end, clock=clock_for(scope), **hints)
 
 
 def aligned_param(value: str | None) -> bool:
@@ -302,7 +150,7 @@ def _visible_level(scope: Scope, row: ClockCorrection) -> tuple[str | None, tupl
     a grant under which the viewer can read some of the data the correction shifts."""
     if scope.is_system or row.org_id in scope.own_org_ids:
         return LEVEL_FULL, ()
-    correction = Correction.from_row(row)
+    correction = correction_from_row(row)
     best, masked = None, ()
     for rule in scope.rules:
         if rule.owner_id != row.org_id or (best and LEVEL_RANK[rule.level] <= LEVEL_RANK[best]):
@@ -552,8 +400,8 @@ def _anchor_events(scope: Scope, start: int, end: int, rules: Iterable[est.Ancho
     for name in sorted(names):
         kinds |= Q(name=name)
     rows = (
-        Event.objects.scoped(scope)
-        .filter(kinds, ts__gte=start, ts__lt=end)
+        get_store()
+        .select_events(scope, ReadHints(start=start, end=end), filters=kinds)  # stored time
         .select_related("org", "source")
         .order_by("ts", "id")[:ORDERING_EVENT_LIMIT]
     )
@@ -716,8 +564,6 @@ def xcorr_estimates(
 ) -> list[Correlation]:
     """Per node, how far the node signal's clock leads the fleet signal's, from the lagged correlation on
     the view's grid (``width`` buckets, empty buckets left empty), read with corrections off."""
-    from timeline.store import get_store
-
     scope = require_scope(scope)
     step = est.grid_step(start, end, width)
     n = -(-(end - start) // step)
@@ -736,16 +582,17 @@ def xcorr_estimates(
             if fleet is None or not nodes:
                 continue
             store = get_store()
-            read = store.lane_buckets(
-                scope, [fleet.pk], start=start, end=end, step=step, rate=fleet.kind == "counter"
+            fn = "rate" if fleet.kind == "counter" else "value"
+            read = store.select_buckets(
+                scope, [fleet.pk], read_hints(scope, start=start, end=end, step=step, fn=fn)
             )
-            reference = read.get(fleet.pk)
+            reference = read.per_series().get(fleet.pk)
             if reference is None:
                 continue
             a = est.dense(reference.bucket, reference.mean, n)
-            lanes = store.lane_buckets(
-                scope, [s.pk for s in nodes], start=start, end=end, step=step, rate=True
-            )
+            lanes = store.select_buckets(
+                scope, [s.pk for s in nodes], read_hints(scope, start=start, end=end, step=step, fn="rate")
+            ).per_series()
             for series in nodes:
                 lane = lanes.get(series.pk)
                 if lane is None or not lane.bucket:

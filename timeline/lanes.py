@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-import os
 import re
 import threading
 import warnings
@@ -49,9 +48,10 @@ import numpy as np
 from django.db.models import Q
 
 from orgs.access import MIN_AGGREGATE_GROUP, NoScope, Scope, require_scope
-from timeline.models import Event, Series
+from timeline.alignment import read_hints
+from timeline.models import Series
 from timeline.presenters import present_event, present_series
-from timeline.store import get_store
+from timeline.store import ReadHints, get_store
 
 SERIES_LANE_KINDS: tuple[str, ...] = ("line", "rate", "band", "heatmap", "sum")
 EVENT_LANE_KINDS: tuple[str, ...] = ("spans", "logs")
@@ -427,7 +427,7 @@ class BucketCache:
         self.groups: dict[tuple[int, bool, tuple[int, ...]], dict[str, np.ndarray]] = {}
         self.read: dict[tuple[int, bool], dict[str, np.ndarray]] = {}
         self.stats: dict[tuple[int, bool, tuple[int, ...], bool], dict[str, np.ndarray] | None] = {}
-        self.has_stats = get_store().connection.vendor == "postgresql"
+        self.has_stats = get_store().capabilities.fleet_percentiles
 
     def want_stats(self, members: list[Member], *, step: int, rate: bool) -> tuple:
         """Ask for a fleet's per-bucket statistics, computed by the database; returns their key."""
@@ -444,25 +444,31 @@ class BucketCache:
     def jobs(self) -> list:
         """The store reads this request needs, as independent callables that fill the cache. Each
         takes the store of the thread it runs on (a connection belongs to one thread)."""
-        window = {"start": self.grid.start, "end": self.grid.end}
+
+        def hints(step: int, rate: bool, *, fleet: bool = False) -> ReadHints:
+            return read_hints(
+                self.scope,
+                start=self.grid.start,
+                end=self.grid.end,
+                step=step,
+                fn="rate" if rate else "value",
+                fleet=fleet,
+            )
 
         def alone(step: int, rate: bool, ids: list[int]):
-            read = get_store().bucket_arrays(self.scope, ids, step=step, rate=rate, **window)
-            self.read[(step, rate)] = read
+            self.read[(step, rate)] = get_store().select_buckets(self.scope, ids, hints(step, rate))
 
         def fleet(key: tuple[int, bool, tuple[int, ...]]):
             step, rate, ids = key
-            read = get_store().bucket_arrays(
-                self.scope, list(ids), step=step, rate=rate, fleet=True, **window
+            self.groups[key] = get_store().select_buckets(
+                self.scope, list(ids), hints(step, rate, fleet=True)
             )
-            self.groups[key] = read
 
         def stats(key: tuple[int, bool, tuple[int, ...], bool]):
             step, rate, ids, aggregate_only = key
-            read = get_store().fleet_stats(
-                self.scope, list(ids), step=step, rate=rate, fleet=aggregate_only, **window
+            self.stats[key] = get_store().fleet_stats(
+                self.scope, list(ids), hints(step, rate, fleet=aggregate_only)
             )
-            self.stats[key] = read
 
         return [
             *(partial(alone, step, rate, sorted(ids)) for (step, rate), ids in self.wanted.items()),
@@ -739,10 +745,9 @@ def present_events(scope: Scope, events) -> list[dict]:
 
 
 def _events_in(scope: Scope, grid: Grid, condition: Q):
-    from timeline.alignment import clock_for  # the window is in clock-corrected time
-
-    events = Event.objects.scoped(require_scope(scope)).filter(condition).select_related("org")
-    return clock_for(scope).filter_window(events, grid.start, grid.end, overlapping=True)
+    """Readable events matching ``condition`` that overlap the grid's window (clock-corrected time)."""
+    hints = read_hints(scope, start=grid.start, end=grid.end)
+    return get_store().select_events(scope, hints, filters=condition, overlapping=True).select_related("org")
 
 
 def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
@@ -751,9 +756,8 @@ def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
     step = grid.step(2)
     n = grid.buckets(step)
     counts = {name: np.zeros(n, dtype=np.int64) for name in ("info", "warning", "error")}
-    for bucket, severity, count in get_store().event_buckets(
-        scope, start=grid.start, end=grid.end, step=step, filters=condition
-    ):
+    hints = read_hints(scope, start=grid.start, end=grid.end, step=step)
+    for bucket, severity, count in get_store().event_buckets(scope, hints, filters=condition):
         if 0 <= bucket < n:
             counts[SEVERITY_CLASSES.get(severity, "info")][bucket] += count
     total = int(sum(c.sum() for c in counts.values()))
@@ -901,7 +905,6 @@ def build_lanes(scope: Scope, specs: list[LaneSpec], grid: Grid) -> list[LaneRes
     return results
 
 
-PARALLEL_READS = 4
 _read_pool: ThreadPoolExecutor | None = None
 _read_pool_lock = threading.Lock()
 
@@ -917,10 +920,12 @@ def start_reads(jobs: list) -> list:
     (closed after the read, so no connection outlives its request), in the caller's context (the
     request's clock); elsewhere they run here, in turn. Inside a transaction they must not: other
     connections would not see its rows. A read must not start reads itself (the pool is shared)."""
+    from django.conf import settings
     from django.db import connection
 
-    workers = int(os.environ.get("JOINTLINE_PARALLEL_READS", PARALLEL_READS))
-    if not jobs or workers < 2 or connection.vendor != "postgresql" or connection.in_atomic_block:
+    workers = settings.JOINTLINE_PARALLEL_READS
+    concurrent = get_store().capabilities.concurrent_reads
+    if not jobs or workers < 2 or not concurrent or connection.in_atomic_block:
         results = [job() for job in jobs]
         return [partial(_given, result) for result in results]
     global _read_pool
@@ -1261,14 +1266,10 @@ def busiest_label_value(scope: Scope, group: SeriesGroup, label: str, *, start: 
     members = [m for m in select_members(scope, spec) if m.alone and label in m.presented["labels"]]
     if not members or end <= start:
         return None
-    read = get_store().lane_buckets(
-        scope,
-        [m.series.pk for m in members],
-        start=start,
-        end=end,
-        step=end - start,
-        rate=group.kind == "counter",
+    hints = read_hints(
+        scope, start=start, end=end, step=end - start, fn="rate" if group.kind == "counter" else "value"
     )
+    read = get_store().select_buckets(scope, [m.series.pk for m in members], hints).per_series()
     totals: dict[str, float] = defaultdict(float)
     for member in members:
         buckets = read.get(member.series.pk)

@@ -12,9 +12,10 @@ from django.db.models import Q, QuerySet
 from config.api_errors import RequestFieldError
 from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from orgs.access import Scope, require_scope
+from timeline.alignment import read_hints
 from timeline.models import Event, Series
 from timeline.presenters import present_series, unshared_summary
-from timeline.store import LaneBuckets, get_store
+from timeline.store import LaneBuckets, ReadHints, get_store
 
 _RELATIVE = re.compile(r"now(?:-([0-9]{1,12})([smhdw]))?")
 _UNIT_US = {"s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000, "w": 604_800_000_000}
@@ -118,11 +119,10 @@ def lanes_read(
     store = get_store()
     wanted_rate = {sid for sid, s in series.items() if fn == "rate" or (fn == "auto" and s.kind == "counter")}
     lanes: dict[int, LaneBuckets] = {}
-    for ids, rate in ((sorted(wanted_rate), True), (sorted(set(series) - wanted_rate), False)):
+    for ids, fn in ((sorted(wanted_rate), "rate"), (sorted(set(series) - wanted_rate), "value")):
         if ids:
-            lanes.update(
-                store.lane_buckets(scope, ids, start=window.start, end=window.end, step=step, rate=rate)
-            )
+            hints = read_hints(scope, start=window.start, end=window.end, step=step, fn=fn)
+            lanes.update(store.select_buckets(scope, ids, hints).per_series())
     return [
         Lane(
             series=series[sid],
@@ -150,10 +150,9 @@ def events_list(
     limit: int = 500,
 ) -> QuerySet[Event]:
     """Events the scope may read that overlap ``window`` (in clock-corrected time), oldest first."""
-    from timeline.alignment import clock_for
-
-    events = Event.objects.scoped(require_scope(scope))
-    events = clock_for(scope).filter_window(events, window.start, window.end, overlapping=True)
+    scope = require_scope(scope)
+    hints = read_hints(scope, start=window.start, end=window.end)
+    events = get_store().select_events(scope, hints, overlapping=True)
     if signal:
         events = events.filter(signal=signal)
     if kind:
@@ -177,7 +176,7 @@ def warroom_catalogue(scope: Scope, *, window: Window, series_ids: list[int] | N
 
     scope = require_scope(scope)
     groups = series_groups(scope)
-    families = get_store().event_families(scope, start=window.start, end=window.end)
+    families = get_store().event_families(scope, ReadHints(start=window.start, end=window.end))
     orgs = {org.pk: org for org in scope.organizations()}
     slugs = {pk: org.slug for pk, org in orgs.items()}
     pairs = pair_capacities(groups)
@@ -294,26 +293,22 @@ def warroom_events(scope: Scope, *, window: Window, condition, text: str = "", l
     """Events in ``window`` matching ``condition`` (and ``text`` in name or message), as the viewer may
     see them. A text match counts only where the viewer can see the matched text, so a hidden log body
     never turns into a hit."""
-    from timeline.alignment import clock_for
     from timeline.lanes import present_events
 
     scope = require_scope(scope)
     text = text.strip()
     store = get_store()
+    hints = read_hints(scope, start=window.start, end=window.end)
     if text:
-        rows = store.event_search(
-            scope, start=window.start, end=window.end, text=text, filters=condition, limit=limit + 1
-        )
+        rows = store.event_search(scope, hints, text=text, filters=condition, limit=limit + 1)
         events = present_events(scope, rows)
         needle = text.casefold()
         events = [
             e for e in events if needle in e["name"].casefold() or needle in (e["message"] or "").casefold()
         ]
     else:
-        events = Event.objects.scoped(scope).filter(condition)
         rows = (
-            clock_for(scope)
-            .filter_window(events, window.start, window.end)
+            store.select_events(scope, hints, filters=condition)
             .select_related("org")
             .order_by("aligned_ts", "id")[: limit + 1]
         )
@@ -325,14 +320,13 @@ def warroom_events(scope: Scope, *, window: Window, condition, text: str = "", l
 def event_marks(scope: Scope, *, window: Window, limit: int = 40) -> list[dict]:
     """Notable events drawn across every lane: non-log events of severity notice or above and the
     scheduler's session starts; the most severe first when there are more than ``limit``."""
-    from timeline.alignment import clock_for
     from timeline.lanes import present_events
 
     scope = require_scope(scope)
     notable = Q(severity__in=SEVERITY_ORDER[2:]) | Q(signal="scheduler", name="session_started")
     rows = list(
-        clock_for(scope)
-        .filter_window(Event.objects.scoped(scope).filter(notable), window.start, window.end)
+        get_store()
+        .select_events(scope, read_hints(scope, start=window.start, end=window.end), filters=notable)
         .exclude(kind="log")  # served by the partial index on non-log events
         .select_related("org")
         .order_by("ts", "id")[:2000]

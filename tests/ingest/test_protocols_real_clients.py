@@ -31,7 +31,7 @@ from ingest.api_protocols import RemoteWriteView
 from orgs.access import Scope
 from tests.ingest.protocol_helpers import PROTOCOL_URLS, stored_events, stored_series
 from timeline.models import Series
-from timeline.store import get_store
+from timeline.store import ReadHints, get_store
 
 pytestmark = [
     pytest.mark.services,
@@ -240,10 +240,8 @@ def test_node_exporter_counters_arrive_and_their_rate_matches_prometheus(
 
     def jointline_rate(start_us: int, end_us: int) -> float:
         """Per-second rate over the deltas whose later sample lies in (start, end]."""
-        lane = get_store().lane_buckets(
-            scope, [series_id], start=start_us + 1, end=end_us + 1, step=end_us - start_us, rate=True
-        )
-        return lane[series_id].mean[0]
+        hints = ReadHints(start=start_us + 1, end=end_us + 1, step=end_us - start_us, fn="rate")
+        return get_store().select_buckets(scope, [series_id], hints).per_series()[series_id].mean[0]
 
     # Over the same samples, Jointline's rate is PromQL's: with the window's first sample half a second
     # after its start and its last at the end, rate() extrapolates to both edges, which cancels out.

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import Scope
 from orgs.services import grant_create
-from timeline.alignment import ClockModel, clock_for, use_clock
+from timeline.alignment import clock_for, read_hints, resolve_clock, use_clock
 from timeline.models import ClockCorrection, Event, Series, Source
 from timeline.presenters import present_event
 from timeline.selectors import Window, events_list
@@ -76,7 +76,8 @@ def correct(
 
 
 def lane(scope, series_id, *, start=T0, end=T0 + HOUR, step=MINUTE, rate=False):
-    return get_store().lane_buckets(scope, [series_id], start=start, end=end, step=step, rate=rate)[series_id]
+    hints = read_hints(scope, start=start, end=end, step=step, fn="rate" if rate else "value")
+    return get_store().select_buckets(scope, [series_id], hints).per_series()[series_id]
 
 
 def only_series(org, node="node-01"):
@@ -172,9 +173,9 @@ def test_a_grant_window_still_cuts_corrected_data_at_stored_times(org_a, org_b):
 def test_the_war_rooms_bucket_arrays_are_corrected_too(org_a):
     write(org_a, block(range(4)))
     correct(org_a, offset_us=10 * MINUTE)
-    arrays = get_store().bucket_arrays(
-        scope_of(org_a), [only_series(org_a).pk], start=T0, end=T0 + HOUR, step=MINUTE
-    )
+    scope = scope_of(org_a)
+    hints = read_hints(scope, start=T0, end=T0 + HOUR, step=MINUTE)
+    arrays = get_store().select_buckets(scope, [only_series(org_a).pk], hints)
     assert arrays["bucket"].tolist() == [10.0]
 
 
@@ -209,7 +210,8 @@ def test_the_event_window_filter_is_on_corrected_time(org_a):
 def test_event_counts_per_bucket_use_corrected_time(org_a):
     write(org_a, events=[log(T0 + 10 * S), log(T0 + 20 * S)])
     correct(org_a, offset_us=5 * MINUTE)
-    rows = get_store().event_buckets(scope_of(org_a), start=T0, end=T0 + HOUR, step=MINUTE)
+    scope = scope_of(org_a)
+    rows = get_store().event_buckets(scope, read_hints(scope, start=T0, end=T0 + HOUR, step=MINUTE))
     assert rows == [(5, "info", 2)]
 
 
@@ -229,7 +231,7 @@ def test_a_scope_sees_no_correction_of_an_organisation_it_reads_nothing_of(org_a
     write(org_a, block([1.0]))
     correct(org_a, offset_us=MINUTE)
     assert clock_for(scope_of(org_b)).corrections == ()
-    assert len(ClockModel.resolve(Scope.system()).corrections) == 1
+    assert len(resolve_clock(Scope.system()).corrections) == 1
 
 
 # --------------------------------------------------------------------------- order and lateness

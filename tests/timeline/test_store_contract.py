@@ -7,7 +7,7 @@ from django.db import transaction
 from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import Scope
 from timeline.models import Event, Series
-from timeline.store import get_store
+from timeline.store import ReadHints, get_store
 
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z in µs
 S = 1_000_000
@@ -37,9 +37,8 @@ def scope_of(org):
 
 
 def lane(org, series_id, *, start=T0, end=T0 + 3600 * S, step=60 * S, rate=False):
-    return get_store().lane_buckets(scope_of(org), [series_id], start=start, end=end, step=step, rate=rate)[
-        series_id
-    ]
+    hints = ReadHints(start=start, end=end, step=step, fn="rate" if rate else "value")
+    return get_store().select_buckets(scope_of(org), [series_id], hints).per_series()[series_id]
 
 
 def test_a_written_batch_reads_back_in_buckets(org_a):
@@ -98,15 +97,16 @@ def test_counter_rates_handle_a_reset_like_prometheus(org_a):
 def test_another_organisations_series_read_as_nothing(org_a, org_b):
     write(org_a, gauge([1, 2, 3]))
     series = Series.objects.scoped(scope_of(org_a)).get()
-    result = get_store().lane_buckets(scope_of(org_b), [series.pk], start=T0, end=T0 + 3600 * S, step=60 * S)
-    assert result == {}
+    hints = ReadHints(start=T0, end=T0 + 3600 * S, step=60 * S)
+    result = get_store().select_buckets(scope_of(org_b), [series.pk], hints)
+    assert result.per_series() == {} and len(result) == 0
 
 
 def test_lane_reads_need_a_scope(org_a):
     from orgs.access import NoScope
 
     with pytest.raises(NoScope):
-        get_store().lane_buckets(None, [1], start=T0, end=T0 + S, step=S)
+        get_store().select_buckets(None, [1], ReadHints(start=T0, end=T0 + S, step=S))
 
 
 def test_events_keep_their_text_and_labels_exactly(org_a):
@@ -157,3 +157,79 @@ def test_postgres_partitions_are_created_ahead_by_the_periodic_task(db):
     assert create_partitions_ahead() == 0  # the second run finds them all
     names = get_store().existing_partitions("timeline_sample")
     assert len(names) >= 1 + 3
+
+
+def test_raw_samples_read_back_sorted_within_the_window(org_a):
+    write(org_a, gauge([5, 6, 7, 8]), gauge([1, 2], node="node-02"))
+    ids = sorted(Series.objects.scoped(scope_of(org_a)).values_list("pk", flat=True))
+    read = get_store().select_samples(scope_of(org_a), ids, ReadHints(start=T0 + 15 * S, end=T0 + 60 * S))
+    first, second = (read[sid] for sid in ids)
+    assert first[0].tolist() == [T0 + 15 * S, T0 + 30 * S, T0 + 45 * S]
+    assert first[1].tolist() == [6.0, 7.0, 8.0]
+    assert second[1].tolist() == [2.0]
+
+
+def test_raw_samples_of_another_organisation_read_as_nothing(org_a, org_b):
+    write(org_a, gauge([1, 2, 3]))
+    series = Series.objects.scoped(scope_of(org_a)).get()
+    assert (
+        get_store().select_samples(scope_of(org_b), [series.pk], ReadHints(start=T0, end=T0 + 60 * S)) == {}
+    )
+
+
+def test_ordered_buckets_hold_the_same_rows_as_unordered_ones(org_a):
+    write(org_a, *(gauge(range(40), node=f"node-{n:02d}") for n in range(5)))
+    ids = list(Series.objects.scoped(scope_of(org_a)).values_list("pk", flat=True))
+    hints = ReadHints(start=T0, end=T0 + 600 * S, step=60 * S)
+    loose = get_store().select_buckets(scope_of(org_a), ids, hints)
+    ordered = get_store().select_buckets(
+        scope_of(org_a), ids, ReadHints(**{**hints.__dict__, "ordered": True})
+    )
+    keys = list(zip(ordered["series_id"].tolist(), ordered["bucket"].tolist(), strict=True))
+    assert keys == sorted(keys) and len(keys) == 5 * 10
+    assert sorted(zip(loose["series_id"].tolist(), loose["bucket"].tolist(), strict=True)) == keys
+
+
+def test_fleet_statistics_are_there_exactly_when_the_engine_declares_them(org_a):
+    write(org_a, *(gauge([n] * 8, node=f"node-{n:02d}") for n in range(5)))
+    ids = list(Series.objects.scoped(scope_of(org_a)).values_list("pk", flat=True))
+    store = get_store()
+    stats = store.fleet_stats(scope_of(org_a), ids, ReadHints(start=T0, end=T0 + 120 * S, step=120 * S))
+    if not store.capabilities.fleet_percentiles:
+        assert stats is None
+        return
+    assert stats["n"].tolist() == [5.0] and stats["mid"].tolist() == [2.0]
+    assert stats["lo"].tolist() == [0.0] and stats["hi"].tolist() == [4.0] and stats["sum"].tolist() == [10.0]
+
+
+def test_retention_deletes_only_one_organisations_rows_before_a_time(org_a, org_b):
+    event = EventRecord(ts=T0, signal="application", kind="log", severity="info", name="init", message="hi")
+    write(org_a, gauge([1, 2, 3, 4]), events=[event])
+    write(org_b, gauge([1, 2, 3, 4]), events=[event])
+    store = get_store()
+    assert store.delete_org_rows_before("samples", org_a.pk, T0 + 30 * S) == 2
+    assert store.delete_org_rows_before("events", org_a.pk, T0 + S) == 1
+    counts = {(org, signal): n for org, signal, n in store.sample_counts()}
+    assert counts == {(org_a.pk, "storage"): 2, (org_b.pk, "storage"): 4}
+    assert {(org, n) for org, _signal, n in store.event_counts()} == {(org_b.pk, 1)}
+    with pytest.raises(ValueError):
+        store.delete_org_rows_before("series", org_a.pk, T0)
+
+
+def test_an_event_read_is_scoped_and_windowed(org_a, org_b):
+    events = [
+        EventRecord(
+            ts=T0 + i * S, signal="application", kind="log", severity="info", name=f"e{i}", message=""
+        )
+        for i in range(5)
+    ]
+    write(org_a, events=events)
+    store = get_store()
+    hints = ReadHints(start=T0 + S, end=T0 + 3 * S)
+    assert [e.name for e in store.select_events(scope_of(org_a), hints).order_by("aligned_ts")] == [
+        "e1",
+        "e2",
+    ]
+    assert not store.select_events(scope_of(org_b), hints).exists()
+    families = store.event_families(scope_of(org_a), ReadHints(start=T0, end=T0 + 10 * S))
+    assert [(f["signal"], f["kind"], f["count"]) for f in families] == [("application", "log", 5)]

@@ -12,11 +12,13 @@ import msgspec
 import numpy as np
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Value
 from django.db.transaction import TransactionManagementError
 
 from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import Scope, require_scope
-from timeline.models import Series, Source
+from timeline.models import Event, Series, Source
+from timeline.store.hints import Capabilities, ReadHints
 
 DAY_US = 86_400_000_000
 
@@ -225,9 +227,13 @@ def _sum_results(results: list[WriteResult]) -> WriteResult:
 
 
 class StoreBackend:
-    """Base of the engine backends."""
+    """Base of the engine backends: the write and read contract every engine passes
+    (``tests/timeline/test_store_contract.py``, parametrised by backend), in SQL both SQLite and
+    PostgreSQL run. An engine overrides what it does differently and declares what it can do beyond
+    the contract in :attr:`capabilities`; nothing above the store tests the vendor."""
 
     vendor = ""
+    capabilities = Capabilities()
 
     def __init__(self, connection: BaseDatabaseWrapper):
         self.connection = connection
@@ -361,72 +367,104 @@ class StoreBackend:
         """Write the events of ``parts``; returns how many were new, per batch position."""
         raise NotImplementedError
 
-    # -- reads ----------------------------------------------------------------
+    # -- reads: series --------------------------------------------------------
     def readable_series_for_lane(
         self, scope: Scope, series_ids: list[int], *, fleet: bool
     ) -> dict[int, Series]:
         """Series of one lane this scope may read: one by one, or for a fleet aggregate also those an
-        ``aggregate`` grant shares, but then only as a group of at least MIN_AGGREGATE_GROUP (else none)."""
-        from orgs.access import MIN_AGGREGATE_GROUP
-
+        ``aggregate`` grant shares, but then only as a group of at least MIN_AGGREGATE_GROUP (else
+        none). The rule is the gate's (:meth:`orgs.access.Scope.fleet_readable`); the store applies it."""
         if not fleet:
             return self.readable_series(scope, series_ids)
         found = Series.unscoped.filter(require_scope(scope).series_filter(include_aggregate=True))
         readable = {s.pk: s for s in found.filter(pk__in=series_ids)}
-        alone = all(scope.readable_alone(s) for s in readable.values())
-        if not alone and len(readable) < MIN_AGGREGATE_GROUP:
-            return {}
-        return readable
+        return readable if scope.fleet_readable(readable.values()) else {}
 
     def readable_series(self, scope: Scope, series_ids: list[int]) -> dict[int, Series]:
         """The series of ``series_ids`` this scope may read one by one."""
         scope = require_scope(scope)
         return {s.pk: s for s in Series.objects.scoped(scope).filter(pk__in=series_ids)}
 
-    def lane_buckets(
-        self, scope: Scope, series_ids: list[int], *, start: int, end: int, step: int, rate: bool = False
-    ) -> dict[int, LaneBuckets]:
-        """Min/max/mean/count per bucket ``[start + i*step, start + (i+1)*step)`` for each readable series.
+    def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame:
+        """Min/max/mean/count per bucket ``[start + i*step, start + (i+1)*step)`` of each series of
+        ``series_ids`` the scope may read, as one :class:`BucketFrame` (rows sorted by series and
+        bucket only when ``hints.ordered``).
 
-        With ``rate``, values are per-second rates between consecutive samples, with counter resets
-        handled as PromQL ``rate()`` does (a decrease means the counter restarted from zero), and
-        ``mean`` is the bucket's total increase over its covered time (``rate()`` without its edge
-        extrapolation: see ``timeline.alignment_estimators.bucket_rates`` and ``prom_rate``). A
-        grant's time window cuts the data at its edges (and a bounded series gets no look-back before
-        its window). Samples of a series with clock corrections in force are bucketed by their
-        corrected time (``timeline.alignment``); stored timestamps are never changed.
+        With ``hints.fn == "rate"``, values are per-second rates between consecutive samples, with
+        counter resets handled as PromQL ``rate()`` does (a decrease means the counter restarted from
+        zero), and ``mean`` is the bucket's total increase over its covered time (``rate()`` without
+        its edge extrapolation). A grant's time window cuts the data at its edges (and a bounded series
+        gets no look-back before its window). Samples of a series with clock corrections in
+        ``hints.clock`` are bucketed by their corrected time; stored timestamps are never changed.
+
+        Without ``hints.fleet``, only the series the scope may read one by one. With it, the group may
+        include series readable only inside an aggregate; then the group must hold at least
+        ``MIN_AGGREGATE_GROUP`` readable series or nothing is returned, and the caller must not show
+        the rows one by one.
         """
-        readable = self.readable_series(scope, series_ids)
-        out = {sid: LaneBuckets(series_id=sid) for sid in readable}
-        if not readable or end <= start or step <= 0:
-            return out
-        groups = self._bucket_groups(scope, readable, start=start, end=end)
+        scope = require_scope(scope)
+        readable = self.readable_series_for_lane(scope, series_ids, fleet=hints.fleet)
+        if not readable or hints.empty or hints.step <= 0:
+            return BucketFrame.empty(readable)
+        parts = []
         with self.connection.cursor() as cursor:
-            for key, ids in groups.items():
-                sql, params = self._bucket_sql(key, ids, start=start, end=end, step=step, rate=rate)
+            for key, ids in self._bucket_groups(scope, readable, hints).items():
+                sql, params = self._bucket_sql(key, ids, hints)
                 cursor.execute(sql, params)
-                for sid, bucket, vmin, vmax, vmean, count in cursor.fetchall():
-                    lane = out[sid]
-                    lane.bucket.append(int(bucket))
-                    lane.min.append(float(vmin))
-                    lane.max.append(float(vmax))
-                    lane.mean.append(float(vmean))
-                    lane.count.append(int(count))
+                rows = cursor.fetchall()
+                if rows:
+                    parts.append(np.asarray(rows, dtype=np.float64))
+        return BucketFrame.of(readable, parts, ordered=hints.ordered)
+
+    def fleet_stats(
+        self, scope: Scope, series_ids: list[int], hints: ReadHints
+    ) -> dict[str, np.ndarray] | None:
+        """Per bucket across a fleet's series, computed in the engine: ``lo`` (min of the series'
+        minima), ``hi`` (max of maxima), ``mid``/``p5``/``p95`` (percentiles of the series' means),
+        ``sum`` (of means) and ``n`` (series with a sample in the bucket). Same readability and group
+        rules as :meth:`select_buckets`. None where ``capabilities.fleet_percentiles`` is false: the
+        caller computes them from :meth:`select_buckets`."""
+        return None
+
+    def select_samples(
+        self, scope: Scope, series_ids: list[int], hints: ReadHints
+    ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Raw samples of each series of ``series_ids`` the scope may read one by one, with (corrected)
+        time in ``[hints.start, hints.end)``: ``{series id: (times µs int64, values float64)}`` sorted by
+        time; a series without a sample there is left out. Grant time windows apply to stored time."""
+        scope = require_scope(scope)
+        readable = self.readable_series(scope, series_ids)
+        out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if not readable or hints.empty:
+            return out
+        with self.connection.cursor() as cursor:
+            for key, ids in self._bucket_groups(scope, readable, hints).items():
+                sql, params = self._sample_sql(key, ids, hints)
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+                if not rows:
+                    continue
+                series = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                ts = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+                values = np.fromiter((r[2] for r in rows), dtype=np.float64, count=len(rows))
+                order = np.lexsort((ts, series))
+                series, ts, values = series[order], ts[order], values[order]
+                cuts = np.flatnonzero(np.diff(series)) + 1
+                for chunk_ts, chunk_values, chunk_series in zip(
+                    np.split(ts, cuts), np.split(values, cuts), np.split(series, cuts), strict=True
+                ):
+                    out[int(chunk_series[0])] = (chunk_ts, chunk_values)
         return out
 
     rate_lookback_us = 15 * 60 * 1_000_000
 
     @staticmethod
-    def _bucket_groups(
-        scope: Scope, readable: dict[int, Series], *, start: int, end: int
-    ) -> dict[tuple, list[int]]:
+    def _bucket_groups(scope: Scope, readable: dict[int, Series], hints: ReadHints) -> dict[tuple, list[int]]:
         """Series grouped by what their query shares: ``(lo, hi, bounded, corrections)``. Without clock
         corrections, ``[lo, hi)`` is the view's window cut by the grant's; with them, the grant's bounds
         alone (stored time: a correction never widens a grant), the view's window applying to the
         corrected time."""
-        from timeline.alignment import clock_for
-
-        clock = clock_for(scope)
+        clock = hints.clock
         groups: dict[tuple, list[int]] = {}
         for sid, series in readable.items():
             lo, hi = scope.series_time_bounds(series)
@@ -436,66 +474,91 @@ class StoreBackend:
                 if lo is None or hi is None or lo < hi:
                     groups.setdefault((lo, hi, bounded, corrections), []).append(sid)
                 continue
-            lo, hi = max(start, lo if lo is not None else start), min(end, hi if hi is not None else end)
+            lo = max(hints.start, lo if lo is not None else hints.start)
+            hi = min(hints.end, hi if hi is not None else hints.end)
             if lo < hi:
                 groups.setdefault((lo, hi, bounded, ()), []).append(sid)
         return groups
 
-    def _bucket_sql(self, key: tuple, ids: list[int], *, start: int, end: int, step: int, rate: bool):
+    def _source(
+        self, key: tuple, ids: list[int], hints: ReadHints, *, lookback: int
+    ) -> tuple[str, list, int, int, int]:
+        """The rows of one group as a subquery ``(series_id, ts, value)`` with corrected ``ts``, its
+        parameters, the grid origin, and the corrected-time bounds ``[lo, hi)`` the result keeps.
+        ``lookback``: how far before ``lo`` stored rows are read as previous samples (rates)."""
         lo, hi, bounded, corrections = key
+        start, end = hints.start, hints.end
         placeholders = ",".join(["%s"] * len(ids))
-        lookback = 0 if bounded else self.rate_lookback_us
-        if corrections and any(c.drift_us_per_hour or c.valid_from or c.valid_to for c in corrections):
-            return self._aligned_sql(placeholders, ids, key, start=start, end=end, step=step, rate=rate)
+        lookback = 0 if bounded else lookback
+        if corrections and not all(c.constant for c in corrections):
+            terms, shift_params = [], []
+            for correction in corrections:
+                term, params = correction.sql()
+                terms.append(term)
+                shift_params.extend(params)
+            low, high = hints.clock.shift_bounds(corrections, start, end)
+            raw_lo, raw_hi = start - high - lookback, end - low
+            raw_lo = max(raw_lo, lo) if lo is not None else raw_lo
+            raw_hi = min(raw_hi, hi) if hi is not None else raw_hi
+            source = f"""(SELECT series_id, ts + {" + ".join(terms)} AS ts, value FROM timeline_sample
+                WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS aligned"""
+            return source, [*shift_params, *ids, raw_lo, raw_hi], start, start, end
+        origin = start
         if corrections:
             # A constant shift k moves the grid instead of every row: bucket (ts + k - start) / step is
             # (ts - (start - k)) / step, over stored times [start - k, end - k) cut by the grant's window.
             shift = sum(c.offset_us for c in corrections)
-            start, end = start - shift, end - shift
-            lo, hi = max(start, lo if lo is not None else start), min(end, hi if hi is not None else end)
-        raw = f"""(SELECT series_id, ts, value FROM timeline_sample
+            origin, end = start - shift, end - shift
+            lo, hi = max(origin, lo if lo is not None else origin), min(end, hi if hi is not None else end)
+        source = f"""(SELECT series_id, ts, value FROM timeline_sample
                 WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS raw"""
-        raw_params = [*ids, lo - (lookback if rate else 0), hi]
-        return self._bucket_query(raw, raw_params, origin=start, step=step, lo=lo, hi=hi, rate=rate)
+        return source, [*ids, lo - lookback, hi], origin, lo, hi
 
-    def _aligned_sql(
-        self, placeholders: str, ids: list[int], key: tuple, *, start: int, end: int, step: int, rate: bool
-    ) -> tuple[str, list]:
-        """The bucket query over samples whose ``ts`` is shifted by the group's corrections first: stored
-        time within the grant's bounds and near the window, corrected time within the window."""
-        from timeline.alignment import ClockModel
-
-        grant_lo, grant_hi, bounded, corrections = key
-        terms, shift_params = [], []
-        for correction in corrections:
-            term, params = correction.sql()
-            terms.append(term)
-            shift_params.extend(params)
-        low, high = ClockModel().shift_bounds(corrections, start, end)
-        lookback = 0 if bounded else self.rate_lookback_us
-        raw_lo = start - high - (lookback if rate else 0)
-        raw_lo, raw_hi = max(raw_lo, grant_lo) if grant_lo is not None else raw_lo, end - low
-        raw_hi = min(raw_hi, grant_hi) if grant_hi is not None else raw_hi
-        aligned = f"""(SELECT series_id, ts + {" + ".join(terms)} AS ts, value FROM timeline_sample
-                WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS aligned"""
-        aligned_params = [*shift_params, *ids, raw_lo, raw_hi]
+    def _bucket_sql(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple[str, list]:
+        lookback = self.rate_lookback_us if hints.rate else 0
+        source, params, origin, lo, hi = self._source(key, ids, hints, lookback=lookback)
         return self._bucket_query(
-            aligned, aligned_params, origin=start, step=step, lo=start, hi=end, rate=rate
+            source,
+            params,
+            origin=origin,
+            step=hints.step,
+            lo=lo,
+            hi=hi,
+            rate=hints.rate,
+            ordered=hints.ordered,
+        )
+
+    def _sample_sql(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple[str, list]:
+        source, params, origin, lo, hi = self._source(key, ids, hints, lookback=0)
+        # with a constant shift the rows are read in stored time: shift them back into corrected time
+        shift = hints.start - origin
+        return (
+            f"SELECT series_id, ts + %s, value FROM {source} WHERE ts >= %s AND ts < %s",
+            [shift, *params, lo, hi],
         )
 
     @staticmethod
     def _bucket_query(
-        source: str, source_params: list, *, origin: int, step: int, lo: int, hi: int, rate: bool
+        source: str,
+        source_params: list,
+        *,
+        origin: int,
+        step: int,
+        lo: int,
+        hi: int,
+        rate: bool,
+        ordered: bool,
     ) -> tuple[str, list]:
         """Min/max/mean/count per bucket ``(ts - origin) / step`` of ``source`` rows with ``lo <= ts < hi``;
         with ``rate``, of per-second rates between consecutive samples (a decrease is a counter reset:
         the increase is the new value), rows before ``lo`` serving only as the previous sample."""
+        order = " ORDER BY series_id, bucket" if ordered else ""
         if not rate:
             sql = f"""
             SELECT series_id, (ts - %s) / %s AS bucket, MIN(value), MAX(value), AVG(value), COUNT(*)
             FROM {source}
             WHERE ts >= %s AND ts < %s
-            GROUP BY series_id, bucket ORDER BY series_id, bucket"""
+            GROUP BY series_id, bucket{order}"""
             return sql, [origin, step, *source_params, lo, hi]
         sql = f"""
             WITH ordered AS (
@@ -513,75 +576,66 @@ class StoreBackend:
                    MIN(increase * 1000000.0 / elapsed), MAX(increase * 1000000.0 / elapsed),
                    SUM(increase) * 1000000.0 / SUM(elapsed), COUNT(*)
             FROM deltas WHERE ts >= %s AND ts < %s AND elapsed > 0
-            GROUP BY series_id, bucket ORDER BY series_id, bucket"""
+            GROUP BY series_id, bucket{order}"""
         return sql, [*source_params, origin, step, lo, hi]
 
-    # -- war-room reads: events per bucket, event families, search -------------
-    def event_buckets(
-        self, scope: Scope, *, start: int, end: int, step: int, filters=None
-    ) -> list[tuple[int, str, int]]:
-        """Readable events starting in ``[start, end)`` (corrected time), counted per bucket and severity:
-        ``(bucket, severity, count)`` rows with ``bucket = (ts - start) // step``. ``filters``: an optional
-        ``Q`` over ``Event`` fields (org, signal, kind, name, resource), applied after the scope's."""
-        from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Value
-
-        from timeline.alignment import clock_for
-        from timeline.models import Event
-
-        scope = require_scope(scope)
-        if end <= start or step <= 0:
-            return []
-        events = clock_for(scope).filter_window(Event.objects.scoped(scope), start, end)
+    # -- reads: events --------------------------------------------------------
+    def select_events(
+        self, scope: Scope, hints: ReadHints, *, filters: Q | None = None, overlapping: bool = False
+    ):
+        """Readable events whose (corrected) start is in ``[hints.start, hints.end)`` — with
+        ``overlapping``, also spans that began before and end in or after it — as a queryset with the
+        alias ``aligned_ts`` (corrected start) to order by. ``filters``: an optional ``Q`` over
+        ``Event`` fields (org, signal, kind, name, resource), applied after the scope's."""
+        events = Event.objects.scoped(require_scope(scope))
         if filters is not None:
             events = events.filter(filters)
+        return hints.clock.filter_window(events, hints.start, hints.end, overlapping=overlapping)
+
+    def event_buckets(
+        self, scope: Scope, hints: ReadHints, *, filters: Q | None = None
+    ) -> list[tuple[int, str, int]]:
+        """Readable events starting in ``[start, end)`` (corrected time), counted per bucket and severity:
+        ``(bucket, severity, count)`` rows with ``bucket = (ts - start) // step``."""
+        if hints.empty or hints.step <= 0:
+            return []
         bucket = ExpressionWrapper(
-            (F("aligned_ts") - Value(start)) / Value(step), output_field=BigIntegerField()
+            (F("aligned_ts") - Value(hints.start)) / Value(hints.step), output_field=BigIntegerField()
         )
         rows = (
-            events.annotate(bucket=bucket)
+            self.select_events(scope, hints, filters=filters)
+            .annotate(bucket=bucket)
             .values("bucket", "severity")
             .annotate(count=Count("id"))
             .order_by("bucket", "severity")
         )
         return [(int(r["bucket"]), r["severity"], int(r["count"])) for r in rows]
 
-    def event_families(self, scope: Scope, *, start: int, end: int) -> list[dict]:
-        """What kinds of readable events exist in ``[start, end)``: one row per (org, signal, kind) with
-        the number of events and of those with a duration (``end_ts``)."""
-        from django.db.models import Count, Q
-
-        from timeline.models import Event
-
-        scope = require_scope(scope)
+    def event_families(self, scope: Scope, hints: ReadHints) -> list[dict]:
+        """What kinds of readable events exist in ``[start, end)`` (stored time): one row per (org,
+        signal, kind) with the number of events and of those with a duration (``end_ts``)."""
         rows = (
-            Event.objects.scoped(scope)
-            .filter(ts__gte=start, ts__lt=end)
+            Event.objects.scoped(require_scope(scope))
+            .filter(ts__gte=hints.start, ts__lt=hints.end)
             .values("org_id", "signal", "kind")
             .annotate(count=Count("id"), with_duration=Count("id", filter=Q(end_ts__isnull=False)))
             .order_by("org_id", "signal", "kind")
         )
         return list(rows)
 
-    def event_search(self, scope: Scope, *, start: int, end: int, text: str, filters=None, limit: int = 200):
+    def event_search(
+        self, scope: Scope, hints: ReadHints, *, text: str, filters: Q | None = None, limit: int = 200
+    ):
         """Readable events starting in ``[start, end)`` (clock-corrected time) whose name or message
         contains ``text`` (case insensitive), oldest first, at most ``limit``.
 
-        On PostgreSQL the text is matched first, alone, through the trigram indexes of
-        :meth:`create_search_indexes` (the planner would otherwise walk the scope's org/time index and
-        filter a million rows); the scope, the filters and the window then apply to those candidates.
-        A text so common that the candidates overflow is left to the plain query, which finds its first
-        ``limit`` hits early in time order."""
-        from django.db.models import Q
-
-        from timeline.alignment import clock_for
-        from timeline.models import Event
-
-        scope = require_scope(scope)
-        clock = clock_for(scope)
-        events = clock.filter_window(Event.objects.scoped(scope), start, end)
-        if filters is not None:
-            events = events.filter(filters)
-        candidates = self._text_candidates(text, start=start, end=end, clock=clock)
+        Where the engine has a text index (``capabilities.text_index``), the text is matched first,
+        alone, through it (the planner would otherwise walk the scope's org/time index and filter a
+        million rows); the scope, the filters and the window then apply to those candidates. A text so
+        common that the candidates overflow is left to the plain query, which finds its first ``limit``
+        hits early in time order."""
+        events = self.select_events(scope, hints, filters=filters)
+        candidates = self._text_candidates(text, hints)
         if candidates is not None:
             events = events.filter(pk__in=candidates)
         events = events.filter(Q(message__icontains=text) | Q(name__icontains=text))
@@ -589,150 +643,124 @@ class StoreBackend:
 
     search_candidates_max = 20_000
 
-    def _text_candidates(self, text: str, *, start: int, end: int, clock) -> list[int] | None:
-        """Ids of events near ``[start, end)`` whose name or message contains ``text``, by the trigram
-        indexes; None where that does not pay (no PostgreSQL, a text too short for trigrams, too many)."""
-        if self.connection.vendor != "postgresql" or len(text.strip()) < 3:
-            return None
-        low, high = clock.shift_bounds(clock.corrections, start, end) if clock.corrections else (0, 0)
-        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        with self.connection.cursor() as cursor:
-            cursor.execute(
-                """SELECT id FROM timeline_event WHERE ts >= %s AND ts < %s
-                   AND (upper(message) LIKE upper(%s) OR upper(name::text) LIKE upper(%s)) LIMIT %s""",
-                [start - high, end - low, pattern, pattern, self.search_candidates_max + 1],
-            )
-            ids = [row[0] for row in cursor.fetchall()]
-        return None if len(ids) > self.search_candidates_max else ids
+    def _text_candidates(self, text: str, hints: ReadHints) -> list[int] | None:
+        """Ids of events near the window whose name or message contains ``text``, by a text index; None
+        where there is none or it does not pay."""
+        return None
 
     def create_search_indexes(self) -> bool:
-        """The war room's event indexes on PostgreSQL: a partial index on the time of events that are
-        not log lines (the notable events drawn across every lane are found among few rows, not among
-        millions of log lines), and trigram indexes for case-insensitive substring search of event
-        names and messages (with ``pg_trgm``). Returns whether the trigram indexes exist; other engines
-        and a missing extension answer False, and search still works, by scanning the window."""
-        if self.connection.vendor != "postgresql":
-            return False
-        from django.db import DatabaseError, transaction
-
-        with self.connection.cursor() as cursor:
-            cursor.execute(
-                "CREATE INDEX IF NOT EXISTS timeline_event_not_log_ts "
-                "ON timeline_event (ts) WHERE kind <> 'log'"
-            )
-        try:
-            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
-                cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-                cursor.execute(
-                    "CREATE INDEX IF NOT EXISTS timeline_event_message_trgm "
-                    "ON timeline_event USING gin (upper(message) gin_trgm_ops)"
-                )
-                cursor.execute(
-                    "CREATE INDEX IF NOT EXISTS timeline_event_name_trgm "
-                    "ON timeline_event USING gin (upper(name::text) gin_trgm_ops)"
-                )
-        except DatabaseError:
-            return False
-        return True
+        """The engine's event indexes for the war room; returns whether substring search is indexed.
+        Engines without such indexes answer False, and search still works, by scanning the window."""
+        return False
 
     def drop_search_indexes(self) -> None:
-        if self.connection.vendor != "postgresql":
-            return
+        """Undo :meth:`create_search_indexes`."""
+
+    # -- retention and size ---------------------------------------------------
+    def drop_partitions_before(self, day: int, *, lock_timeout_s: float | None = None) -> list[str]:
+        """Drop whole day partitions of days before ``day``; returns their names. Engines without
+        partitions (``capabilities.partitions`` false) drop nothing: retention deletes rows."""
+        return []
+
+    def delete_org_rows_before(self, kind: str, org_id: int, before_ts: int) -> int:
+        """Delete one organisation's ``samples`` or ``events`` stored before ``before_ts``; returns how
+        many went. The ``ts`` bound lets a partitioned engine prune to the partitions that hold them."""
+        if kind == "samples":
+            sql = (
+                "DELETE FROM timeline_sample WHERE ts < %s AND series_id IN "
+                f"(SELECT id FROM {Series._meta.db_table} WHERE org_id = %s)"
+            )
+        elif kind == "events":
+            sql = "DELETE FROM timeline_event WHERE ts < %s AND org_id = %s"
+        else:
+            raise ValueError(f"kind must be samples or events, not {kind!r}")
         with self.connection.cursor() as cursor:
-            cursor.execute("DROP INDEX IF EXISTS timeline_event_message_trgm")
-            cursor.execute("DROP INDEX IF EXISTS timeline_event_name_trgm")
-            cursor.execute("DROP INDEX IF EXISTS timeline_event_not_log_ts")
+            cursor.execute(sql, [before_ts, org_id])
+            return max(cursor.rowcount, 0)
 
-    def bucket_arrays(
-        self,
-        scope: Scope,
-        series_ids: list[int],
-        *,
-        start: int,
-        end: int,
-        step: int,
-        rate: bool = False,
-        fleet: bool = False,
-    ) -> dict[str, np.ndarray]:
-        """The aggregates of :meth:`lane_buckets` as flat numpy arrays (``series_id``, ``bucket``,
-        ``min``, ``max``, ``mean``, ``count``), unordered: the war room places them into dense
-        matrices itself, so the query skips the sort and Python skips a list per row.
-
-        Without ``fleet``, only the series the scope may read one by one. With ``fleet``, the group may
-        include series the scope can read only inside an aggregate; then the group must hold at least
-        ``MIN_AGGREGATE_GROUP`` readable series or nothing is returned, and the caller must not show
-        the rows one by one.
-        """
-        scope = require_scope(scope)
-        columns = ("series_id", "bucket", "min", "max", "mean", "count")
-        out = {name: np.empty(0, dtype=np.float64) for name in columns}
-        readable = self.readable_series_for_lane(scope, series_ids, fleet=fleet)
-        if not readable or end <= start or step <= 0:
-            return out
-        groups = self._bucket_groups(scope, readable, start=start, end=end)
-        parts = []
+    def sample_counts(self, *, sample_percent: float | None = None) -> list[tuple[int, str, int]]:
+        """(org id, signal, samples) for every organisation and signal; with ``sample_percent`` an
+        estimate from a sample of the table where the engine can (else exact)."""
         with self.connection.cursor() as cursor:
-            for key, ids in groups.items():
-                sql, params = self._bucket_sql(key, ids, start=start, end=end, step=step, rate=rate)
-                cursor.execute(self._unordered(sql), params)
-                rows = cursor.fetchall()
-                if rows:
-                    parts.append(np.asarray(rows, dtype=np.float64))
-        if parts:
-            matrix = np.concatenate(parts)
-            out = {name: matrix[:, i] for i, name in enumerate(columns)}
-        return out
+            cursor.execute(
+                f"""SELECT s.org_id, s.signal, COUNT(*) FROM timeline_sample x
+                    JOIN {Series._meta.db_table} s ON s.id = x.series_id GROUP BY 1, 2"""
+            )
+            return cursor.fetchall()
 
-    @staticmethod
-    def _unordered(sql: str) -> str:
-        """A bucket query without its final sort, for readers that place rows by (series, bucket)."""
-        sql = sql.rstrip()
-        suffix = " ORDER BY series_id, bucket"
-        return sql[: -len(suffix)] if sql.endswith(suffix) else sql
+    def event_counts(self) -> list[tuple[int, str, int]]:
+        """(org id, signal, events) for every organisation and signal."""
+        with self.connection.cursor() as cursor:
+            cursor.execute("SELECT org_id, signal, COUNT(*) FROM timeline_event GROUP BY 1, 2")
+            return cursor.fetchall()
 
-    def fleet_stats(
-        self,
-        scope: Scope,
-        series_ids: list[int],
-        *,
-        start: int,
-        end: int,
-        step: int,
-        rate: bool = False,
-        fleet: bool = False,
-    ) -> dict[str, np.ndarray] | None:
-        """Per bucket across a fleet's series, computed in the database: ``lo`` (min of the series'
-        minima), ``hi`` (max of maxima), ``mid``/``p5``/``p95`` (percentiles of the series' means),
-        ``sum`` (of means) and ``n`` (series with a sample in the bucket). One row per bucket leaves
-        the database instead of one per series and bucket. Same readability and group rules as
-        :meth:`bucket_arrays`; None where the engine has no ordered-set aggregates (SQLite)."""
-        if self.connection.vendor != "postgresql":
-            return None
-        scope = require_scope(scope)
-        columns = ("bucket", "lo", "hi", "mid", "p5", "p95", "sum", "n")
-        out = {name: np.empty(0, dtype=np.float64) for name in columns}
-        readable = self.readable_series_for_lane(scope, series_ids, fleet=fleet)
-        if not readable or end <= start or step <= 0:
-            return out
-        parts, params = [], []
-        for key, ids in self._bucket_groups(scope, readable, start=start, end=end).items():
-            sql, group_params = self._bucket_sql(key, ids, start=start, end=end, step=step, rate=rate)
-            parts.append(f"({self._unordered(sql)})")
-            params.extend(group_params)
+    def partition_sizes(self) -> list[PartitionSize]:
+        """Every day partition with its bytes (indexes and TOAST included) and estimated rows; none
+        where the engine has no partitions."""
+        return []
+
+    def table_bytes(self, extra_tables: Sequence[str] = ()) -> dict[str, int | None]:
+        """Bytes of the sample and event tables and of ``extra_tables``; None where the engine cannot
+        tell."""
+        return dict.fromkeys(("timeline_sample", "timeline_event", *extra_tables))
+
+
+@dataclass(frozen=True)
+class PartitionSize:
+    name: str
+    bytes: int
+    rows_estimate: int
+
+
+COLUMNS = ("series_id", "bucket", "min", "max", "mean", "count")
+
+
+@dataclass
+class BucketFrame:
+    """Per-bucket aggregates of several series as flat numpy columns (:data:`COLUMNS`, one row per
+    series and bucket that has samples), and the ids of the series that were readable (some may have
+    no row in the window). ``frame["mean"]`` is a column; :meth:`per_series` the rows by series."""
+
+    readable: tuple[int, ...]
+    columns: dict[str, np.ndarray]
+
+    @classmethod
+    def empty(cls, readable=()) -> BucketFrame:
+        return cls(tuple(readable), {name: np.empty(0, dtype=np.float64) for name in COLUMNS})
+
+    @classmethod
+    def of(cls, readable, parts: list[np.ndarray], *, ordered: bool) -> BucketFrame:
         if not parts:
+            return cls.empty(readable)
+        matrix = np.concatenate(parts)
+        if ordered and len(parts) > 1:
+            matrix = matrix[np.lexsort((matrix[:, 1], matrix[:, 0]))]
+        return cls(tuple(readable), {name: matrix[:, i] for i, name in enumerate(COLUMNS)})
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def get(self, name: str, default=None):
+        return self.columns.get(name, default)
+
+    def __len__(self) -> int:
+        return len(self.columns["series_id"])
+
+    def per_series(self) -> dict[int, LaneBuckets]:
+        """One :class:`LaneBuckets` per readable series (empty where it had no sample), buckets in order."""
+        out = {sid: LaneBuckets(series_id=sid) for sid in self.readable}
+        if not len(self):
             return out
-        sql = f"""
-            SELECT bucket, MIN(vmin), MAX(vmax),
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY vmean),
-                   percentile_cont(0.05) WITHIN GROUP (ORDER BY vmean),
-                   percentile_cont(0.95) WITHIN GROUP (ORDER BY vmean),
-                   SUM(vmean), COUNT(*)
-            FROM ({" UNION ALL ".join(parts)}) AS per_series (series_id, bucket, vmin, vmax, vmean, samples)
-            GROUP BY bucket"""
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-        if rows:
-            matrix = np.asarray(rows, dtype=np.float64)
-            out = {name: matrix[:, i] for i, name in enumerate(columns)}
+        order = np.lexsort((self.columns["bucket"], self.columns["series_id"]))
+        sid_col = self.columns["series_id"][order].astype(np.int64)
+        bucket = self.columns["bucket"][order].astype(np.int64)
+        vmin, vmax, vmean = (self.columns[name][order] for name in ("min", "max", "mean"))
+        count = self.columns["count"][order].astype(np.int64)
+        for i, sid in enumerate(sid_col.tolist()):
+            lane = out.setdefault(sid, LaneBuckets(series_id=sid))
+            lane.bucket.append(int(bucket[i]))
+            lane.min.append(float(vmin[i]))
+            lane.max.append(float(vmax[i]))
+            lane.mean.append(float(vmean[i]))
+            lane.count.append(int(count[i]))
         return out

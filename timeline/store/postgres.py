@@ -15,12 +15,24 @@ import logging
 import time
 from datetime import UTC, date, datetime
 
+import numpy as np
 import psycopg
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 
 from core.records import EventRecord
-from timeline.store.base import DAY_US, EventPart, PartitionDays, SamplePart, StoreBackend, event_fingerprint
+from orgs.access import Scope, require_scope
+from timeline.models import Series
+from timeline.store.base import (
+    DAY_US,
+    EventPart,
+    PartitionDays,
+    PartitionSize,
+    SamplePart,
+    StoreBackend,
+    event_fingerprint,
+)
+from timeline.store.hints import Capabilities, ReadHints
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +179,9 @@ def _create_partition(conn: psycopg.Connection, table: str, day: int) -> int:
 
 class PostgresStore(StoreBackend):
     vendor = "postgresql"
+    capabilities = Capabilities(
+        partitions=True, fleet_percentiles=True, text_index=True, concurrent_reads=True
+    )
 
     @property
     def days_per_transaction(self) -> int:
@@ -250,6 +265,131 @@ class PostgresStore(StoreBackend):
                 cursor.execute(f"DROP TABLE {name}")
             dropped.append(name)
         return dropped
+
+    # -- reads the engine does better ------------------------------------------
+    def fleet_stats(
+        self, scope: Scope, series_ids: list[int], hints: ReadHints
+    ) -> dict[str, np.ndarray] | None:
+        scope = require_scope(scope)
+        columns = ("bucket", "lo", "hi", "mid", "p5", "p95", "sum", "n")
+        out = {name: np.empty(0, dtype=np.float64) for name in columns}
+        readable = self.readable_series_for_lane(scope, series_ids, fleet=hints.fleet)
+        if not readable or hints.empty or hints.step <= 0:
+            return out
+        unordered = ReadHints(**{**hints.__dict__, "ordered": False})
+        parts, params = [], []
+        for key, ids in self._bucket_groups(scope, readable, unordered).items():
+            sql, group_params = self._bucket_sql(key, ids, unordered)
+            parts.append(f"({sql})")
+            params.extend(group_params)
+        if not parts:
+            return out
+        sql = f"""
+            SELECT bucket, MIN(vmin), MAX(vmax),
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY vmean),
+                   percentile_cont(0.05) WITHIN GROUP (ORDER BY vmean),
+                   percentile_cont(0.95) WITHIN GROUP (ORDER BY vmean),
+                   SUM(vmean), COUNT(*)
+            FROM ({" UNION ALL ".join(parts)}) AS per_series (series_id, bucket, vmin, vmax, vmean, samples)
+            GROUP BY bucket"""
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        if rows:
+            matrix = np.asarray(rows, dtype=np.float64)
+            out = {name: matrix[:, i] for i, name in enumerate(columns)}
+        return out
+
+    def _text_candidates(self, text: str, hints: ReadHints) -> list[int] | None:
+        """By the trigram indexes of :meth:`create_search_indexes`; None for a text too short for
+        trigrams or one so common the candidates overflow."""
+        if len(text.strip()) < 3:
+            return None
+        clock = hints.clock
+        low, high = (
+            clock.shift_bounds(clock.corrections, hints.start, hints.end) if clock.corrections else (0, 0)
+        )
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                """SELECT id FROM timeline_event WHERE ts >= %s AND ts < %s
+                   AND (upper(message) LIKE upper(%s) OR upper(name::text) LIKE upper(%s)) LIMIT %s""",
+                [hints.start - high, hints.end - low, pattern, pattern, self.search_candidates_max + 1],
+            )
+            ids = [row[0] for row in cursor.fetchall()]
+        return None if len(ids) > self.search_candidates_max else ids
+
+    def create_search_indexes(self) -> bool:
+        """A partial index on the time of events that are not log lines (the notable events drawn across
+        every lane are found among few rows, not among millions of log lines), and trigram indexes for
+        case-insensitive substring search of event names and messages (with ``pg_trgm``). Returns
+        whether the trigram indexes exist (False when the extension is missing)."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                "CREATE INDEX IF NOT EXISTS timeline_event_not_log_ts "
+                "ON timeline_event (ts) WHERE kind <> 'log'"
+            )
+        try:
+            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+                cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+                cursor.execute(
+                    "CREATE INDEX IF NOT EXISTS timeline_event_message_trgm "
+                    "ON timeline_event USING gin (upper(message) gin_trgm_ops)"
+                )
+                cursor.execute(
+                    "CREATE INDEX IF NOT EXISTS timeline_event_name_trgm "
+                    "ON timeline_event USING gin (upper(name::text) gin_trgm_ops)"
+                )
+        except DatabaseError:
+            return False
+        return True
+
+    def drop_search_indexes(self) -> None:
+        with self.connection.cursor() as cursor:
+            cursor.execute("DROP INDEX IF EXISTS timeline_event_message_trgm")
+            cursor.execute("DROP INDEX IF EXISTS timeline_event_name_trgm")
+            cursor.execute("DROP INDEX IF EXISTS timeline_event_not_log_ts")
+
+    # -- size -------------------------------------------------------------------
+    def sample_counts(self, *, sample_percent: float | None = None) -> list[tuple[int, str, int]]:
+        """With ``sample_percent``, estimated from a ``TABLESAMPLE SYSTEM`` of the sample table."""
+        if not sample_percent:
+            return super().sample_counts()
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"""SELECT s.org_id, s.signal, COUNT(*) FROM timeline_sample x TABLESAMPLE SYSTEM (%s)
+                    JOIN {Series._meta.db_table} s ON s.id = x.series_id GROUP BY 1, 2""",
+                [sample_percent],
+            )
+            rows = cursor.fetchall()
+        scale = 100.0 / sample_percent
+        return [(org_id, signal, round(n * scale)) for org_id, signal, n in rows]
+
+    def partition_sizes(self) -> list[PartitionSize]:
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                """SELECT child.relname, pg_total_relation_size(child.oid),
+                          GREATEST(child.reltuples, 0)::bigint
+                   FROM pg_inherits
+                   JOIN pg_class parent ON parent.oid = pg_inherits.inhparent
+                   JOIN pg_class child ON child.oid = pg_inherits.inhrelid
+                   WHERE parent.relname = ANY(%s)
+                   ORDER BY child.relname""",
+                [list(PARTITIONED_TABLES)],
+            )
+            return [PartitionSize(name, int(size), int(rows)) for name, size, rows in cursor.fetchall()]
+
+    def table_bytes(self, extra_tables=()) -> dict[str, int | None]:
+        partitions = self.partition_sizes()
+        out: dict[str, int | None] = {
+            table: sum(p.bytes for p in partitions if p.name.startswith(f"{table}_p"))
+            for table in PARTITIONED_TABLES
+        }
+        with self.connection.cursor() as cursor:
+            for table in extra_tables:
+                cursor.execute("SELECT pg_total_relation_size(%s::regclass)", [table])
+                out[table] = int(cursor.fetchone()[0])
+        return out
 
     def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
         """Fast path: COPY straight into the table inside a savepoint. When any (series, ts) already
