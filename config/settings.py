@@ -222,6 +222,13 @@ JOINTLINE_LANE_CACHE_S = env_float("JOINTLINE_LANE_CACHE_S", 10.0, minimum=0)
 # Store reads of one lanes request run on this many threads, each with its own connection, where the
 # engine allows concurrent reads (PostgreSQL); 1 reads them in turn.
 JOINTLINE_PARALLEL_READS = env_int("JOINTLINE_PARALLEL_READS", 4, minimum=1)
+# Lane reads over long windows read the 1 min / 1 h rollups (timeline/store/rollups.py); writes always
+# maintain them. Off: every read scans raw samples (for comparisons).
+JOINTLINE_ROLLUPS = env_bool("JOINTLINE_ROLLUPS", True)
+# How long rollup rows are kept (days; 0: forever, like raw samples by default), apart from the raw
+# samples' retention: e.g. raw 14 days, minute rows 35, hour rows 400. Older windows read what is left.
+JOINTLINE_ROLLUP_1M_DAYS = env_int("JOINTLINE_ROLLUP_1M_DAYS", 0, minimum=0)
+JOINTLINE_ROLLUP_1H_DAYS = env_int("JOINTLINE_ROLLUP_1H_DAYS", 0, minimum=0)
 JOINTLINE_SIGNAL_MAP_FILE = env_str("JOINTLINE_SIGNAL_MAP_FILE", "")
 JOINTLINE_IMPORT_MAX_BYTES = env_int("JOINTLINE_IMPORT_MAX_BYTES", 64 * 2**20, minimum=1024)
 # How many distinct UTC days one push may span, and how far into the past it may reach (the push

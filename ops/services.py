@@ -33,6 +33,7 @@ from ops.models import KEEP_FOREVER, RetentionPolicy
 from orgs.models import Organization
 from timeline.store import get_store
 from timeline.store.base import DAY_US
+from timeline.store.rollups import HOUR_US, MINUTE_US
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,11 @@ class RetentionResult:
     samples_deleted: dict[str, int] = field(default_factory=dict)
     events_deleted: dict[str, int] = field(default_factory=dict)
     journal_deleted: dict[str, int] = field(default_factory=dict)
+    rollups_deleted: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {
+            "rollups_deleted": self.rollups_deleted,
             "partitions_dropped": self.partitions_dropped,
             "samples_deleted": self.samples_deleted,
             "events_deleted": self.events_deleted,
@@ -108,6 +111,7 @@ def retention_apply(*, now_us: int | None = None) -> RetentionResult:
     for policy in policies:
         _delete_rows(policy, today, shared_first_day if partitioned else None, result)
     _delete_journal(policies, now_us, result)
+    _delete_rollups(store, now_us, result)
     if result.partitions_dropped or any(
         (result.samples_deleted, result.events_deleted, result.journal_deleted)
     ):
@@ -135,6 +139,16 @@ def _delete_rows(
             deleted = get_store().delete_org_rows_before(kind, policy.org_id, first_day * DAY_US)
         if deleted:
             getattr(result, f"{kind}_deleted")[policy.slug] = deleted
+
+
+def _delete_rollups(store, now_us: int, result: RetentionResult) -> None:
+    """Rollup rows older than their own retention (JOINTLINE_ROLLUP_1M_DAYS / _1H_DAYS: the minute rows
+    for weeks, the hour rows for months, whatever the raw samples' retention)."""
+    names = {MINUTE_US: "1m", HOUR_US: "1h"}
+    for width, first_kept in sorted(store.rollups_kept_from().items()):
+        deleted = store.delete_rollups_before(width, first_kept)
+        if deleted:
+            result.rollups_deleted[names[width]] = deleted
 
 
 def _delete_journal(policies: list[OrgRetention], now_us: int, result: RetentionResult) -> None:

@@ -52,6 +52,7 @@ from timeline.alignment import read_hints
 from timeline.models import Series
 from timeline.presenters import present_event, present_series
 from timeline.store import ReadHints, get_store
+from timeline.store.hints import grid_origin, nice_step
 
 SERIES_LANE_KINDS: tuple[str, ...] = ("line", "rate", "band", "heatmap", "sum")
 EVENT_LANE_KINDS: tuple[str, ...] = ("spans", "logs")
@@ -177,14 +178,25 @@ class LaneSpec:
 
 @dataclass(frozen=True)
 class Grid:
-    """The bucket grid of one request: ``start + i * step`` for ``i < buckets``."""
+    """The bucket grid of one request: ``start + i * step`` for ``i < buckets``.
+
+    Steps of a minute or more are rounded up to a whole 1, 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h or
+    days (:func:`timeline.store.hints.nice_step`) and ``start`` down to the whole minute or hour the
+    step is made of, so a long window's buckets are whole rollup buckets; the grid never has more
+    buckets than ``width``."""
 
     start: int
     end: int
     width: int
 
+    def __post_init__(self):
+        object.__setattr__(self, "start", grid_origin(self.start, self._wanted_step(1)))
+
+    def _wanted_step(self, per_bucket_px: int) -> int:
+        return nice_step(max(1, math.ceil((self.end - self.start) / max(1, self.width // per_bucket_px))))
+
     def step(self, per_bucket_px: int = 1) -> int:
-        return max(1, math.ceil((self.end - self.start) / max(1, self.width // per_bucket_px)))
+        return self._wanted_step(per_bucket_px)
 
     def buckets(self, step: int) -> int:
         return max(1, math.ceil((self.end - self.start) / step))

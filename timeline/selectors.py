@@ -16,6 +16,7 @@ from timeline.alignment import read_hints
 from timeline.models import Event, Series
 from timeline.presenters import present_series, unshared_summary
 from timeline.store import LaneBuckets, ReadHints, get_store
+from timeline.store.hints import grid_origin, nice_step
 
 _RELATIVE = re.compile(r"now(?:-([0-9]{1,12})([smhdw]))?")
 _UNIT_US = {"s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000, "w": 604_800_000_000}
@@ -114,7 +115,8 @@ def lanes_read(
         raise QueryError("width", f"must be between 1 and {settings.JOINTLINE_LANE_MAX_WIDTH}")
     if fn not in ("auto", "rate", "value"):
         raise QueryError("fn", "must be auto, rate or value")
-    step = max(1, math.ceil((window.end - window.start) / width))
+    step = nice_step(max(1, math.ceil((window.end - window.start) / width)))
+    window = Window(grid_origin(window.start, step), window.end)
     series = {s.pk: s for s in series_list(scope).filter(pk__in=series_ids)}
     store = get_store()
     wanted_rate = {sid for sid, s in series.items() if fn == "rate" or (fn == "auto" and s.kind == "counter")}

@@ -16,6 +16,7 @@ ENGINE_SENSITIVE_TESTS = [
     "tests/ingest/test_push_api.py",
     "tests/timeline/test_alignment_store.py",
     "tests/timeline/test_alignment_api.py",
+    "tests/timeline/test_rollups.py",
 ]
 
 

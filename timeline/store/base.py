@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -18,6 +19,7 @@ from django.db.transaction import TransactionManagementError
 from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import Scope, require_scope
 from timeline.models import Event, Series, Source
+from timeline.store import rollups
 from timeline.store.hints import Capabilities, ReadHints
 
 DAY_US = 86_400_000_000
@@ -234,6 +236,7 @@ class StoreBackend:
 
     vendor = ""
     capabilities = Capabilities()
+    least, greatest = "LEAST", "GREATEST"  # two-argument minimum and maximum in this engine's SQL
 
     def __init__(self, connection: BaseDatabaseWrapper):
         self.connection = connection
@@ -246,6 +249,36 @@ class StoreBackend:
         with self.connection.cursor() as cursor:
             cursor.execute("DROP TABLE IF EXISTS timeline_sample")
             cursor.execute("DROP TABLE IF EXISTS timeline_event")
+        self.drop_rollup_schema()
+
+    def create_rollup_schema(self) -> None:
+        """The rollup tables (``timeline.store.rollups``), empty; ``rebuild_rollups`` fills them."""
+        with self.connection.cursor() as cursor:
+            for _width, table in rollups.ROLLUPS:
+                cursor.execute(rollups.schema(table, float_type="DOUBLE PRECISION", int_type="BIGINT"))
+
+    def drop_rollup_schema(self) -> None:
+        with self.connection.cursor() as cursor:
+            for _width, table in rollups.ROLLUPS:
+                cursor.execute(f"DROP TABLE IF EXISTS {table}")
+
+    @staticmethod
+    def rollups_kept_from() -> dict[int, int]:
+        """Per rollup resolution, the first bucket its retention keeps (JOINTLINE_ROLLUP_*_DAYS)."""
+        from django.conf import settings
+
+        days = {
+            rollups.MINUTE_US: settings.JOINTLINE_ROLLUP_1M_DAYS,
+            rollups.HOUR_US: settings.JOINTLINE_ROLLUP_1H_DAYS,
+        }
+        return rollups.kept_from(int(time.time() * 1_000_000), days)
+
+    @property
+    def rollups_enabled(self) -> bool:
+        """Whether reads use the rollups (JOINTLINE_ROLLUPS; writes always maintain them)."""
+        from django.conf import settings
+
+        return settings.JOINTLINE_ROLLUPS
 
     def ensure_partitions(self, first_day: int, last_day: int) -> int:
         """Make sure day partitions ``first_day..last_day`` (days since epoch) exist; returns how many
@@ -347,6 +380,13 @@ class StoreBackend:
             if batch.events
         ]
         samples = self._write_samples(sample_parts, len(batches)) if sample_parts else [0] * len(batches)
+        if any(samples):
+            self.refresh_rollups(
+                (series_id, block.ts)
+                for part in sample_parts
+                if samples[part.batch]
+                for series_id, block in zip(part.series_ids, part.blocks, strict=True)
+            )
         events = self._write_events(event_parts, len(batches)) if event_parts else [0] * len(batches)
         return [
             WriteResult(
@@ -358,6 +398,80 @@ class StoreBackend:
             )
             for index, (_, batch) in enumerate(batches)
         ]
+
+    def refresh_rollups(self, series_ts) -> int:
+        """Recompute, from the raw samples, the rollup buckets that hold the given ``(series id, sample
+        times)``: minute rows first, then the hour rows from the minute rows. Runs in the caller's
+        transaction, so a write's rollups commit (or roll back) with its rows. Returns how many
+        ranges of minute buckets were recomputed."""
+        (hour, hour_table), (minute, minute_table) = rollups.ROLLUPS
+        ranges = rollups.touched_ranges(series_ts, minute)
+        self._refresh(minute_table, minute, ranges, source=None)
+        self._refresh(hour_table, hour, rollups.coarser_ranges(ranges, hour), source=minute_table)
+        return len(ranges)
+
+    def _refresh(self, table: str, width: int, ranges: list, *, source: str | None) -> None:
+        with self.connection.cursor() as cursor:
+            for first in range(0, len(ranges), rollups.RANGES_PER_STATEMENT):
+                chunk = ranges[first : first + rollups.RANGES_PER_STATEMENT]
+                sql, params = rollups.refresh_sql(
+                    table, width, chunk, source=source, least=self.least, greatest=self.greatest
+                )
+                cursor.execute(sql, params)
+
+    def delete_rollups_before(self, width: int, before_ts: int) -> int:
+        """Delete the rollup rows of resolution ``width`` whose bucket starts before ``before_ts``
+        (retention of rollups, by their own policy); returns how many went."""
+        table = dict(rollups.ROLLUPS)[width]
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {table} WHERE bucket < %s", [before_ts])
+            return max(cursor.rowcount, 0)
+
+    def clear_rollups(self, series_ids: list[int], *, start: int, end: int) -> None:
+        """Delete the rollup rows of ``series_ids`` in the whole hours around ``[start, end)``."""
+        if not series_ids:
+            return
+        hour = rollups.HOUR_US
+        lo, hi = rollups.floor_to(start, hour), rollups.ceil_to(end, hour)
+        placeholders = ",".join(["%s"] * len(series_ids))
+        with self.connection.cursor() as cursor:
+            for _width, table in rollups.ROLLUPS:
+                cursor.execute(
+                    f"""DELETE FROM {table}
+                        WHERE series_id IN ({placeholders}) AND bucket >= %s AND bucket < %s""",
+                    [*series_ids, lo, hi],
+                )
+
+    def rebuild_rollups(self, series_ids: list[int], *, start: int, end: int) -> int:
+        """Rebuild the rollups of ``series_ids`` over the whole hours around ``[start, end)`` from the raw
+        samples, in one transaction (existing installations, after an import that bypassed the store,
+        after retention dropped raw days: rows of hours without raw samples are deleted, so run it only
+        over hours whose raw samples are all still there). Returns how many samples it read."""
+        hour = rollups.HOUR_US
+        lo, hi = rollups.floor_to(start, hour), rollups.ceil_to(end, hour)
+        with transaction.atomic(using=self.connection.alias):
+            self.clear_rollups(series_ids, start=lo, end=hi)
+            times = self.sample_times(series_ids, start=lo, end=hi)
+            self.refresh_rollups(times.items())
+        return sum(len(ts) for ts in times.values())
+
+    def sample_times(self, series_ids: list[int], *, start: int, end: int) -> dict[int, np.ndarray]:
+        """Stored sample times of ``series_ids`` in ``[start, end)`` (stored time, no scope: for system
+        jobs such as the rollup rebuild)."""
+        out: dict[int, np.ndarray] = {}
+        if not series_ids:
+            return out
+        placeholders = ",".join(["%s"] * len(series_ids))
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"""SELECT series_id, ts FROM timeline_sample
+                    WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s""",
+                [*series_ids, start, end],
+            )
+            rows = np.asarray(cursor.fetchall(), dtype=np.int64).reshape(-1, 2)
+        for series_id in np.unique(rows[:, 0]).tolist():
+            out[int(series_id)] = rows[rows[:, 0] == series_id, 1]
+        return out
 
     def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
         """Write the samples of ``parts``; returns how many were new, per batch position."""
@@ -516,6 +630,9 @@ class StoreBackend:
 
     def _bucket_sql(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple[str, list]:
         lookback = self.rate_lookback_us if hints.rate else 0
+        rolled = self._rollup_sql(key, ids, hints, lookback=lookback) if self.rollups_enabled else None
+        if rolled is not None:
+            return rolled
         source, params, origin, lo, hi = self._source(key, ids, hints, lookback=lookback)
         return self._bucket_query(
             source,
@@ -526,6 +643,39 @@ class StoreBackend:
             hi=hi,
             rate=hints.rate,
             ordered=hints.ordered,
+        )
+
+    def _rollup_sql(
+        self, key: tuple, ids: list[int], hints: ReadHints, *, lookback: int
+    ) -> tuple[str, list] | None:
+        """The bucket query of one group over rollups, where a resolution fits the grid
+        (:func:`timeline.store.rollups.choose`); None: read raw."""
+        lo, hi, bounded, corrections = key
+        if corrections and not all(c.constant for c in corrections):
+            return None
+        shift = sum(c.offset_us for c in corrections)
+        origin, end = hints.start - shift, hints.end - shift
+        if corrections:
+            lo, hi = max(origin, lo if lo is not None else origin), min(end, hi if hi is not None else end)
+        chosen = rollups.choose(
+            hints.step, shift, start=hints.start, lo=lo, kept_from=self.rollups_kept_from()
+        )
+        if chosen is None:
+            return None
+        width, table = chosen
+        return rollups.combine_sql(
+            table,
+            width,
+            ids,
+            origin=origin,
+            step=hints.step,
+            lo=lo,
+            hi=hi,
+            lookback=0 if bounded else lookback,
+            rate=hints.rate,
+            ordered=hints.ordered,
+            least=self.least,
+            greatest=self.greatest,
         )
 
     def _sample_sql(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple[str, list]:

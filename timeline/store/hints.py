@@ -195,6 +195,38 @@ class ClockModel:
 
 NO_CLOCK = ClockModel()
 
+MINUTE_US = 60_000_000
+NICE_STEPS_US: tuple[int, ...] = tuple(
+    s * 1_000_000 for s in (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+)
+
+
+def nice_step(step: int) -> int:
+    """The grid step a read should use for a wanted ``step`` (µs): below a minute as it is; from a minute
+    on, the next of 1, 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h, then whole days — so a grid is made of
+    whole rollup buckets and a long window reads them (never more buckets than asked for)."""
+    if step < MINUTE_US:
+        return step
+    for nice in NICE_STEPS_US:
+        if step <= nice:
+            return nice
+    day = NICE_STEPS_US[-1]
+    return -(-step // day) * day
+
+
+def grid_origin(start: int, step: int) -> int:
+    """Where a grid of ``step`` over a window starting at ``start`` begins: ``start`` itself below a
+    minute; else ``start`` rounded down to the whole minute, hour or day the step is made of (the first
+    bucket then begins at most one such unit before the window)."""
+    if step < MINUTE_US:
+        return start
+    unit = MINUTE_US
+    for candidate in (86_400_000_000, 3_600_000_000):
+        if step % candidate == 0:
+            unit = candidate
+            break
+    return start - start % unit
+
 
 @dataclass(frozen=True)
 class ReadHints:

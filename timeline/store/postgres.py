@@ -23,6 +23,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from core.records import EventRecord
 from orgs.access import Scope, require_scope
 from timeline.models import Series
+from timeline.store import rollups
 from timeline.store.base import (
     DAY_US,
     EventPart,
@@ -191,6 +192,16 @@ class PostgresStore(StoreBackend):
         with self.connection.cursor() as cursor:
             for statement in SCHEMA:
                 cursor.execute(statement)
+        self.create_rollup_schema()
+
+    def create_rollup_schema(self) -> None:
+        super().create_rollup_schema()
+        with self.connection.cursor() as cursor:
+            for _width, table in rollups.ROLLUPS:
+                # retention deletes by bucket alone: a BRIN index over the bucket is tiny and enough
+                cursor.execute(
+                    f"CREATE INDEX IF NOT EXISTS {table}_bucket_brin ON {table} USING brin (bucket)"
+                )
 
     def existing_partitions(self, table: str) -> set[str]:
         with self.connection.cursor() as cursor:

@@ -36,11 +36,13 @@ SCHEMA = [
 
 class SQLiteStore(StoreBackend):
     vendor = "sqlite"
+    least, greatest = "MIN", "MAX"  # SQLite's scalar min()/max() of several arguments
 
     def create_schema(self) -> None:
         with self.connection.cursor() as cursor:
             for statement in SCHEMA:
                 cursor.execute(statement)
+        self.create_rollup_schema()
 
     def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
         stored = [0] * batches

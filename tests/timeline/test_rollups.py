@@ -1,0 +1,187 @@
+"""Rollups give the same lane aggregates as the raw samples, whatever order the samples arrived in."""
+
+import random
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext, override_settings
+
+from core.records import Batch, SeriesBlock
+from orgs.access import Scope
+from orgs.services import grant_create
+from timeline.models import Series
+from timeline.store import ReadHints, get_store
+from timeline.store.hints import grid_origin, nice_step
+from timeline.store.rollups import HOUR_US, MINUTE_US
+
+T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
+S = 1_000_000
+
+
+def block(ts, values, *, metric="nfs_rpc_slots_in_use", kind="gauge", node="node-01"):
+    return SeriesBlock(
+        signal="storage",
+        metric=metric,
+        labels={"node": node},
+        kind=kind,
+        unit="",
+        ts=list(ts),
+        values=[float(v) for v in values],
+    )
+
+
+def write(org, *blocks):
+    with transaction.atomic():
+        return get_store().write_batch(org_id=org.pk, batch=Batch(source="agent", series=list(blocks)))
+
+
+def own(org) -> Scope:
+    return Scope(viewer_org_id=org.pk, viewer="test", own_org_ids=frozenset({org.pk}))
+
+
+def read(scope, ids, hints, *, rollups):
+    with override_settings(JOINTLINE_ROLLUPS=rollups), CaptureQueriesContext(connection) as queries:
+        frame = get_store().select_buckets(scope, ids, hints).per_series()
+    used = any("timeline_rollup" in q["sql"] for q in queries.captured_queries)
+    return frame, used
+
+
+def assert_same(scope, ids, hints):
+    """The rollup read equals the raw read (to 1e-9 relative) and really used the rollups."""
+    raw, used_raw = read(scope, ids, hints, rollups=False)
+    rolled, used = read(scope, ids, hints, rollups=True)
+    assert used and not used_raw
+    assert raw.keys() == rolled.keys()
+    for sid in raw:
+        a, b = raw[sid], rolled[sid]
+        assert a.bucket == b.bucket and a.count == b.count
+        for name in ("min", "max", "mean"):
+            assert getattr(b, name) == pytest.approx(getattr(a, name), rel=1e-9, abs=1e-12)
+    return rolled
+
+
+def noisy_gauge(rng, n, *, step_s=15, t0=T0):
+    ts = [t0 + i * step_s * S + rng.randrange(0, 3 * S) for i in range(n)]
+    return ts, [rng.uniform(0, 128) for _ in range(n)]
+
+
+def test_a_gauge_read_from_rollups_equals_the_raw_read_after_shuffled_overlapping_batches(org_a):
+    rng = random.Random(7)
+    ts, values = noisy_gauge(rng, 6 * 240)  # 6 h at 15 s
+    order = list(range(len(ts)))
+    rng.shuffle(order)
+    for first in range(0, len(order), 300):  # out of order, each batch overlapping the one before
+        picked = sorted(order[max(0, first - 50) : first + 300], key=lambda i: ts[i])
+        write(org_a, block([ts[i] for i in picked], [values[i] for i in picked]))
+    sid = Series.objects.scoped(own(org_a)).get().pk
+    for step in (5 * MINUTE_US, HOUR_US, 2 * HOUR_US):
+        lanes = assert_same(own(org_a), [sid], ReadHints(start=T0, end=T0 + 6 * HOUR_US, step=step))
+        assert sum(lanes[sid].count) == len(ts)
+
+
+def test_a_counter_rate_with_resets_from_rollups_equals_the_raw_rate(org_a):
+    rng = random.Random(3)
+    ts = [T0 + i * 15 * S for i in range(4 * 240)]
+    values, total = [], 0.0
+    for i in range(len(ts)):
+        total = 0.0 if i in (100, 517, 518) else total + rng.uniform(0, 1e6)
+        values.append(total)
+    write(org_a, block(ts[::2], values[::2], metric="rx_bytes_total", kind="counter"))
+    write(org_a, block(ts[1::2], values[1::2], metric="rx_bytes_total", kind="counter"))  # late half
+    sid = Series.objects.scoped(own(org_a)).get().pk
+    for step in (MINUTE_US, 10 * MINUTE_US, HOUR_US):
+        hints = ReadHints(start=T0 + HOUR_US, end=T0 + 4 * HOUR_US - 7 * S, step=step, fn="rate")
+        assert_same(own(org_a), [sid], hints)
+
+
+def test_re_applying_a_batch_counts_no_point_twice(org_a):
+    ts = [T0 + i * 15 * S for i in range(480)]
+    write(org_a, block(ts, range(480)))
+    assert write(org_a, block(ts, range(480))).samples_stored == 0
+    write(org_a, block(ts[100:300], range(100, 300)))
+    sid = Series.objects.scoped(own(org_a)).get().pk
+    lanes = assert_same(own(org_a), [sid], ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US))
+    assert lanes[sid].count == [240, 240]
+
+
+def test_a_late_point_updates_its_bucket(org_a):
+    write(org_a, block([T0 + i * 60 * S for i in range(120)], [1.0] * 120))
+    write(org_a, block([T0 + 30 * 60 * S + 30 * S], [500.0]))  # between two stored minutes
+    sid = Series.objects.scoped(own(org_a)).get().pk
+    lanes = assert_same(own(org_a), [sid], ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US))
+    assert lanes[sid].max == [500.0, 1.0] and lanes[sid].count == [61, 60]
+
+
+def test_a_single_sample_spike_survives_hour_buckets(org_a):
+    ts = [T0 + i * 30 * S for i in range(2 * 2880)]  # two days at 30 s
+    values = [10.0] * len(ts)
+    values[4000] = 128.0
+    write(org_a, block(ts, values))
+    sid = Series.objects.scoped(own(org_a)).get().pk
+    lanes = assert_same(own(org_a), [sid], ReadHints(start=T0, end=T0 + 48 * HOUR_US, step=2 * HOUR_US))
+    assert max(lanes[sid].max) == 128.0 and len(lanes[sid].bucket) == 24
+
+
+def test_a_grant_window_inside_the_buckets_reads_no_sample_outside_it(org_a, org_b, member_b):
+    write(org_a, block([T0 + i * 15 * S for i in range(960)], range(960)))
+    grant_create(
+        owner=org_a,
+        grantee=org_b,
+        name="slice",
+        data_from=datetime.fromtimestamp((T0 + 37 * 60 * S + 7 * S) / S, tz=UTC),
+        data_to=datetime.fromtimestamp((T0 + 3 * HOUR_US + 11 * 60 * S) / S, tz=UTC),
+    )
+    scope = Scope.for_user(member_b)
+    sid = Series.objects.scoped(scope).get().pk
+    lanes = assert_same(scope, [sid], ReadHints(start=T0, end=T0 + 4 * HOUR_US, step=HOUR_US))
+    first_inside = 37 * 4 + 1  # 00:37:15, the first 15 s sample at or after 00:37:07
+    last_inside = 3 * 240 + 11 * 4 - 1  # 03:10:45
+    assert sum(lanes[sid].count) == last_inside - first_inside + 1
+    assert lanes[sid].min[0] == first_inside and lanes[sid].max[-1] == last_inside
+
+
+def test_a_grid_that_is_not_made_of_whole_buckets_reads_raw(org_a):
+    write(org_a, block([T0 + i * 15 * S for i in range(240)], range(240)))
+    sid = Series.objects.scoped(own(org_a)).get().pk
+    _, used = read(
+        own(org_a), [sid], ReadHints(start=T0 + 7 * S, end=T0 + HOUR_US, step=HOUR_US), rollups=True
+    )
+    assert not used
+
+
+def test_nice_steps_never_make_more_buckets_than_asked_and_align_the_grid():
+    for window in (6 * HOUR_US, 24 * HOUR_US, 2 * 86_400 * S, 55 * 86_400 * S):
+        for width in (300, 1000, 1200, 4000):
+            step = nice_step(-(-window // width))
+            assert -(-window // step) <= width
+            start = T0 + 1234567
+            origin = grid_origin(start, step)
+            assert origin <= start and (step < MINUTE_US or origin % MINUTE_US == 0)
+
+
+def test_the_rebuild_command_restores_rollups_from_raw_samples(org_a):
+    from django.core.management import call_command
+
+    write(org_a, block([T0 + i * 15 * S for i in range(480)], range(480)))
+    sid = Series.objects.scoped(own(org_a)).get().pk
+    hints = ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US)
+    get_store().clear_rollups([sid], start=T0, end=T0 + 2 * HOUR_US)
+    assert read(own(org_a), [sid], hints, rollups=True)[0][sid].count == []
+    call_command(
+        "rebuild_rollups", "--from", "2026-06-15T00:00:00Z", "--to", "2026-06-15T02:00:00Z", "--no-progress"
+    )
+    assert_same(own(org_a), [sid], hints)
+
+
+def test_reads_older_than_the_rollups_retention_fall_back_to_raw(org_a):
+    write(org_a, block([T0 + i * 15 * S for i in range(480)], range(480)))
+    sid = Series.objects.scoped(own(org_a)).get().pk
+    hints = ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US)
+    with override_settings(JOINTLINE_ROLLUP_1M_DAYS=1, JOINTLINE_ROLLUP_1H_DAYS=1):
+        from ops.services import retention_apply
+
+        result = retention_apply(now_us=T0 + 30 * 86_400 * S)
+        lanes, used = read(own(org_a), [sid], hints, rollups=True)
+    assert result.rollups_deleted == {"1m": 120, "1h": 2}
+    assert not used and lanes[sid].count == [240, 240]

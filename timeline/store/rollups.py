@@ -1,0 +1,264 @@
+"""Rollups: per series and bucket aggregates at 1 minute and 1 hour, from which every lane kind is exact.
+
+A rollup row of series ``s`` and bucket ``[b, b + R)`` holds, of the samples stored in it: ``n``, the
+``total`` (sum), ``vmin``/``vmax``, the first and last sample (time and value), and for rates the
+``increase`` over the ``deltas`` consecutive pairs inside the bucket (a decrease is a counter reset: the
+increase is the new value, as PromQL's ``rate()`` and the raw bucket query count it) with the least and
+greatest per-pair rate. The pair that straddles two rows (last sample of one, first of the next) is not
+in either: reads add it from the rows' first/last samples, so a rate over rollup rows equals the rate
+over the raw samples.
+
+Invariants:
+
+* a rollup row is a pure function of the raw samples in its bucket: the write path recomputes the
+  buckets a write touched from the raw table, in the write's own transaction (:func:`refresh_sql`), so
+  a re-applied, overlapping, late or out-of-order batch never counts a point twice and the rollups of a
+  batch become visible with its raw rows; hour rows are recomputed from the minute rows;
+* a read uses a resolution only inside ``[a, b)``, the window (already cut by the grant's time
+  bounds) rounded inwards to whole buckets; the edges are read raw, so neither a window nor a grant
+  ever takes in a sample outside it (:func:`combine_sql`);
+* a read uses resolution ``R`` only when its grid is made of whole rollup buckets (``step`` and the
+  grid's origin multiples of ``R``); a constant clock shift ``k`` moves rows to the step bucket of
+  their shifted start, which misplaces at most ``|k|`` of each step (allowed up to 1 % of the step);
+  a drifting correction reads raw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+MINUTE_US = 60_000_000
+HOUR_US = 3_600_000_000
+ROLLUPS: tuple[tuple[int, str], ...] = ((HOUR_US, "timeline_rollup_1h"), (MINUTE_US, "timeline_rollup_1m"))
+"""(bucket width µs, table), coarsest first."""
+
+COLUMNS = (
+    "series_id, bucket, n, total, vmin, vmax, first_ts, first_value, last_ts, last_value, "
+    "increase, deltas, rate_min, rate_max"
+)
+RANGES_PER_STATEMENT = 2000
+SHIFT_TOLERANCE = 100  # a constant shift may misplace at most 1/100 of a step
+
+
+def schema(table: str, *, float_type: str, int_type: str) -> str:
+    return f"""CREATE TABLE IF NOT EXISTS {table} (
+        series_id {int_type} NOT NULL,
+        bucket {int_type} NOT NULL,
+        n {int_type} NOT NULL,
+        total {float_type} NOT NULL,
+        vmin {float_type} NOT NULL,
+        vmax {float_type} NOT NULL,
+        first_ts {int_type} NOT NULL,
+        first_value {float_type} NOT NULL,
+        last_ts {int_type} NOT NULL,
+        last_value {float_type} NOT NULL,
+        increase {float_type} NOT NULL,
+        deltas {int_type} NOT NULL,
+        rate_min {float_type},
+        rate_max {float_type},
+        PRIMARY KEY (series_id, bucket)
+    )"""
+
+
+def floor_to(ts: int, width: int) -> int:
+    return ts - ts % width
+
+
+def ceil_to(ts: int, width: int) -> int:
+    return -((-ts) // width) * width
+
+
+def touched_ranges(series_ts: Iterable[tuple[int, Sequence[int]]], width: int) -> list[tuple[int, int, int]]:
+    """``(series id, lo, hi)`` ranges of whole buckets of ``width`` covering the given sample times, one
+    per run of adjacent touched buckets: what a write must recompute."""
+    buckets: dict[int, set[int]] = {}
+    for series_id, ts in series_ts:
+        if len(ts):
+            values = np.asarray(ts, dtype=np.int64)
+            buckets.setdefault(series_id, set()).update(np.unique(values - values % width).tolist())
+    ranges = []
+    for series_id in sorted(buckets):
+        run_lo = run_hi = None
+        for bucket in sorted(buckets[series_id]):
+            if run_hi is not None and bucket == run_hi:
+                run_hi = bucket + width
+                continue
+            if run_lo is not None:
+                ranges.append((series_id, run_lo, run_hi))
+            run_lo, run_hi = bucket, bucket + width
+        ranges.append((series_id, run_lo, run_hi))
+    return ranges
+
+
+def coarser_ranges(ranges: list[tuple[int, int, int]], width: int) -> list[tuple[int, int, int]]:
+    """The ranges of whole buckets of ``width`` that contain ``ranges`` (merged where they meet)."""
+    out: list[tuple[int, int, int]] = []
+    for series_id, lo, hi in sorted((s, floor_to(lo, width), ceil_to(hi, width)) for s, lo, hi in ranges):
+        if out and out[-1][0] == series_id and lo <= out[-1][2]:
+            out[-1] = (series_id, out[-1][1], max(out[-1][2], hi))
+        else:
+            out.append((series_id, lo, hi))
+    return out
+
+
+def _ranges_cte(ranges: Sequence[tuple[int, int, int]]) -> tuple[str, list[int]]:
+    values = ",".join(["(%s, %s, %s)"] * len(ranges))
+    return f"ranges (series_id, lo, hi) AS (VALUES {values})", [v for r in ranges for v in r]
+
+
+def refresh_sql(
+    table: str,
+    width: int,
+    ranges: Sequence[tuple[int, int, int]],
+    *,
+    source: str | None,
+    least: str,
+    greatest: str,
+) -> tuple[str, list]:
+    """An upsert recomputing the rollup rows of ``table`` (buckets of ``width``) over ``ranges``, from the
+    raw samples (``source`` None) or from the rows of the finer rollup table ``source``."""
+    cte, params = _ranges_cte(ranges)
+    bucket = f"(x.ts - (((x.ts %% {width}) + {width}) %% {width}))"
+    if source is None:
+        rows = f"""rows AS (
+            SELECT x.series_id, {bucket} AS bucket, x.ts AS first_ts, x.value AS first_value,
+                   x.ts AS last_ts, x.value AS last_value, 1 AS n, x.value AS total, x.value AS vmin,
+                   x.value AS vmax, 0.0 AS increase, 0 AS deltas,
+                   CAST(NULL AS DOUBLE PRECISION) AS rate_min, CAST(NULL AS DOUBLE PRECISION) AS rate_max
+            FROM ranges r JOIN timeline_sample x
+              ON x.series_id = r.series_id AND x.ts >= r.lo AND x.ts < r.hi)"""
+    else:
+        bucket = f"(x.bucket - (((x.bucket %% {width}) + {width}) %% {width}))"
+        rows = f"""rows AS (
+            SELECT x.series_id, {bucket} AS bucket, x.first_ts, x.first_value, x.last_ts, x.last_value,
+                   x.n, x.total, x.vmin, x.vmax, x.increase, x.deltas, x.rate_min, x.rate_max
+            FROM ranges r JOIN {source} x
+              ON x.series_id = r.series_id AND x.bucket >= r.lo AND x.bucket < r.hi)"""
+    sql = f"""
+        WITH {cte}, {rows}, {_linked("PARTITION BY series_id, bucket")}
+        INSERT INTO {table} ({COLUMNS})
+        SELECT * FROM (
+            SELECT series_id, bucket, SUM(n), SUM(total), MIN(vmin), MAX(vmax),
+                   MIN(first_ts), MAX(CASE WHEN fwd = 1 THEN first_value END),
+                   MAX(last_ts), MAX(CASE WHEN back = 1 THEN last_value END),
+                   SUM(increase) + SUM(COALESCE(binc, 0)), SUM(deltas) + COUNT(bel),
+                   {_rate_extremes(least, greatest)}
+            FROM linked GROUP BY series_id, bucket
+        ) AS agg WHERE true
+        ON CONFLICT (series_id, bucket) DO UPDATE SET
+            n = excluded.n, total = excluded.total, vmin = excluded.vmin, vmax = excluded.vmax,
+            first_ts = excluded.first_ts, first_value = excluded.first_value,
+            last_ts = excluded.last_ts, last_value = excluded.last_value, increase = excluded.increase,
+            deltas = excluded.deltas, rate_min = excluded.rate_min, rate_max = excluded.rate_max"""
+    return sql, params
+
+
+def _linked(partition: str) -> str:
+    """Rows with the pair that joins each to the previous one in its partition: ``binc`` (increase,
+    resets handled), ``bel`` (elapsed µs) and ``brate`` (per second); ``fwd``/``back``: position from
+    the first and from the last row."""
+    return f"""lagged AS (
+            SELECT rows.*, LAG(last_value) OVER w AS pv, LAG(last_ts) OVER w AS pt,
+                   ROW_NUMBER() OVER w AS fwd,
+                   ROW_NUMBER() OVER ({partition} ORDER BY first_ts DESC) AS back
+            FROM rows WINDOW w AS ({partition} ORDER BY first_ts)
+        ), linked AS (
+            SELECT lagged.*,
+                   CASE WHEN pt IS NULL THEN NULL WHEN first_value >= pv THEN first_value - pv
+                        ELSE first_value END AS binc,
+                   first_ts - pt AS bel,
+                   CASE WHEN pt IS NULL OR first_ts <= pt THEN NULL
+                        WHEN first_value >= pv THEN (first_value - pv) * 1000000.0 / (first_ts - pt)
+                        ELSE first_value * 1000000.0 / (first_ts - pt) END AS brate
+            FROM lagged)"""
+
+
+def _rate_extremes(least: str, greatest: str) -> str:
+    """Least and greatest per-pair rate of a group of rows: inside the rows and between them."""
+    return f"{_both(least, 'MIN(rate_min)', 'MIN(brate)')}, {_both(greatest, 'MAX(rate_max)', 'MAX(brate)')}"
+
+
+def _both(function: str, a: str, b: str) -> str:
+    """``function(a, b)`` ignoring a NULL side (PostgreSQL's LEAST does, SQLite's MIN does not)."""
+    return f"{function}(COALESCE({a}, {b}), COALESCE({b}, {a}))"
+
+
+def choose(
+    step: int,
+    shift: int,
+    *,
+    start: int,
+    lo: int,
+    kept_from: dict[int, int] | None = None,
+    resolutions: Sequence[tuple[int, str]] = ROLLUPS,
+) -> tuple[int, str] | None:
+    """The coarsest rollup a grid of ``step`` starting at ``start`` (corrected time) reads exactly, or
+    within a constant clock ``shift`` of at most 1 % of a step, and whose rows retention still keeps
+    from ``lo`` on (``kept_from``: resolution → first bucket kept); None: read raw."""
+    if shift and abs(shift) * SHIFT_TOLERANCE > step:
+        return None
+    for width, table in resolutions:
+        if step % width == 0 and start % width == 0 and lo >= (kept_from or {}).get(width, lo):
+            return width, table
+    return None
+
+
+def kept_from(now: int, days_by_width: dict[int, int]) -> dict[int, int]:
+    """The first bucket retention keeps, per resolution (a resolution kept forever is left out)."""
+    day = 86_400_000_000
+    return {width: floor_to(now, day) - days * day for width, days in days_by_width.items() if days}
+
+
+def combine_sql(
+    table: str,
+    width: int,
+    ids: Sequence[int],
+    *,
+    origin: int,
+    step: int,
+    lo: int,
+    hi: int,
+    lookback: int,
+    rate: bool,
+    ordered: bool,
+    least: str,
+    greatest: str,
+) -> tuple[str, list] | None:
+    """The bucket query of :meth:`StoreBackend._bucket_query` (same columns, same values) over the rollup
+    rows of ``table`` inside ``[a, b)`` (``[lo, hi)`` rounded inwards to whole buckets) and the raw
+    samples at the edges, each raw sample as a one-sample row. None when no whole bucket fits."""
+    a, b = ceil_to(lo, width), floor_to(hi, width)
+    if b <= a:
+        return None
+    placeholders = ",".join(["%s"] * len(ids))
+    raw_lo = lo - lookback
+    rows = f"""rows AS (
+        SELECT series_id, bucket, first_ts, first_value, last_ts, last_value, n, total, vmin, vmax,
+               increase, deltas, rate_min, rate_max
+        FROM {table} WHERE series_id IN ({placeholders}) AND bucket >= %s AND bucket < %s
+        UNION ALL
+        SELECT series_id, ts, ts, value, ts, value, 1, value, value, value, 0.0, 0,
+               CAST(NULL AS DOUBLE PRECISION), CAST(NULL AS DOUBLE PRECISION)
+        FROM timeline_sample WHERE series_id IN ({placeholders})
+          AND ((ts >= %s AND ts < %s) OR (ts >= %s AND ts < %s)))"""
+    params: list = [*ids, a, b, *ids, raw_lo, a, b, hi]
+    order = " ORDER BY series_id, bucket" if ordered else ""
+    if not rate:
+        sql = f"""WITH {rows}
+            SELECT series_id, (bucket - %s) / %s AS step_bucket, MIN(vmin), MAX(vmax),
+                   SUM(total) / SUM(n), SUM(n)
+            FROM rows WHERE bucket >= %s AND bucket < %s
+            GROUP BY series_id, step_bucket{order.replace("bucket", "step_bucket")}"""
+        return sql, [*params, origin, step, lo, hi]
+    sql = f"""WITH {rows}, {_linked("PARTITION BY series_id")}
+        SELECT series_id, (bucket - %s) / %s AS step_bucket,
+               {_rate_extremes(least, greatest)},
+               (SUM(increase) + SUM(COALESCE(binc, 0))) * 1000000.0
+                   / (SUM(last_ts - first_ts) + SUM(COALESCE(bel, 0))),
+               SUM(deltas) + COUNT(bel)
+        FROM linked WHERE bucket >= %s AND bucket < %s
+        GROUP BY series_id, step_bucket
+        HAVING SUM(deltas) + COUNT(bel) > 0{order.replace("bucket", "step_bucket")}"""
+    return sql, [*params, origin, step, lo, hi]
