@@ -95,6 +95,18 @@ class ScenarioConfig:
         )
         return replace(base, **overrides)
 
+    @classmethod
+    def long(cls, **overrides) -> ScenarioConfig:
+        """The report's span: 55 days around the reference incident, 5 min scrapes (10 min for NFS and
+        DCGM), per-node GPU series — the war room zooming from weeks to seconds."""
+        base = cls(
+            duration=timedelta(days=55),
+            step_s=300,
+            detail_step_s=600,
+            per_gpu_metrics=False,
+        )
+        return replace(base, **overrides)
+
     # ---- derived values, in microseconds
     @property
     def start_us(self) -> int:

@@ -17,7 +17,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("output", type=Path)
         parser.add_argument("--seed", type=int, default=ScenarioConfig.seed)
-        parser.add_argument("--compact", action="store_true", help="the quickstart profile")
+        profile = parser.add_mutually_exclusive_group()
+        profile.add_argument("--compact", action="store_true", help="the quickstart profile (12 h)")
+        profile.add_argument("--long", action="store_true", help="55 days at 5 min scrapes")
         parser.add_argument("--nodes", type=int)
         parser.add_argument("--hours", type=float, help="duration")
         parser.add_argument("--step", type=int, help="metric step in seconds")
@@ -44,7 +46,12 @@ class Command(BaseCommand):
             if unknown:
                 raise CommandError(f"--episodes: unknown {', '.join(sorted(unknown))}")
             overrides["episodes"] = episodes
-        config = ScenarioConfig.compact(**overrides) if options["compact"] else ScenarioConfig(**overrides)
+        if options["compact"]:
+            config = ScenarioConfig.compact(**overrides)
+        elif options["long"]:
+            config = ScenarioConfig.long(**overrides)
+        else:
+            config = ScenarioConfig(**overrides)
         scenario = generate(config)
         output.mkdir(parents=True, exist_ok=True)
         (output / "manifest.json").write_bytes(manifest_json(scenario))

@@ -8,7 +8,9 @@ from orgs.services import organization_create
 
 def add_scenario_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=ScenarioConfig.seed)
-    parser.add_argument("--compact", action="store_true", help="the quickstart profile")
+    profile = parser.add_mutually_exclusive_group()
+    profile.add_argument("--compact", action="store_true", help="the quickstart profile (12 h)")
+    profile.add_argument("--long", action="store_true", help="55 days at 5 min scrapes")
     parser.add_argument("--nodes", type=int, help="cluster size (default 63)")
     parser.add_argument("--training-nodes", type=int, help="nodes of the training job (default 60)")
 
@@ -21,7 +23,11 @@ def scenario_config(options) -> ScenarioConfig:
     if options.get("training_nodes"):
         overrides["training_nodes"] = options["training_nodes"]
     try:
-        return ScenarioConfig.compact(**overrides) if options["compact"] else ScenarioConfig(**overrides)
+        if options["compact"]:
+            return ScenarioConfig.compact(**overrides)
+        if options.get("long"):
+            return ScenarioConfig.long(**overrides)
+        return ScenarioConfig(**overrides)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
 
