@@ -48,6 +48,7 @@ from orgs.models import (
     Level,
     Membership,
     Organization,
+    Role,
     TokenPurpose,
 )
 
@@ -407,3 +408,21 @@ def journal_filter(scope: Scope) -> Q:
     if scope.is_system:
         return Q()
     return Q(org_id__in=sorted(scope.journal_org_ids)) if scope.journal_org_ids else Q(pk__in=[])
+
+
+# --------------------------------------------------------------------------- writes
+
+ROLE_RANK = {Role.VIEWER: 0, Role.ANALYST: 1, Role.ADMIN: 2}
+
+
+def require_role(user, role: str, *, action: str) -> Membership:
+    """The membership of ``user`` when it holds at least ``role`` (viewer < analyst < admin); otherwise
+    PermissionDenied saying who may do ``action`` (a phrase: "change incidents"). Every write path
+    asks this one function, so the rule and its wording are the same everywhere."""
+    membership = getattr(user, "membership", None) if user is not None else None
+    if membership is None:
+        raise PermissionDenied(f"only people of an organisation can {action}")
+    if ROLE_RANK.get(membership.role, -1) < ROLE_RANK[role]:
+        who = "your organisation's admins" if role == Role.ADMIN else "analysts and admins"
+        raise PermissionDenied(f"only {who} can {action}; you are a {membership.role}")
+    return membership

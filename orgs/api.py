@@ -9,8 +9,9 @@ from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
 from config.api_input import OffsetDateTimeField, StringListField, request_body
+from orgs.access import require_role
 from orgs.api_base import ScopedAPIView
-from orgs.models import AccessRequest, AuditEntry, Grant, Level, Membership, Organization
+from orgs.models import AccessRequest, AuditEntry, Grant, Level, Membership, Organization, Role
 from orgs.selectors import access_requests_visible, audit_entries, grants_visible
 from orgs.services import access_request_create, access_request_decide, grant_create, grant_revoke
 
@@ -49,17 +50,11 @@ def request_json(item: AccessRequest) -> dict:
 
 
 def _membership(request) -> Membership:
-    membership = getattr(request.user, "membership", None)
-    if membership is None:
-        raise exceptions.PermissionDenied("only people of an organisation can do this")
-    return membership
+    return require_role(request.user, Role.VIEWER, action="do this")
 
 
 def _require_admin(request) -> Membership:
-    membership = _membership(request)
-    if not membership.is_admin:
-        raise exceptions.PermissionDenied("only your organisation's admins can do this")
-    return membership
+    return require_role(request.user, Role.ADMIN, action="manage grants and tokens")
 
 
 def _organisation(field: str, slug: str) -> Organization:

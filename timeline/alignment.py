@@ -49,8 +49,10 @@ from orgs.access import (
     LEVEL_REDACTED,
     Scope,
     pseudonym,
+    require_role,
     require_scope,
 )
+from orgs.models import Role
 from timeline import alignment_estimators as est
 from timeline import presenters
 from timeline.models import ClockCorrection, ClockOrigin, Event, Series, Source
@@ -233,16 +235,9 @@ def clock_state(scope: Scope) -> dict:
 
 
 def _membership(user, *, admin: bool):
-    membership = getattr(user, "membership", None)
-    if membership is None:
-        raise PermissionDenied("only people of an organisation can change clock corrections")
-    if admin and not membership.is_admin:
-        raise PermissionDenied(
-            "only your organisation's admins can declare or switch declared clock corrections"
-        )
-    if not membership.can_annotate:
-        raise PermissionDenied("viewers cannot change clock corrections; ask an analyst or admin")
-    return membership
+    if admin:
+        return require_role(user, Role.ADMIN, action="declare or switch declared clock corrections")
+    return require_role(user, Role.ANALYST, action="change clock corrections")
 
 
 def _checked(
