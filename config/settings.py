@@ -222,6 +222,9 @@ JOINTLINE_LANE_CACHE_S = env_float("JOINTLINE_LANE_CACHE_S", 10.0, minimum=0)
 # Store reads of one lanes request run on this many threads, each with its own connection, where the
 # engine allows concurrent reads (PostgreSQL); 1 reads them in turn.
 JOINTLINE_PARALLEL_READS = env_int("JOINTLINE_PARALLEL_READS", 4, minimum=1)
+# Seconds the war room's clock-ordering check of a window is remembered per viewer, grants and clock
+# corrections (timeline/read_cache.py); 0: computed on every lanes request.
+JOINTLINE_ORDERING_CACHE_S = env_float("JOINTLINE_ORDERING_CACHE_S", 60.0, minimum=0)
 # Lane reads over long windows read the 1 min / 1 h rollups (timeline/store/rollups.py); writes always
 # maintain them. Off: every read scans raw samples (for comparisons).
 JOINTLINE_ROLLUPS = env_bool("JOINTLINE_ROLLUPS", True)

@@ -16,8 +16,8 @@ from rest_framework.response import Response
 from config.api_input import query_params
 from core.timeparse import format_rfc3339
 from orgs.api_base import ScopedAPIView
-from timeline import api_params, api_shapes, lane_cache
-from timeline.alignment import aligned_param, clock_payload, clock_state, use_clock
+from timeline import api_params, api_shapes, lane_cache, read_cache
+from timeline.alignment import aligned_param, clock_for, clock_payload, clock_state, use_clock
 from timeline.lanes import start_reads
 from timeline.presenters import present_event, present_series
 from timeline.selectors import (
@@ -153,10 +153,18 @@ class WarroomLanesView(ScopedAPIView):
 
         def compute() -> dict:
             # the marks and the clock's checks are read while the lanes are
+            clock_check = partial(clock_payload, self.scope, start=window.start, end=window.end)
             marks, clock = start_reads(
                 [
                     partial(event_marks, self.scope, window=window),
-                    partial(clock_payload, self.scope, start=window.start, end=window.end),
+                    partial(
+                        read_cache.remember,
+                        self.scope,
+                        clock_for(self.scope),
+                        what="clock",
+                        window=window,
+                        compute=clock_check,
+                    ),
                 ]
             )
             lanes = warroom_lanes(self.scope, specs=specs, window=window, width=width)
