@@ -199,6 +199,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-journal": {"task": "ingest.tasks.sweep_journal", "schedule": 60.0},
     "create-partitions-ahead": {"task": "timeline.tasks.create_partitions_ahead", "schedule": 3600.0},
     "apply-retention": {"task": "ops.tasks.apply_retention", "schedule": 3600.0},
+    "refresh-rollups": {"task": "timeline.tasks.refresh_rollups", "schedule": 60.0},
 }
 
 # Ingest limits.
@@ -228,6 +229,9 @@ JOINTLINE_ORDERING_CACHE_S = env_float("JOINTLINE_ORDERING_CACHE_S", 60.0, minim
 # Lane reads over long windows read the 1 min / 1 h rollups (timeline/store/rollups.py); writes always
 # maintain them. Off: every read scans raw samples (for comparisons).
 JOINTLINE_ROLLUPS = env_bool("JOINTLINE_ROLLUPS", True)
+# Seconds from a write to the refresh of its rollups (one refresh for the applies in between; reads
+# use raw samples for what waits). Under eager Celery (quickstart) the refresh runs at once.
+JOINTLINE_ROLLUP_REFRESH_DELAY_S = env_float("JOINTLINE_ROLLUP_REFRESH_DELAY_S", 5.0, minimum=0)
 # How long rollup rows are kept (days; 0: forever, like raw samples by default), apart from the raw
 # samples' retention: e.g. raw 14 days, minute rows 35, hour rows 400. Older windows read what is left.
 JOINTLINE_ROLLUP_1M_DAYS = env_int("JOINTLINE_ROLLUP_1M_DAYS", 0, minimum=0)

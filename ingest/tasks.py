@@ -9,6 +9,7 @@ from celery.signals import task_postrun
 from django.db import close_old_connections, connections
 
 from ingest.services import ApplyRetryLater, batch_apply, journal_sweep
+from timeline.tasks import refresh_rollups_soon
 
 
 @shared_task(
@@ -32,6 +33,8 @@ def apply_batch(self, batch_id: str) -> dict | None:
     applied = batch_apply(batch_id=batch_id)
     if applied is None:
         return None
+    if applied.samples_stored:
+        refresh_rollups_soon()
     return {
         "entries_applied": applied.entries,
         "samples_stored": applied.samples_stored,

@@ -31,9 +31,13 @@ def block(ts, values, *, metric="nfs_rpc_slots_in_use", kind="gauge", node="node
     )
 
 
-def write(org, *blocks):
+def write(org, *blocks, refresh=True):
+    """Write, then work off the rollup refresh queue as the task after an apply does."""
     with transaction.atomic():
-        return get_store().write_batch(org_id=org.pk, batch=Batch(source="agent", series=list(blocks)))
+        result = get_store().write_batch(org_id=org.pk, batch=Batch(source="agent", series=list(blocks)))
+    if refresh:
+        get_store().refresh_stale_rollups()
+    return result
 
 
 def own(org) -> Scope:
@@ -141,6 +145,17 @@ def test_a_grant_window_inside_the_buckets_reads_no_sample_outside_it(org_a, org
     assert lanes[sid].min[0] == first_inside and lanes[sid].max[-1] == last_inside
 
 
+def test_minutes_waiting_for_their_refresh_are_read_raw_until_it_runs(org_a):
+    write(org_a, block([T0 + i * 15 * S for i in range(480)], range(480)))
+    write(org_a, block([T0 + 90 * 60 * S + 7 * S], [1000.0]), refresh=False)  # late, not refreshed yet
+    sid = Series.objects.scoped(own(org_a)).get().pk
+    hints = ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US)
+    lanes = assert_same(own(org_a), [sid], hints)  # the first hour from rollups, the rest raw
+    assert lanes[sid].max == [239.0, 1000.0] and lanes[sid].count == [240, 241]
+    assert get_store().refresh_stale_rollups() == 1 and get_store().refresh_stale_rollups() == 0
+    assert_same(own(org_a), [sid], hints)
+
+
 def test_a_grid_that_is_not_made_of_whole_buckets_reads_raw(org_a):
     write(org_a, block([T0 + i * 15 * S for i in range(240)], range(240)))
     sid = Series.objects.scoped(own(org_a)).get().pk
@@ -185,3 +200,28 @@ def test_reads_older_than_the_rollups_retention_fall_back_to_raw(org_a):
         lanes, used = read(own(org_a), [sid], hints, rollups=True)
     assert result.rollups_deleted == {"1m": 120, "1h": 2}
     assert not used and lanes[sid].count == [240, 240]
+
+
+def test_the_refresh_task_works_the_queue_off_and_a_deferred_load_leaves_it(org_a, monkeypatch):
+    from timeline import tasks
+
+    started = []
+    monkeypatch.setattr(tasks.refresh_rollups, "apply_async", lambda **kw: started.append(kw))
+    write(org_a, block([T0 + i * 15 * S for i in range(240)], range(240)), refresh=False)
+    with tasks.rollup_refresh_deferred():
+        tasks.refresh_rollups_soon()
+    assert started == [] and get_store().stale_count() == 1
+    tasks.refresh_rollups_soon()
+    assert len(started) == 1
+    assert tasks.refresh_rollups() == 1 and get_store().stale_count() == 0
+
+
+def test_the_refresh_command_says_what_it_refreshed(org_a):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    write(org_a, block([T0 + i * 15 * S for i in range(240)], range(240)), refresh=False)
+    out = StringIO()
+    call_command("refresh_rollups", "--no-progress", stdout=out)
+    assert "for 1 queued minute ranges" in out.getvalue() and get_store().stale_count() == 0

@@ -252,15 +252,25 @@ class StoreBackend:
         self.drop_rollup_schema()
 
     def create_rollup_schema(self) -> None:
-        """The rollup tables (``timeline.store.rollups``), empty; ``rebuild_rollups`` fills them."""
+        """The rollup tables (``timeline.store.rollups``), empty (``rebuild_rollups`` fills them), and the
+        queue of minute ranges whose rollups are not refreshed yet."""
         with self.connection.cursor() as cursor:
             for _width, table in rollups.ROLLUPS:
                 cursor.execute(rollups.schema(table, float_type="DOUBLE PRECISION", int_type="BIGINT"))
+            cursor.execute(self.dirty_schema)
+            cursor.execute(
+                f"CREATE INDEX IF NOT EXISTS {rollups.DIRTY}_series ON {rollups.DIRTY} (series_id, lo)"
+            )
+
+    dirty_schema = f"""CREATE TABLE IF NOT EXISTS {rollups.DIRTY} (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        series_id BIGINT NOT NULL, lo BIGINT NOT NULL, hi BIGINT NOT NULL)"""
 
     def drop_rollup_schema(self) -> None:
         with self.connection.cursor() as cursor:
             for _width, table in rollups.ROLLUPS:
                 cursor.execute(f"DROP TABLE IF EXISTS {table}")
+            cursor.execute(f"DROP TABLE IF EXISTS {rollups.DIRTY}")
 
     @staticmethod
     def rollups_kept_from() -> dict[int, int]:
@@ -381,7 +391,7 @@ class StoreBackend:
         ]
         samples = self._write_samples(sample_parts, len(batches)) if sample_parts else [0] * len(batches)
         if any(samples):
-            self.refresh_rollups(
+            self.mark_rollups_stale(
                 (series_id, block.ts)
                 for part in sample_parts
                 if samples[part.batch]
@@ -399,13 +409,71 @@ class StoreBackend:
             for index, (_, batch) in enumerate(batches)
         ]
 
-    def refresh_rollups(self, series_ts) -> int:
+    def mark_rollups_stale(self, series_ts) -> int:
+        """Queue the minute ranges holding the given ``(series id, sample times)`` for a rollup refresh,
+        in the caller's transaction (so the queue entry commits with the rows); returns how many. Reads
+        use rollups only before the first queued minute of a series (:meth:`stale_from`), so they never
+        run ahead of the refresh; :meth:`refresh_stale_rollups` (a task after each apply, and beat)
+        works the queue off."""
+        ranges = rollups.touched_ranges(series_ts, rollups.MINUTE_US)
+        if ranges:
+            with self.connection.cursor() as cursor:
+                cursor.executemany(
+                    f"INSERT INTO {rollups.DIRTY} (series_id, lo, hi) VALUES (%s, %s, %s)", ranges
+                )
+        return len(ranges)
+
+    def stale_from(self, series_ids: Sequence[int], *, start: int, end: int) -> int | None:
+        """The first time in ``[start, end)`` whose rollups of ``series_ids`` wait for a refresh; None."""
+        if not series_ids:
+            return None
+        placeholders = ",".join(["%s"] * len(series_ids))
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"""SELECT MIN(lo) FROM {rollups.DIRTY}
+                    WHERE series_id IN ({placeholders}) AND hi > %s AND lo < %s""",
+                [*series_ids, start, end],
+            )
+            row = cursor.fetchone()
+        return None if row is None or row[0] is None else max(int(row[0]), start)
+
+    def refresh_stale_rollups(self, *, limit: int = 20_000) -> int:
+        """Refresh the rollups of up to ``limit`` queued ranges and take them off the queue, in one
+        transaction (a crash leaves them queued; refreshing twice gives the same rows). Returns how many
+        queue entries it took."""
+        with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, series_id, lo, hi FROM {rollups.DIRTY} ORDER BY id LIMIT %s{self.skip_locked}",
+                [limit],
+            )
+            rows = cursor.fetchall()
+            if not rows:
+                return 0
+            ranges = rollups.coarser_ranges([(s, lo, hi) for _, s, lo, hi in rows], rollups.MINUTE_US)
+            self.refresh_rollups(ranges=ranges)
+            ids = [row[0] for row in rows]
+            for first in range(0, len(ids), 1000):
+                chunk = ids[first : first + 1000]
+                cursor.execute(
+                    f"DELETE FROM {rollups.DIRTY} WHERE id IN ({','.join(['%s'] * len(chunk))})", chunk
+                )
+        return len(rows)
+
+    def stale_count(self) -> int:
+        """How many minute ranges wait for their rollup refresh."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM {rollups.DIRTY}")
+            return int(cursor.fetchone()[0])
+
+    skip_locked = ""  # PostgreSQL: " FOR UPDATE SKIP LOCKED", so two workers take different entries
+
+    def refresh_rollups(self, series_ts=(), *, ranges: list | None = None) -> int:
         """Recompute, from the raw samples, the rollup buckets that hold the given ``(series id, sample
         times)``: minute rows first, then the hour rows from the minute rows. Runs in the caller's
         transaction, so a write's rollups commit (or roll back) with its rows. Returns how many
         ranges of minute buckets were recomputed."""
         (hour, hour_table), (minute, minute_table) = rollups.ROLLUPS
-        ranges = rollups.touched_ranges(series_ts, minute)
+        ranges = ranges if ranges is not None else rollups.touched_ranges(series_ts, minute)
         self._refresh(minute_table, minute, ranges, source=None)
         self._refresh(hour_table, hour, rollups.coarser_ranges(ranges, hour), source=minute_table)
         return len(ranges)
@@ -415,7 +483,13 @@ class StoreBackend:
             for first in range(0, len(ranges), rollups.RANGES_PER_STATEMENT):
                 chunk = ranges[first : first + rollups.RANGES_PER_STATEMENT]
                 sql, params = rollups.refresh_sql(
-                    table, width, chunk, source=source, least=self.least, greatest=self.greatest
+                    table,
+                    width,
+                    chunk,
+                    source=source,
+                    least=self.least,
+                    greatest=self.greatest,
+                    lateral=self.capabilities.lateral_joins,
                 )
                 cursor.execute(sql, params)
 
@@ -663,6 +737,26 @@ class StoreBackend:
         if chosen is None:
             return None
         width, table = chosen
+        stale = self.stale_from(ids, start=lo, end=hi)
+        if stale is not None:
+            hi_rolled = rollups.floor_to(stale, width)  # raw from the first stale bucket on
+            if hi_rolled - rollups.ceil_to(lo, width) < width:
+                return None
+            return rollups.combine_sql(
+                table,
+                width,
+                ids,
+                origin=origin,
+                step=hints.step,
+                lo=lo,
+                hi=hi,
+                lookback=0 if bounded else lookback,
+                rate=hints.rate,
+                ordered=hints.ordered,
+                least=self.least,
+                greatest=self.greatest,
+                rolled_until=hi_rolled,
+            )
         return rollups.combine_sql(
             table,
             width,

@@ -258,10 +258,11 @@ class Capabilities:
     ``partitions``: day partitions (retention drops whole days). ``fleet_percentiles``: fleet
     statistics (percentiles across series per bucket) computed in the engine. ``text_index``:
     substring search through an index rather than a scan. ``concurrent_reads``: independent reads of
-    one request may run at once, each on its own connection.
+    one request may run at once, each on its own connection. ``lateral_joins``: ``JOIN LATERAL``.
     """
 
     partitions: bool = False
     concurrent_reads: bool = False
+    lateral_joins: bool = False
     fleet_percentiles: bool = False
     text_index: bool = False

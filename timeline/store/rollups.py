@@ -39,6 +39,7 @@ COLUMNS = (
     "increase, deltas, rate_min, rate_max"
 )
 RANGES_PER_STATEMENT = 2000
+DIRTY = "timeline_rollup_stale"  # minute ranges written since their rollups were last refreshed
 SHIFT_TOLERANCE = 100  # a constant shift may misplace at most 1/100 of a step
 
 
@@ -116,9 +117,12 @@ def refresh_sql(
     source: str | None,
     least: str,
     greatest: str,
+    lateral: bool = False,
 ) -> tuple[str, list]:
     """An upsert recomputing the rollup rows of ``table`` (buckets of ``width``) over ``ranges``, from the
-    raw samples (``source`` None) or from the rows of the finer rollup table ``source``."""
+    raw samples (``source`` None) or from the rows of the finer rollup table ``source``. With
+    ``lateral`` (PostgreSQL), each range is read by its own index scan: a plain join lets the planner
+    scan every partition of the sample table once per write, which grows with the store."""
     cte, params = _ranges_cte(ranges)
     bucket = f"(x.ts - (((x.ts %% {width}) + {width}) %% {width}))"
     if source is None:
@@ -127,22 +131,20 @@ def refresh_sql(
                    x.ts AS last_ts, x.value AS last_value, 1 AS n, x.value AS total, x.value AS vmin,
                    x.value AS vmax, 0.0 AS increase, 0 AS deltas,
                    CAST(NULL AS DOUBLE PRECISION) AS rate_min, CAST(NULL AS DOUBLE PRECISION) AS rate_max
-            FROM ranges r JOIN timeline_sample x
-              ON x.series_id = r.series_id AND x.ts >= r.lo AND x.ts < r.hi)"""
+            FROM {_range_join("timeline_sample", "ts", lateral)})"""
     else:
         bucket = f"(x.bucket - (((x.bucket %% {width}) + {width}) %% {width}))"
         rows = f"""rows AS (
             SELECT x.series_id, {bucket} AS bucket, x.first_ts, x.first_value, x.last_ts, x.last_value,
                    x.n, x.total, x.vmin, x.vmax, x.increase, x.deltas, x.rate_min, x.rate_max
-            FROM ranges r JOIN {source} x
-              ON x.series_id = r.series_id AND x.bucket >= r.lo AND x.bucket < r.hi)"""
+            FROM {_range_join(source, "bucket", lateral)})"""
     sql = f"""
         WITH {cte}, {rows}, {_linked("PARTITION BY series_id, bucket")}
         INSERT INTO {table} ({COLUMNS})
         SELECT * FROM (
             SELECT series_id, bucket, SUM(n), SUM(total), MIN(vmin), MAX(vmax),
-                   MIN(first_ts), MAX(CASE WHEN fwd = 1 THEN first_value END),
-                   MAX(last_ts), MAX(CASE WHEN back = 1 THEN last_value END),
+                   MIN(first_ts), MAX(CASE WHEN pt IS NULL THEN first_value END),
+                   MAX(last_ts), MAX(CASE WHEN nt IS NULL THEN last_value END),
                    SUM(increase) + SUM(COALESCE(binc, 0)), SUM(deltas) + COUNT(bel),
                    {_rate_extremes(least, greatest)}
             FROM linked GROUP BY series_id, bucket
@@ -155,14 +157,20 @@ def refresh_sql(
     return sql, params
 
 
+def _range_join(table: str, column: str, lateral: bool) -> str:
+    condition = f"x.series_id = r.series_id AND x.{column} >= r.lo AND x.{column} < r.hi"
+    if lateral:
+        return f"ranges r CROSS JOIN LATERAL (SELECT * FROM {table} x WHERE {condition}) x"
+    return f"ranges r JOIN {table} x ON {condition}"
+
+
 def _linked(partition: str) -> str:
     """Rows with the pair that joins each to the previous one in its partition: ``binc`` (increase,
-    resets handled), ``bel`` (elapsed µs) and ``brate`` (per second); ``fwd``/``back``: position from
-    the first and from the last row."""
+    resets handled), ``bel`` (elapsed µs) and ``brate`` (per second); ``pt`` is NULL on the first row
+    of a partition and ``nt`` on the last (one sort serves every window function)."""
     return f"""lagged AS (
             SELECT rows.*, LAG(last_value) OVER w AS pv, LAG(last_ts) OVER w AS pt,
-                   ROW_NUMBER() OVER w AS fwd,
-                   ROW_NUMBER() OVER ({partition} ORDER BY first_ts DESC) AS back
+                   LEAD(first_ts) OVER w AS nt
             FROM rows WINDOW w AS ({partition} ORDER BY first_ts)
         ), linked AS (
             SELECT lagged.*,
@@ -225,11 +233,15 @@ def combine_sql(
     ordered: bool,
     least: str,
     greatest: str,
+    rolled_until: int | None = None,
 ) -> tuple[str, list] | None:
     """The bucket query of :meth:`StoreBackend._bucket_query` (same columns, same values) over the rollup
-    rows of ``table`` inside ``[a, b)`` (``[lo, hi)`` rounded inwards to whole buckets) and the raw
-    samples at the edges, each raw sample as a one-sample row. None when no whole bucket fits."""
+    rows of ``table`` inside ``[a, b)`` (``[lo, hi)`` rounded inwards to whole buckets, and ``b`` at most
+    ``rolled_until``, where rollups wait for a refresh) and the raw samples outside it, each raw sample
+    as a one-sample row. None when no whole bucket fits."""
     a, b = ceil_to(lo, width), floor_to(hi, width)
+    if rolled_until is not None:
+        b = min(b, rolled_until)
     if b <= a:
         return None
     placeholders = ",".join(["%s"] * len(ids))
