@@ -48,7 +48,7 @@ from ingest.protocols.errors import IngestError
 
 log = logging.getLogger(__name__)
 
-API_PATH_PREFIXES = ("/api/", "/timeline/api/", "/loki/", "/v1/")
+API_PATH_PREFIXES = ("/api/", "/timeline/api/", "/loki/", "/v1/", "/prometheus/")
 INTERNAL_ERROR = "internal error"
 REQUEST_ID_HEADER = "X-Request-ID"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")

@@ -218,6 +218,7 @@ JOINTLINE_SWEEP_AFTER_S = env_int("JOINTLINE_SWEEP_AFTER_S", 120, minimum=1)
 JOINTLINE_APPLY_MAX_ATTEMPTS = env_int("JOINTLINE_APPLY_MAX_ATTEMPTS", 5, minimum=1)
 JOINTLINE_PARTITION_DAYS_AHEAD = env_int("JOINTLINE_PARTITION_DAYS_AHEAD", 3, minimum=0)
 JOINTLINE_LANE_MAX_WIDTH = env_int("JOINTLINE_LANE_MAX_WIDTH", 4000, minimum=10)
+JOINTLINE_PROMQL_MAX_SERIES = env_int("JOINTLINE_PROMQL_MAX_SERIES", 10_000, minimum=1)  # per PromQL query
 # Seconds a live war-room lanes answer is served from the cache (timeline/lane_cache.py); 0: off.
 JOINTLINE_LANE_CACHE_S = env_float("JOINTLINE_LANE_CACHE_S", 10.0, minimum=0)
 # Store reads of one lanes request run on this many threads, each with its own connection, where the

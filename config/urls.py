@@ -62,6 +62,7 @@ urlpatterns = [
     path("i/<str:short_id>", incident_views.PermalinkPage.as_view(), name="permalink"),
     path("clock/", alignment_api.ClockPage.as_view(), name="clock"),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
+    path("prometheus/", include("timeline.promql.urls")),
     path("admin/", admin.site.urls),
     path("", include("ops.urls")),
     path("", include("ingest.urls_protocols")),

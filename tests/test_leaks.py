@@ -220,8 +220,12 @@ def world(db) -> World:
         "request_id": [str(access_request.pk)],
         "batch_id": [str(journal.batch.pk)],
         "fmt": ["json", "csv", "html"],
+        "name": ["node", "__name__", "jl_org"],
     }
     queries = {"lanes": f"{WINDOW}&series={','.join(map(str, series_ids))}", "events": WINDOW}
+    every = "query=%7B__name__%3D~%22.%2B%22%7D&match[]=%7B__name__%3D~%22.%2B%22%7D"  # {__name__=~".+"}
+    queries["query"] = f"{every}&time=1781485200"  # the Prometheus API (timeline/promql)
+    queries["query-range"] = f"{every}&start=1781481600&end=1781503200&step=60"
     return World(
         clients=clients,
         fillers=fillers,

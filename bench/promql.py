@@ -1,0 +1,225 @@
+"""PromQL benchmark: Jointline's ``query_range`` against Prometheus's on the same samples.
+
+What it measures, on one PostgreSQL database (default ``jointline_bench_promql``, dropped and recreated
+unless ``--reuse``) and one Prometheus 2.42 whose TSDB is backfilled with ``promtool tsdb
+create-blocks-from openmetrics`` from the very same samples: ``--series`` counters (default 60, a
+scrape every 15 s with jitter, three counter resets, 24 h: 345,600 samples), in racks of ten.
+
+For each query of :data:`QUERIES` (over the whole day, one point a minute: 1,441 steps), ``--rounds``
+interleaved rounds (Jointline then Prometheus, then the other way round) time one request each:
+Jointline in-process through Django's test client with a read token (the view, the scope, the store's
+SQL, numpy, JSON), Prometheus over HTTP on 127.0.0.1. Every answer pair is compared first (same series,
+timestamps and values within 1e-9). With ``--corpus``, the compliance corpus of
+``tests/timeline/test_promql_compliance.py`` runs too, on its own data set.
+
+The last line is ``promql: <passed>/<total> queries match Prometheus, p50 <ratio>x its latency`` (the
+median over queries of Jointline's median time divided by Prometheus's).
+
+Needs PostgreSQL (trust auth) on 127.0.0.1 and Debian's ``prometheus`` package. Run from the root::
+
+    python bench/promql.py
+    python bench/promql.py --reuse --rounds 9 --corpus
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
+
+import numpy as np  # noqa: E402
+
+from bench import _harness  # noqa: E402
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jointline_bench_promql"
+START_S = 1_781_481_600  # 2026-06-15T00:00:00Z
+DAY_S = 86_400
+SCRAPE_S = 15
+QUERIES = [
+    "bench_requests_total",
+    "rate(bench_requests_total[5m])",
+    "sum by (rack) (rate(bench_requests_total[5m]))",
+    "max_over_time(bench_requests_total[10m])",
+    "histogram_quantile(0.9, sum by (le) (rate(bench_requests_total[5m])))",
+    "bench_requests_total / on(node) group_left sum by (node) (bench_requests_total)",
+]
+
+
+def setup_django(database_url: str) -> None:
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.pop("REDIS_URL", None)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    os.environ.setdefault("JOINTLINE_DATA_DIR", tempfile.mkdtemp(prefix="jointline-bench-promql-"))
+    os.environ.setdefault("JOINTLINE_LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+
+
+def day_of_counters(series: int, seed: int = 11) -> list:
+    """(metric, kind, labels, times µs, values) of ``series`` counters over 24 h; every tenth node's
+    counter also carries an ``le`` label so the histogram query has buckets to work on."""
+    rng = np.random.default_rng(seed)
+    count = DAY_S // SCRAPE_S
+    base_ms = (START_S + np.arange(count) * SCRAPE_S) * 1000
+    out = []
+    for n in range(series):
+        times = (base_ms + rng.integers(0, 500, count)) * 1000
+        values = np.cumsum(rng.integers(0, 100, count)).astype(np.float64)
+        for cut in sorted(rng.integers(1, count, 3)):
+            values[cut:] -= values[cut] - 1
+        labels = {"node": f"node-{n:02d}", "rack": f"rack-{n // 10}", "le": ["0.1", "1", "10", "+Inf"][n % 4]}
+        out.append(("bench_requests_total", "counter", labels, times, values))
+    return out
+
+
+def load(database_url: str, series: list) -> str:
+    """Fresh database with the samples; returns a read token."""
+    from django.core.management import call_command
+
+    from orgs.models import TokenPurpose
+    from orgs.services import organization_create, token_create
+    from tests.timeline.test_promql_compliance import store_batch
+    from timeline.store import get_store
+
+    _harness.recreate_database(database_url)
+    call_command("migrate", interactive=False, verbosity=0)
+    org = organization_create(slug="bench", name="Bench", colour="#4c78a8")[0]
+    started = time.perf_counter()
+    get_store().write_batch(org_id=org.pk, batch=store_batch(series))
+    samples = sum(len(one[3]) for one in series)
+    print(f"stored {samples:,} samples in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return token_create(org=org, name="bench", purpose=TokenPurpose.READ).secret
+
+
+def read_token() -> str:
+    from orgs.models import Organization, TokenPurpose
+    from orgs.services import token_create
+
+    return token_create(
+        org=Organization.objects.get(slug="bench"), name="bench", purpose=TokenPurpose.READ
+    ).secret
+
+
+def timed(call) -> tuple[float, dict]:
+    started = time.perf_counter()
+    document = call()
+    return time.perf_counter() - started, document
+
+
+def jointline_client(token: str):
+    from django.test import Client
+
+    credentials = base64.b64encode(f"grafana:{token}".encode()).decode()
+    return Client(HTTP_AUTHORIZATION=f"Basic {credentials}")
+
+
+def compare(prometheus_url: str, token: str, rounds: int) -> list[float]:
+    """Per query: check the answers agree, then time interleaved rounds; returns the time ratios."""
+    from tests.timeline.test_promql_compliance import _without_owner, difference, prometheus_get
+
+    client = jointline_client(token)
+    params = {"start": START_S, "end": START_S + DAY_S, "step": 60}
+    ratios = []
+    for query in QUERIES:
+        wanted = {"query": query, **params}
+
+        def ours(wanted=wanted):
+            return _without_owner(client.get("/prometheus/api/v1/query_range", wanted).json())
+
+        def theirs(wanted=wanted):
+            return prometheus_get(prometheus_url, "query_range", wanted)
+
+        why = difference(theirs(), ours())
+        if why:
+            raise SystemExit(f"{query}: answers differ: {why}")
+        times: dict[str, list[float]] = {"jointline": [], "prometheus": []}
+        for round_ in range(rounds):
+            order = (("jointline", ours), ("prometheus", theirs))
+            for name, call in order if round_ % 2 == 0 else reversed(order):
+                times[name].append(timed(call)[0])
+        ours_ms = statistics.median(times["jointline"]) * 1000
+        theirs_ms = statistics.median(times["prometheus"]) * 1000
+        ratios.append(ours_ms / theirs_ms)
+        print(f"{query:<80} jointline {ours_ms:8.1f} ms  prometheus {theirs_ms:7.1f} ms  {ratios[-1]:6.1f}x")
+    return ratios
+
+
+def corpus(workdir: Path) -> tuple[int, int]:
+    """The compliance corpus on its own data: (queries that match, queries)."""
+    from orgs.models import TokenPurpose
+    from orgs.services import organization_create, token_create
+    from tests.timeline.test_promql_compliance import (
+        CORPUS,
+        _without_owner,
+        dataset,
+        difference,
+        prometheus_get,
+        prometheus_with,
+        requests_for,
+        store_batch,
+    )
+    from timeline.store import get_store
+
+    org = organization_create(slug="corpus", name="Corpus", colour="#f58518")[0]
+    get_store().write_batch(org_id=org.pk, batch=store_batch(dataset()))
+    client = jointline_client(token_create(org=org, name="corpus", purpose=TokenPurpose.READ).secret)
+    agreed = 0
+    with prometheus_with(dataset(), workdir) as url:
+        for query in CORPUS:
+            same = True
+            for path, params in requests_for(query):
+                ours = _without_owner(client.get(f"/prometheus/api/v1/{path}", params).json())
+                if difference(prometheus_get(url, path, params), ours):
+                    same = False
+                    print(f"differs: {query}", file=sys.stderr)
+                    break
+            agreed += same
+    return agreed, len(CORPUS)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    parser.add_argument("--series", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reuse", action="store_true", help="measure again on the loaded database")
+    parser.add_argument("--corpus", action="store_true", help="also run the compliance corpus")
+    args = parser.parse_args()
+    for binary in ("prometheus", "promtool"):
+        if not shutil.which(binary):
+            raise SystemExit(f"{binary} is not installed: apt-get install prometheus")
+    _harness.require_loopback(args.database_url)
+    _harness.exclusive()
+    setup_django(args.database_url)
+    from tests.timeline.test_promql_compliance import prometheus_with
+
+    series = day_of_counters(args.series)
+    token = read_token() if args.reuse else load(args.database_url, series)
+    with tempfile.TemporaryDirectory(prefix="jointline-bench-promql-") as workdir:
+        (Path(workdir) / "day").mkdir()
+        with prometheus_with(series, Path(workdir) / "day") as url:
+            ratios = compare(url, token, args.rounds)
+        agreed, total = (len(QUERIES), len(QUERIES))
+        if args.corpus:
+            (Path(workdir) / "corpus").mkdir()
+            corpus_agreed, corpus_total = corpus(Path(workdir) / "corpus")
+            agreed, total = agreed + corpus_agreed, total + corpus_total
+    print(
+        f"promql: {agreed}/{total} queries match Prometheus, p50 {statistics.median(ratios):.1f}x its latency"
+    )
+
+
+if __name__ == "__main__":
+    main()

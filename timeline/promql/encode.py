@@ -1,0 +1,101 @@
+"""Results in the JSON encodings of Prometheus's HTTP API.
+
+Sample values are strings as Go's ``strconv.FormatFloat(v, 'f', -1, 64)`` writes them (the shortest
+text that reads back to the same float, never an exponent; ``NaN``, ``+Inf``, ``-Inf``); times are
+seconds since the epoch as JSON numbers. An instant query answers a ``vector``, ``scalar``, ``string``
+or ``matrix`` (a range selector); a range query a ``matrix`` (a scalar becomes one series without
+labels), its series sorted by labels as Prometheus sorts them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from timeline.promql.values import (
+    RangeInput,
+    Scalar,
+    StringValue,
+    Value,
+    Vector,
+    label_key,
+)
+
+US_PER_S = 1_000_000
+_SPECIAL = {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf"}
+
+
+def format_value(value: float) -> str:
+    text = repr(value)
+    if text.endswith(".0"):
+        return text[:-2]
+    if "e" in text:
+        return np.format_float_positional(value, trim="-")
+    if text[-1] == "n" or text[-1] == "f":  # nan, inf, -inf
+        return _SPECIAL[text]
+    return text
+
+
+def _seconds(ts_us: int) -> float | int:
+    return ts_us // US_PER_S if ts_us % US_PER_S == 0 else ts_us / US_PER_S
+
+
+def _metric(labels: dict) -> dict:
+    return {name: value for name, value in sorted(labels.items()) if value != ""}
+
+
+def _points(times: np.ndarray, values: np.ndarray) -> list[list]:
+    if len(times) and not (times % US_PER_S).any():
+        seconds = (times // US_PER_S).tolist()
+    else:
+        seconds = (times / US_PER_S).tolist()
+    return [[t, v] for t, v in zip(seconds, format_values(values), strict=True)]
+
+
+def format_values(values: np.ndarray) -> list[str]:
+    """:func:`format_value` of each value; whole numbers (counters, counts) the quick way."""
+    whole = np.isfinite(values) & (np.trunc(values) == values) & (np.abs(values) < 1e15)
+    if whole.all() and not np.signbit(values[values == 0]).any():
+        return [str(value) for value in values.astype(np.int64).tolist()]
+    return [format_value(value) for value in values.tolist()]
+
+
+def instant_result(value: Value, at_us: int) -> dict:
+    """``data`` of an instant query at ``at_us``."""
+    at = _seconds(at_us)
+    if isinstance(value, Scalar):
+        return {"resultType": "scalar", "result": [at, format_value(float(value.values[0]))]}
+    if isinstance(value, StringValue):
+        return {"resultType": "string", "result": [at, value.value]}
+    if isinstance(value, RangeInput):
+        return {"resultType": "matrix", "result": _range_input(value)}
+    result = [
+        {"metric": _metric(labels), "value": [at, format_value(float(value.values[row, 0]))]}
+        for row, labels in enumerate(value.labels)
+        if value.present[row, 0]
+    ]
+    return {"resultType": "vector", "result": result}
+
+
+def _range_input(value: RangeInput) -> list[dict]:
+    out = []
+    for labels, times, samples, (lo, hi) in zip(
+        value.labels, value.times, value.samples, value.bounds, strict=True
+    ):
+        if hi[0] > lo[0]:
+            window = slice(int(lo[0]), int(hi[0]))
+            out.append({"metric": _metric(labels), "values": _points(times[window], samples[window])})
+    return sorted(out, key=lambda series: label_key(series["metric"]))
+
+
+def range_result(value: Vector | Scalar, times: np.ndarray) -> dict:
+    """``data`` of a range query over the steps ``times`` (µs); ``parse.check_range_query`` has made
+    sure the expression is a vector or a scalar."""
+    if isinstance(value, Scalar):
+        return {"resultType": "matrix", "result": [{"metric": {}, "values": _points(times, value.values)}]}
+    out = []
+    for row, labels in enumerate(value.labels):
+        present = value.present[row]
+        if present.any():
+            points = _points(times[present], value.values[row][present])
+            out.append({"metric": _metric(labels), "values": points})
+    return {"resultType": "matrix", "result": sorted(out, key=lambda series: label_key(series["metric"]))}

@@ -1,0 +1,305 @@
+"""Evaluation of a parsed PromQL expression over the steps of one query, with Prometheus 2's semantics.
+
+The expression tree comes from ``promql_parser`` (:mod:`timeline.promql.parse`). Every node is
+evaluated once for all steps (see :mod:`timeline.promql.values`): a selector reads each of its series'
+samples once, for the span all steps need, through a :class:`SeriesSource`, which decides which series
+the caller may see and with which labels. Invariants, as in Prometheus 2.42:
+
+* an instant vector selector takes, per step, the newest sample in ``[t - lookback, t]`` (5 minutes);
+  a staleness marker there means no sample;
+* a range selector hands a function the samples in ``[t - range, t]``, both ends included;
+* ``offset`` moves the evaluation time back, ``@`` fixes it (``start()``/``end()``: the query's);
+* a subquery evaluates its expression on a grid of multiples of its step (default: one minute) and
+  hands the results on as if they were samples;
+* the query stops with :class:`QueryTimeout` when it runs past its deadline, checked at every node.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple, Protocol
+
+import numpy as np
+import promql_parser as pp
+
+from timeline.promql import aggregate, binary, functions
+from timeline.promql.values import (
+    NAME,
+    BadData,
+    ExecutionError,
+    Labels,
+    QueryTimeout,
+    RangeInput,
+    Scalar,
+    StringValue,
+    Value,
+    Vector,
+    without_name,
+)
+from timeline.promql.windows import RANGE_FUNCTIONS
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LOOKBACK_US = 5 * 60 * 1_000_000
+SUBQUERY_STEP_US = 60 * 1_000_000
+US_PER_S = 1_000_000.0
+# Prometheus's staleness marker: a NaN with this exact bit pattern ends a series.
+STALE_NAN_BITS = np.uint64(0x7FF0000000000002)
+
+Matcher = tuple[str, str, str]
+# The parser's enums are neither hashable nor Python enums: they are told apart by their text.
+_OPS = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}
+_CARDS = {
+    "VectorMatchCardinality.OneToOne": "one-to-one",
+    "VectorMatchCardinality.ManyToOne": "many-to-one",
+    "VectorMatchCardinality.OneToMany": "one-to-many",
+    "VectorMatchCardinality.ManyToMany": "many-to-many",
+}
+
+
+class SeriesData(NamedTuple):
+    """One selected series: its labels as the caller may see them (``__name__`` included), and its
+    samples in the span asked for, sorted by time (µs)."""
+
+    labels: Labels
+    times: np.ndarray
+    values: np.ndarray
+
+
+class SeriesSource(Protocol):
+    def select(self, matchers: list[list[Matcher]], start: int, end: int) -> list[SeriesData]:
+        """The series matching any of the ``matchers`` groups (all matchers of a group), with their
+        samples in ``[start, end]`` (µs, both included)."""
+
+
+def microseconds(delta: timedelta | None) -> int:
+    return 0 if delta is None else delta // timedelta(microseconds=1)
+
+
+def selector_matchers(node) -> list[list[Matcher]]:
+    """A selector's matcher groups, the metric name as a ``__name__`` matcher."""
+    base = [(m.name, _OPS[str(m.op)], m.value) for m in node.matchers.matchers]
+    if node.name:
+        base.append((NAME, "=", node.name))
+    groups = [[(m.name, _OPS[str(m.op)], m.value) for m in group] for group in node.matchers.or_matchers]
+    return [[*base, *group] for group in groups] if groups else [base]
+
+
+@dataclass
+class Context:
+    """The steps a node is evaluated at (µs)."""
+
+    times: np.ndarray
+
+
+class Evaluator:
+    """Evaluates one query: ``start``..``end`` every ``step`` (µs; an instant query has start = end)."""
+
+    def __init__(self, source: SeriesSource, *, start: int, end: int, step: int, timeout_s: float):
+        self.source = source
+        self.start, self.end, self.step = start, end, step
+        self.deadline = time.monotonic() + timeout_s
+
+    @property
+    def times(self) -> np.ndarray:
+        return np.arange(self.start, self.end + 1, self.step, dtype=np.int64)
+
+    def run(self, expr) -> Value:
+        return self.eval(expr, Context(self.times))
+
+    # -- dispatch ---------------------------------------------------------------
+    def eval(self, node, ctx: Context) -> Value:
+        if time.monotonic() >= self.deadline:
+            raise QueryTimeout("query timed out in expression evaluation")
+        kind = type(node).__name__
+        handler = getattr(self, f"_eval_{kind}", None)
+        if handler is None:
+            raise ExecutionError(f"{kind} expressions are not supported by Jointline")
+        return handler(node, ctx)
+
+    def _eval_ParenExpr(self, node, ctx: Context) -> Value:
+        return self.eval(node.expr, ctx)
+
+    def _eval_NumberLiteral(self, node, ctx: Context) -> Value:
+        return Scalar(np.full(len(ctx.times), float(node.val)))
+
+    def _eval_StringLiteral(self, node, ctx: Context) -> Value:
+        return StringValue(node.val)
+
+    def _eval_UnaryExpr(self, node, ctx: Context) -> Value:
+        value = self.eval(node.expr, ctx)
+        if isinstance(value, Scalar):
+            return Scalar(-value.values)
+        return Vector([without_name(labels) for labels in value.labels], -value.values, value.present.copy())
+
+    # -- selectors --------------------------------------------------------------
+    def _eval_times(self, node, ctx: Context) -> np.ndarray:
+        """The times a selector or subquery reads at: the steps, or its ``@`` time, less its offset."""
+        at = node.at
+        if at is None:
+            base = ctx.times
+        elif at.type == pp.AtModifierType.Start:
+            base = np.full(len(ctx.times), self.start, dtype=np.int64)
+        elif at.type == pp.AtModifierType.End:
+            base = np.full(len(ctx.times), self.end, dtype=np.int64)
+        else:
+            base = np.full(len(ctx.times), (at.at - EPOCH) // timedelta(microseconds=1), dtype=np.int64)
+        return base - microseconds(node.offset)
+
+    def _select(self, node, start: int, end: int) -> list[SeriesData]:
+        return self.source.select(selector_matchers(node), start, end)
+
+    def _eval_VectorSelector(self, node, ctx: Context) -> Vector:
+        return self.instant_selection(node, ctx, sample_times=False)
+
+    def instant_selection(self, node, ctx: Context, *, sample_times: bool) -> Vector:
+        """Per step the newest sample within the lookback; ``sample_times``: its time in seconds
+        instead of its value (``timestamp()``), without the metric name."""
+        at = self._eval_times(node, ctx)
+        labels, values, present = [], [], []
+        for series in self._select(node, int(at.min()) - LOOKBACK_US, int(at.max())):
+            if not len(series.times):
+                continue
+            index = np.searchsorted(series.times, at, side="right") - 1
+            safe = np.maximum(index, 0)
+            found = (index >= 0) & (series.times[safe] >= at - LOOKBACK_US)
+            found &= series.values[safe].view(np.uint64) != STALE_NAN_BITS
+            if not found.any():
+                continue
+            labels.append(without_name(series.labels) if sample_times else series.labels)
+            values.append(series.times[safe] / US_PER_S if sample_times else series.values[safe])
+            present.append(found)
+        if not labels:
+            return Vector.empty(len(ctx.times))
+        return Vector(labels, np.array(values, dtype=np.float64), np.array(present))
+
+    def _eval_MatrixSelector(self, node, ctx: Context) -> RangeInput:
+        selector = node.vector_selector
+        ends = self._eval_times(selector, ctx)
+        range_us = microseconds(node.range)
+        labels, times, samples = [], [], []
+        for series in self._select(selector, int(ends.min()) - range_us, int(ends.max())):
+            fresh = series.values.view(np.uint64) != STALE_NAN_BITS
+            labels.append(series.labels)
+            times.append(series.times[fresh] if not fresh.all() else series.times)
+            samples.append(series.values[fresh] if not fresh.all() else series.values)
+        return RangeInput(labels, times, samples, ends, range_us, eval_times=ctx.times)
+
+    def _eval_SubqueryExpr(self, node, ctx: Context) -> RangeInput:
+        ends = self._eval_times(node, ctx)
+        range_us = microseconds(node.range)
+        step = microseconds(node.step) or SUBQUERY_STEP_US
+        low = int(ends.min()) - range_us
+        first = step * (low // step)
+        if first < low:
+            first += step
+        grid = np.arange(first, int(ends.max()) + 1, step, dtype=np.int64)
+        inner = self.eval(node.expr, Context(grid))
+        if not isinstance(inner, Vector):
+            raise BadData("subquery is only allowed on instant vector")
+        inner = inner.drop_absent()
+        times = [grid[inner.present[row]] for row in range(len(inner))]
+        samples = [inner.values[row][inner.present[row]] for row in range(len(inner))]
+        return RangeInput(list(inner.labels), times, samples, ends, range_us, eval_times=ctx.times)
+
+    # -- functions --------------------------------------------------------------
+    def _eval_Call(self, node, ctx: Context) -> Value:
+        name = node.func.name
+        if name == "timestamp":
+            return self._timestamp(node.args[0], ctx)
+        if name in ("absent", "absent_over_time"):
+            return self._absent(name, node.args[0], ctx)
+        args = [self.eval(arg, ctx) for arg in node.args]
+        if name in RANGE_FUNCTIONS:
+            position = next(i for i, arg in enumerate(args) if isinstance(arg, RangeInput))
+            rng = args[position]
+            params = [arg.values for i, arg in enumerate(args) if i != position]
+            return RANGE_FUNCTIONS[name](rng, *params).merged()
+        if name in functions.INSTANT_FUNCTIONS:
+            result = functions.INSTANT_FUNCTIONS[name](args, ctx.times)
+            return result.merged() if isinstance(result, Vector) else result
+        raise ExecutionError(f"function {name}() is not supported by Jointline")
+
+    def _timestamp(self, arg, ctx: Context) -> Vector:
+        while isinstance(arg, pp.ParenExpr):
+            arg = arg.expr
+        if isinstance(arg, pp.VectorSelector):
+            return self.instant_selection(arg, ctx, sample_times=True).merged()
+        value = self.eval(arg, ctx)
+        seconds = np.broadcast_to(ctx.times / US_PER_S, value.values.shape).copy()
+        labels = [without_name(labels) for labels in value.labels]
+        return Vector(labels, seconds, value.present.copy()).merged()
+
+    def _absent(self, name: str, arg, ctx: Context) -> Vector:
+        """1 at the steps where ``arg`` has no series, labelled by the selector's equality matchers."""
+        value = self.eval(arg, ctx)
+        if name == "absent":
+            seen = value.present.any(axis=0) if len(value) else np.zeros(len(ctx.times), dtype=bool)
+        else:
+            seen = np.zeros(len(ctx.times), dtype=bool)
+            for _, (lo, hi) in zip(value.labels, value.bounds, strict=True):
+                seen |= hi > lo
+        if seen.all():
+            return Vector.empty(len(ctx.times))
+        return Vector([_absent_labels(arg)], np.ones((1, len(ctx.times))), ~seen[None, :])
+
+    # -- aggregations and operators ---------------------------------------------
+    def _eval_AggregateExpr(self, node, ctx: Context) -> Vector:
+        vector = self.eval(node.expr, ctx)
+        param = self.eval(node.param, ctx) if node.param is not None else None
+        names, without = None, False
+        if node.modifier is not None:
+            names, without = list(node.modifier.labels), node.modifier.type == pp.AggModifierType.Without
+        return aggregate.aggregate(str(node.op), vector, param, names, without=without)
+
+    def _eval_BinaryExpr(self, node, ctx: Context) -> Value:
+        op = str(node.op)
+        left, right = self.eval(node.lhs, ctx), self.eval(node.rhs, ctx)
+        modifier = node.modifier
+        return_bool = bool(modifier and modifier.return_bool)
+        if isinstance(left, Scalar) and isinstance(right, Scalar):
+            return binary.scalar_scalar(op, left, right)
+        if isinstance(left, Vector) and isinstance(right, Scalar):
+            return binary.vector_scalar(op, left, right, swapped=False, return_bool=return_bool).merged()
+        if isinstance(left, Scalar) and isinstance(right, Vector):
+            return binary.vector_scalar(op, right, left, swapped=True, return_bool=return_bool).merged()
+        if not (isinstance(left, Vector) and isinstance(right, Vector)):
+            raise BadData("binary expression must contain only scalar and instant vector types")
+        return binary.vector_vector(op, left, right, _matching(op, modifier))
+
+
+def _matching(op: str, modifier) -> binary.Matching:
+    if modifier is None:
+        card = "many-to-many" if op in binary.SET_OPERATORS else "one-to-one"
+        return binary.Matching(card=card)
+    matching = modifier.matching
+    return binary.Matching(
+        card=_CARDS[str(modifier.card)],
+        on=matching is not None and matching.type == pp.LabelModifierType.Include,
+        labels=tuple(matching.labels) if matching is not None else (),
+        include=tuple(modifier.group_labels or ()),
+        return_bool=bool(modifier.return_bool),
+    )
+
+
+def _absent_labels(arg) -> Labels:
+    """Prometheus's labels of ``absent()``: a selector's ``=`` matchers other than the metric name,
+    except a name matched more than once."""
+    while isinstance(arg, pp.ParenExpr):
+        arg = arg.expr
+    if isinstance(arg, pp.MatrixSelector):
+        arg = arg.vector_selector
+    if not isinstance(arg, pp.VectorSelector):
+        return {}
+    labels: Labels = {}
+    has: set[str] = set()
+    for matcher in arg.matchers.matchers:
+        if matcher.name == NAME:
+            continue
+        if matcher.op == pp.MatchOp.Equal and matcher.name not in has:
+            labels[matcher.name] = matcher.value
+            has.add(matcher.name)
+        else:
+            labels.pop(matcher.name, None)
+    return labels
