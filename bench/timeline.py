@@ -108,6 +108,9 @@ def load(profile: str, extra_logs: int) -> None:
     ) as bar:
         load_batches(scenario.batches(), progress=bar.update)
     print(f"loaded {total:,} records in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    started = time.perf_counter()
+    call_command("refresh_rollups", "--no-progress")  # as beat would, some seconds after the load
+    print(f"rollups refreshed in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     if extra_logs:
         add_logs(orgs["modeldev"], scenario_config(profile), extra_logs)
     analyze()
