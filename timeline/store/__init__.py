@@ -10,6 +10,8 @@ docs/decisions/0004-store-interface.md says what a backend provides.
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -18,17 +20,29 @@ from timeline.store.hints import Capabilities, ClockModel, Correction, ReadHints
 
 
 def get_store(using: BaseDatabaseWrapper | None = None) -> StoreBackend:
-    """The backend of the engine behind ``using`` (default: the default database connection)."""
+    """The backend of the engine behind ``using`` (default: the default database connection), or with
+    ``JOINTLINE_STORE_BACKEND=clickhouse`` the ClickHouse backend over it."""
     conn = using or connection
     if conn.vendor == "postgresql":
         from timeline.store.postgres import PostgresStore
 
-        return PostgresStore(conn)
-    if conn.vendor == "sqlite":
+        store = PostgresStore(conn)
+    elif conn.vendor == "sqlite":
         from timeline.store.sqlite import SQLiteStore
 
-        return SQLiteStore(conn)
-    raise NotImplementedError(f"no Jointline store backend for the {conn.vendor} engine")
+        store = SQLiteStore(conn)
+    else:
+        raise NotImplementedError(f"no Jointline store backend for the {conn.vendor} engine")
+    if settings.JOINTLINE_STORE_BACKEND not in ("", "clickhouse"):
+        raise ImproperlyConfigured(
+            f"JOINTLINE_STORE_BACKEND={settings.JOINTLINE_STORE_BACKEND!r}: leave it empty or use clickhouse"
+        )
+    if settings.JOINTLINE_STORE_BACKEND == "clickhouse":
+        # samples in ClickHouse; series, grants and events stay in the Django database
+        from timeline.store.clickhouse import ClickHouseStore, engine_for
+
+        return ClickHouseStore(conn, relational=store, engine=engine_for(settings.JOINTLINE_CLICKHOUSE_URL))
+    return store
 
 
 __all__ = [
