@@ -200,6 +200,7 @@ CELERY_BEAT_SCHEDULE = {
     "create-partitions-ahead": {"task": "timeline.tasks.create_partitions_ahead", "schedule": 3600.0},
     "apply-retention": {"task": "ops.tasks.apply_retention", "schedule": 3600.0},
     "refresh-rollups": {"task": "timeline.tasks.refresh_rollups", "schedule": 60.0},
+    "detect-latest": {"task": "timeline.analysis.tasks.detect_latest", "schedule": 600.0},
 }
 
 # Ingest limits.
@@ -242,6 +243,9 @@ JOINTLINE_ROLLUP_REFRESH_DELAY_S = env_float("JOINTLINE_ROLLUP_REFRESH_DELAY_S",
 JOINTLINE_ROLLUP_1M_DAYS = env_int("JOINTLINE_ROLLUP_1M_DAYS", 0, minimum=0)
 JOINTLINE_ROLLUP_1H_DAYS = env_int("JOINTLINE_ROLLUP_1H_DAYS", 0, minimum=0)
 JOINTLINE_SIGNAL_MAP_FILE = env_str("JOINTLINE_SIGNAL_MAP_FILE", "")
+# A JSON file overriding the analyses' event, attribute and metric names and detector settings
+# (sections recovery, checkpoint, detection; README "Report analyses").
+JOINTLINE_ANALYSES_FILE = env_str("JOINTLINE_ANALYSES_FILE", "")
 JOINTLINE_IMPORT_MAX_BYTES = env_int("JOINTLINE_IMPORT_MAX_BYTES", 64 * 2**20, minimum=1024)
 # How many distinct UTC days one push may span, and how far into the past it may reach (the push
 # APIs refuse more; imports and the scenario loader are not bound by them).

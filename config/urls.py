@@ -64,6 +64,7 @@ urlpatterns = [
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("prometheus/", include("timeline.promql.urls")),
     path("admin/", admin.site.urls),
+    path("", include("timeline.analysis.urls_report")),
     path("", include("ops.urls")),
     path("", include("ingest.urls_protocols")),
 ]

@@ -1,0 +1,325 @@
+"""The multi-signal detector: its layers on arrays, and end to end on series in the store (written
+directly, or imported from a CSV file), with detections written as the organisation's events."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.db import transaction
+from django.test import TestCase
+from rest_framework.test import APIClient
+
+from core.records import Batch, SeriesBlock
+from core.timeparse import format_rfc3339
+from orgs.access import Scope
+from orgs.models import Organization, Role
+from orgs.services import grant_create, organization_create, user_create
+from tests.conftest import PASSWORD
+from timeline.analysis import detection
+from timeline.store import get_store
+
+S = 1_000_000
+START = 1_781_481_600 * S  # 2026-06-15 00:00 UTC
+STEP = 60 * S
+HOURS = 5
+FAULT_AT = START + 4 * 3600 * S
+NODES = [f"node-{i:02d}" for i in range(1, 21)]
+
+
+# ----------------------------------------------------------------------------- layers
+
+
+def test_rolling_change_measures_each_value_against_the_window_before_it():
+    rng = np.random.default_rng(1)
+    rows = 50 + rng.normal(0, 0.5, (3, 60))
+    rows[1, 40:] += 10
+    scores = detection.rolling_change(rows, window=30, floor=0.1)
+    assert np.isnan(scores[:, :10]).all()  # not a third of the window yet
+    assert scores[1, 40] > 8 and np.nanmax(np.delete(scores, 1, axis=0)) < 6
+
+
+def test_group_scale_never_lets_a_mostly_constant_group_divide_by_zero():
+    residual = np.zeros((10, 50))
+    residual[3, 20] = 40.0
+    assert detection.group_scale(residual) > 0.1
+    assert detection.group_scale(np.zeros((4, 4))) == 1.0
+
+
+def test_persistence_drops_a_one_bucket_flicker():
+    scores = np.array([0, 9, 0, 9, 9, 9, 0], dtype=float)
+    assert np.nan_to_num(detection.persistent(scores, 2)).tolist() == [0, 0, 0, 0, 9, 9, 0]
+
+
+def test_cusum_accumulates_a_small_persistent_deviation_and_forgets_noise():
+    noise = detection.cusum_scores(np.array([1.0, 0.5, 1.5, 0.0] * 5), slack=2.0)
+    drift = detection.cusum_scores(np.full(20, 3.0), slack=2.0)
+    assert noise.max() == 0 and drift[-1] == pytest.approx(20.0)
+
+
+def test_a_series_that_stops_reporting_while_its_peers_go_on_is_a_gap():
+    counts = np.array([1, 1, 1, 0, 0, 0, 0, 1])
+    gaps = detection.gap_scores(counts, np.ones(8), buckets=3)
+    assert gaps.tolist() == [0, 0, 0, 0, 0, 1, 1, 0]
+    assert detection.gap_scores(np.zeros(8), np.ones(8), buckets=3).max() == 0  # never reported
+
+
+def test_fusion_needs_k_of_n_families_and_keeps_a_cooldown():
+    config = detection.DetectionConfig(step_s=60, k_of_n=2, fusion_s=300, cooldown_s=1800, strong=99)
+    one = np.zeros(100)
+    one[[10, 50]] = 1.5
+    other = np.zeros(100)
+    other[[12, 52]] = 1.2
+    found = detection.fuse({"gpu": one, "network": other}, {}, entity="n", origin=0, config=config)
+    assert [d.ts // (60 * S) for d in found] == [13, 53]  # the end of the bucket that decided
+    assert detection.fuse({"gpu": one}, {}, entity="n", origin=0, config=config) == []
+
+
+def test_one_family_far_out_for_long_enough_is_a_detection():
+    config = detection.DetectionConfig(step_s=60, strong=3.0, persist=3)
+    scores = np.zeros(50)
+    scores[20:24] = 4.0
+    (found,) = detection.fuse({"gpu": scores}, {}, entity="n", origin=0, config=config)
+    assert found.ts == 23 * 60 * S and found.families == ["gpu"]
+
+
+# ----------------------------------------------------------------------------- through the store
+
+
+def fleet_batch(*, fault: bool, seed: int = 3) -> list[Batch]:
+    """Two signal families on 20 nodes for 5 h at 60 s: a GPU temperature gauge and a NIC counter;
+    with ``fault``, node-07's temperature climbs and its traffic collapses from hour 4 on."""
+    rng = np.random.default_rng(seed)
+    n = HOURS * 60
+    ts = [START + i * STEP for i in range(n)]
+    gpu, network = [], []
+    for node in NODES:
+        temp = 62 + rng.normal(0, 0.6, n)
+        rate = 4e9 * (1 + rng.normal(0, 0.02, n))
+        if fault and node == "node-07":
+            late = np.asarray(ts) >= FAULT_AT
+            temp[late] += 15
+            rate[late] *= 0.1
+        counter = np.cumsum(rate * 60)
+        gpu.append(
+            SeriesBlock(
+                "gpu", "gpu_temperature_celsius", {"node": node}, "gauge", "celsius", ts, temp.tolist()
+            )
+        )
+        network.append(
+            SeriesBlock(
+                "network", "nic_tx_bytes_total", {"node": node}, "counter", "bytes", ts, counter.tolist()
+            )
+        )
+    return [Batch(source="gpu-exporter", series=gpu), Batch(source="nic-exporter", series=network)]
+
+
+@pytest.fixture
+def owner(db) -> Organization:
+    return organization_create(slug="fleetops", name="Fleet operations")[0]
+
+
+def store_fleet(org: Organization, *, fault: bool) -> None:
+    with transaction.atomic():
+        for batch in fleet_batch(fault=fault):
+            get_store().write_batch(org_id=org.pk, batch=batch)
+
+
+def scope_of(org: Organization) -> Scope:
+    return Scope.dangerously_as_org(org.pk, f"test:{org.slug}")
+
+
+def run(org: Organization, **overrides) -> list[detection.Detection]:
+    config = detection.DetectionConfig.load(**overrides)
+    return detection.detect(
+        scope_of(org), start=START + 3600 * S, end=START + HOURS * 3600 * S, config=config
+    )
+
+
+def test_an_injected_fault_on_one_node_is_detected_with_its_signals(owner):
+    store_fleet(owner, fault=True)
+    (found,) = run(owner)
+    assert found.entity == "node-07"
+    assert FAULT_AT <= found.ts <= FAULT_AT + 5 * STEP
+    assert set(found.families) == {"gpu", "network"}
+    assert {f.series for f in found.firings} == {
+        "fleetops/gpu_temperature_celsius",
+        "fleetops/nic_tx_bytes_total",
+    }
+
+
+def test_noise_alone_gives_no_detection(owner):
+    store_fleet(owner, fault=False)
+    assert run(owner) == []
+
+
+def test_the_detector_reads_only_what_the_organisation_may_read(owner):
+    store_fleet(owner, fault=True)
+    outsider = organization_create(slug="elsewhere", name="Elsewhere")[0]
+    assert run(outsider, k_of_n=1) == []
+    grant_create(owner=owner, grantee=outsider, name="gpu only", signals=["gpu"])
+    assert run(outsider) == []  # one family is not enough by default
+    found = run(outsider, k_of_n=1)
+    assert [d.entity for d in found] == ["node-07"]
+    assert found[0].families == ["gpu"]
+
+
+def test_detections_are_events_of_the_organisation_written_once(owner):
+    store_fleet(owner, fault=True)
+    found = run(owner)
+    config = detection.DetectionConfig()
+    assert detection.detections_write(org_id=owner.pk, detections=found, config=config) == 1
+    assert detection.detections_write(org_id=owner.pk, detections=run(owner), config=config) == 0
+    stored = (
+        get_store()
+        .select_events(
+            scope_of(owner), detection.read_hints(scope_of(owner), start=START, end=START + 6 * 3600 * S)
+        )
+        .filter(name=config.name)
+    )
+    (event,) = stored
+    assert event.org_id == owner.pk and event.resource == {"node": "node-07"}
+    assert "gpu" in event.attributes["families"]
+
+
+def test_a_detection_is_shared_by_grant_like_any_event(owner):
+    store_fleet(owner, fault=True)
+    config = detection.DetectionConfig()
+    detection.detections_write(org_id=owner.pk, detections=run(owner), config=config)
+    viewer = organization_create(slug="viewer", name="Viewer")[0]
+    window = {"start": START, "end": START + 6 * 3600 * S}
+
+    def seen() -> int:
+        scope = scope_of(viewer)
+        return (
+            get_store()
+            .select_events(scope, detection.read_hints(scope, **window))
+            .filter(name=config.name)
+            .count()
+        )
+
+    assert seen() == 0
+    grant_create(owner=owner, grantee=viewer, name="detections", signals=["other"])
+    assert seen() == 1
+
+
+# ----------------------------------------------------------------------------- a CSV import
+
+
+def csv_file(tmp_path, *, fault: bool) -> str:
+    """A wide CSV of 12 hosts, inlet temperature and fan speed each minute for 5 h."""
+    rng = np.random.default_rng(11)
+    lines = ["time,host,inlet_c,fan_rpm"]
+    for i in range(HOURS * 60):
+        t = (START + i * STEP) // S
+        for h in range(12):
+            inlet = 24 + rng.normal(0, 0.3)
+            fan = 9000 * (1 + rng.normal(0, 0.01))
+            if fault and h == 4 and START + i * STEP >= FAULT_AT:
+                inlet, fan = inlet + 9, fan * 0.3
+            lines.append(f"{t},host-{h:02d},{inlet:.2f},{fan:.0f}")
+    path = tmp_path / "hosts.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def import_csv(org: Organization, path: str) -> None:
+    mapping = '{"ts": "time", "ts_unit": "s", "values": ["inlet_c", "fan_rpm"], "labels": ["host"]}'
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        call_command("import_file", org.slug, path, "--format", "csv", "--mapping", mapping, "--no-progress")
+
+
+def test_the_same_detector_finds_a_fault_in_series_imported_from_csv(owner, tmp_path):
+    import_csv(owner, csv_file(tmp_path, fault=True))
+    found = run(owner, entity_label="host")
+    assert [d.entity for d in found] == ["host-04"]
+    assert FAULT_AT <= found[0].ts <= FAULT_AT + 5 * STEP
+
+
+def test_a_csv_of_noise_gives_no_detection(owner, tmp_path):
+    import_csv(owner, csv_file(tmp_path, fault=False))
+    assert run(owner, entity_label="host") == []
+
+
+# ----------------------------------------------------------------------------- API
+
+
+def member(org: Organization, username: str, role: str = Role.ANALYST) -> APIClient:
+    user = user_create(org=org, username=username, role=role, password=PASSWORD)[0]
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+WINDOW = {"from": format_rfc3339(START + 3600 * S), "to": format_rfc3339(START + HOURS * 3600 * S)}
+
+
+def test_api_runs_the_detector_as_the_callers_organisation_and_stores_once(owner):
+    store_fleet(owner, fault=True)
+    client = member(owner, "ana")
+    first = client.post("/api/v1/analyses/detections", WINDOW, format="json")
+    assert first.status_code == 200
+    body = first.json()
+    assert body["written"] == 1 and [d["entity"] for d in body["detections"]] == ["node-07"]
+    assert {s["family"] for s in body["detections"][0]["signals"]} == {"gpu", "network"}
+    assert client.post("/api/v1/analyses/detections", WINDOW, format="json").json()["written"] == 0
+    listed = client.get("/api/v1/analyses/detections", WINDOW).json()["events"]
+    assert [(e["org"], e["resource"]["node"]) for e in listed] == [("fleetops", "node-07")]
+
+
+def test_api_viewers_may_not_store_detections(owner):
+    store_fleet(owner, fault=True)
+    answer = member(owner, "vic", Role.VIEWER).post("/api/v1/analyses/detections", WINDOW, format="json")
+    assert answer.status_code == 403 and set(answer.json()) == {"error", "errors"}
+
+
+def test_api_outsider_sees_no_detection_and_its_own_run_finds_nothing(owner):
+    store_fleet(owner, fault=True)
+    detection.detections_write(org_id=owner.pk, detections=run(owner), config=detection.DetectionConfig())
+    outsider = member(organization_create(slug="elsewhere", name="Elsewhere")[0], "eve")
+    assert outsider.get("/api/v1/analyses/detections", WINDOW).json()["events"] == []
+    ran = outsider.post("/api/v1/analyses/detections", {**WINDOW, "write": False}, format="json").json()
+    assert (ran["written"], ran["detections"]) == (0, [])
+
+
+def test_api_refuses_a_run_over_more_than_two_days(owner):
+    span = {"from": "2026-06-01T00:00:00Z", "to": "2026-06-04T00:00:00Z"}
+    answer = member(owner, "ana").post("/api/v1/analyses/detections", span, format="json")
+    assert answer.status_code == 400 and answer.json()["errors"][0]["field"] == "from"
+
+
+# ----------------------------------------------------------------------------- live runs by slot
+
+
+def test_a_slot_run_again_stores_nothing_new_and_the_next_slot_keeps_the_cooldown(owner):
+    store_fleet(owner, fault=True)
+    config = detection.DetectionConfig()
+    slot = FAULT_AT - FAULT_AT % (config.slot_s * S)
+    assert detection.detect_slot(scope_of(owner), org_id=owner.pk, slot_start=slot, config=config) == 1
+    assert detection.detect_slot(scope_of(owner), org_id=owner.pk, slot_start=slot, config=config) == 0
+    later = slot + config.slot_s * S
+    assert detection.detect_slot(scope_of(owner), org_id=owner.pk, slot_start=later, config=config) == 0
+
+
+def test_the_periodic_task_runs_each_configured_organisation_over_the_last_slot(
+    owner, tmp_path, monkeypatch, settings
+):
+    from timeline.analysis import tasks
+
+    store_fleet(owner, fault=True)
+    path = tmp_path / "analyses.json"
+    path.write_text('{"detection": {"organisations": ["fleetops"]}}')
+    settings.JOINTLINE_ANALYSES_FILE = str(path)
+    monkeypatch.setattr(tasks.time, "time", lambda: (FAULT_AT + 12 * 60 * S) / S)
+    assert tasks.detect_latest() == {"fleetops": 1}
+    assert tasks.detect_latest() == {"fleetops": 0}
+
+
+def test_the_detections_page_lists_each_detection_with_the_signals_that_fired(owner):
+    store_fleet(owner, fault=True)
+    detection.detections_write(org_id=owner.pk, detections=run(owner), config=detection.DetectionConfig())
+    page = member(owner, "ana").get("/analyses/detections/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "node-07" in html and "fleetops/gpu_temperature_celsius" in html
+    assert "logs:fleetops/other/failure_suspected" in html
