@@ -65,6 +65,7 @@ urlpatterns = [
     path("prometheus/", include("timeline.promql.urls")),
     path("admin/", admin.site.urls),
     path("", include("timeline.analysis.urls_report")),
+    path("", include("timeline.analysis.urls")),
     path("", include("ops.urls")),
     path("", include("ingest.urls_protocols")),
 ]

@@ -1,0 +1,246 @@
+"""Analysis benchmark: time to rank every visible series of the reference scenario, and the quality of
+the ranking, the onsets and the log templates.
+
+On one PostgreSQL database (default ``jointline_bench_analysis``, dropped and recreated unless
+``--reuse``) holding the reference scenario (``--profile full``: 24 h, 63 nodes, 15 s scrapes, 2,840
+series; ``compact`` for a quick run) with the walkthrough's grants, it measures:
+
+1. **Ranking time.** ``rank_changes`` in-process, for a viewer to whom all five organisations share
+   everything (every series visible), over the first hour of the slowdown against the hour before,
+   and over its first 6 hours against the same hour before: the median of ``--runs``.
+2. **Ranking quality.** For each organisation's viewer (within the walkthrough's grants), the rank of
+   the cause's lanes (metadata ops, RPC slots, read size, where visible) for the slowdown against the
+   hour before: a variant passes when every visible cause lane is in the top 3.
+3. **Onsets.** The onset of the metadata-ops and slot entries by each change-point method against the
+   manifest's saturation start.
+4. **Log templates.** Both miners over the scenario's readable log lines: lines per second, templates,
+   and how often they agree whether two lines share a template (5,000 random pairs).
+
+The last line is ``analysis: <ms> ms to rank <n> series, cause in top <k> on <m>/<total> variants``.
+
+Run from the project root::
+
+    python bench/analysis.py                  # full profile, loads it first (half an hour)
+    python bench/analysis.py --reuse          # measure again on the loaded database
+    python bench/analysis.py --profile compact
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
+
+from bench import _harness  # noqa: E402
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jointline_bench_analysis"
+HOUR_US = 3_600_000_000
+EVERYTHING = "benchviewer"
+CAUSE = ("storage_metadata_ops_per_second", "nfs_rpc_slots_in_use", "nfs_read_size_bytes")
+MANIFEST = "analysis-manifest.json"
+
+
+def setup_django(database_url: str) -> None:
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.pop("REDIS_URL", None)  # Celery runs eagerly in this process
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    os.environ.setdefault("JOINTLINE_DATA_DIR", tempfile.mkdtemp(prefix="jointline-bench-analysis-"))
+    os.environ.setdefault("JOINTLINE_LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+
+
+def scenario_config(profile: str):
+    from ingest.scenario import ScenarioConfig
+
+    return ScenarioConfig() if profile == "full" else ScenarioConfig.compact()
+
+
+def load(profile: str) -> None:
+    """Migrate, create the five organisations with the walkthrough's grants, load the scenario."""
+    from django.core.management import call_command
+    from tqdm import tqdm
+
+    from ingest.scenario import generate
+    from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply, load_batches
+    from orgs.services import organization_create
+
+    call_command("migrate", interactive=False, verbosity=0)
+    for slug, (name, colour) in ORGANISATIONS.items():
+        organization_create(slug=slug, name=name, colour=colour)
+    demo_grants_apply()
+    scenario = generate(scenario_config(profile))
+    total = sum(c["samples"] + c["events"] for c in scenario.counts().values())
+    with tqdm(total=total, unit="rec", unit_scale=True, desc=f"loading {profile}", file=sys.stderr) as bar:
+        load_batches(scenario.batches(), progress=bar.update)
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+def viewers() -> dict:
+    """One viewer per organisation (walkthrough grants) and one to whom everything is shared."""
+    from orgs.models import Grant, Organization, Role
+    from orgs.services import grant_create, organization_create, user_create
+
+    orgs = {org.slug: org for org in Organization.objects.all()}
+    everything = organization_create(slug=EVERYTHING, name="Benchmark viewer", colour="#888888")[0]
+    for org in orgs.values():
+        if org.slug != EVERYTHING and not Grant.objects.filter(owner=org, grantee=everything).exists():
+            grant_create(owner=org, grantee=everything, name="everything, for the benchmark", level="full")
+    users = {}
+    for slug, org in {**orgs, EVERYTHING: everything}.items():
+        users[slug] = user_create(org=org, username=f"{slug}-bench", role=Role.VIEWER, password=None)[0]
+    return users
+
+
+def slowdown(profile: str) -> dict:
+    from ingest.scenario import generate
+
+    cache = Path(tempfile.gettempdir()) / f"{profile}-{MANIFEST}"
+    if cache.exists():
+        manifest = json.loads(cache.read_text())
+    else:
+        manifest = generate(scenario_config(profile)).manifest
+        cache.write_text(json.dumps(manifest))
+    return next(e for e in manifest["episodes"] if e["kind"] == "init_slowdown")
+
+
+def median_ms(fn, runs: int) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), result
+
+
+def measure_time(user, episode: dict, runs: int) -> tuple[float, int]:
+    from orgs.access import Scope
+    from timeline.analysis.changes import Period, rank_changes
+
+    start = episode["start_us"]
+    baseline = Period(start - HOUR_US, start)
+    first_ms = n = 0
+    for hours in (1, 6):
+        window = Period(start, start + hours * HOUR_US)
+        ms, ranking = median_ms(
+            lambda window=window: rank_changes(Scope.for_user(user), window=window, baseline=baseline), runs
+        )
+        scored = ranking.scored
+        print(
+            f"rank {hours} h vs 1 h: {ms:.0f} ms (median of {runs}), {scored['series']} series, "
+            f"{scored['fleet_groups']} fleet groups, {scored['event_families']} event families"
+        )
+        if hours == 1:
+            first_ms, n = ms, ranking.scored["series"] + ranking.scored["fleet_groups"]
+    return first_ms, n
+
+
+def measure_quality(users: dict, episode: dict) -> tuple[int, int, int]:
+    from orgs.access import Scope
+    from timeline.analysis.changes import Period, rank_changes
+    from timeline.analysis.onsets import METHODS, onsets
+    from timeline.lanes import readable_series
+
+    start = episode["start_us"]
+    window, baseline = Period(start, episode["end_us"]), Period(start - HOUR_US, start)
+    truth = episode["details"]["saturation_start_us"]
+    worst, passed, total = 0, 0, 0
+    for slug, user in users.items():
+        scope = Scope.for_user(user)
+        ranking = rank_changes(scope, window=window, baseline=baseline, limit=30)
+        titles = [e.title for e in ranking.entries]
+        visible = [
+            m
+            for m in CAUSE
+            if (s := list(readable_series(scope, include_aggregate=True).filter(metric=m)))
+            and scope.fleet_readable(s)
+        ]
+        ranks = {m: titles.index(m) + 1 if m in titles else None for m in visible}
+        total += 1
+        ok = all(r is not None and r <= 3 for r in ranks.values())
+        passed += ok
+        worst = max([worst, *(r or 99 for r in ranks.values())])
+        print(f"{slug:>12}: cause ranks {ranks} {'ok' if ok else 'MISSED'}")
+        for method in METHODS:
+            found = {o.entry.title: o for o in onsets(scope, ranking, top=10, method=method)}
+            errors = {
+                m: round((found[m].t_us - truth) / 1e6)
+                for m in CAUSE[:2]
+                if m in found and found[m].t_us is not None
+            }
+            print(f"{'':>14}onset {method}: error vs saturation start (s) {errors}")
+    return worst, passed, total
+
+
+def measure_templates(profile: str) -> None:
+    from orgs.access import Scope
+    from timeline.alignment import read_hints
+    from timeline.analysis.templates_mining import METHODS, mine_templates
+    from timeline.store import get_store
+
+    cfg = scenario_config(profile)
+    scope = Scope.system()
+    hints = read_hints(scope, start=cfg.start_us, end=cfg.end_us)
+    lines = list(
+        get_store()
+        .select_events(scope, hints)
+        .filter(kind="log")
+        .exclude(message="")
+        .values_list("message", flat=True)
+    )
+    rng = random.Random(1)
+    pairs = [(rng.randrange(len(lines)), rng.randrange(len(lines))) for _ in range(5000)]
+    mined = {}
+    for method in METHODS:
+        started = time.perf_counter()
+        mined[method] = mine_templates(lines, method=method)
+        seconds = time.perf_counter() - started
+        print(
+            f"templates {method}: {len(lines) / seconds:,.0f} lines/s over {len(lines):,} lines, "
+            f"{len(mined[method].texts)} templates"
+        )
+    a, b = (mined[m].ids for m in METHODS)
+    agree = sum((a[i] == a[j]) == (b[i] == b[j]) for i, j in pairs) / len(pairs)
+    print(f"templates: mask and drain agree on {agree:.1%} of {len(pairs)} line pairs")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    parser.add_argument("--profile", choices=["full", "compact"], default="full")
+    parser.add_argument("--reuse", action="store_true", help="measure on the already loaded database")
+    parser.add_argument("--runs", type=int, default=3)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    _harness.require_loopback(args.database_url)
+    if not args.reuse:
+        _harness.recreate_database(args.database_url)
+    setup_django(args.database_url)
+    if not args.reuse:
+        load(args.profile)
+    users = viewers()
+    episode = slowdown(args.profile)
+    ms, n = measure_time(users.pop(EVERYTHING), episode, args.runs)
+    worst, passed, total = measure_quality(users, episode)
+    measure_templates(args.profile)
+    print(f"analysis: {ms:.0f} ms to rank {n} series, cause in top {worst} on {passed}/{total} variants")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,481 @@
+"""API and page of root-cause analysis: what changed between a window and its baseline.
+
+Views read through their scope (``ScopedAPIView`` / ``ScopedPageMixin``); parameters are typed
+serializers (documented with the same classes), and a bad one answers 400 in the one error shape
+(``config.api_errors``). What a viewer gets is computed from what it may read only
+(``timeline.analysis.changes``), so an organisation without a grant sees no trace of another's data.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from django.views.generic import TemplateView
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
+
+from config.api_errors import ErrorSerializer
+from config.api_input import big_integer, query_params, text
+from core.timeparse import format_rfc3339, now_us
+from orgs.access import NoScope
+from orgs.api_base import ScopedAPIView, ScopedPageMixin
+from timeline import api_params
+from timeline.alignment import aligned_param, clock_state, use_clock
+from timeline.analysis.changes import Entry, Period, Ranking, rank_changes
+from timeline.analysis.onsets import METHODS as ONSET_METHODS
+from timeline.analysis.onsets import Onset, onsets
+from timeline.analysis.scoring import Summary
+from timeline.analysis.selection import StretchStats, lagged_correlation, stretch_statistics
+from timeline.analysis.templates_mining import METHODS
+from timeline.api_shapes import ClockShape
+from timeline.lanes import SERIES_LANE_KINDS, LaneSpec, LaneSpecError
+from timeline.selectors import MAX_INSTANT_LENGTH, QueryError, parse_instant
+
+MAX_ENTRIES = 100
+
+
+class PeriodsQuery(api_params.WindowQuery):
+    """The analysis window (``from``/``to``) and its baseline (default: as long, just before it)."""
+
+    align = text(max_length=10, help_text=api_params.ALIGN_HELP)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        help_text = f"{api_params.TIME_HELP}; default: as long as the window, ending where it starts"
+        fields["baseline_from"] = text(max_length=MAX_INSTANT_LENGTH, help_text=help_text)
+        fields["baseline_to"] = text(max_length=MAX_INSTANT_LENGTH, help_text=help_text)
+        return fields
+
+    def validate(self, attrs: dict) -> dict:
+        attrs = super().validate(attrs)
+        window = attrs["window"]
+        now = now_us()
+        try:
+            end = (
+                parse_instant("baseline_to", attrs["baseline_to"], now=now)
+                if attrs.get("baseline_to")
+                else None
+            )
+            start = (
+                parse_instant("baseline_from", attrs["baseline_from"], now=now)
+                if attrs.get("baseline_from")
+                else None
+            )
+        except QueryError as exc:
+            raise serializers.ValidationError({exc.field: exc.reason}) from None
+        length = window.end - window.start
+        if end is None:
+            end = window.start if start is None else start + length
+        if start is None:
+            start = end - length
+        if start >= end:
+            raise serializers.ValidationError({"baseline_from": "must be before 'baseline_to'"})
+        attrs["analysis_window"] = Period(window.start, window.end)
+        attrs["baseline"] = Period(start, end)
+        return attrs
+
+
+class ChangesQuery(PeriodsQuery):
+    limit = big_integer(
+        required=False, default=20, min_value=1, max_value=MAX_ENTRIES, help_text="entries; default 20"
+    )
+    templates = serializers.ChoiceField(
+        list(METHODS), required=False, default="mask", help_text="log template miner: mask (default) or drain"
+    )
+
+
+# ----------------------------------------------------------------------------- response shapes
+
+
+class SummaryShape(serializers.Serializer):
+    n = serializers.IntegerField(help_text="buckets with data")
+    median = serializers.FloatField(allow_null=True)
+    mad = serializers.FloatField(
+        allow_null=True, help_text="median absolute deviation, scaled to a standard deviation"
+    )
+    p05 = serializers.FloatField(allow_null=True)
+    p95 = serializers.FloatField(allow_null=True)
+    mean = serializers.FloatField(allow_null=True)
+
+
+class FiguresShape(serializers.Serializer):
+    before = SummaryShape()
+    during = SummaryShape()
+    separation = serializers.FloatField(help_text="median shift over the pooled robust spread")
+    ks = serializers.FloatField(help_text="Kolmogorov-Smirnov distance of the per-bucket values, 0-1")
+    wasserstein = serializers.FloatField(help_text="earth mover's distance over the larger median")
+    saturation_before = serializers.FloatField(
+        allow_null=True, help_text="share of buckets at ≥ 95 % of capacity"
+    )
+    saturation_during = serializers.FloatField(allow_null=True)
+    novelty = serializers.CharField(allow_blank=True, help_text="new, gone, or empty")
+
+
+class ChangeEntryShape(serializers.Serializer):
+    rank = serializers.IntegerField()
+    kind = serializers.ChoiceField(["series", "group", "fleet", "events", "template"])
+    score = serializers.FloatField()
+    org = serializers.CharField()
+    org_name = serializers.CharField()
+    colour = serializers.CharField(allow_blank=True)
+    signal = serializers.CharField()
+    title = serializers.CharField(help_text="metric, event name and severity, or log template")
+    unit = serializers.CharField(allow_blank=True)
+    explanation = serializers.CharField()
+    lane = serializers.CharField(help_text="lane spec that adds this entry's lane to the war room")
+    members = serializers.IntegerField(help_text="series in the group (fleet: in the aggregate)")
+    changed = serializers.IntegerField(help_text="of them, the ones that changed")
+    noun = serializers.CharField()
+    capacity = serializers.CharField(allow_blank=True)
+    severity = serializers.CharField(allow_blank=True)
+    labels = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="labels the entry's lane fixes (a group: those its members share)",
+    )
+    examples = serializers.ListField(
+        child=serializers.DictField(), help_text="labels (as you see them) of the most changed members"
+    )
+    figures = FiguresShape()
+
+
+class ChangesShape(serializers.Serializer):
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["from"] = serializers.CharField()
+        fields["to"] = serializers.CharField()
+        fields["baseline_from"] = serializers.CharField()
+        fields["baseline_to"] = serializers.CharField()
+        fields["step_ms"] = serializers.FloatField()
+        fields["scored"] = serializers.DictField(child=serializers.IntegerField())
+        fields["entries"] = ChangeEntryShape(many=True)
+        fields["clock"] = ClockShape()
+        fields["server_ms"] = serializers.FloatField()
+        return fields
+
+
+# ----------------------------------------------------------------------------- JSON
+
+
+def _number(value: float | None) -> float | None:
+    if value is None or math.isnan(value) or math.isinf(value):
+        return None
+    return round(value, 6)
+
+
+def _summary_json(summary: Summary) -> dict:
+    return {
+        "n": summary.n,
+        "median": _number(summary.median),
+        "mad": _number(summary.mad),
+        "p05": _number(summary.p05),
+        "p95": _number(summary.p95),
+        "mean": _number(summary.mean),
+    }
+
+
+def entry_json(rank: int, entry: Entry) -> dict:
+    """One ranked entry as the API answers it (organisation, titles and labels as the viewer sees them)."""
+    c = entry.change
+    return {
+        "rank": rank,
+        "kind": entry.kind,
+        "score": round(entry.score, 4),
+        "org": entry.org.slug,
+        "org_name": entry.org.name,
+        "colour": entry.org.colour,
+        "signal": entry.signal,
+        "title": entry.title,
+        "unit": entry.unit,
+        "explanation": entry.explanation,
+        "lane": entry.lane,
+        "members": entry.members,
+        "changed": entry.changed,
+        "noun": entry.noun,
+        "capacity": entry.capacity,
+        "severity": entry.severity,
+        "labels": entry.labels,
+        "examples": entry.examples,
+        "figures": {
+            "before": _summary_json(c.before),
+            "during": _summary_json(c.during),
+            "separation": _number(c.separation) or 0.0,
+            "ks": _number(c.ks) or 0.0,
+            "wasserstein": _number(c.wasserstein) or 0.0,
+            "saturation_before": _number(c.saturation_before),
+            "saturation_during": _number(c.saturation_during),
+            "novelty": c.novelty,
+        },
+    }
+
+
+def ranking_json(ranking: Ranking) -> dict:
+    """A ranking as the API answers it (also what a snapshot or an export would store)."""
+    return {
+        "from": format_rfc3339(ranking.window.start),
+        "to": format_rfc3339(ranking.window.end),
+        "baseline_from": format_rfc3339(ranking.baseline.start),
+        "baseline_to": format_rfc3339(ranking.baseline.end),
+        "step_ms": ranking.step / 1000,
+        "scored": ranking.scored,
+        "entries": [entry_json(i + 1, e) for i, e in enumerate(ranking.entries)],
+    }
+
+
+# ----------------------------------------------------------------------------- views
+
+
+class WhatChangedView(ScopedAPIView):
+    @extend_schema(
+        summary="What changed: every series and event family you may read, ranked by how much the window "
+        "differs from its baseline",
+        parameters=[ChangesQuery],
+        responses={200: ChangesShape},
+    )
+    def get(self, request):
+        started = time.perf_counter()
+        query = query_params(ChangesQuery, request)
+        window, baseline = query["analysis_window"], query["baseline"]
+        self.audit_window = (min(window.start, baseline.start), max(window.end, baseline.end))
+        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
+            ranking = rank_changes(
+                self.scope,
+                window=window,
+                baseline=baseline,
+                limit=query["limit"],
+                template_method=query["templates"],
+            )
+            clock = clock_state(self.scope)
+        body = ranking_json(ranking)
+        body["clock"] = clock
+        body["server_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        return Response(body)
+
+
+class OnsetsQuery(ChangesQuery):
+    top = big_integer(
+        required=False, default=8, min_value=1, max_value=30, help_text="entries of the ranking to time"
+    )
+    method = serializers.ChoiceField(
+        list(ONSET_METHODS), required=False, default="cusum", help_text="change-point method: cusum or split"
+    )
+
+
+class OnsetShape(serializers.Serializer):
+    rank = serializers.IntegerField(help_text="the entry's rank in the ranking")
+    org = serializers.CharField()
+    signal = serializers.CharField()
+    title = serializers.CharField()
+    lane = serializers.CharField()
+    onset = serializers.CharField(
+        allow_null=True, help_text="RFC 3339, corrected clock; null: no onset found"
+    )
+    onset_ms = serializers.FloatField(allow_null=True)
+    uncertainty_ms = serializers.FloatField(help_text="half a bucket plus the clock's uncertainty")
+    resolution_ms = serializers.FloatField()
+    clock_uncertainty_ms = serializers.FloatField()
+    same_time_as = serializers.ListField(
+        child=serializers.IntegerField(), help_text="ranks whose onsets cannot be told apart from this one"
+    )
+
+
+class OnsetsShape(serializers.Serializer):
+    def get_fields(self):
+        fields = super().get_fields()
+        for name in ("from", "to", "baseline_from", "baseline_to", "method"):
+            fields[name] = serializers.CharField()
+        fields["onsets"] = OnsetShape(many=True)
+        fields["clock"] = ClockShape()
+        return fields
+
+
+def onset_json(onset: Onset) -> dict:
+    entry = onset.entry
+    return {
+        "rank": onset.rank,
+        "org": entry.org.slug,
+        "signal": entry.signal,
+        "title": entry.title,
+        "lane": entry.lane,
+        "onset": format_rfc3339(onset.t_us) if onset.t_us is not None else None,
+        "onset_ms": onset.t_us / 1000 if onset.t_us is not None else None,
+        "uncertainty_ms": onset.uncertainty_us / 1000,
+        "resolution_ms": onset.resolution_us / 1000,
+        "clock_uncertainty_ms": onset.clock_uncertainty_us / 1000,
+        "same_time_as": onset.same_time_as,
+    }
+
+
+class OnsetsView(ScopedAPIView):
+    @extend_schema(
+        summary="Which moved first: onsets of the top changes on the corrected clock, with their uncertainty",
+        parameters=[OnsetsQuery],
+        responses={200: OnsetsShape},
+    )
+    def get(self, request):
+        query = query_params(OnsetsQuery, request)
+        window, baseline = query["analysis_window"], query["baseline"]
+        self.audit_window = (min(window.start, baseline.start), max(window.end, baseline.end))
+        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
+            ranking = rank_changes(
+                self.scope,
+                window=window,
+                baseline=baseline,
+                limit=query["top"],
+                template_method=query["templates"],
+            )
+            found = onsets(self.scope, ranking, top=query["top"], method=query["method"])
+            clock = clock_state(self.scope)
+        return Response(
+            {
+                "from": format_rfc3339(window.start),
+                "to": format_rfc3339(window.end),
+                "baseline_from": format_rfc3339(baseline.start),
+                "baseline_to": format_rfc3339(baseline.end),
+                "method": query["method"],
+                "onsets": [onset_json(o) for o in found],
+                "clock": clock,
+            }
+        )
+
+
+def series_lane(value: str) -> LaneSpec:
+    """A series lane spec of a request parameter, or a validation error saying what is wrong."""
+    if not value:
+        raise serializers.ValidationError("name the lane: kind:org/signal/metric")
+    try:
+        spec = LaneSpec.parse(value)
+    except LaneSpecError as exc:
+        raise serializers.ValidationError(str(exc)) from None
+    if spec.kind not in SERIES_LANE_KINDS:
+        raise serializers.ValidationError(f"statistics are of series lanes: {', '.join(SERIES_LANE_KINDS)}")
+    return spec
+
+
+class SelectionQuery(PeriodsQuery):
+    lane = text(max_length=2000, help_text="lane spec kind:org/signal[/what][{labels}][@capacity][!flags]")
+
+    def validate_lane(self, value: str) -> LaneSpec:
+        return series_lane(value)
+
+
+class StretchShape(serializers.Serializer):
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["from"] = serializers.CharField()
+        fields["to"] = serializers.CharField()
+        fields["series"] = serializers.IntegerField(help_text="series of the lane read")
+        fields["count"] = serializers.IntegerField(help_text="samples (rates: intervals)")
+        for name in ("min", "max", "mean", "p50", "p95", "p99"):
+            fields[name] = serializers.FloatField(allow_null=True)
+        fields["above_capacity_s"] = serializers.FloatField(allow_null=True, help_text="null: no capacity")
+        fields["above_capacity_share"] = serializers.FloatField(allow_null=True)
+        return fields
+
+
+class SelectionShape(serializers.Serializer):
+    lane = serializers.CharField()
+    step_ms = serializers.FloatField(help_text="bucket width the percentiles are of")
+    selection = StretchShape()
+    baseline = StretchShape()
+
+
+def stretch_json(stats: StretchStats) -> dict:
+    return {
+        "from": format_rfc3339(stats.start),
+        "to": format_rfc3339(stats.end),
+        "series": stats.series,
+        "count": stats.count,
+        **{name: _number(getattr(stats, name)) for name in ("min", "max", "mean", "p50", "p95", "p99")},
+        "above_capacity_s": _number(stats.above_capacity_s),
+        "above_capacity_share": _number(stats.above_capacity_share),
+    }
+
+
+class SelectionView(ScopedAPIView):
+    @extend_schema(
+        summary="Statistics of a selected stretch of a lane and of its baseline",
+        parameters=[SelectionQuery],
+        responses={200: SelectionShape, 404: ErrorSerializer},
+    )
+    def get(self, request):
+        query = query_params(SelectionQuery, request)
+        window, baseline = query["analysis_window"], query["baseline"]
+        spec = query.get("lane")
+        if not isinstance(spec, LaneSpec):
+            raise serializers.ValidationError({"lane": "name the lane: kind:org/signal/metric"})
+        self.audit_window = (min(window.start, baseline.start), max(window.end, baseline.end))
+        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
+            try:
+                selection, before, step = stretch_statistics(self.scope, spec, window, baseline)
+            except NoScope as exc:
+                raise NotFound(str(exc)) from None
+        return Response(
+            {
+                "lane": str(spec),
+                "step_ms": step / 1000,
+                "selection": stretch_json(selection),
+                "baseline": stretch_json(before),
+            }
+        )
+
+
+class LagQuery(api_params.WindowQuery):
+    a = text(max_length=2000, help_text="the first lane spec (a series lane)")
+    b = text(max_length=2000, help_text="the second lane spec: a positive lag means it moves after a")
+    align = text(max_length=10, help_text=api_params.ALIGN_HELP)
+
+    def validate_a(self, value: str) -> LaneSpec:
+        return series_lane(value)
+
+    def validate_b(self, value: str) -> LaneSpec:
+        return series_lane(value)
+
+
+class LagShape(serializers.Serializer):
+    a = serializers.CharField()
+    b = serializers.CharField()
+    lag_ms = serializers.FloatField(
+        allow_null=True, help_text="positive: b moves after a; null: too little data"
+    )
+    correlation = serializers.FloatField(allow_null=True, help_text="Pearson correlation at that lag")
+    step_ms = serializers.FloatField(allow_null=True)
+
+
+class LagView(ScopedAPIView):
+    @extend_schema(
+        summary="Lagged cross-correlation of two lanes: the lag at which one follows the other, and how well",
+        parameters=[LagQuery],
+        responses={200: LagShape, 404: ErrorSerializer},
+    )
+    def get(self, request):
+        query = query_params(LagQuery, request)
+        a, b = query.get("a"), query.get("b")
+        if not isinstance(a, LaneSpec) or not isinstance(b, LaneSpec):
+            raise serializers.ValidationError(
+                {"a" if not isinstance(a, LaneSpec) else "b": "name a series lane"}
+            )
+        window = query["window"]
+        self.audit_window = (window.start, window.end)
+        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
+            try:
+                found = lagged_correlation(self.scope, a, b, Period(window.start, window.end))
+            except NoScope as exc:
+                raise NotFound(str(exc)) from None
+        return Response(
+            {
+                "a": str(a),
+                "b": str(b),
+                "lag_ms": found.lag_us / 1000 if found else None,
+                "correlation": _number(found.correlation) if found else None,
+                "step_ms": found.step_us / 1000 if found else None,
+            }
+        )
+
+
+class WhatChangedPage(ScopedPageMixin, TemplateView):
+    """The "What changed" panel: the page fetches the ranking from the API and renders it as text."""
+
+    template_name = "timeline/analysis/changes.html"

@@ -1,0 +1,744 @@
+"""What changed: every series and event family a scope may read, ranked by how much an analysis window
+differs from its baseline.
+
+:func:`rank_changes` reads per-bucket aggregates of both periods through the store and the scope,
+scores each signal with :func:`timeline.analysis.scoring.compare`, groups near-identical per-entity
+series (one metric on sixty nodes is one entry, "on 60 of 63 nodes"), and returns the entries best
+first, each with a one-line explanation and the lane spec that adds its lane to the war room.
+
+Invariants (the access rules of ``orgs.access``, applied here by construction):
+
+* only what the scope may read is read, and nothing else changes any number: series come from
+  ``Series.objects.scoped`` (read one by one) or, for series an ``aggregate`` grant shares, from fleet
+  groups the gate allows (``scope.fleet_readable``: at least ``MIN_AGGREGATE_GROUP`` series); those
+  are scored only as the group's per-bucket median, never one by one, and show no label;
+* events are counted through ``store.select_events`` (the scope's filter); log templates are mined
+  only from bodies the scope may read (``scope.hides_body`` is false), so a redacted body never
+  shapes a template, a template count or a rank;
+* capacities are paired by ``timeline.lanes.pair_capacities`` (data, not metric names in code);
+* every shown entry names its organisation and labels as the presenters show them (masked labels
+  stay pseudonyms; only the series an entry shows are presented), and every scored entry of another
+  organisation is noted for that organisation's audit.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Value
+
+from orgs.access import ENTITY_LABELS, LEVEL_AGGREGATE, LEVEL_FULL, LEVEL_REDACTED, Scope, require_scope
+from orgs.models import Organization
+from timeline.alignment import read_hints
+from timeline.analysis.scoring import Change, compare, compare_rows
+from timeline.analysis.templates_mining import mine_templates
+from timeline.lanes import (
+    SEVERITY_CLASSES,
+    LaneSpec,
+    LaneSpecError,
+    Member,
+    SeriesGroup,
+    pair_capacities,
+    readable_series,
+    run_reads,
+)
+from timeline.models import Series
+from timeline.presenters import present_series
+from timeline.store import get_store
+from timeline.store.hints import grid_origin, nice_step
+
+MINUTE_US = 60_000_000
+HOUR_US = 3_600_000_000
+BUCKETS = 120  # buckets of the longer period; the shorter gets as many of the same width as fit
+CHANGED_SHARE = 0.5  # a member of a group counts as changed from half the group's best score
+MAX_TEMPLATE_LINES = 20_000  # log lines per period read for templates (the first, in time order)
+TEMPLATE_OF_FAMILY = 0.8  # a template this share of its family's lines is shown with the family
+MAX_EXAMPLES = 3
+READ_CHUNK = 400  # series per store read; chunks run concurrently where the store can
+
+
+@dataclass(frozen=True)
+class Period:
+    """A stretch of (clock-corrected) time ``[start, end)`` in µs."""
+
+    start: int
+    end: int
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+def analysis_step(window: Period, baseline: Period) -> int:
+    """One bucket width for both periods: :data:`BUCKETS` across the longer, rounded to a step made of
+    whole rollup buckets, and never under a minute (scrapes of 15-60 s leave no bucket empty)."""
+    longest = max(window.length, baseline.length)
+    return nice_step(max(MINUTE_US, math.ceil(longest / BUCKETS)))
+
+
+@dataclass
+class Grid:
+    """The bucket grid of one period: bucket ``i`` is ``[origin + i * step, origin + (i + 1) * step)``;
+    ``origin`` defaults to where the store's grid of the period would begin."""
+
+    period: Period
+    step: int
+    origin: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.origin is None:
+            self.origin = grid_origin(self.period.start, self.step)
+
+    @property
+    def buckets(self) -> int:
+        return max(1, math.ceil((self.period.end - self.origin) / self.step))
+
+    def times_ms(self) -> np.ndarray:
+        return (self.origin + (np.arange(self.buckets) + 0.5) * self.step) / 1000.0
+
+
+@dataclass
+class Entry:
+    """One ranked thing that changed. ``profile`` holds the representative per-bucket values of both
+    periods (baseline grid, then window grid) for the onset and the selection panels."""
+
+    kind: str  # "series" (one series), "group" (per-entity series alike), "fleet", "events", "template"
+    org: Organization
+    signal: str
+    title: str
+    unit: str
+    change: Change
+    score: float
+    lane: str
+    members: int = 1
+    changed: int = 1
+    noun: str = "series"
+    capacity: str = ""
+    severity: str = ""
+    examples: list[dict] = field(default_factory=list)
+    profile: tuple[np.ndarray, np.ndarray] | None = None
+    owners: set[tuple[int, str]] = field(default_factory=set)  # (org id, what) read, for the audit
+    level: str = LEVEL_FULL  # the level the viewer reads it at (events: decided when presented)
+    shown: list[Member] = field(default_factory=list)  # series whose labels the entry shows
+    labels: dict = field(default_factory=dict)  # the labels its lane fixes, as the viewer sees them
+    explanation: str = ""
+
+
+@dataclass
+class Ranking:
+    window: Period
+    baseline: Period
+    step: int
+    entries: list[Entry]
+    scored: dict[str, int]
+    grids: tuple[Grid, Grid]
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _dense(frame, ids: list[int], grid: Grid) -> np.ndarray:
+    """Bucket means of ``ids`` as a (series x bucket) matrix, NaN where a bucket has no sample."""
+    matrix = np.full((len(ids), grid.buckets), np.nan)
+    if not len(frame) or not ids:
+        return matrix
+    row = {sid: i for i, sid in enumerate(ids)}
+    sids = frame["series_id"].astype(np.int64)
+    buckets = frame["bucket"].astype(np.int64)
+    rows = np.fromiter((row.get(int(s), -1) for s in sids), dtype=np.int64, count=len(sids))
+    keep = (rows >= 0) & (buckets >= 0) & (buckets < grid.buckets)
+    matrix[rows[keep], buckets[keep]] = frame["mean"][keep]
+    return matrix
+
+
+def _read(scope: Scope, ids: list[int], grid: Grid, *, rate: bool, fleet: bool = False) -> np.ndarray:
+    if not ids:
+        return np.full((0, grid.buckets), np.nan)
+    hints = read_hints(
+        scope,
+        start=grid.origin,
+        end=grid.period.end,
+        step=grid.step,
+        fn="rate" if rate else "value",
+        fleet=fleet,
+    )
+    return _dense(get_store().select_buckets(scope, ids, hints), ids, grid)
+
+
+def _span(grids: tuple[Grid, Grid]) -> Grid | None:
+    """One grid over both periods when they are near each other (the gap no longer than the two
+    together), so one read serves both; None when reading them apart costs less."""
+    first, last = min(grids, key=lambda g: g.origin), max(grids, key=lambda g: g.period.end)
+    covered = sum(g.period.length for g in grids)
+    if last.period.end - first.origin > 2 * covered:
+        return None
+    return Grid(Period(first.origin, last.period.end), first.step, first.origin)
+
+
+def _read_both(
+    scope: Scope, ids: list[int], grids: tuple[Grid, Grid], *, rate: bool, fleet: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Both periods of ``ids``: one read over a grid spanning them where it pays, else one each."""
+    span = _span(grids)
+    if span is None:
+        return _read(scope, ids, grids[0], rate=rate, fleet=fleet), _read(
+            scope, ids, grids[1], rate=rate, fleet=fleet
+        )
+    matrix = _read(scope, ids, span, rate=rate, fleet=fleet)
+    out = []
+    for grid in grids:
+        first = (grid.origin - span.origin) // span.step
+        out.append(matrix[:, first : first + grid.buckets])
+    return out[0], out[1]
+
+
+def _fleet_median(matrix: np.ndarray) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)  # all-NaN buckets stay NaN
+        return np.nanmedian(matrix, axis=0) if len(matrix) else np.full(matrix.shape[1], np.nan)
+
+
+# ----------------------------------------------------------------------------- series
+
+
+def _group_key(member: Member) -> tuple:
+    """Series alike enough to be one entry: one organisation, signal and metric, the same labels
+    except those naming an entity (node, gpu, …). Stored values: a pseudonym stands for one value, so
+    grouping on them groups as on what the viewer sees; the key itself is never shown."""
+    s = member.series
+    rest = tuple(sorted((k, str(v)) for k, v in s.labels.items() if k not in ENTITY_LABELS))
+    return (s.org_id, s.signal, s.metric, rest)
+
+
+def _entity_noun(labels: dict) -> str:
+    for name, noun in (("node", "nodes"), ("host", "hosts"), ("gpu", "GPUs"), ("rank", "ranks")):
+        if name in labels:
+            return noun
+    return "series"
+
+
+def _safe_spec(spec: LaneSpec) -> str:
+    """The text of ``spec``, or of it without labels when a label value would not survive parsing."""
+    text = str(spec)
+    try:
+        if LaneSpec.parse(text) == spec:
+            return text
+    except LaneSpecError:
+        pass
+    return str(
+        LaneSpec(kind=spec.kind, org=spec.org, signal=spec.signal, what=spec.what, capacity=spec.capacity)
+    )
+
+
+@dataclass
+class _SeriesRows:
+    """Alone series read for both periods, one row each, with their capacity rows."""
+
+    members: list[Member]
+    before: np.ndarray
+    during: np.ndarray
+    capacity_row: list[int | None]
+    capacity_metric: list[str]
+
+
+def _capacity_pairs(members: list[Member], fleet: dict[tuple, list[Series]]) -> dict[tuple[str, str], str]:
+    groups: dict[tuple[str, str], SeriesGroup] = {}
+    for m in members:
+        s = m.series
+        groups.setdefault(
+            (s.org.slug, s.metric),
+            SeriesGroup(s.org.slug, s.org.name, s.org.colour, s.signal, s.metric, s.kind, s.unit),
+        )
+    for (_org_id, _signal, metric), series in fleet.items():
+        s = series[0]
+        groups.setdefault(
+            (s.org.slug, metric),
+            SeriesGroup(s.org.slug, s.org.name, s.org.colour, s.signal, metric, s.kind, s.unit),
+        )
+    return pair_capacities(list(groups.values()))
+
+
+def _read_alone(scope: Scope, members: list[Member], grids: tuple[Grid, Grid], pairs) -> _SeriesRows:
+    """Both periods of every alone series (rates of counters, values of gauges), read in chunks that
+    run concurrently where the store can (``timeline.lanes.start_reads``)."""
+    before = np.full((len(members), grids[0].buckets), np.nan)
+    during = np.full((len(members), grids[1].buckets), np.nan)
+    jobs, places = [], []
+    for rate in (True, False):
+        rows = [i for i, m in enumerate(members) if (m.series.kind == "counter") == rate]
+        for first in range(0, len(rows), READ_CHUNK):
+            chunk = rows[first : first + READ_CHUNK]
+            jobs.append(partial(_read_both, scope, [members[i].series.pk for i in chunk], grids, rate=rate))
+            places.append(chunk)
+    for chunk, (chunk_before, chunk_during) in zip(places, run_reads(jobs), strict=True):
+        before[chunk], during[chunk] = chunk_before, chunk_during
+    by_labels = {(m.series.org_id, m.series.metric, m.series.labels_key): i for i, m in enumerate(members)}
+    by_metric: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for i, m in enumerate(members):
+        by_metric[(m.series.org_id, m.series.metric)].append(i)
+    capacity_row: list[int | None] = []
+    capacity_metric: list[str] = []
+    for m in members:
+        s = m.series
+        metric = pairs.get((s.org.slug, s.metric), "")
+        row = by_labels.get((s.org_id, metric, s.labels_key))
+        if row is None and len(by_metric.get((s.org_id, metric), [])) == 1:
+            row = by_metric[(s.org_id, metric)][0]  # one capacity for the whole metric (a cluster total)
+        capacity_row.append(row)
+        capacity_metric.append(metric if row is not None else "")
+    return _SeriesRows(members, before, during, capacity_row, capacity_metric)
+
+
+def _series_entries(scope: Scope, rows: _SeriesRows) -> list[Entry]:
+    nan_row = len(rows.members)  # capacity row index of a series without one: all NaN
+    padded_before = np.vstack([rows.before, np.full((1, rows.before.shape[1]), np.nan)])
+    padded_during = np.vstack([rows.during, np.full((1, rows.during.shape[1]), np.nan)])
+    caps = [nan_row if cap is None else cap for cap in rows.capacity_row]
+    changes = compare_rows(
+        rows.before, rows.during, capacity_before=padded_before[caps], capacity_during=padded_during[caps]
+    )
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, member in enumerate(rows.members):
+        if changes[i] is not None:
+            groups[_group_key(member)].append(i)
+    entries = []
+    for indexes in groups.values():
+        entries.append(_group_entry(rows, indexes, changes))
+    return entries
+
+
+def _group_entry(rows: _SeriesRows, indexes: list[int], changes: list[Change | None]) -> Entry:
+    """The entry of one group; its lane and examples are filled in by :func:`_present` if it is shown."""
+    scores = np.array([changes[i].score for i in indexes])
+    best = float(scores.max())
+    changed = [i for i, score in zip(indexes, scores, strict=True) if score >= CHANGED_SHARE * best]
+    changed.sort(key=lambda i: -changes[i].score)
+    head = rows.members[changed[0]]
+    s = head.series
+    capacity = rows.capacity_metric[changed[0]]
+    changed_scores = np.array([changes[i].score for i in changed])
+    breadth = len(changed) / len(indexes)
+    score = float(np.median(changed_scores)) * (0.85 + 0.15 * breadth) if len(indexes) > 1 else best
+    before = _fleet_median(rows.before[changed])
+    during = _fleet_median(rows.during[changed])
+    if len(changed) == 1:
+        change = changes[changed[0]]
+    else:
+        caps = [rows.capacity_row[i] for i in changed]
+        change = compare(
+            before,
+            during,
+            capacity_before=_fleet_median(rows.before[caps]) if None not in caps else None,
+            capacity_during=_fleet_median(rows.during[caps]) if None not in caps else None,
+        )
+    return Entry(
+        kind="series" if len(indexes) == 1 else "group",
+        org=s.org,
+        signal=s.signal,
+        title=s.metric,
+        unit=s.unit,
+        change=change,
+        score=score,
+        lane="",
+        members=len(indexes),
+        changed=len(changed),
+        noun=_entity_noun(s.labels),
+        capacity=capacity,
+        profile=(before, during),
+        owners={(s.org_id, f"series {s.metric}")},
+        level=head.level,
+        shown=[rows.members[i] for i in changed[:MAX_EXAMPLES]],
+    )
+
+
+def _present(scope: Scope, entry: Entry) -> None:
+    """Fill in what a shown series entry says about its members: their labels as the viewer sees them
+    (presented, so masked labels are pseudonyms and the read is noted for the audit) and its lane."""
+    if not entry.shown:
+        return
+    presented = [present_series(scope, m.series) for m in entry.shown]
+    head, s = presented[0], entry.shown[0].series
+    entry.examples = [p["labels"] for p in presented]
+    if entry.changed == 1:
+        kind = "rate" if s.kind == "counter" else "line"
+        labels = tuple(sorted((k, str(v)) for k, v in head["labels"].items()))
+    else:
+        kind = "band"
+        labels = tuple(sorted((k, str(v)) for k, v in head["labels"].items() if k not in ENTITY_LABELS))
+    entry.labels = dict(labels)
+    spec = LaneSpec(
+        kind=kind,
+        org=s.org.slug,
+        signal=s.signal,
+        what=head["metric"],
+        labels=labels,
+        capacity=entry.capacity,
+    )
+    entry.lane = _safe_spec(spec)
+
+
+def _fleet_entries(
+    scope: Scope, fleet: dict[tuple, list[Series]], grids: tuple[Grid, Grid], pairs
+) -> list[Entry]:
+    """Entries of series readable only in aggregate: each (org, signal, metric) group the gate allows,
+    scored as its per-bucket median, against the median of its capacity group when there is one."""
+    jobs = [
+        partial(
+            _read_both, scope, [s.pk for s in series], grids, rate=series[0].kind == "counter", fleet=True
+        )
+        for series in fleet.values()
+    ]
+    profiles: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+    for key, (before, during) in zip(fleet, run_reads(jobs), strict=True):
+        if not (np.isnan(before).all() and np.isnan(during).all()):
+            profiles[key] = (_fleet_median(before), _fleet_median(during))
+    entries = []
+    for key, (before, during) in profiles.items():
+        org_id, signal, metric = key
+        s = fleet[key][0]
+        capacity = pairs.get((s.org.slug, metric), "")
+        cap = profiles.get((org_id, signal, capacity)) if capacity else None
+        change = compare(
+            before,
+            during,
+            capacity_before=cap[0] if cap else None,
+            capacity_during=cap[1] if cap else None,
+        )
+        if change is None:
+            continue
+        spec = LaneSpec(
+            kind="band" if s.kind == "gauge" else "sum",
+            org=s.org.slug,
+            signal=signal,
+            what=metric,
+            capacity=capacity if cap else "",
+        )
+        entries.append(
+            Entry(
+                kind="fleet",
+                org=s.org,
+                signal=signal,
+                title=metric,
+                unit=s.unit,
+                change=change,
+                score=change.score,
+                lane=_safe_spec(spec),
+                members=len(fleet[key]),
+                changed=len(fleet[key]),
+                noun=_entity_noun(s.labels),
+                capacity=capacity if cap else "",
+                profile=(before, during),
+                owners={(org_id, f"aggregate {metric}")},
+                level=LEVEL_AGGREGATE,
+            )
+        )
+    return entries
+
+
+def _readable_series(scope: Scope) -> tuple[list[Member], dict[tuple, list[Series]]]:
+    """Series the scope may read one by one (presented), and the fleet groups of series it may read
+    only in aggregate, keyed (org id, signal, metric); groups the gate refuses are left out."""
+    alone = []
+    for series in Series.objects.scoped(scope).select_related("org").order_by("pk"):
+        level = scope.series_level(series)  # the scoped rows are exactly those readable alone
+        if level is not None:
+            alone.append(Member(series=series, level=level, presented=None))  # presented if shown
+    alone_ids = {m.series.pk for m in alone}
+    fleet: dict[tuple, list[Series]] = defaultdict(list)
+    for s in readable_series(scope, include_aggregate=True).exclude(pk__in=alone_ids).order_by("pk"):
+        fleet[(s.org_id, s.signal, s.metric)].append(s)
+    return alone, {key: series for key, series in fleet.items() if scope.fleet_readable(series)}
+
+
+# ----------------------------------------------------------------------------- events and templates
+
+
+def _bucket_expression(grid: Grid):
+    return ExpressionWrapper(
+        (F("aligned_ts") - Value(grid.origin)) / Value(grid.step), output_field=BigIntegerField()
+    )
+
+
+def _family_counts(scope: Scope, grid: Grid) -> dict[tuple, np.ndarray]:
+    """Readable events per (org id, signal, kind, name, severity class) and bucket."""
+    hints = read_hints(scope, start=grid.period.start, end=grid.period.end)
+    rows = (
+        get_store()
+        .select_events(scope, hints)
+        .annotate(bucket=_bucket_expression(grid))
+        .values("org_id", "signal", "kind", "name", "severity", "bucket")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    counts: dict[tuple, np.ndarray] = {}
+    for row in rows:
+        severity = SEVERITY_CLASSES.get(row["severity"], "info")
+        key = (row["org_id"], row["signal"], row["kind"], row["name"], severity)
+        series = counts.setdefault(key, np.zeros(grid.buckets))
+        if 0 <= row["bucket"] < grid.buckets:
+            series[row["bucket"]] += row["n"]
+    return counts
+
+
+@dataclass(frozen=True)
+class _Line:
+    """The fields of an event the gate's per-row rules read (``Scope.hides_body``)."""
+
+    org_id: int
+    signal: str
+    name: str
+    resource: dict
+    ts: int
+
+
+def _bodies_readable(scope: Scope) -> Q:
+    """Events whose bodies the scope may read: its own and those of ``full`` grants (the gate's rules
+    as WHERE clauses; each row is checked again with ``Scope.hides_body``)."""
+    if scope.is_system:
+        return Q()
+    condition = Q(org_id__in=sorted(scope.own_org_ids)) if scope.own_org_ids else Q(pk__in=[])
+    for rule in scope.rules:
+        if rule.level == LEVEL_FULL:
+            condition |= rule.event_q()
+    return condition
+
+
+def _template_counts(scope: Scope, grid: Grid, messages: list[str], keys: list[tuple]) -> None:
+    """Append to ``messages`` and ``keys`` the readable log bodies of the period: (key, bucket) per line."""
+    hints = read_hints(scope, start=grid.period.start, end=grid.period.end)
+    rows = (
+        get_store()
+        .select_events(scope, hints, filters=_bodies_readable(scope))
+        .filter(kind="log")
+        .exclude(message="")
+        .annotate(bucket=_bucket_expression(grid))
+        .order_by("aligned_ts", "id")
+        .values_list("org_id", "signal", "name", "resource", "ts", "message", "bucket")[:MAX_TEMPLATE_LINES]
+    )
+    for org_id, signal, name, resource, ts, message, bucket in rows:
+        if org_id not in scope.own_org_ids and scope.hides_body(_Line(org_id, signal, name, resource, ts)):
+            continue
+        messages.append(message)
+        keys.append((org_id, signal, name, int(bucket)))
+
+
+def _event_entries(
+    scope: Scope, grids: tuple[Grid, Grid], orgs: dict[int, Organization], *, template_method: str
+) -> tuple[list[Entry], int]:
+    before_counts, during_counts = run_reads([partial(_family_counts, scope, grid) for grid in grids])
+    entries: dict[tuple, Entry] = {}
+    for key in sorted(set(before_counts) | set(during_counts), key=str):
+        org_id, signal, kind, name, severity = key
+        before = before_counts.get(key, np.zeros(grids[0].buckets))
+        during = during_counts.get(key, np.zeros(grids[1].buckets))
+        change = compare(before, during)
+        if change is None or org_id not in orgs:
+            continue
+        lane_kind = "spans" if kind == "span" else "logs"
+        entries[key] = Entry(
+            kind="events",
+            org=orgs[org_id],
+            signal=signal,
+            title=f"{name or kind} ({severity})",
+            unit="events",
+            change=change,
+            score=change.score,
+            lane=_safe_spec(LaneSpec(kind=lane_kind, org=orgs[org_id].slug, signal=signal, what=name)),
+            severity=severity,
+            profile=(before, during),
+            owners={(org_id, f"event counts {signal}")},
+        )
+    templates = _template_entries(scope, grids, orgs, entries, method=template_method)
+    return [*entries.values(), *templates], len(entries)
+
+
+def _template_entries(
+    scope: Scope, grids: tuple[Grid, Grid], orgs: dict[int, Organization], families: dict, *, method: str
+) -> list[Entry]:
+    """New or rising log templates, mined over both periods' readable bodies at once (one template id
+    means the same in both). A template that is most of its family's lines rides on the family entry."""
+    messages: list[str] = []
+    keys: list[tuple] = []
+    _template_counts(scope, grids[0], messages, keys)
+    split = len(messages)
+    _template_counts(scope, grids[1], messages, keys)
+    if not messages:
+        return []
+    mined = mine_templates(messages, method=method)
+    counts: dict[tuple, list[np.ndarray]] = {}
+    for position, (template, (org_id, signal, name, bucket)) in enumerate(zip(mined.ids, keys, strict=True)):
+        period = 0 if position < split else 1
+        key = (org_id, signal, name, template)
+        arrays = counts.setdefault(key, [np.zeros(grids[0].buckets), np.zeros(grids[1].buckets)])
+        if 0 <= bucket < len(arrays[period]):
+            arrays[period][bucket] += 1
+    out = []
+    per_hour = [HOUR_US / g.period.length for g in grids]
+    for (org_id, signal, name, template), (before, during) in counts.items():
+        if org_id not in orgs or during.sum() * per_hour[1] <= before.sum() * per_hour[0]:
+            continue  # only new or rising templates
+        change = compare(before, during)
+        family = _family_of(families, org_id, signal, name, during)
+        text = mined.texts[template]
+        if family is not None and during.sum() >= TEMPLATE_OF_FAMILY * family.profile[1].sum():
+            family.examples.append({"template": text})
+            continue
+        out.append(
+            Entry(
+                kind="template",
+                org=orgs[org_id],
+                signal=signal,
+                title=text,
+                unit="lines",
+                change=change,
+                score=change.score,
+                lane=_safe_spec(LaneSpec(kind="logs", org=orgs[org_id].slug, signal=signal, what=name)),
+                profile=(before, during),
+                owners={(org_id, f"log templates {signal}")},
+            )
+        )
+    return out
+
+
+def _family_of(families: dict, org_id: int, signal: str, name: str, during: np.ndarray) -> Entry | None:
+    """The log family entry (any severity) with the most lines of ``name`` in the window."""
+    found = [e for (o, s, k, n, _sev), e in families.items() if (o, s, k, n) == (org_id, signal, "log", name)]
+    return max(found, key=lambda e: e.profile[1].sum(), default=None)
+
+
+# ----------------------------------------------------------------------------- the ranking
+
+
+def rank_changes(
+    scope: Scope,
+    *,
+    window: Period,
+    baseline: Period,
+    limit: int = 20,
+    template_method: str = "mask",
+) -> Ranking:
+    """Everything ``scope`` may read over ``window`` and ``baseline``, scored and ranked (best first,
+    at most ``limit`` entries; ties by organisation and title), each explained in one line."""
+    scope = require_scope(scope)
+    if window.length <= 0 or baseline.length <= 0:
+        raise ValueError("the window and the baseline must each have a positive length")
+    step = analysis_step(window, baseline)
+    # both grids on one lattice, so that a read spanning the two periods serves both
+    lattice = grid_origin(min(window.start, baseline.start), step)
+    grids = tuple(Grid(p, step, lattice + (p.start - lattice) // step * step) for p in (baseline, window))
+    alone, fleet = _readable_series(scope)
+    pairs = _capacity_pairs(alone, fleet)
+    series_rows = _read_alone(scope, alone, grids, pairs)
+    entries = _series_entries(scope, series_rows)
+    fleet_entries = _fleet_entries(scope, fleet, grids, pairs)
+    orgs = {org.pk: org for org in scope.organizations()}
+    event_entries, families = _event_entries(scope, grids, orgs, template_method=template_method)
+    everything = [*entries, *fleet_entries, *event_entries]
+    everything.sort(key=lambda e: (-round(e.score, 6), e.org.slug, e.title))
+    top = everything[:limit]
+    for entry in top:
+        _present(scope, entry)
+        entry.explanation = explain(entry, grids)
+    for entry in everything:  # all that was scored, shown or not, is noted for its owner's audit
+        _note_read(scope, entry, window)
+    scored = {
+        "series": len(alone),
+        "fleet_groups": len(fleet),
+        "event_families": families,
+        "templates": sum(1 for e in event_entries if e.kind == "template"),
+        "entries": len(everything),
+    }
+    return Ranking(window=window, baseline=baseline, step=step, entries=top, scored=scored, grids=grids)
+
+
+def _note_read(scope: Scope, entry: Entry, window: Period) -> None:
+    """Note for the owner's audit what an entry of another organisation was made of; an event entry is
+    noted at the level of its family's first readable event in the window."""
+    for org_id, what in entry.owners:
+        if org_id in scope.own_org_ids:
+            continue
+        level = entry.level
+        if entry.kind in ("events", "template"):
+            hints = read_hints(scope, start=window.start, end=window.end)
+            first = (
+                get_store().select_events(scope, hints, filters=Q(org_id=org_id, signal=entry.signal)).first()
+            )
+            level = scope.event_level(first) if first is not None else LEVEL_REDACTED
+        scope.note_read(org_id, what, level or LEVEL_REDACTED)
+
+
+# ----------------------------------------------------------------------------- explanations
+
+_SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+_UNIT_SUFFIX = {"bytes": "B", "seconds": "s", "bytes_per_second": "B/s", "celsius": "°C", "watts": "W"}
+
+
+def format_value(value: float, unit: str = "") -> str:
+    """``value`` with three significant digits and an SI prefix, and a short unit where one is known."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    suffix = _UNIT_SUFFIX.get(unit, "")
+    magnitude = abs(value)
+    if suffix == "s" and 0 < magnitude < 1:
+        return f"{value * 1000:.3g} ms"
+    for factor, prefix in _SI:
+        if magnitude >= factor:
+            return f"{value / factor:.3g} {prefix}{suffix}".rstrip()
+    return f"{value:.3g} {suffix}".rstrip()
+
+
+def _percent(fraction: float) -> str:
+    return f"{round(fraction * 100):.0f} %"
+
+
+def explain(entry: Entry, grids: tuple[Grid, Grid]) -> str:
+    """One line with numbers: what moved, by how much, against what, and on how many series."""
+    c = entry.change
+    fleet = entry.kind in ("fleet", "group") and entry.changed > 1
+    median = "fleet median" if fleet else "median"
+    if entry.kind in ("events", "template"):
+        hours = [g.period.length / HOUR_US for g in grids]
+        before, during = (float(p.sum()) / h for p, h in zip(entry.profile, hours, strict=True))
+        what = "new template" if entry.kind == "template" and before == 0 else entry.kind
+        text = f"{during:.3g} per hour vs {before:.3g} before"
+        if what == "new template":
+            text = f"new in the window: {text}"
+        templates = [e["template"] for e in entry.examples if "template" in e]
+        if templates:
+            text += f"; mostly {templates[0]!r}"
+        return text
+    if c.novelty == "new":
+        text = f"new in the window: {median} {format_value(c.during.median, entry.unit)}"
+    elif c.novelty == "gone":
+        text = f"no data in the window: {median} {format_value(c.before.median, entry.unit)} before"
+    elif abs(c.saturation_change) >= 0.2:
+        where = "fleet median " if fleet else ""
+        text = (
+            f"{where}at ≥ 95 % of {entry.capacity} {_percent(c.saturation_during)} of the window vs "
+            f"{_percent(c.saturation_before)} before (median {format_value(c.during.median, entry.unit)} vs "
+            f"{format_value(c.before.median, entry.unit)})"
+        )
+    else:
+        text = (
+            f"{median} {format_value(c.during.median, entry.unit)} vs "
+            f"{format_value(c.before.median, entry.unit)} before{_relative(c)}, p95 "
+            f"{format_value(c.during.p95, entry.unit)} vs {format_value(c.before.p95, entry.unit)}"
+        )
+    if entry.members > 1:
+        text += f", on {entry.changed} of {entry.members} {entry.noun}"
+    return text
+
+
+def _relative(change: Change) -> str:
+    before, during = change.before.median, change.during.median
+    if before == 0:
+        return ""
+    ratio = during / before
+    if ratio >= 2 or ratio <= 0.5:
+        return f" (x{ratio:.3g})"
+    return f" ({(ratio - 1) * 100:+.0f} %)"
