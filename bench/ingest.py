@@ -195,6 +195,7 @@ class PushRun:
     batch_ids: list[str]
     started: float  # time.time() of the first request
     finished: float  # time.time() of the last answer
+    rolled_up: float = 0.0  # time.time() the rollup refresh queue was empty
 
 
 def push_all(stack: _harness.Stack, token: str, workload: Workload, senders: int) -> PushRun:
@@ -446,13 +447,14 @@ def timed_store(database_url: str, workload: Workload, base: int) -> Stage:
     from django.db import connection, transaction
 
     from timeline.store import get_store
+    from timeline.store.base import SamplePart
 
     store = get_store(connection)
     checkpoint(database_url)
     started = time.perf_counter()
     for series_ids, blocks in tqdm(list(fresh_rows(workload, base)), desc="store", leave=False):
         with transaction.atomic():
-            stored = store._write_samples(series_ids, blocks)
+            stored = store._write_samples([SamplePart(0, series_ids, blocks)], 1)[0]
         if stored != sum(len(block.ts) for block in blocks):
             raise _harness.HarnessError(f"the store wrote {stored} of {sum(len(b.ts) for b in blocks)} rows")
     return Stage(
@@ -539,6 +541,18 @@ def describe(workload: Workload, batch_size: int, seconds: float) -> str:
     )
 
 
+def wait_rolled_up(database_url: str, timeout_s: float) -> float:
+    """Wait until the rollup refresh queue is empty (the worker refreshes after its applies); returns
+    the time it became empty (time.time())."""
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            if not conn.execute("SELECT count(*) FROM timeline_rollup_stale").fetchone()[0]:
+                return time.time()
+            time.sleep(0.2)
+    raise _harness.HarnessError("the rollup refresh queue did not empty in time")
+
+
 def run_pipeline(args: argparse.Namespace, workload: Workload, token: str) -> tuple[PushRun, Journal]:
     """Push everything through gunicorn, wait until the worker applied it, check what was stored."""
     checkpoint(args.database_url)
@@ -549,6 +563,7 @@ def run_pipeline(args: argparse.Namespace, workload: Workload, token: str) -> tu
         )
         run = push_all(stack, token, workload, args.senders)
         wait_applied(stack, token, run, workload, args.apply_timeout)
+        run.rolled_up = wait_rolled_up(args.database_url, args.apply_timeout)
     with psycopg.connect(args.database_url) as conn:
         journal = read_journal(conn, args.workers)
         stored = conn.execute("SELECT count(*) FROM timeline_sample").fetchone()[0]
@@ -602,6 +617,8 @@ def main() -> None:
     end_to_end = workload.samples / total_s
     print(f"accepted (push only):    {workload.samples / push_s:>10,.0f} samples/s  ({push_s:.2f} s)")
     print(f"end to end (to applied): {end_to_end:>10,.0f} samples/s  ({total_s:.2f} s)")
+    rolled_s = max(total_s, run.rolled_up - run.started)
+    print(f"end to end (rolled up):  {workload.samples / rolled_s:>10,.0f} samples/s  ({rolled_s:.2f} s)")
     apply_s = "n/a with several workers" if journal.apply_s is None else percentiles(journal.apply_s)
     print(f"apply per batch:         {apply_s}")
     print(f"received -> applied:     {percentiles(journal.latency_s)}")
