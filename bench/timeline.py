@@ -73,12 +73,15 @@ def setup_django(database_url: str) -> None:
     django.setup()
 
 
+NODES: dict = {}  # --nodes: {"nodes": n, "training_nodes": n - 3}
+
+
 def scenario_config(profile: str):
     from ingest.scenario import ScenarioConfig
 
     if profile == "long":
-        return ScenarioConfig.long()
-    return ScenarioConfig() if profile == "full" else ScenarioConfig.compact()
+        return ScenarioConfig.long(**NODES)
+    return ScenarioConfig(**NODES) if profile == "full" else ScenarioConfig.compact(**NODES)
 
 
 def load(profile: str, extra_logs: int) -> None:
@@ -411,12 +414,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--profile", choices=["full", "compact", "long"], default="full")
     parser.add_argument("--reuse", action="store_true", help="measure on the already loaded database")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--nodes", type=int, help="cluster size (default 63; the job takes all but 3)")
     parser.add_argument("--extra-logs", type=int, default=1_000_000, help="log lines added for the search")
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
+    if args.nodes:
+        NODES.update(nodes=args.nodes, training_nodes=max(1, args.nodes - 3))
     _harness.require_loopback(args.database_url)
     if not args.reuse:
         print(f"setting up {_harness.database_name(args.database_url)} …", file=sys.stderr)
