@@ -7,6 +7,8 @@ import time (the guard below), so no view can skip the gate by accident.
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.mixins import LoginRequiredMixin
 from rest_framework import exceptions
 from rest_framework.permissions import BasePermission
@@ -16,6 +18,17 @@ from orgs.access import NoScope, Scope, scope_for_request
 from orgs.models import IngestToken
 
 _GUARDED = ("initial", "build_scope", "dispatch", "finalize_response")
+# What a page says it shows when it reads (the war room sends it as ``X-Jointline-View``): the permalink
+# or incident a read came through, for the owner's audit. Anything else in the header is ignored.
+_VIEW = re.compile(r"(permalink /i/[A-Za-z0-9]{1,32}|incident \d{1,12})(, incident \d{1,12})?|war room")
+
+
+def audit_via(request) -> str:
+    """The audit's "through" of an API read: the view it was made for and the endpoint, else the URL."""
+    view = request.headers.get("X-Jointline-View", "")
+    if _VIEW.fullmatch(view):
+        return f"{view} ({request.path})"
+    return f"api {request.get_full_path()}"
 
 
 def _guard(cls: type, base: type) -> None:
@@ -59,7 +72,7 @@ class ScopedAPIView(APIView):
     def finalize_response(self, request, response, *args, **kwargs):
         scope = getattr(self, "scope", None)
         if scope is not None and response.status_code < 400:
-            scope.flush_audit(via=f"api {request.get_full_path()}"[:500], window=self.audit_window)
+            scope.flush_audit(via=audit_via(request)[:500], window=self.audit_window)
         return super().finalize_response(request, response, *args, **kwargs)
 
 

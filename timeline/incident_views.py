@@ -95,10 +95,12 @@ class IncidentPage(ScopedPageMixin, TemplateView):
                     if key in request.POST
                 }
                 services.incident_update(incident=incident, user=request.user, **changes)
+                messages.success(request, f"Saved: status {incident.status}, severity {incident.severity}.")
             elif action == "invite":
-                services.incident_update(
-                    incident=incident, user=request.user, participants=request.POST.getlist("participants")
-                )
+                invited = request.POST.getlist("participants")
+                services.incident_update(incident=incident, user=request.user, participants=invited)
+                if invited:
+                    messages.success(request, "Invited " + ", ".join(sorted(invited)) + ".")
             elif action == "note":
                 services.note_add(incident=incident, user=request.user, text=request.POST.get("text", ""))
             elif action == "annotate":
@@ -143,17 +145,25 @@ class PermalinkPage(ScopedPageMixin, View):
     """``/i/<short id>``: reopen the exact view, cut to the visitor's own scope.
 
     The redirect carries only what the visitor may see of the link (``permalink_state``): its readable
-    lanes in its own terms, and the placeholders as ``unshared_lanes=org/signal,...``."""
+    lanes in its own terms, and the placeholders as ``unshared_lanes=org/signal@position,...`` (the
+    position among the link's lanes, so the page draws each placeholder where the lane was). The clock
+    the link recorded stays with the link (``/api/v1/permalinks/<id>``): the page shows the corrections
+    in force now and says when they differ from the recorded ones, so the URL carries no stale copy."""
 
     def get(self, request, short_id: str):
         permalink = selectors.permalink_get(self.scope, short_id)
         if permalink is None:
             raise Http404("no such link")
         state = selectors.permalink_state(self.scope, permalink)
+        state.pop("clock", None)
         lanes = state.get("lanes")
         if isinstance(lanes, list):
             state["lanes"] = [lane for lane in lanes if not selectors.is_placeholder(lane)]
-            hidden = [f"{lane['org']}/{lane['signal']}" for lane in lanes if selectors.is_placeholder(lane)]
+            hidden = [
+                f"{lane['org']}/{lane['signal']}@{index}"
+                for index, lane in enumerate(lanes)
+                if selectors.is_placeholder(lane)
+            ]
             if hidden:
                 state["unshared_lanes"] = ",".join(hidden)
         if selectors.incident_participant(self.scope, permalink.incident):

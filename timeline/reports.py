@@ -1,24 +1,52 @@
 """Incident exports: JSON, CSV and a self-contained static HTML report (works offline).
 
-Every value comes from ``view_data`` through the viewer's scope, so an export holds exactly what
-the viewer may see. Text from other organisations is escaped in the HTML and in Plotly hover text.
+Every value comes through the viewer's scope, so an export holds exactly what the viewer may see. The
+lanes are the war room's (``timeline.selectors.warroom_lanes``, the function its lanes API draws with):
+the incident's lanes, or the war room's default lanes when the incident names none. The HTML report
+draws them with the war room's own figure code, inlined with a cartesian-only Plotly bundle, so the
+file opens from disk offline and shows the incident as the war room does. Text from other
+organisations is escaped in the HTML, in Plotly hover text and in CSV cells.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
 
-import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
-from plotly.subplots import make_subplots
-
-from core.timeparse import format_rfc3339
+from core.timeparse import format_rfc3339, parse_timestamp
 from orgs.access import Scope
-from timeline.incident_selectors import view_state_for
+from timeline.alignment import aligned_param, use_clock
+from timeline.incident_selectors import unshared_groups, view_state_for
 from timeline.models import Incident
-from timeline.views_data import view_data
+from timeline.views_data import EXPORT_WIDTH, lane_series_ids, lane_specs, view_data
+
+STATIC = Path(__file__).resolve().parent / "static"
+REPORT_PLOTLY = STATIC / "vendor" / "plotly-cartesian" / "plotly-cartesian.min.js"
+# The war room's modules the report runs, in dependency order (each imports only those before it).
+REPORT_MODULES = ("format.js", "figure.js", "report.js")
+_IMPORT = re.compile(r"^import [^;]+;\n", re.MULTILINE)
+_EXPORT = re.compile(r"^export ", re.MULTILINE)
+MARKS_LIMIT = 40
+
+
+def report_lanes(scope: Scope, state: dict, incident: Incident) -> tuple[list[dict], list[dict]]:
+    """The incident's lanes as the war room draws them for ``scope`` (its default lanes when the
+    incident names none), and the notable events drawn across them, in the view's clock."""
+    from timeline.lanes import LaneSpec
+    from timeline.selectors import Window, event_marks, specs_for_series, warroom_catalogue, warroom_lanes
+
+    window = Window.from_params({"from": state["from"], "to": state["to"]})
+    specs = lane_specs(state) + specs_for_series(scope, lane_series_ids(state))
+    with use_clock(scope, aligned=aligned_param(str(state.get("align") or ""))):
+        if not specs:
+            specs = [LaneSpec.parse(text) for text in warroom_catalogue(scope, window=window)["defaults"]]
+        drawn = warroom_lanes(scope, specs=specs, window=window, width=EXPORT_WIDTH)
+        marks = event_marks(scope, window=window, limit=MARKS_LIMIT)
+    return [lane.payload for lane in drawn], marks
 
 
 def incident_export(scope: Scope, incident: Incident) -> dict:
@@ -31,6 +59,8 @@ def incident_export(scope: Scope, incident: Incident) -> dict:
     # The lanes were written in the owner's terms: a participant gets those it may read, in its own.
     state = view_state_for(scope, state, author_org_id=incident.owner_id, with_text=True)
     data = view_data(scope, state, incident=incident)
+    data["warroom_lanes"], data["marks"] = report_lanes(scope, state, incident)
+    data["not_shared"] = unshared_groups(scope)
     scope.flush_audit(via=f"export incident {incident.pk}", window=(incident.window_start, end))
     return {
         "incident": {
@@ -87,6 +117,8 @@ def incident_csv_rows(export: dict) -> list[list]:
                     "",
                 ]
             )
+    for lane in export.get("warroom_lanes", []):
+        rows.extend(lane_rows(lane))
     for event in export["events"]:
         rows.append(
             [
@@ -126,6 +158,65 @@ def incident_csv_rows(export: dict) -> list[list]:
     return [[_csv_safe(cell) for cell in row] for row in rows]
 
 
+def _ms_time(ms: float) -> str:
+    return format_rfc3339(round(ms * 1000))
+
+
+def lane_rows(lane: dict) -> list[list]:
+    """A war-room lane as CSV rows (``record`` = ``lane``): one per drawn point, with the lane's spec
+    in ``labels`` and what the point is in ``name``. Lines and single sums: the point's value in min,
+    max and mean; bands: min / median / max (or p5 / p50 / p95); sums: the sum in mean; heatmaps: one
+    row per node and column; logs: lines per bucket and severity class; spans: one row per segment."""
+    title = lane.get("title") or {}
+    org, signal, what = title.get("org", ""), title.get("signal", ""), title.get("what", "")
+    spec = lane.get("spec", "")
+    if lane.get("status") != "ok":
+        return [["lane", "", "", org, signal, what, spec, "", "", "", lane.get("note", "")]]
+    rows: list[list] = []
+
+    def row(t, name, low="", high="", mean="", text="", end=""):
+        rows.append(["lane", _ms_time(t), end, org, signal, name, spec, low, high, mean, text])
+
+    kind = lane.get("kind")
+    if kind in ("line", "rate"):
+        for line in lane["lines"]:
+            labels = ",".join(f"{k}={v}" for k, v in sorted((line["series"].get("labels") or {}).items()))
+            name = f"{line['series']['metric']}{{{labels}}}" if labels else line["series"]["metric"]
+            for t, y in zip(line["t"], line["y"], strict=True):
+                row(t, name, y, y, y)
+    elif kind == "band":
+        for t, lo, mid, hi in zip(lane["t"], lane["lo"], lane["mid"], lane["hi"], strict=True):
+            if mid is not None:
+                row(t, f"{what} ({lane.get('stat', '')})", lo, hi, mid)
+    elif kind == "sum":
+        for t, total in zip(lane["t"], lane["sum"], strict=True):
+            if total is not None:
+                row(t, what, "", "", total)
+    elif kind == "heatmap":
+        for name, values in zip(lane["rows"], lane["z"], strict=True):
+            for t, value in zip(lane["t"], values, strict=True):
+                if value is not None:
+                    row(t, name, "", "", value)
+    elif kind == "logs" and lane.get("mode") == "density":
+        for severity, counts in sorted(lane["counts"].items()):
+            for t, count in zip(lane["t"], counts, strict=True):
+                if count:
+                    row(t, f"{severity} lines", "", "", count)
+    elif kind == "logs":
+        for event in lane["events"]:
+            row(event["t"], event["name"], text=event.get("message") or "")
+    elif kind == "spans":
+        for segment in lane["segments"]:
+            event = segment.get("event") or {}
+            name = lane["rows"][segment["row"]] if segment["row"] < len(lane["rows"]) else ""
+            text = event.get("name", f"{segment['count']} spans")
+            row(segment["start"], name, "", "", segment["count"], text, _ms_time(segment["end"]))
+    if lane.get("capacity") and lane["capacity"].get("t"):
+        for t, y in zip(lane["capacity"]["t"], lane["capacity"]["y"], strict=True):
+            row(t, f"capacity {lane['capacity'].get('label', '')}", y, y, y)
+    return rows
+
+
 def _csv_safe(cell):
     """Neutralise spreadsheet formulas in text that came from other organisations."""
     if isinstance(cell, str) and cell[:1] in ("=", "+", "-", "@", "\t", "\r"):
@@ -133,108 +224,171 @@ def _csv_safe(cell):
     return cell
 
 
-def _figure(export: dict) -> go.Figure:
-    lanes = export["lanes"]
-    rows = max(1, len(lanes)) + 1
-    figure = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.01)
-    for index, lane in enumerate(lanes, start=1):
-        series = lane["series"]
-        x = [datetime.fromtimestamp(t / 1e6, tz=UTC) for t in lane["t_us"]]
-        name = html.escape(f"{series['org']} · {series['signal']} · {series['metric']}")
-        figure.add_trace(
-            go.Scatter(
-                x=x, y=lane["max"], mode="lines", line={"width": 0}, hoverinfo="skip", showlegend=False
-            ),
-            row=index,
-            col=1,
-        )
-        figure.add_trace(
-            go.Scatter(
-                x=x,
-                y=lane["min"],
-                mode="lines",
-                line={"width": 0},
-                fill="tonexty",
-                hoverinfo="skip",
-                fillcolor=series["colour"] + "40",
-                showlegend=False,
-            ),
-            row=index,
-            col=1,
-        )
-        figure.add_trace(
-            go.Scatter(
-                x=x,
-                y=lane["mean"],
-                mode="lines",
-                line={"color": series["colour"], "width": 1.5},
-                name=name,
-                hovertemplate=f"{name}<br>%{{y:.4g}}<extra></extra>",
-                showlegend=False,
-            ),
-            row=index,
-            col=1,
-        )
-        figure.update_yaxes(title_text=name, title_font={"size": 9}, row=index, col=1)
-    events = export["events"]
-    figure.add_trace(
-        go.Scatter(
-            x=[e["ts"] for e in events],
-            y=[e["org"] for e in events],
-            mode="markers",
-            marker={"color": [e["colour"] for e in events], "size": 6},
-            text=[html.escape(f"{e['org']} · {e['name']}: {e['message']}")[:300] for e in events],
-            hovertemplate="%{text}<extra></extra>",
-            showlegend=False,
-        ),
-        row=rows,
-        col=1,
+# What the figure reads of an event (hover, colour, row): the report keeps these fields only.
+_EVENT_FIELDS = ("id", "org", "colour", "signal", "kind", "severity", "name", "t", "end_t", "resource")
+_MESSAGE_CHARS = 300  # the figure's hover shows at most this much of a message
+
+
+def _slim_event(event: dict) -> dict:
+    slim = {key: event[key] for key in _EVENT_FIELDS if key in event}
+    slim["message"] = (event.get("message") or "")[:_MESSAGE_CHARS]
+    outcome = (event.get("attributes") or {}).get("outcome")
+    if outcome is not None:
+        slim["attributes"] = {"outcome": outcome}
+    if event.get("clock_shift_us"):
+        slim["clock_shift_us"] = event["clock_shift_us"]
+    return slim
+
+
+def _three_digits(value):
+    return value if value is None else float(f"{value:.3g}")
+
+
+def report_lane(lane: dict) -> dict:
+    """A lane as the report embeds it: what the figure draws, no more (events reduced to the fields it
+    reads, heatmap cells to the three digits its colour and hover show). The JSON export keeps all."""
+    slim = dict(lane)
+    if "segments" in lane:
+        slim["segments"] = [
+            {**segment, "event": _slim_event(segment["event"])} if segment.get("event") else segment
+            for segment in lane["segments"]
+        ]
+    if "marks" in lane:
+        slim["marks"] = [{**mark, "event": _slim_event(mark["event"])} for mark in lane["marks"]]
+    if "events" in lane:
+        slim["events"] = [_slim_event(event) for event in lane["events"]]
+    if lane.get("kind") == "heatmap" and "z" in lane:
+        slim["z"] = [[_three_digits(v) for v in row] for row in lane["z"]]
+    return slim
+
+
+def _annotation_marks(export: dict) -> list[dict]:
+    """The incident's annotations as the war room draws them across the lanes."""
+    colours = {lane["title"]["org"]: lane["title"]["colour"] for lane in export.get("warroom_lanes", [])}
+    return [
+        {
+            "id": f"annotation-{index}",
+            "org": a["org"],
+            "colour": colours.get(a["org"], "#667085"),
+            "signal": "annotation",
+            "kind": "annotation",
+            "severity": "notice",
+            "name": a["text"],
+            "message": f"{a['text']} ({a['author']})" if a.get("author") else a["text"],
+            "t": a["ts"] / 1000,
+            "end_t": a["end_ts"] / 1000 if a.get("end_ts") else None,
+            "resource": {},
+            "annotation": True,
+        }
+        for index, a in enumerate(sorted(export.get("annotations", []), key=lambda a: a["ts"]), start=1)
+    ]
+
+
+@cache
+def _report_script() -> str:
+    """The war room's figure modules as one inline module: imports removed (they are all in the one
+    script), ``export`` keywords dropped."""
+    parts = []
+    for name in REPORT_MODULES:
+        source = (STATIC / "timeline" / name).read_text(encoding="utf-8")
+        parts.append(_EXPORT.sub("", _IMPORT.sub("", source)))
+    return "\n".join(parts)
+
+
+@cache
+def _plotly() -> str:
+    return REPORT_PLOTLY.read_text(encoding="utf-8")
+
+
+def _script_json(value) -> str:
+    """JSON safe inside a <script> element: no "</" (which could end it) and no "<!--"."""
+    return (
+        json.dumps(value, separators=(",", ":"), default=str).replace("</", "<\\/").replace("<!--", "<\\!--")
     )
-    for annotation in export.get("annotations", []):
-        figure.add_vline(
-            x=datetime.fromtimestamp(annotation["ts"] / 1e6, tz=UTC), line_dash="dot", line_color="#555"
+
+
+def _clock_items(clock: dict) -> str:
+    e = html.escape
+    if not clock.get("aligned", True):
+        return "<li>corrections off: times as each agent sent them</li>"
+    items = []
+    for c in clock.get("corrections") or []:
+        if not c.get("active", True):
+            continue
+        who = f"{c['org']} · {c.get('source') or 'every agent'}"
+        if c.get("labels"):
+            who += f" {{{c['labels']}}}"
+        drift = f", drift {c['drift_ms_per_hour']} ms/h" if c.get("drift_ms_per_hour") else ""
+        how = e(c.get("origin") or "") + (", " + e(c["method"]) if c.get("method") else "")
+        items.append(
+            f"<li>{e(who)}: {c['offset_ms']:+.0f} ms ± {c['uncertainty_ms']:.0f} ms{e(drift)} ({how})</li>"
         )
-    figure.update_layout(height=140 * rows + 80, margin={"l": 220, "r": 20, "t": 20, "b": 40})
-    return figure
+    return "".join(items) or "<li>no correction in force</li>"
 
 
 def incident_html_report(export: dict) -> str:
-    """A single HTML file with Plotly.js inlined: opens from disk, offline."""
+    """One HTML file: the war room's lanes of the incident (every kind), its annotations drawn across
+    them and listed in order, the notable events, the clock corrections in force, what is not shared
+    with the viewer, the notes. Plotly (cartesian bundle) and the figure code are inlined: it opens
+    from disk, offline."""
     incident = export["incident"]
     e = html.escape
-    figure_json = _figure(export).to_json()
-    annotations = "".join(
-        f"<li><b>{e(a['org'])}</b> {e(format_rfc3339(a['ts']))}: {e(a['text'])}</li>"
-        for a in export.get("annotations", [])
+    lanes = export.get("warroom_lanes", [])
+    start, end = parse_timestamp(export["window"]["from"]), parse_timestamp(export["window"]["to"])
+    annotations = _annotation_marks(export)
+    colours = {lane["title"]["org"]: lane["title"]["colour"] for lane in lanes}
+    colours.update({e_["org"]: e_["colour"] for e_ in export.get("marks", []) if e_.get("colour")})
+    data = {
+        "lanes": [report_lane(lane) for lane in lanes],
+        "marks": sorted(
+            [*(_slim_event(m) for m in export.get("marks", [])), *annotations], key=lambda m: m["t"]
+        ),
+        "window": {"from_ms": start / 1000, "to_ms": end / 1000},
+        "colours": colours,
+    }
+    noted = "".join(
+        f'<li value="{i}"><b>{e(m["org"])}</b> {e(_ms_time(m["t"]))}: {e(m["name"])}</li>'
+        for i, m in enumerate(annotations, start=1)
+    )
+    notable = "".join(
+        f"<li>{e(_ms_time(m['t']))} <b>{e(m['org'])}</b> · {e(m['signal'])} · {e(m['name'])}"
+        f" ({e(m['severity'])}){': ' + e(m['message'][:300]) if m.get('message') else ''}</li>"
+        for m in export.get("marks", [])
     )
     notes = "".join(
         f"<li>{e(n['at'][:19])} {e(n['org'] or 'system')}: {e(n['text'])}</li>" for n in export["notes"]
     )
     hidden = "".join(
-        f"<li>{e(p['org_name'])} · {e(p['signal'])}: {p['count']} lanes not shared with this viewer</li>"
+        f"<li>{e(p['org_name'])} · {e(p['signal'])}: {e('; '.join(f['text'] for f in p['families']))}</li>"
         for p in export.get("not_shared", [])
     )
-    # </script> inside JSON would end the script element: escape the slash.
-    figure_json = figure_json.replace("</", "<\\/")
+    kinds = sorted({lane.get("kind", "") for lane in lanes})
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{e(incident["title"])} · Jointline incident report</title>
-<style>body{{font-family:system-ui,sans-serif;margin:24px;color:#1d2330}} h1{{margin-bottom:4px}}
-.meta{{color:#667085}} section{{margin:16px 0}}</style>
-<script>{get_plotlyjs()}</script></head>
+<meta name="generator" content="Jointline">
+<style>body{{font-family:system-ui,sans-serif;margin:24px;color:#1d2330;font-size:13px}}
+h1{{margin-bottom:4px}} h2{{font-size:15px;margin:18px 0 6px}} .meta{{color:#667085}} section{{margin:12px 0}}
+#figure{{position:relative;background:#fff;border:1px solid #e4e7ec;border-radius:4px}}
+.titles{{position:absolute;inset:0;pointer-events:none}}
+.title{{position:absolute;right:64px;height:16px;font-size:11.5px;white-space:nowrap;overflow:hidden;
+text-overflow:ellipsis;color:#344054}} .title .note{{color:#667085;font-style:italic;font-size:10.5px}}
+ol,ul{{padding-left:22px}} li{{margin:2px 0}}</style>
+<script>{_plotly()}</script></head>
 <body>
 <h1>{e(incident["title"])}</h1>
 <p class="meta">{e(incident["severity"])} · {e(incident["status"])} · owner {e(incident["owner"])} ·
-participants {e(", ".join(incident["participants"]))} · window {e(incident["window_start"])} to
-{e(incident["window_end"] or "open")}</p>
+participants {e(", ".join(incident["participants"]))} · window {e(export["window"]["from"])} to
+{e(export["window"]["to"])} · {len(lanes)} lanes ({e(", ".join(kinds))})</p>
 <section><h2>Summary</h2><p>{e(incident["summary"]) or "none yet"}</p>
 <h2>Root cause</h2><p>{e(incident["root_cause"]) or "not identified yet"}</p></section>
 <div id="figure"></div>
-<section><h2>Annotations</h2><ul>{annotations or "<li>none</li>"}</ul></section>
-<section><h2>Notes</h2><ul>{notes or "<li>none</li>"}</ul></section>
+<section><h2>Annotations, in time order (numbered as on the figure)</h2>
+<ol id="annotations">{noted or "<li>none</li>"}</ol></section>
+<section><h2>Notable events</h2><ul id="notable">{notable or "<li>none</li>"}</ul></section>
+<section><h2>Clock corrections in force</h2>
+<ul id="clock">{_clock_items(export.get("clock") or {})}</ul></section>
 {f"<section><h2>Not shared with this viewer</h2><ul>{hidden}</ul></section>" if hidden else ""}
-<script type="application/json" id="figure-data">{figure_json}</script>
-<script>
-const fig = JSON.parse(document.getElementById("figure-data").textContent);
-Plotly.newPlot("figure", fig.data, fig.layout, {{displaylogo: false}});
-</script>
+<section><h2>Notes</h2><ul>{notes or "<li>none</li>"}</ul></section>
+<script type="application/json" id="report-data">{_script_json(data)}</script>
+<script type="module">{_report_script()}</script>
 </body></html>"""

@@ -1,5 +1,6 @@
 """The sharing page: grants given and received, access requests, the audit, and what is not shared
-with the viewer. It lives on the read side because the placeholders count series (``timeline.presenters``)."""
+with the viewer. It lives on the read side because the placeholders count series
+(``timeline.incident_selectors``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from orgs.api_base import ScopedPageMixin
 from orgs.models import Level, Organization
 from orgs.selectors import access_requests_visible, audit_entries, grants_visible
 from orgs.services import access_request_create, access_request_decide, grant_create, grant_revoke
-from timeline.presenters import unshared_summary
+from timeline.incident_selectors import unshared_groups
 
 
 def _split(value: str) -> list[str]:
@@ -31,6 +32,39 @@ def _moment(value: str):
     return parsed
 
 
+AUDIT_READ = 5000  # the latest entries coalesced for the page
+AUDIT_SHOWN = 200
+
+
+def coalesce_audit(entries) -> list[dict]:
+    """Audit entries with the same reader, organisation, link (``via``) and level as one row with a
+    count and the first and last time seen (a view refreshed every 15 s is one row, not hundreds),
+    latest first. ``entry`` is the latest read of the row (its ``what`` says what that read showed)."""
+    rows: dict[tuple, dict] = {}
+    for entry in entries:
+        key = (entry.viewer, entry.viewer_org_id, entry.via, entry.level)
+        row = rows.get(key)
+        if row is None:
+            rows[key] = {"entry": entry, "count": 1, "first": entry.at, "last": entry.at}
+            continue
+        row["count"] += 1
+        row["first"] = min(row["first"], entry.at)
+        if entry.at > row["last"]:
+            row["last"], row["entry"] = entry.at, entry
+    return sorted(rows.values(), key=lambda row: row["last"], reverse=True)
+
+
+def _request_prefill(params) -> dict:
+    """The access-request form as a placeholder's "request access" link fills it in."""
+    return {
+        "owner": params.get("owner", ""),
+        "signals": [s for s in params.getlist("signals") if s in SIGNALS],
+        "names": params.get("names", "")[:500],
+        "reason": params.get("reason", "")[:2000],
+        "open": bool(params.get("owner")),
+    }
+
+
 def _describe(exc: ValidationError) -> str:
     if hasattr(exc, "message_dict"):
         return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
@@ -44,17 +78,22 @@ class SharingPage(ScopedPageMixin, TemplateView):
         context = super().get_context_data(**kwargs)
         membership = self.request.user.membership
         grants = list(grants_visible(self.scope))
-        audit = audit_entries(self.scope, owner_id=membership.org_id)[:200] if membership.is_admin else []
+        audit = (
+            coalesce_audit(audit_entries(self.scope, owner_id=membership.org_id)[:AUDIT_READ])[:AUDIT_SHOWN]
+            if membership.is_admin
+            else []
+        )
         context.update(
             membership=membership,
             given=[g for g in grants if g.owner_id == membership.org_id],
             received=[g for g in grants if g.owner_id != membership.org_id and g.is_active],
             requests=list(access_requests_visible(self.scope)),
-            audit=list(audit),
+            audit=audit,
+            prefill=_request_prefill(self.request.GET),
             others=Organization.objects.exclude(pk=membership.org_id).order_by("slug"),
             signals=SIGNALS,
             levels=Level.choices,
-            unshared=unshared_summary(self.scope),
+            unshared=unshared_groups(self.scope),
         )
         return context
 

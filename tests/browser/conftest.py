@@ -43,6 +43,7 @@ DUMPED_MODELS = [
     "timeline.incident",
     "timeline.annotation",
     "timeline.incidentnote",
+    "timeline.clockcorrection",
 ]
 
 # Planted lines: one to search for, one carrying markup that must render as text.
@@ -131,6 +132,7 @@ def _reference_incident(django_db_setup, django_db_blocker):
         ]
         load_batches([("modeldev", Batch(source="otel-collector", events=planted))])
         incident_id = _war_room(orgs, slow["start_us"], slow["end_us"])
+        _apply_clock_estimates(orgs, slow["start_us"] - 3_600_000_000, slow["end_us"])
         call_command("dumpdata", *DUMPED_MODELS, all=True, output=str(dump), verbosity=0)
     yield (
         Incident(
@@ -171,6 +173,17 @@ def _war_room(orgs: dict, start_us: int, end_us: int) -> int:
     ):
         annotation_create(incident=incident, user=people[slug], ts=start_us + offset, text=text)
     return incident.pk
+
+
+def _apply_clock_estimates(orgs: dict, start_us: int, end_us: int) -> None:
+    """What quickstart does after loading: each organisation's admin applies its agents' estimates."""
+    from ingest.management.commands.quickstart import apply_clock_estimates
+    from orgs.models import Role
+    from orgs.services import user_create
+
+    for slug, org in orgs.items():
+        user_create(org=org, username=f"{slug}-admin", role=Role.ADMIN, password=PASSWORD)
+    apply_clock_estimates(start_us, end_us)
 
 
 def _empty_store() -> None:
@@ -231,3 +244,34 @@ def wait_drawn(page, after: int = 0) -> int:
         "(after) => Number(document.body.dataset.renders || 0) > after", arg=after, timeout=60_000
     )
     return renders(page)
+
+
+def signed_in(chromium, live_server, username: str, **context_options):
+    """A new browser context with ``username`` signed in, and its page; the page records dialogs and
+    JavaScript errors in ``page.problems`` (a test asserts it stays empty)."""
+    context = chromium.new_context(viewport=VIEWPORT, **context_options)
+    page = context.new_page()
+    page.problems = []
+    page.on("dialog", lambda dialog: (page.problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
+    page.on("pageerror", lambda error: page.problems.append(f"page error: {error}"))
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit], input[type=submit]")
+    page.wait_for_url(lambda url: "/login/" not in url)
+    return context, page
+
+
+def x_axis_at_bottom(page) -> bool:
+    """Is the time axis drawn below every lane (its tick labels under the lowest lane's bottom)?"""
+    return page.evaluate(
+        """() => {
+        const layout = document.getElementById('plot')._fullLayout;
+        const bottoms = Object.keys(layout).filter((k) => /^yaxis\\d*$/.test(k))
+            .map((k) => layout[k]._offset + layout[k]._length);
+        const ticks = [...document.querySelectorAll('#plot .xtick text')]
+            .map((t) => t.getBoundingClientRect().top);
+        const plotTop = document.getElementById('plot').getBoundingClientRect().top;
+        return ticks.length > 0 && ticks.every((top) => top - plotTop >= Math.max(...bottoms) - 1);
+    }"""
+    )

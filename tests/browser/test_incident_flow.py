@@ -205,7 +205,15 @@ def test_a_link_opens_in_the_openers_terms_with_placeholders_for_the_rest(chromi
         drawn = page.evaluate("window.jointline.view.lanes")
         assert [lane["status"] for lane in drawn] == ["ok", "ok"]
         assert [line["series"]["labels"]["node"] for line in drawn[0]["lines"]] == [masked]
-        assert page.locator("#unshared-lanes").inner_text().endswith("cloudops · host: 1 lane")
+        placeholder = page.locator(".wr-title.wr-placeholder")  # drawn where the lane was, the second
+        assert placeholder.count() == 1
+        shown = placeholder.inner_text()
+        assert shown.startswith("cloudops · host · not shared with you: per-node host ("), shown
+        assert page.evaluate("window.jointline.view.drawn.map((lane) => Boolean(lane.placeholder))") == [
+            False,
+            True,
+            False,
+        ]
         assert "node-07" not in page.url and "node_load1" not in page.url
         assert page.problems == []
     finally:

@@ -116,7 +116,7 @@ def test_a_permalink_reopens_the_view_and_hides_the_incident_from_outsiders(clie
     assert "incident=" not in theirs["Location"]
     # gpuvendor may not read modeldev's NIC series: the lane is a placeholder, its id is not passed on
     their_params = parse_qs(urlsplit(theirs["Location"]).query)
-    assert "lanes" not in their_params and their_params["unshared_lanes"] == ["modeldev/network"]
+    assert "lanes" not in their_params and their_params["unshared_lanes"] == ["modeldev/network@0"]
     opened = outsider.get(f"/api/v1/permalinks/{link['id']}").json()
     assert opened["incident"] is None
     assert opened["state"]["lanes"] == [{"placeholder": True, "org": "modeldev", "signal": "network"}]

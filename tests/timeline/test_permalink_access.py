@@ -152,7 +152,8 @@ def test_the_redirect_carries_only_the_rewritten_state(cast):
     link = _link(cast["storage"], [f"sum:storage/storage/{SECRET}", f"heatmap:storage/storage/{NFS}"])
     params = _redirect(cast["cloudops"], link)
     assert SECRET not in json.dumps(params) and NFS not in json.dumps(params)
-    assert params["unshared_lanes"] == "storage/storage,storage/storage"
+    assert params["unshared_lanes"] == "storage/storage@0,storage/storage@1"
+    assert "clock" not in params  # the recorded clock stays with the link, the page reads it there
     assert params["permalink"] == link["id"]
     assert _redirect(cast["infra"], link)["lanes"] == f"heatmap:storage/storage/{NFS}"
 

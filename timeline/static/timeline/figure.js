@@ -1,9 +1,9 @@
 // Builds the one Plotly figure of the war room: every lane is a subplot on the same x axis, so zoom,
 // pan and hover stay aligned by construction. Lane titles, readouts and the crosshair are DOM elements
 // laid over the figure (see timeline.js); this module computes where each lane sits in pixels.
-import { escapeHtml, formatTime, formatValue, labelText, laneUnit, tickFormat } from "./format.js";
+import { binaryLane, escapeHtml, formatTime, formatValue, labelText, laneUnit, tickFormat } from "./format.js";
 
-export const MARGIN = { l: 62, r: 18, t: 6, b: 34 };
+export const MARGIN = { l: 62, r: 64, t: 6, b: 34 };
 export const TITLE_GAP = 17;
 const STRIP_HEIGHT = 18;
 const SEVERITY_COLOURS = { info: null, warning: "#d97706", error: "#dc2626" };
@@ -14,7 +14,7 @@ const HIGHLIGHT_COLOUR = "#111827";
 const HIT_COLOUR = "#f59e0b";
 
 export function laneHeight(lane) {
-  if (lane.status !== "ok") return 20;
+  if (lane.status !== "ok") return 22;
   switch (lane.kind) {
     case "spans": return clamp((lane.rows || []).length * 1.9, 48, 130);
     case "heatmap": return clamp((lane.rows || []).length * 2.1, 60, 140);
@@ -44,13 +44,14 @@ export function layoutGeometry(lanes, { strips }) {
   const rows = [];
   let y = 0;
   for (const strip of strips) {
-    const height = strip === "marks" ? (strips.notes ? 44 : STRIP_HEIGHT) : STRIP_HEIGHT;
+    const height = strip === "marks" ? STRIP_HEIGHT + NOTE_ROW_PX * (strips.noteRows || 0) : STRIP_HEIGHT;
     rows.push({ strip, top: y, height });
     y += height + 4;
   }
-  lanes.forEach((lane, index) => {
+  lanes.forEach((lane, position) => {
     y += TITLE_GAP;
     const height = laneHeight(lane);
+    const index = lane._index === undefined ? position : lane._index;
     rows.push({ lane, index, titleTop: y - TITLE_GAP, top: y, height });
     y += height + 4;
   });
@@ -61,6 +62,8 @@ export function buildFigure(view) {
   const { lanes, marks, hits, highlight, window: win, colours } = view;
   const strips = [];
   strips.notes = marks.some((m) => m.annotation);
+  const placement = placeMarks(marks, win, view.width || 1200);
+  strips.noteRows = placement.noteRows;
   if (marks.length) strips.push("marks");
   if (hits && hits.length) strips.push("hits");
   const geometry = layoutGeometry(lanes, { strips });
@@ -95,6 +98,10 @@ export function buildFigure(view) {
       linecolor: "#98a2b3",
       ticks: "outside",
       ticklen: 4,
+      // The time axis sits at the bottom of the plot area, whatever lane is last (a lane without data
+      // has no subplot of its own, and an axis anchored to it would jump to the top).
+      anchor: "free",
+      position: 0,
     },
     shapes,
     annotations,
@@ -104,16 +111,14 @@ export function buildFigure(view) {
     axisNumber += 1;
     return axisNumber === 1 ? { ref: "y", key: "yaxis" } : { ref: `y${axisNumber}`, key: `yaxis${axisNumber}` };
   };
-  let bottomAxis = "y";
   for (const row of geometry.rows) {
     const axis = nextAxis();
     row.axis = axis.ref;
-    bottomAxis = axis.ref;
     const base = { domain: domainOf(row), fixedrange: true, zeroline: false, showgrid: true, gridcolor: "#f2f4f7",
       tickfont: { size: 9, color: "#667085" }, nticks: 3, automargin: false, linecolor: "#e4e7ec", showline: true };
     if (row.strip === "marks") {
-      layout[axis.key] = { ...base, range: strips.notes ? [-1.05, 1.05] : [-1.2, -0.2], showticklabels: false, showgrid: false, showline: false };
-      marksTraces(marks, axis.ref, colours, traces, annotations, win, view.width || 1200);
+      layout[axis.key] = { ...base, range: [0, placement.noteRows + 1], showticklabels: false, showgrid: false, showline: false };
+      marksTraces(placement, axis.ref, colours, traces, annotations);
       continue;
     }
     if (row.strip === "hits") {
@@ -124,16 +129,18 @@ export function buildFigure(view) {
     const lane = row.lane;
     if (lane.status !== "ok") {
       layout[axis.key] = { ...base, showticklabels: false, showgrid: false, range: [0, 1] };
+      // a lane with nothing to draw keeps its place: a grey band (hatched-looking for placeholders)
+      shapes.push({ type: "rect", xref: "paper", yref: "paper", x0: 0, x1: 1, y0: base.domain[0], y1: base.domain[1],
+        fillcolor: lane.placeholder ? "rgba(152,162,179,0.16)" : "rgba(242,244,247,0.9)", line: { width: 0 }, layer: "below" });
       continue;
     }
     const colour = lane.title.colour || "#4c78a8";
     const unit = laneUnit(lane.title.unit, lane.fn);
-    const added = LANE_BUILDERS[lane.kind](lane, axis.ref, colour, unit);
+    const added = LANE_BUILDERS[lane.kind](lane, axis.ref, colour, unit, base.domain);
     traces.push(...added.traces);
     layout[axis.key] = { ...base, ...tickFormat(unit), ...(added.axis || {}) };
     if (added.annotations) annotations.push(...added.annotations);
   }
-  layout.xaxis.anchor = bottomAxis;
   for (const mark of marks) {
     const colour = colours[mark.org] || "#667085";
     shapes.push(mark.annotation ? vline(mark.t, hexToRgba(colour, 0.9), 1.3, "dash") : vline(mark.t, hexToRgba(colour, 0.5), 1, "dot"));
@@ -226,26 +233,43 @@ function capacityTraces(lane, yaxis, traces, unit) {
     hovertemplate: `capacity %{y:.4s}${escapeHtml(unit)}<extra></extra>` });
   const last = capacity.y[capacity.y.length - 1];
   return [{ xref: "paper", x: 1, xanchor: "right", yref: yaxis, y: last, yanchor: "top", yshift: -1, showarrow: false,
-    text: `capacity ${escapeHtml(formatValue(last, unit))}`, font: { size: 9, color: CAPACITY_COLOUR },
+    text: `capacity ${escapeHtml(formatValue(last, unit, binaryLane(lane)))}`, font: { size: 9, color: CAPACITY_COLOUR },
     bgcolor: "rgba(255,255,255,0.8)" }];
 }
 
-function heatmapLane(lane, yaxis, colour, unit) {
+function heatmapLane(lane, yaxis, colour, unit, domain) {
   const values = lane.z.flat().filter((v) => v !== null).sort((a, b) => a - b);
-  const zmax = values.length ? values[Math.floor(values.length * 0.995)] || values[values.length - 1] : 1;
+  const zmax = values.length ? values[Math.floor(values.length * 0.995)] || values[values.length - 1] : 0;
   const rows = lane.rows.map((r) => escapeHtml(r));
   const step = Math.max(1, Math.ceil(rows.length / 5));
   const tickvals = rows.filter((_, i) => i % step === 0);
+  const binary = binaryLane(lane);
   lane._zmax = zmax;
+  // Values are shown in one prefix of the lane's convention (GiB/s for a binary lane), so the hover
+  // and the colour bar read alike without a label per cell.
+  const [factor, prefixed] = scaleFor(zmax, unit, binary);
+  const top = zmax || 1;
+  const ticks = [0, top / 2, top];
   return {
     traces: [{
-      type: "heatmap", x: lane.t, y: rows, z: lane.z, yaxis, zmin: 0, zmax: zmax || 1, showscale: false,
+      type: "heatmap", x: lane.t, y: rows, z: lane.z.map((row) => row.map((v) => (v === null ? null : v / factor))), yaxis,
+      zmin: 0, zmax: top / factor, showscale: values.length > 0,
       colorscale: [[0, "#f8fafc"], [0.15, shade(colour, 0.7)], [0.6, colour], [1, shade(colour, -0.55)]],
-      hovertemplate: `%{y} %{x|%H:%M:%S}<br>%{z:.4s}${escapeHtml(unit)}<extra></extra>`, hoverongaps: false,
+      colorbar: { thickness: 8, len: Math.max(0.05, domain[1] - domain[0]), lenmode: "fraction", y: (domain[0] + domain[1]) / 2,
+        yanchor: "middle", x: 1.005, xanchor: "left", xpad: 2, ypad: 0, outlinewidth: 0, tickfont: { size: 9, color: "#475467" },
+        tickvals: ticks.map((v) => v / factor), ticktext: ticks.map((v) => escapeHtml(formatValue(v, unit, binary))) },
+      hovertemplate: `%{y} %{x|%H:%M:%S}<br>%{z:.3~f} ${escapeHtml(prefixed)}<extra></extra>`, hoverongaps: false,
       xgap: 0, ygap: 0,
     }],
     axis: { type: "category", autorange: "reversed", tickvals, ticksuffix: "", tickformat: "", showgrid: false, nticks: undefined },
   };
+}
+
+// The divisor and the prefixed unit that show ``top`` in one to four digits (GiB/s, MB/s, k ops/s).
+function scaleFor(top, unit, binary) {
+  const steps = binary ? [[2 ** 40, "Ti"], [2 ** 30, "Gi"], [2 ** 20, "Mi"], [2 ** 10, "Ki"]] : [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
+  for (const [size, prefix] of steps) if (Math.abs(top) >= size) return [size, `${prefix}${unit}`];
+  return [1, unit];
 }
 
 function spansLane(lane, yaxis, colour) {
@@ -285,7 +309,43 @@ function spanHover(segment, row) {
 export function eventHover(e) {
   const where = labelText(e.resource);
   return `<b>${escapeHtml(e.org)} · ${escapeHtml(e.signal)} · ${escapeHtml(e.name)}</b> (${escapeHtml(e.severity)})<br>` +
-    `${escapeHtml(formatTime(e.t))}${where ? ` · ${escapeHtml(where)}` : ""}<br>${escapeHtml(truncate(e.message, 300))}`;
+    `${escapeHtml(formatTime(e.t))}${clockNote(e)}${where ? ` · ${escapeHtml(where)}` : ""}<br>${escapeHtml(truncate(e.message, 300))}`;
+}
+
+// " (clock corrected −2.70 s)" when a correction moved an event's time, else "".
+export function clockNote(e) {
+  if (!e.clock_shift_us) return "";
+  const s = e.clock_shift_us / 1e6;
+  return ` (clock corrected ${s > 0 ? "+" : "−"}${Math.abs(s).toFixed(Math.abs(s) < 10 ? 2 : 1)} s)`;
+}
+
+// Is there nothing to draw in a lane for its window?
+export function laneEmpty(lane) {
+  if (lane.status !== "ok") return true;
+  const none = (values) => !(values || []).some((v) => v !== null && v !== undefined);
+  switch (lane.kind) {
+    case "line":
+    case "rate": return !lane.lines.some((line) => line.t.length);
+    case "band": return none(lane.mid);
+    case "sum": return none(lane.sum);
+    case "heatmap": return !lane.z.some((row) => !none(row));
+    case "logs": return !lane.total;
+    case "spans": return !lane.segments.length && !lane.marks.length;
+    default: return false;
+  }
+}
+
+// What is written beside a lane's title, after its name: notes of the server, the level it is shared
+// at, and "no data" for an empty lane. The war room and the static report write the same.
+export function laneNotes(lane) {
+  if (lane.placeholder) return [];
+  const notes = [lane.note, lane.capacity && lane.capacity.note].filter(Boolean);
+  const levels = (lane.group && lane.group.levels) || [];
+  if (levels.includes("aggregate")) notes.push(lane.kind === "band" ? "shared as a fleet aggregate (no per-node lines)" : "shared as a fleet aggregate");
+  else if (levels.includes("redacted")) notes.push(["logs", "spans"].includes(lane.kind) ? "shared without message bodies" : "redacted");
+  if (lane.status === "ok" && laneEmpty(lane)) notes.push(lane.kind === "logs" ? "no lines in this window" : "no data in this window");
+  else if (lane.kind === "logs" && lane.mode === "list") notes.push(`${lane.events.length} lines, hover for the message`);
+  return notes;
 }
 
 function truncate(text, n) {
@@ -339,43 +399,95 @@ function hexOrRgba(colour, alpha) {
   return colour.replace("rgb(", "rgba(").replace(")", `,${alpha})`);
 }
 
-// The top strip: people's annotations (two upper rows, labelled where there is room) and notable
-// events (lower row). Labels are placed left to right in the first row where they do not overlap.
-const NOTE_ROWS = [0.72, 0.05];
-const EVENT_ROW = -0.68;
+// The top strip: people's annotations (numbered, one row each until they collide, at most MAX_NOTE_ROWS
+// rows) and notable events (the bottom row). No label is ever dropped: a label that would run into the
+// next one on its row is abbreviated ("…"), keeping at least its number, and its full text is in its
+// hover and in the side list, which numbers the notes the same way.
+const MAX_NOTE_ROWS = 4;
+const NOTE_ROW_PX = 13;
+const NOTE_CHAR_PX = 6.2;
+const EVENT_CHAR_PX = 5.2;
 
-function marksTraces(marks, yaxis, colours, traces, annotations, win, width) {
+export function noteNumbers(marks) {
+  const numbers = new Map();
+  [...marks].filter((m) => m.annotation).sort((a, b) => a.t - b.t).forEach((m, i) => numbers.set(m.id, i + 1));
+  return numbers;
+}
+
+export function placeMarks(marks, win, width) {
   const pxPerMs = width / Math.max(1, win.to_ms - win.from_ms);
-  const lastEnd = new Map([...NOTE_ROWS, EVENT_ROW].map((row) => [row, -Infinity]));
-  const rows = new Map();
+  const numbers = noteNumbers(marks);
+  const sorted = [...marks].sort((a, b) => a.t - b.t);
+  const notes = sorted.filter((m) => m.annotation);
+  const events = sorted.filter((m) => !m.annotation);
+  const noteRows = notes.length ? Math.min(MAX_NOTE_ROWS, notes.length) : 0;
+  const rows = Array.from({ length: noteRows }, () => []);
   const placed = [];
-  for (const m of [...marks].sort((a, b) => a.t - b.t)) {
-    const text = markLabel(m);
-    const x = (m.t - win.from_ms) * pxPerMs;
-    const w = text.length * (m.annotation ? 6.2 : 5.2) + 18;
-    const candidates = m.annotation ? NOTE_ROWS : [EVENT_ROW];
-    const row = candidates.find((r) => x >= lastEnd.get(r)) ?? candidates[0];
-    rows.set(m, row);
-    if (x < lastEnd.get(row) || x + w > width + 60) continue;
-    lastEnd.set(row, x + w);
-    placed.push({ m, row, text });
+  const px = (m) => (m.t - win.from_ms) * pxPerMs;
+  for (const m of notes) {
+    const x = px(m);
+    const full = `${numbers.get(m.id)} ${markLabel(m)}`;
+    const item = { m, x, full, text: full, charPx: NOTE_CHAR_PX };
+    // the first row with room for the whole label, else the row whose last label ends first
+    let row = rows.findIndex((r) => !r.length || r[r.length - 1].end <= x);
+    if (row < 0) row = rows.reduce((best, r, i) => (r[r.length - 1].end < rows[best][rows[best].length - 1].end ? i : best), 0);
+    const previous = rows[row][rows[row].length - 1];
+    if (previous && previous.end > x) abbreviate(previous, x - previous.x);
+    item.row = row;
+    item.end = x + labelWidth(item.text, NOTE_CHAR_PX);
+    rows[row].push(item);
+    placed.push(item);
   }
+  let last = null;
+  for (const m of events) {
+    const x = px(m);
+    const full = markLabel(m);
+    const item = { m, x, full, text: full, row: -1, charPx: EVENT_CHAR_PX };
+    if (last && last.end > x) abbreviate(last, x - last.x);
+    item.end = x + labelWidth(full, EVENT_CHAR_PX);
+    placed.push(item);
+    last = item;
+  }
+  for (const item of placed) {
+    if (item.end > width + 50) abbreviate(item, width + 50 - item.x);
+  }
+  return { placed, noteRows, numbers };
+}
+
+function labelWidth(text, charPx) {
+  return text.length * charPx + 14;
+}
+
+// Cut a label to fit ``room`` pixels; a note keeps at least its number.
+function abbreviate(item, room) {
+  const chars = Math.floor((room - 14) / item.charPx);
+  const keep = item.m.annotation ? String(item.full.split(" ")[0]).length : 0;
+  if (chars >= item.full.length) return;
+  item.text = chars > keep + 1 ? `${item.full.slice(0, chars - 1)}…` : item.full.slice(0, Math.max(keep, 1));
+  item.end = item.x + labelWidth(item.text, item.charPx);
+}
+
+function marksTraces(placement, yaxis, colours, traces, annotations) {
+  const { placed, noteRows } = placement;
+  const y = (item) => (item.row < 0 ? 0.5 : noteRows - item.row + 0.5);
   traces.push({
-    type: "scatter", mode: "markers", yaxis, x: marks.map((m) => m.t), y: marks.map((m) => rows.get(m)),
-    marker: { symbol: marks.map((m) => (m.annotation ? "diamond" : "triangle-down")), size: marks.map((m) => (m.annotation ? 9 : 8)),
-      color: marks.map((m) => colours[m.org] || "#667085"), line: { width: 0 } },
-    hovertext: marks.map(eventHover), hovertemplate: "%{hovertext}<extra></extra>", customdata: marks.map((m) => m.id),
+    type: "scatter", mode: "markers", yaxis, x: placed.map((p) => p.m.t), y: placed.map(y),
+    marker: { symbol: placed.map((p) => (p.m.annotation ? "diamond" : "triangle-down")), size: placed.map((p) => (p.m.annotation ? 9 : 8)),
+      color: placed.map((p) => colours[p.m.org] || "#667085"), line: { width: 0 } },
+    hovertext: placed.map((p) => eventHover(p.m)), hovertemplate: "%{hovertext}<extra></extra>", customdata: placed.map((p) => p.m.id),
   });
-  for (const { m, row, text } of placed) {
-    annotations.push({ xref: "x", x: m.t, xanchor: "left", xshift: 6, yref: yaxis, y: row, yanchor: "middle", showarrow: false,
-      text: m.annotation ? `<b>${escapeHtml(text)}</b>` : escapeHtml(text), font: { size: m.annotation ? 10.5 : 9, color: colours[m.org] || "#667085" },
-      bgcolor: "rgba(255,255,255,0.75)" });
+  for (const item of placed) {
+    if (!item.text) continue;
+    const note = item.m.annotation;
+    annotations.push({ xref: "x", x: item.m.t, xanchor: "left", xshift: 6, yref: yaxis, y: y(item), yanchor: "middle", showarrow: false,
+      text: note ? `<b>${escapeHtml(item.text)}</b>` : escapeHtml(item.text), font: { size: note ? 10.5 : 9, color: colours[item.m.org] || "#667085" },
+      bgcolor: "rgba(255,255,255,0.75)", hovertext: escapeHtml(item.full), captureevents: false });
   }
 }
 
 function markLabel(m) {
-  if (m.annotation) return `${m.org}: ${m.name}`.slice(0, 64);
-  return `${m.org}: ${m.name.replaceAll("_", " ")}`;
+  if (m.annotation) return `${m.org}: ${m.name}`;
+  return `${m.org}: ${String(m.name).replaceAll("_", " ")}`;
 }
 
 function hitTraces(hits, yaxis, traces) {
@@ -400,6 +512,7 @@ const LANE_BUILDERS = {
 export function readout(lane, t) {
   if (!lane || lane.status !== "ok") return "";
   const unit = laneUnit(lane.title.unit, lane.fn);
+  const b = binaryLane(lane);
   const at = (xs) => nearest(xs, t);
   switch (lane.kind) {
     case "line":
@@ -407,19 +520,19 @@ export function readout(lane, t) {
       const line = lane.lines[0];
       if (!line) return "";
       const i = at(line.t);
-      return i < 0 ? "" : formatValue(line.y[i], unit);
+      return i < 0 ? "" : formatValue(line.y[i], unit, b);
     }
     case "band": {
       const i = at(lane.t);
       if (i < 0 || lane.mid[i] === null) return "";
-      return `${formatValue(lane.mid[i], unit)} (${formatValue(lane.lo[i], unit)} – ${formatValue(lane.hi[i], unit)})`;
+      return `${formatValue(lane.mid[i], unit, b)} (${formatValue(lane.lo[i], unit, b)} – ${formatValue(lane.hi[i], unit, b)})`;
     }
     case "sum": {
       const i = at(lane.t);
       if (i < 0 || lane.sum[i] === null) return "";
-      const text = formatValue(lane.sum[i], unit);
+      const text = formatValue(lane.sum[i], unit, b);
       const cap = lane.capacity && lane.capacity.y.length ? capacityAt(lane.capacity, t) : null;
-      return cap ? `${text} = ${Math.round((100 * lane.sum[i]) / cap)} % of ${formatValue(cap, unit)}` : text;
+      return cap ? `${text} = ${Math.round((100 * lane.sum[i]) / cap)} % of ${formatValue(cap, unit, b)}` : text;
     }
     case "heatmap": {
       const i = at(lane.t);
@@ -427,7 +540,7 @@ export function readout(lane, t) {
       const column = lane.z.map((row) => row[i]).filter((v) => v !== null);
       if (!column.length) return "";
       column.sort((a, b) => a - b);
-      return `nodes ${formatValue(column[0], unit)} – ${formatValue(column[column.length - 1], unit)}`;
+      return `nodes ${formatValue(column[0], unit, b)} – ${formatValue(column[column.length - 1], unit, b)}`;
     }
     case "logs": {
       if (lane.mode === "list") return `${lane.events.length} lines`;

@@ -28,14 +28,32 @@ export function laneUnit(unit, fn) {
 const SI = [
   [1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"],
 ];
+const BINARY = [
+  [2 ** 50, "Pi"], [2 ** 40, "Ti"], [2 ** 30, "Gi"], [2 ** 20, "Mi"], [2 ** 10, "Ki"],
+];
 
-export function formatValue(value, unit = "") {
+// One convention per lane, written in its title: per-node NIC rates (the network signal) in binary
+// prefixes, as a NIC's counters are read (GiB/s); storage array throughput and everything else in
+// decimal SI prefixes, as capacities are sold (700 GB/s).
+export function binaryLane(lane) {
+  const unit = lane && lane.title ? laneUnit(lane.title.unit, lane.fn) : "";
+  return Boolean(lane && lane.title && lane.title.signal === "network" && unit.startsWith("B"));
+}
+
+// The unit chip of a lane's title: the unit and, for bytes, which prefixes its numbers use.
+export function unitLabel(lane) {
+  const unit = laneUnit(lane.title.unit, lane.fn);
+  if (!unit.startsWith("B")) return unit;
+  return binaryLane(lane) ? `${unit} · binary: GiB = 2³⁰ B` : `${unit} · decimal: GB = 10⁹ B`;
+}
+
+export function formatValue(value, unit = "", binary = false) {
   if (value === null || value === undefined || Number.isNaN(value)) return "–";
   if (value === 0) return unit ? `0 ${unit}` : "0";
   const abs = Math.abs(value);
   const space = unit && !unit.startsWith("°") && unit !== "%" ? " " : "";
   if (unit === "s" && abs < 1 && abs > 0) return `${(value * 1000).toPrecision(3)} ms`;
-  for (const [size, prefix] of SI) {
+  for (const [size, prefix] of binary ? BINARY : SI) {
     if (abs >= size) return `${(value / size).toPrecision(3)}${space}${prefix}${unit}`;
   }
   const digits = abs >= 100 ? 0 : abs >= 10 ? 1 : abs >= 1 ? 2 : 3;
@@ -66,4 +84,16 @@ export function formatSpan(ms) {
 
 export function labelText(labels) {
   return Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+}
+
+// An organisation's colour, darkened until text in it reads on white (contrast at least 4.5:1).
+export function readableColour(hex) {
+  if (!/^#[0-9a-fA-F]{6}$/.test(hex || "")) return "#344054";
+  let [r, g, b] = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+  const luminance = () => [r, g, b].map((c) => {
+    const v = c / 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  }).reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  for (let i = 0; i < 20 && 1.05 / (luminance() + 0.05) < 4.6; i++) [r, g, b] = [r, g, b].map((c) => Math.round(c * 0.88));
+  return `rgb(${r},${g},${b})`;
 }

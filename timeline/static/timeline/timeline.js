@@ -3,14 +3,17 @@
 // The whole view state (window, lanes in order with their kinds and flags, live mode, search, selected
 // event, event-list filters) lives in the URL, so a reload or a pasted link reopens the same view.
 // Data never reaches the DOM as HTML: text nodes only, and Plotly's hover text is escaped (format.js).
-import { buildFigure, MARGIN, readout } from "./figure.js";
-import { formatSpan, formatTime, formatValue, labelText, laneUnit } from "./format.js";
-import { formatSpec, hasFlag, orderPinned, parseSpec, withFlag, withKind } from "./spec.js";
+import { buildFigure, clockNote, laneEmpty, laneNotes, MARGIN, noteNumbers, readout } from "./figure.js";
+import { formatSpan, formatTime, labelText, readableColour, unitLabel } from "./format.js";
+import { formatSpec, hasFlag, orderPinned, parseSpec, specProblem, withFlag, withKind } from "./spec.js";
 
 const LIVE_REFRESH_MS = 15000;
 const ZOOM_DEBOUNCE_MS = 200;
 const API = "/timeline/api";
 const ORGS = JSON.parse(document.getElementById("organizations").textContent);
+const WARROOM = JSON.parse(document.getElementById("warroom").textContent);
+const EVENT_PAGE = 500;
+const PAN_FRACTION = 0.25;
 
 const state = {
   from: "now-3h",
@@ -19,15 +22,19 @@ const state = {
   live: false,
   q: "",
   sel: null,
+  align: true,
   ev: { org: "", signal: "", kind: "", severity: "", text: "" },
+  rejected: [],
 };
-const view = { lanes: [], marks: [], hits: [], events: [], highlight: null, window: null, geometry: null };
+const view = { lanes: [], drawn: [], marks: [], hits: [], events: [], highlight: null, window: null, geometry: null,
+  clock: null, evPage: 0, evCursors: [null], dismissed: new Set() };
 let catalogue = null;
 let plotReady = false;
 let inflight = null;
 let zoomTimer = null;
 let liveTimer = null;
 let ignoreRelayout = false;
+let lastDouble = 0;
 const colours = Object.fromEntries(ORGS.map((o) => [o.slug, o.colour]));
 
 const $ = (id) => document.getElementById(id);
@@ -38,7 +45,13 @@ function readUrl() {
   const p = new URLSearchParams(window.location.search);
   state.from = p.get("from") || state.from;
   state.to = p.get("to") || state.to;
-  state.lanes = p.getAll("lane").filter((l) => parseSpec(l));
+  // A lane spec that is not understood is named, with the reason, above the lanes (never dropped unsaid).
+  state.rejected = [];
+  state.lanes = p.getAll("lane").filter((text) => {
+    const why = specProblem(text);
+    if (why) state.rejected.push({ text, why });
+    return !why;
+  });
   // Links made before lane specs named series by id: lanes=12,13 (resolved through the catalogue).
   // A permalink's or an incident's page sends its lane specs as one comma-joined `lanes` parameter.
   const joined = p.get("lanes") || "";
@@ -46,9 +59,11 @@ function readUrl() {
   if (!state.lanes.length && specs.length) state.lanes = specs;
   state.legacySeries = specs.length ? [] : joined.split(",").map(Number).filter((n) => Number.isInteger(n) && n > 0);
   state.incident = Number(p.get("incident")) || null;
-  // Lanes of a permalink this viewer may not read arrive as placeholders (owner/signal, nothing more).
-  state.unsharedLanes = (p.get("unshared_lanes") || "").split(",").map((item) => item.split("/"))
-    .filter((parts) => parts.length === 2 && parts[0] && parts[1]).map(([org, signal]) => ({ org, signal }));
+  // Lanes of a permalink this viewer may not read arrive as placeholders: owner/signal@position.
+  state.unsharedLanes = (p.get("unshared_lanes") || "").split(",").map((item) => /^([a-z][a-z0-9-]*)\/([a-z]+)(?:@(\d+))?$/.exec(item.trim()))
+    .filter(Boolean).map(([, org, signal, at]) => ({ org, signal, at: at === undefined ? null : Number(at) }));
+  state.permalink = /^[A-Za-z0-9]{1,32}$/.test(p.get("permalink") || "") ? p.get("permalink") : null;
+  state.align = !["off", "0", "false", "no"].includes((p.get("align") || "on").toLowerCase());
   state.live = p.get("live") === "1";
   state.q = p.get("q") || "";
   state.sel = p.get("sel") ? Number(p.get("sel")) : null;
@@ -75,7 +90,7 @@ function splitSpecs(text) {
 }
 
 // Parameters this page owns; any other (incident, permalink, …) is kept as it came.
-const OWN_PARAMS = ["from", "to", "lane", "lanes", "live", "q", "sel", ...Object.keys(state.ev).map((k) => `ev_${k}`)];
+const OWN_PARAMS = ["from", "to", "lane", "lanes", "live", "q", "sel", "align", "clock", ...Object.keys(state.ev).map((k) => `ev_${k}`)];
 
 function writeUrl() {
   const p = new URLSearchParams(window.location.search);
@@ -83,6 +98,8 @@ function writeUrl() {
   p.set("from", state.from);
   p.set("to", state.to);
   for (const lane of state.lanes) p.append("lane", lane);
+  for (const { text } of state.rejected) p.append("lane", text);
+  if (!state.align) p.set("align", "off");
   if (state.live) p.set("live", "1");
   if (state.q) p.set("q", state.q);
   if (state.sel) p.set("sel", String(state.sel));
@@ -92,13 +109,28 @@ function writeUrl() {
 }
 
 function windowParams() {
-  return `from=${encodeURIComponent(state.from)}&to=${encodeURIComponent(state.to)}`;
+  return `from=${encodeURIComponent(state.from)}&to=${encodeURIComponent(state.to)}${state.align ? "" : "&align=off"}`;
+}
+
+// The event list pages forward in time: page k starts at the time of the last event of page k-1
+// (events of that very millisecond that page k-1 showed are left out of page k).
+function eventPageParams() {
+  const cursor = view.evCursors[view.evPage];
+  if (!cursor) return windowParams();
+  return `from=${encodeURIComponent(new Date(cursor.t).toISOString())}&to=${encodeURIComponent(state.to)}${state.align ? "" : "&align=off"}`;
 }
 
 // ------------------------------------------------------------------ fetching
 
+// What this page shows, for the owners' audit: the permalink or incident the view came through.
+function viewHeader() {
+  if (state.permalink) return `permalink /i/${state.permalink}${state.incident ? `, incident ${state.incident}` : ""}`;
+  return state.incident ? `incident ${state.incident}` : "war room";
+}
+
 async function getJson(url, signal) {
-  const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" }, signal });
+  const headers = { Accept: "application/json", "X-Jointline-View": viewHeader() };
+  const response = await fetch(url, { credentials: "same-origin", headers, signal });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(body.error || body.detail || `HTTP ${response.status}`);
   return body;
@@ -152,26 +184,41 @@ async function refresh({ reason = "" } = {}) {
   const started = performance.now();
   setStatus(reason ? `${reason}…` : "loading…");
   const lanesUrl = `${API}/lanes?${windowParams()}&width=${plotWidth()}&${state.lanes.map((l) => `lane=${encodeURIComponent(l)}`).join("&")}`;
+  if (view.queriedWindow !== windowParams() || view.queriedFilters !== eventFilterParams()) {
+    view.evPage = 0;
+    view.evCursors = [null];
+  }
   try {
-    const [lanes, events, hits, selected, annotated] = await Promise.all([
+    const [lanes, events, hits, selected, annotated, counted] = await Promise.all([
       getJson(lanesUrl, controller.signal),
-      getJson(`${API}/events?${windowParams()}&limit=500&${eventFilterParams()}`, controller.signal),
+      getJson(`${API}/events?${eventPageParams()}&limit=${EVENT_PAGE + 50}&${eventFilterParams()}`, controller.signal),
       state.q ? getJson(`${API}/events?${windowParams()}&limit=200&q=${encodeURIComponent(state.q)}`, controller.signal) : null,
       state.sel && !findEvent(state.sel) ? getJson(`${API}/events?id=${state.sel}`, controller.signal).catch(() => null) : null,
       state.incident ? getJson(`/api/v1/incidents/${state.incident}/annotations`, controller.signal).catch(() => null) : null,
+      view.familiesWindow !== windowParams() ? getJson(`${API}/catalogue?${windowParams()}`, controller.signal).catch(() => null) : null,
     ]);
     if (controller.signal.aborted) return;
+    if (counted) {
+      view.families = counted.events;
+      view.familiesWindow = windowParams();
+    }
+    view.queriedWindow = windowParams();
+    view.queriedFilters = eventFilterParams();
     view.lanes = lanes.lanes;
+    view.clock = lanes.clock;
     view.marks = [...lanes.marks, ...annotationMarks(annotated)].sort((a, b) => a.t - b.t);
     view.window = { from_ms: lanes.from_ms, to_ms: lanes.to_ms };
-    view.events = events.events;
-    view.eventsMore = events.more;
+    const cursor = view.evCursors[view.evPage];
+    const fresh = cursor ? events.events.filter((e) => !(e.t === cursor.t && cursor.ids.includes(e.id))) : events.events;
+    view.events = fresh.slice(0, EVENT_PAGE);
+    view.eventsMore = events.more || fresh.length > EVENT_PAGE;
     view.hits = hits ? hits.events : [];
     view.hitsMore = hits ? hits.more : false;
     if (selected && selected.events.length) view.selectedEvent = selected.events[0];
     view.highlight = state.sel ? findEvent(state.sel) : null;
     await render();
     const points = Math.max(0, ...view.lanes.map((l) => l.points || 0));
+    document.body.dataset.clock = String((view.clock && view.clock.corrections || []).length);
     setStatus(`${formatSpan(view.window.to_ms - view.window.from_ms)} · ${view.lanes.length} lanes · ` +
       `≤ ${points} points per lane · server ${lanes.server_ms} ms · ${Math.round(performance.now() - started)} ms`);
   } catch (error) {
@@ -194,43 +241,267 @@ function annotationMarks(body) {
   }));
 }
 
-function unsharedItem(colour, text) {
-  const span = document.createElement("span");
-  const dot = document.createElement("span");
-  dot.className = "org-dot";
-  dot.style.background = colour || "#98a2b3";
-  span.append(dot, document.createTextNode(text));
-  return span;
+// ------------------------------------------------------------------ placeholders: what is not shared
+
+function ownOrg(slug) {
+  return slug === OWN_ORG;
 }
 
+function unsharedOf(org, signal) {
+  return (WARROOM.unshared || []).find((u) => u.org === org && u.signal === signal) || null;
+}
+
+function eventsShared(org, signal) {
+  if (ownOrg(org)) return true;
+  const entry = (WARROOM.event_sharing || []).find((e) => e.org === org);
+  return Boolean(entry && (entry.signals.includes("*") || entry.signals.includes(signal)));
+}
+
+// The "request access" link of a placeholder: the sharing page's form, open and filled in.
+function requestUrl(org, signal, families) {
+  const p = new URLSearchParams({ owner: org, signals: signal });
+  const patterns = families.map((f) => f.pattern).filter(Boolean);
+  if (patterns.length) p.set("names", patterns.join(", "));
+  const window = view.window ? `${formatTime(view.window.from_ms)} – ${formatTime(view.window.to_ms)} UTC` : "";
+  const what = families.length ? families.map((f) => f.name).join("; ") : `${signal} data`;
+  p.set("reason", `War room ${window}: we need ${what} of ${org} to see the incident on one timeline.`);
+  return `/sharing/?${p}#request-access`;
+}
+
+// A placeholder lane: drawn where the lane is, with what exists (as the owner announces it) and a way
+// to ask for it. ``families`` narrows what it describes (those matching the lane's metric, if any).
+function placeholderLane({ org, signal, spec = "", kind = "", what = "", index = undefined }) {
+  // Metric families describe series lanes; an event lane stands for the organisation's events.
+  const unshared = ["logs", "spans"].includes(kind) ? null : unsharedOf(org, signal);
+  let families = unshared ? unshared.families : [];
+  const metric = (parseSpec(spec) || {}).what || what;
+  const matching = families.filter((f) => metric && metric.startsWith(f.pattern.replace(/\*$/, "")));
+  if (matching.length) families = matching;
+  const org_ = ORGS.find((o) => o.slug === org);
+  const described = families.length ? families.map((f) => f.text).join("; ")
+    : ["logs", "spans"].includes(kind) ? `${signal} events and logs` : metric || `${signal} data`;
+  return {
+    status: "unshared", kind: kind || "placeholder", spec, _index: index, points: 0,
+    title: { org, org_name: org_ ? org_.name : org, colour: colours[org] || "#98a2b3", signal, what: described, unit: "" },
+    placeholder: { org, signal, families, described, url: requestUrl(org, signal, families) },
+  };
+}
+
+// The lanes as drawn: the server's lanes (in the order of state.lanes), a lane of another organisation
+// that reads nothing because nothing of it is shared turned into a placeholder, and the permalink's
+// placeholders inserted where its lanes were.
+function displayLanes() {
+  const drawn = view.lanes.map((lane, index) => {
+    const spec = parseSpec(lane.spec) || {};
+    const notShared = spec.org && !ownOrg(spec.org) && (
+      (lane.status === "unavailable" && /no series you may read/.test(lane.note || "")) ||
+      (["logs", "spans"].includes(lane.kind) && !eventsShared(spec.org, spec.signal)));
+    if (notShared) return placeholderLane({ org: spec.org, signal: spec.signal, spec: lane.spec, kind: lane.kind, index });
+    return Object.assign(lane, { _index: index });
+  });
+  const linked = [...state.unsharedLanes].sort((a, b) => (a.at ?? Infinity) - (b.at ?? Infinity));
+  for (const item of linked) {
+    const at = item.at === null ? drawn.length : Math.min(item.at, drawn.length);
+    drawn.splice(at, 0, placeholderLane({ org: item.org, signal: item.signal }));
+  }
+  return drawn;
+}
+
+// The summary under the lanes: every family not shared with the viewer, each with its request link.
 function renderUnshared() {
   const box = $("unshared");
-  const unshared = (catalogue && catalogue.unshared) || [];
-  const linked = new Map();
-  for (const { org, signal } of state.unsharedLanes) {
-    const key = `${org} · ${signal}`;
-    linked.set(key, { org, count: (linked.has(key) ? linked.get(key).count : 0) + 1 });
-  }
-  box.hidden = !unshared.length && !linked.size;
+  const unshared = WARROOM.unshared || [];
+  box.hidden = !unshared.length;
   box.replaceChildren();
   if (box.hidden) return;
-  if (linked.size) {
-    const placeholders = document.createElement("div");
-    placeholders.id = "unshared-lanes";
-    placeholders.appendChild(document.createTextNode("Lanes of this link not shared with you: "));
-    for (const [key, { org, count }] of linked) {
-      placeholders.appendChild(unsharedItem(colours[org], `${key}: ${count} lane${count > 1 ? "s" : ""}`));
-    }
-    box.appendChild(placeholders);
-  }
-  if (unshared.length) box.appendChild(document.createTextNode("Not shared with you: "));
+  box.appendChild(document.createTextNode("Not shared with you: "));
   for (const item of unshared) {
-    box.appendChild(unsharedItem(item.colour, `${item.org} · ${item.signal}: ${item.count} series`));
+    const span = document.createElement("span");
+    const dot = document.createElement("span");
+    dot.className = "org-dot";
+    dot.style.background = item.colour || "#98a2b3";
+    const link = document.createElement("a");
+    link.href = requestUrl(item.org, item.signal, item.families);
+    link.textContent = "request access";
+    span.append(dot, document.createTextNode(`${item.org} · ${item.signal}: ${item.families.map((f) => f.text).join("; ")} — `), link);
+    box.appendChild(span);
   }
-  const link = document.createElement("a");
-  link.href = "/sharing/";
-  link.textContent = "request access";
-  box.appendChild(link);
+}
+
+// ------------------------------------------------------------------ notices above the lanes
+
+function notice(key, parts, { dismiss = true } = {}) {
+  const box = document.createElement("div");
+  box.className = "wr-notice";
+  box.dataset.notice = key;
+  for (const part of parts) box.append(typeof part === "string" ? document.createTextNode(part) : part);
+  if (dismiss) {
+    const close = document.createElement("button");
+    close.type = "button";
+    close.className = "link";
+    close.textContent = "dismiss";
+    close.setAttribute("aria-label", "dismiss this notice");
+    close.addEventListener("click", () => {
+      view.dismissed.add(key);
+      renderNotices();
+    });
+    box.appendChild(close);
+  }
+  return box;
+}
+
+function actionButton(text, action) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = text;
+  b.addEventListener("click", action);
+  return b;
+}
+
+function link(text, href) {
+  const a = document.createElement("a");
+  a.href = href;
+  a.textContent = text;
+  return a;
+}
+
+// Lanes of the viewer's own data for the signals of a link it opened, that the link does not show:
+// what the opener adds to a colleague's view (his per-node latency beside her lanes).
+function relatedOwnLanes() {
+  if (!(state.permalink || state.incident) || !catalogue) return [];
+  const inView = state.lanes.map(parseSpec).filter(Boolean);
+  const signals = new Set(inView.map((spec) => spec.signal));
+  const shown = new Set(inView.filter((spec) => ownOrg(spec.org)).map((spec) => spec.what));
+  const capacities = capacityMetrics();
+  return catalogue.series
+    .filter((g) => ownOrg(g.org) && signals.has(g.signal) && !shown.has(g.metric) && !capacities.has(`${g.org}/${g.metric}`))
+    .map((g) => {
+      const kind = g.kinds.includes("band") && g.count > 1 ? "band" : g.kinds.includes("heatmap") ? "heatmap" : g.kinds[0];
+      return { group: g, spec: formatSpec({ kind, org: g.org, signal: g.signal, what: g.metric, labels: [], capacity: kind === "band" || kind === "sum" ? g.capacity || "" : "", flags: [] }) };
+    })
+    .filter((item) => item.spec && !state.lanes.includes(item.spec))
+    .slice(0, 8);
+}
+
+function capacityMetrics() {
+  return new Set(((catalogue && catalogue.series) || []).filter((g) => g.capacity).map((g) => `${g.org}/${g.capacity}`));
+}
+
+function renderNotices() {
+  const box = $("notices");
+  const items = [];
+  if (state.rejected.length && !view.dismissed.has("rejected")) {
+    const list = document.createElement("ul");
+    for (const { text, why } of state.rejected) {
+      const li = document.createElement("li");
+      const code = document.createElement("code");
+      code.textContent = text;
+      li.append(code, document.createTextNode(`: ${why}`));
+      list.appendChild(li);
+    }
+    items.push(notice("rejected", [`${state.rejected.length === 1 ? "A lane" : `${state.rejected.length} lanes`} of the link could not be read and ${state.rejected.length === 1 ? "is" : "are"} not shown:`, list]));
+  }
+  const related = relatedOwnLanes();
+  if (related.length && !view.dismissed.has("related")) {
+    const parts = [`Your own lanes for the signals of this ${state.permalink ? "link" : "incident"}: `];
+    related.forEach((item, i) => {
+      if (i) parts.push(", ");
+      const b = actionButton(`${item.group.metric} (${parseSpec(item.spec).kind})`, () => addLane(item.spec));
+      b.className = "link";
+      b.title = `add ${item.spec}`;
+      parts.push(b);
+    });
+    parts.push(" ", actionButton(`Add ${related.length === 1 ? "it" : `all ${related.length}`}`, () => setLanes([...state.lanes, ...related.map((r) => r.spec)])));
+    items.push(notice("related", parts));
+  }
+  if (view.lanes.length && view.drawn.every((lane) => lane.placeholder || laneEmpty(lane)) && !view.events.length) {
+    const parts = ["No data in this window. "];
+    const latest = WARROOM.latest_ms;
+    if (latest && view.window && (latest < view.window.from_ms || latest > view.window.to_ms)) {
+      const from = new Date(latest - 3 * 3600e3).toISOString();
+      const to = new Date(latest + 60e3).toISOString();
+      parts.push(`The latest data you may read is at ${formatTime(latest)} UTC: `,
+        link("show the 3 hours up to it", `${window.location.pathname}?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`), ". ");
+    }
+    const incidents = WARROOM.incidents || [];
+    if (incidents.length) {
+      parts.push("Open incidents: ");
+      incidents.forEach((incident, i) => {
+        if (i) parts.push(", ");
+        const p = new URLSearchParams({ from: incident.from, to: incident.to || new Date().toISOString(), incident: String(incident.id) });
+        parts.push(link(`${incident.title} (${incident.status})`, `${window.location.pathname}?${p}`));
+      });
+      parts.push(".");
+    }
+    items.push(notice("empty", parts, { dismiss: false }));
+  }
+  if (view.recordedClock && !view.dismissed.has("clock")) {
+    const now = clockKey(view.clock);
+    const then = clockKey(view.recordedClock);
+    if (now !== then) {
+      items.push(notice("clock", [`This link was made with ${describeClock(view.recordedClock)}; the times shown use the corrections in force now: ${describeClock(view.clock)}. `, link("clock page", "/clock/")]));
+    }
+  }
+  box.replaceChildren(...items);
+}
+
+// ------------------------------------------------------------------ clock corrections in force
+
+function correctionText(c) {
+  const who = `${c.org} · ${c.source || "every agent"}${c.labels ? ` {${c.labels}}` : ""}`;
+  const sign = c.offset_ms >= 0 ? "+" : "−";
+  const offset = Math.abs(c.offset_ms) >= 1000 ? `${(Math.abs(c.offset_ms) / 1000).toFixed(2)} s` : `${Math.abs(c.offset_ms)} ms`;
+  const drift = c.drift_ms_per_hour ? `, drift ${c.drift_ms_per_hour} ms/h` : "";
+  const unc = c.uncertainty_ms ? ` ± ${c.uncertainty_ms >= 1000 ? `${(c.uncertainty_ms / 1000).toFixed(2)} s` : `${c.uncertainty_ms} ms`}` : "";
+  return `${who}: ${sign}${offset}${unc}${drift} (${c.origin}${c.method ? `, ${c.method}` : ""})`;
+}
+
+// "−2.7 s", "+46 ms": an offset as short as it reads.
+function shortOffset(ms) {
+  const sign = ms >= 0 ? "+" : "−";
+  return Math.abs(ms) >= 1000 ? `${sign}${(Math.abs(ms) / 1000).toFixed(1)} s` : `${sign}${Math.round(Math.abs(ms))} ms`;
+}
+
+function activeCorrections(clock) {
+  return ((clock && clock.corrections) || []).filter((c) => c.active !== false);
+}
+
+function clockKey(clock) {
+  if (!clock) return "";
+  return `${clock.aligned !== false}|${activeCorrections(clock).map((c) => c.id).sort().join(",")}`;
+}
+
+function describeClock(clock) {
+  if (!clock || clock.aligned === false) return "corrections off";
+  const active = activeCorrections(clock);
+  return active.length ? active.map(correctionText).join("; ") : "no correction";
+}
+
+function renderClock() {
+  const clock = view.clock;
+  const chip = $("clock-chip");
+  const active = activeCorrections(clock);
+  const aligned = !clock || clock.aligned !== false;
+  chip.textContent = !aligned ? "clock: corrections off" : active.length
+    ? `clock: ${active.length} correction${active.length > 1 ? "s" : ""} applied (${active.map((c) => `${c.org} ${shortOffset(c.offset_ms)}`).join(", ")})`
+    : "clock: no corrections";
+  chip.classList.toggle("on", aligned && active.length > 0);
+  const list = $("clock-list");
+  list.replaceChildren(...(active.length ? active : [null]).map((c) => {
+    const li = document.createElement("li");
+    li.textContent = c ? correctionText(c) : "No correction is in force for the data you see.";
+    return li;
+  }));
+  if (clock && clock.ordering_violations && clock.ordering_violations.length) {
+    const li = document.createElement("li");
+    li.className = "error";
+    li.textContent = `${clock.ordering_violations.length}${clock.ordering_more ? "+" : ""} known cause-and-effect pairs in this window appear out of order: a clock is still off`;
+    list.appendChild(li);
+  }
+  $("align").checked = state.align;
+  const recorded = $("clock-recorded");
+  recorded.hidden = !view.recordedClock;
+  if (view.recordedClock) recorded.textContent = `The link recorded: ${describeClock(view.recordedClock)}.`;
 }
 
 function findEvent(id) {
@@ -248,7 +519,8 @@ function findEvent(id) {
 // ------------------------------------------------------------------ rendering
 
 async function render() {
-  const figure = buildFigure({ lanes: view.lanes, marks: view.marks, hits: view.hits, highlight: view.highlight,
+  view.drawn = displayLanes();
+  const figure = buildFigure({ lanes: view.drawn, marks: view.marks, hits: view.hits, highlight: view.highlight,
     window: view.window, colours, width: plotWidth() });
   view.geometry = figure.geometry;
   const plot = $("plot");
@@ -262,6 +534,12 @@ async function render() {
     plotReady = true;
     plot.on("plotly_relayout", onRelayout);
     plot.on("plotly_click", onPlotClick);
+    // Plotly's own double-click in a lane (its reset is off: here it zooms out, as its hint says)
+    plot.on("plotly_doubleclick", () => {
+      if (performance.now() - lastDouble < 400) return;
+      lastDouble = performance.now();
+      zoomOut(2);
+    });
   }
   renderTitles();
   renderEvents();
@@ -269,6 +547,8 @@ async function render() {
   renderMarks();
   renderSelected();
   renderInView();
+  renderNotices();
+  renderClock();
   document.body.dataset.ready = "1";
   document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
   document.body.dataset.window = `${view.window.from_ms},${view.window.to_ms}`;
@@ -301,9 +581,21 @@ function renderTitles() {
     name.className = "wr-title-text";
     const org = document.createElement("b");
     org.textContent = lane.title.org;
-    org.style.color = lane.title.colour;
+    org.style.color = readableColour(lane.title.colour);
+    if (lane.placeholder) {
+      title.classList.add("wr-placeholder");
+      name.append(org, document.createTextNode(` · ${lane.title.signal} · not shared with you: ${lane.placeholder.described}`));
+      const ask = document.createElement("a");
+      ask.className = "wr-request";
+      ask.href = lane.placeholder.url;
+      ask.textContent = "request access";
+      title.append(dot, name, ask);
+      if (lane._index !== undefined) title.appendChild(laneControls(lane.spec, row.index, lane));
+      box.appendChild(title);
+      continue;
+    }
     name.append(org, document.createTextNode(` · ${lane.title.signal} · ${lane.title.what}`));
-    const unit = ["spans", "logs"].includes(lane.kind) ? "" : laneUnit(lane.title.unit, lane.fn);
+    const unit = ["spans", "logs"].includes(lane.kind) || lane.status !== "ok" ? "" : unitLabel(lane);
     if (unit) {
       const unitSpan = document.createElement("span");
       unitSpan.className = "wr-unit";
@@ -311,13 +603,7 @@ function renderTitles() {
       name.appendChild(unitSpan);
     }
     title.append(dot, name);
-    const notes = [lane.note, lane.capacity && lane.capacity.note].filter(Boolean);
-    const levels = (lane.group && lane.group.levels) || [];
-    if (levels.includes("aggregate")) notes.push("shared as a fleet aggregate");
-    else if (levels.includes("redacted")) notes.push(["logs", "spans"].includes(lane.kind) ? "shared without message bodies" : "redacted");
-    if (lane.kind === "heatmap" && lane._zmax) notes.push(`colour 0 – ${formatValue(lane._zmax, laneUnit(lane.title.unit, lane.fn))}`);
-    if (lane.kind === "logs" && lane.mode === "list") notes.push(`${lane.events.length} lines, hover for the message`);
-    const note = notes.join(" · ");
+    const note = laneNotes(lane).join(" · ");
     if (note) {
       const span = document.createElement("span");
       span.className = "wr-note";
@@ -328,13 +614,13 @@ function renderTitles() {
     const value = document.createElement("span");
     value.className = "wr-readout";
     title.appendChild(value);
-    title.appendChild(laneControls(lane.spec, row.index));
+    title.appendChild(laneControls(lane.spec, row.index, lane));
     box.appendChild(title);
     row.readout = value;
   }
 }
 
-function laneControls(spec, index) {
+function laneControls(spec, index, lane = null) {
   const controls = document.createElement("span");
   controls.className = "wr-lane-controls";
   const button = (text, label, action) => {
@@ -350,7 +636,10 @@ function laneControls(spec, index) {
     controls.appendChild(b);
   };
   const parsed = parseSpec(spec);
-  if (parsed.kind === "band") {
+  // Per-node lines exist only where the nodes' series are shared one by one; an aggregate grant
+  // shares the fleet's band only, so the control is not offered there.
+  const levels = (lane && lane.group && lane.group.levels) || [];
+  if (parsed.kind === "band" && !levels.includes("aggregate")) {
     button(hasFlag(spec, "nodes") ? "−nodes" : "+nodes", "per-node lines", () => replaceLane(index, withFlag(spec, "nodes", !hasFlag(spec, "nodes"))));
   }
   button("↑", "move up", () => moveLane(index, -1));
@@ -431,6 +720,25 @@ function zoomOut(factor = 2) {
   const centre = (a + b) / 2;
   const half = ((b - a) * factor) / 2;
   setWindow(centre - half, Math.min(centre + half, state.live ? Date.now() : Infinity), "zoom out");
+}
+
+function zoomIn(factor = 2) {
+  if (!view.window) return;
+  const { from_ms: a, to_ms: b } = view.window;
+  const centre = view.crosshairMs && view.crosshairMs > a && view.crosshairMs < b ? view.crosshairMs : (a + b) / 2;
+  const half = (b - a) / factor / 2;
+  setWindow(centre - half, centre + half, "zoom in");
+}
+
+function pan(fraction) {
+  if (!view.window) return;
+  const { from_ms: a, to_ms: b } = view.window;
+  const shift = (b - a) * fraction;
+  if (state.live) {
+    state.live = false;
+    $("live").checked = false;
+  }
+  setWindow(a + shift, b + shift, "panning");
 }
 
 function centreOn(t) {
@@ -521,19 +829,57 @@ function eventRow(e) {
     cell.appendChild(document.createTextNode(value)); // never parsed as HTML
     row.appendChild(cell);
   });
+  row.tabIndex = 0;
+  row.setAttribute("aria-label", `${formatTime(e.t)} ${e.org} ${e.severity} ${e.name}: select and centre the view on it`);
   row.addEventListener("click", () => selectEvent(e, { centre: true }));
+  row.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      selectEvent(e, { centre: true });
+    }
+  });
   return row;
+}
+
+// How many events the list's filters match in the window, when the catalogue's counts can tell
+// (filters on organisation, signal and kind only); else null.
+function eventTotal() {
+  if (!view.families || state.ev.severity || state.ev.text) return null;
+  return view.families
+    .filter((f) => (!state.ev.org || f.org === state.ev.org) && (!state.ev.signal || f.signal === state.ev.signal) && (!state.ev.kind || f.kind === state.ev.kind))
+    .reduce((sum, f) => sum + f.count, 0);
 }
 
 function renderEvents() {
   const body = $("event-rows");
   body.replaceChildren(...view.events.map(eventRow));
-  $("event-count").textContent = `(${view.events.length}${view.eventsMore ? "+, first shown" : ""})`;
+  const total = eventTotal();
+  const first = view.evPage * EVENT_PAGE;
+  const shown = view.events.length ? `${first + 1}–${first + view.events.length}` : "0";
+  const of = total !== null ? ` of ${total.toLocaleString("en")}` : view.eventsMore || view.evPage ? " of more" : "";
+  $("event-count").textContent = `(${shown}${of}, in time order)`;
+  $("ev-page").textContent = view.evPage || view.eventsMore ? `page ${view.evPage + 1}` : "";
+  $("ev-prev").disabled = view.evPage === 0;
+  $("ev-next").disabled = !view.eventsMore;
+}
+
+function eventPage(delta) {
+  if (delta > 0) {
+    const last = view.events[view.events.length - 1];
+    if (!last) return;
+    view.evCursors[view.evPage + 1] = { t: last.t, ids: view.events.filter((e) => e.t === last.t).map((e) => e.id) };
+  }
+  view.evPage = Math.max(0, view.evPage + delta);
+  refresh({ reason: "events" }).then(() => $("event-rows").closest(".wr-events").scrollIntoView({ block: "nearest" }));
 }
 
 function hitItem(e) {
   const item = document.createElement("li");
   item.dataset.id = String(e.id);
+  item.tabIndex = 0;
+  item.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") selectEvent(e, { centre: true });
+  });
   if (e.id === state.sel) item.classList.add("selected");
   const head = document.createElement("div");
   head.className = "wr-hit-head";
@@ -556,7 +902,18 @@ function renderHits() {
 }
 
 function renderMarks() {
-  $("mark-list").replaceChildren(...view.marks.map(hitItem));
+  const numbers = noteNumbers(view.marks);
+  $("mark-list").replaceChildren(...view.marks.map((m) => {
+    const item = hitItem(m);
+    if (m.annotation) {
+      const number = document.createElement("span");
+      number.className = "wr-note-number";
+      number.textContent = String(numbers.get(m.id));
+      item.querySelector(".wr-hit-head").prepend(number);
+      item.classList.add("wr-annotation");
+    }
+    return item;
+  }));
   const legend = $("legend");
   legend.replaceChildren();
   for (const org of ORGS) {
@@ -596,7 +953,7 @@ function renderSelected() {
   dot.style.background = e.colour;
   meta.append(dot, document.createTextNode(`${e.org} · ${e.signal} · ${e.name} (${e.severity})`));
   const when = document.createElement("div");
-  when.textContent = `${formatTime(e.t)}${e.end_t ? ` – ${formatTime(e.end_t)}` : ""}`;
+  when.textContent = `${formatTime(e.t)}${e.end_t ? ` – ${formatTime(e.end_t)}` : ""}${clockNote(e)}`;
   const where = document.createElement("div");
   where.textContent = labelText(e.resource);
   const message = document.createElement("pre");
@@ -629,7 +986,7 @@ function renderInView() {
       kinds.appendChild(option);
     }
     kinds.addEventListener("change", () => replaceLane(index, withKind(spec, kinds.value)));
-    item.append(label, kinds, laneControls(spec, index));
+    item.append(label, kinds, laneControls(spec, index, lane));
     list.appendChild(item);
   });
 }
@@ -650,11 +1007,16 @@ function renderCatalogue() {
   const box = $("catalogue");
   box.replaceChildren();
   const entries = [];
+  const capacities = capacityMetrics();
   for (const family of catalogue.events) {
+    if (labelFilter.length) continue; // event lanes have no series labels to match
+    if (needle && !`${family.org} ${family.signal} ${family.kind} events`.toLowerCase().includes(needle)) continue;
     entries.push({ org: family.org, signal: family.signal, text: `${family.kind} events (${family.count} in window)`,
       kinds: family.with_duration ? ["spans", "logs"] : ["logs"], make: (kind) => formatSpec({ kind, org: family.org, signal: family.signal, what: "", labels: [], capacity: "", flags: [] }) });
   }
   for (const group of catalogue.series) {
+    // A capacity is drawn with the lane it bounds (dashed), not as a lane of its own.
+    if (capacities.has(`${group.org}/${group.metric}`)) continue;
     const haystack = `${group.org} ${group.signal} ${group.metric} ${Object.entries(group.labels).map(([k, vs]) => vs.map((v) => `${k}=${v}`).join(" ")).join(" ")}`.toLowerCase();
     if (needle && !haystack.includes(needle)) continue;
     if (labelFilter.length && !labelFilter.every(([k, v]) => (group.labels[k] || []).includes(v))) continue;
@@ -771,7 +1133,38 @@ function bindControls() {
     });
   }
   $("zoom-out").addEventListener("click", () => zoomOut(2));
-  $("figure").addEventListener("dblclick", () => zoomOut(2));
+  // Double-click zooms out anywhere on the lanes (Plotly's own double-click, which it hints at, is off).
+  const doubleClick = () => {
+    if (performance.now() - lastDouble < 400) return;
+    lastDouble = performance.now();
+    zoomOut(2);
+  };
+  // While Plotly drags, a cover it lays over the page takes the mouse-up, so a double-click in a lane
+  // reaches the document, not the figure: it counts where the pointer is.
+  document.addEventListener("dblclick", (event) => {
+    const r = $("figure").getBoundingClientRect();
+    if (event.clientX >= r.left && event.clientX <= r.right && event.clientY >= r.top && event.clientY <= r.bottom) doubleClick();
+  });
+  for (const id of ["from", "to"]) {
+    $(id).addEventListener("keydown", (event) => {
+      if (event.key === "Enter") $("apply").click();
+    });
+  }
+  $("figure").addEventListener("keydown", onFigureKey);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") closePanels();
+  });
+  $("ev-prev").addEventListener("click", () => eventPage(-1));
+  $("ev-next").addEventListener("click", () => eventPage(1));
+  $("clock-chip").addEventListener("click", () => {
+    const panel = $("clock-panel");
+    panel.hidden = !panel.hidden;
+    $("clock-chip").setAttribute("aria-expanded", String(!panel.hidden));
+  });
+  $("align").addEventListener("change", () => {
+    state.align = $("align").checked;
+    refresh({ reason: state.align ? "clock corrections on" : "clock corrections off" });
+  });
   $("live").addEventListener("change", () => {
     setLive($("live").checked);
     refresh({ reason: "live" });
@@ -826,6 +1219,34 @@ function bindControls() {
   }).observe($("figure"));
 }
 
+// Keys on the lanes: arrows pan a quarter of the window, + and − zoom by two, Home / End jump a window.
+function onFigureKey(event) {
+  if (event.target.closest("button, a, input, select")) return;
+  const keys = { ArrowLeft: () => pan(-PAN_FRACTION), ArrowRight: () => pan(PAN_FRACTION), "+": () => zoomIn(2), "=": () => zoomIn(2),
+    "-": () => zoomOut(2), "−": () => zoomOut(2), _: () => zoomOut(2), PageUp: () => pan(-1), PageDown: () => pan(1) };
+  const action = keys[event.key];
+  if (!action) return;
+  event.preventDefault();
+  action();
+}
+
+// Escape closes what is open: the forms, the clock panel, the lane picker, then the selection.
+function closePanels() {
+  const open = [["incident-form", () => toggleForm("incident-form", false)], ["annotate-form", () => toggleForm("annotate-form", false)],
+    ["clock-panel", () => { $("clock-panel").hidden = true; $("clock-chip").setAttribute("aria-expanded", "false"); }],
+    ["picker", () => $("toggle-picker").click()]].filter(([id]) => !$(id).hidden);
+  if (open.length) {
+    for (const [, close] of open) close();
+    return;
+  }
+  if (state.sel) {
+    state.sel = null;
+    view.highlight = null;
+    writeUrl();
+    render();
+  }
+}
+
 // ------------------------------------------------------------------ incidents, annotations, permalinks
 
 const ROLE = document.querySelector(".wr-controls").dataset.role || "";
@@ -873,17 +1294,40 @@ async function copyPermalink() {
   }
 }
 
-// Every organisation with a lane in view takes part (the server adds the creator's own).
+// Every organisation with a lane in view is invited by default (the server adds the creator's own);
+// the form lists all the others, to invite whoever is needed.
 function viewOrganisations() {
   const slugs = new Set(state.lanes.map((l) => parseSpec(l)).filter(Boolean).map((s) => s.org));
   slugs.delete(OWN_ORG);
   return [...slugs].filter((slug) => slug in colours).sort();
 }
 
+function fillParticipants() {
+  const box = $("incident-participants");
+  const legend = box.querySelector("legend");
+  const inView = new Set(viewOrganisations());
+  const boxes = ORGS.filter((o) => !ownOrg(o.slug)).map((o) => {
+    const label = document.createElement("label");
+    const input = document.createElement("input");
+    input.type = "checkbox";
+    input.name = "participants";
+    input.value = o.slug;
+    input.checked = inView.has(o.slug);
+    label.append(input, document.createTextNode(` ${o.slug}`));
+    label.title = o.name;
+    return label;
+  });
+  box.replaceChildren(legend, ...boxes);
+}
+
+function chosenParticipants() {
+  return [...document.querySelectorAll("#incident-participants input:checked")].map((i) => i.value);
+}
+
 async function createIncident(title) {
   const linked = linkState();
   const incident = await postJson("/api/v1/incidents", {
-    title, window_start: linked.from, window_end: linked.to, participants: viewOrganisations(), lanes: linked.lanes,
+    title, window_start: linked.from, window_end: linked.to, participants: chosenParticipants(), lanes: linked.lanes,
   });
   state.from = linked.from;
   state.to = linked.to;
@@ -911,6 +1355,7 @@ function bindIncidentControls() {
   $("create-incident").hidden = !CAN_WRITE;
   $("annotate").hidden = !(CAN_WRITE && state.incident);
   $("create-incident").addEventListener("click", () => {
+    if ($("incident-form").hidden) fillParticipants();
     toggleForm("incident-form", $("incident-form").hidden);
     if (!$("incident-form").hidden) $("incident-new-title").focus();
   });
@@ -959,6 +1404,20 @@ function bindIncidentControls() {
   });
 }
 
+// The clock a permalink recorded when it was made, to say when the corrections in force differ.
+async function recordedClock(id) {
+  try {
+    const link = await getJson(`/api/v1/permalinks/${encodeURIComponent(id)}`);
+    view.recordedClock = link.state && link.state.clock ? link.state.clock : null;
+    if (view.geometry) {
+      renderNotices();
+      renderClock();
+    }
+  } catch {
+    view.recordedClock = null;
+  }
+}
+
 // The incident this view belongs to (from a permalink): its title, linking back to its page.
 async function showIncident(id) {
   try {
@@ -991,7 +1450,10 @@ async function main() {
   }
   if (!state.lanes.length && catalogue.from_series && catalogue.from_series.length) state.lanes = catalogue.from_series;
   if (!state.lanes.length) state.lanes = catalogue.defaults;
+  view.families = catalogue.events;
+  view.familiesWindow = windowParams();
   renderUnshared();
+  if (state.permalink) recordedClock(state.permalink);
   state.lanes = orderPinned(state.lanes);
   if (state.live) setLive(true);
   if (state.incident) showIncident(state.incident);
