@@ -96,6 +96,7 @@ def test_a_second_run_changes_nothing(long_and_short):
     before = partitions()
     again = retention_apply(now_us=NOW_US)
     assert again.as_dict() == {
+        "rollups_deleted": {},
         "partitions_dropped": [],
         "samples_deleted": {},
         "events_deleted": {},
