@@ -1,30 +1,87 @@
-"""Compression of JSON answers (the war room's lanes are ~700 KB of JSON, ~5x smaller gzipped).
+"""Compression of dynamic answers: gzip for JSON and text, never where BREACH could read a secret.
 
-Only JSON is compressed. Pages are not: they carry the CSRF token and may reflect input, the pair
-BREACH reads back through compressed lengths. JSON answers carry no CSRF token, and a cross-site page
-cannot read them with the viewer's session: the session cookie is ``SameSite=Lax`` (sent on top-level
-navigations only) and read tokens travel in a header no other site can set. Django's gzip also gives
-every answer a random-length header (its BREACH mitigation), which is kept here.
+BREACH recovers a secret from the compressed length of answers that carry the secret together with
+input the attacker chose, the attacker making the victim's browser send request after request (with
+its cookies) while watching the lengths on the wire. Jointline's answers carry other organisations'
+data and, in pages, the CSRF token; log lines, labels and query parameters are attacker input. So:
+
+* **Pages that carry a CSRF token are never compressed** (every signed-in page does: its sign-out
+  form). They are a few KiB; the bytes are in the API answers and static files.
+* **JSON and other text answers are gzip-compressed** (level 6, with Django's random-length gzip
+  header, its own BREACH mitigation), unless the request carries the session cookie and the browser
+  says another site caused it (``Sec-Fetch-Site: cross-site`` or ``same-site``): the answer to a page
+  of another site that navigates to an API URL with the viewer's session goes out uncompressed. The
+  war room's own requests (``same-origin``), a URL the viewer typed (``none``) and read tokens (a
+  header no other site can set; no cookie) are compressed. A browser too old to send
+  ``Sec-Fetch-Site`` is compressed for.
+* Streaming answers (files) and answers that already have a ``Content-Encoding`` pass untouched:
+  static files are compressed once at ``collectstatic`` (config/staticfiles.py), the live lanes cache
+  keeps its entries compressed (timeline/lane_cache.py, which asks :func:`gzip_allowed` too).
+
+docs/decisions/0006-response-compression.md has the measured sizes and costs.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
-from django.middleware.gzip import GZipMiddleware
+from django.middleware.gzip import GZipMiddleware, re_accepts_gzip
+from django.utils.cache import patch_vary_headers
+
+# Sec-Fetch-Site values of a request another site's page caused (a sibling subdomain may be hostile).
+_OTHER_SITES = frozenset({"cross-site", "same-site"})
+_TEXT_TYPES = frozenset({"application/xml", "application/javascript", "image/svg+xml"})
 
 
 def is_json(response: HttpResponseBase) -> bool:
     """``application/json`` or a ``+json`` type (``application/problem+json``)."""
-    media = response.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    media = _media_type(response)
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-class JsonGZipMiddleware(GZipMiddleware):
-    """Django's ``GZipMiddleware`` for JSON answers only; every other answer passes untouched.
+def gzip_allowed(request: HttpRequest) -> bool:
+    """The client accepts gzip, and no other site can have sent this request with the viewer's session."""
+    if not re_accepts_gzip.search(request.META.get("HTTP_ACCEPT_ENCODING", "")):
+        return False
+    if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+        return True
+    return request.META.get("HTTP_SEC_FETCH_SITE", "").strip().lower() not in _OTHER_SITES
 
-    Place it above every middleware that reads or changes the body (it compresses on the way out)."""
+
+def carries_csrf_token(response: HttpResponseBase) -> bool:
+    """Whether rendering this answer used the CSRF token (``{% csrf_token %}``, ``get_token``).
+
+    Django's ``CsrfViewMiddleware`` (below the compression middleware) sets the CSRF cookie on every
+    answer whose request read the token, so the cookie on the answer is the sign."""
+    return settings.CSRF_COOKIE_NAME in response.cookies
+
+
+def compressible(response: HttpResponseBase) -> bool:
+    """JSON, or another text type without a CSRF token in it; not streamed, not encoded already."""
+    if response.streaming or response.has_header("Content-Encoding"):
+        return False
+    if is_json(response):
+        return True
+    media = _media_type(response)
+    return (media.startswith("text/") or media in _TEXT_TYPES) and not carries_csrf_token(response)
+
+
+class ResponseGZipMiddleware(GZipMiddleware):
+    """Django's ``GZipMiddleware`` under the rules above; every other answer passes untouched.
+
+    Place it above every middleware that reads or changes the body (it compresses on the way out) and
+    above ``CsrfViewMiddleware`` (it reads the CSRF cookie that one sets)."""
 
     def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
-        if not is_json(response):
+        if not compressible(response):
+            return response
+        if settings.SESSION_COOKIE_NAME in request.COOKIES:
+            patch_vary_headers(response, ("Sec-Fetch-Site",))
+        if not gzip_allowed(request):
+            patch_vary_headers(response, ("Accept-Encoding",))
             return response
         return super().process_response(request, response)
+
+
+def _media_type(response: HttpResponseBase) -> str:
+    return response.get("Content-Type", "").split(";", 1)[0].strip().lower()

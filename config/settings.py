@@ -56,8 +56,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "ops.middleware.ProbeMiddleware",
     "ops.middleware.ApiMetricsMiddleware",
-    # JSON answers only (pages carry CSRF tokens: BREACH); above everything that writes the body.
-    "config.compression.JsonGZipMiddleware",
+    # gzip for JSON and text, not for pages with a CSRF token nor cross-site requests with the session
+    # (BREACH: config/compression.py); above everything that writes the body, and above CSRF.
+    "config.compression.ResponseGZipMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "config.security_headers.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -131,9 +132,14 @@ STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # Plotly.js is served from the plotly package itself: no CDN, no front-end build.
 STATICFILES_DIRS = [("vendor/plotly", Path(plotly.__file__).parent / "package_data")]
+STATICFILES_FINDERS = [
+    "config.staticfiles.StaticDirsFinder",  # STATICFILES_DIRS without plotly's unused data
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+]
+# Hashed names and gzip copies, written by collectstatic (Docker image, quickstart): config/staticfiles.py.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "config.staticfiles.HashedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
 

@@ -40,7 +40,6 @@ import hashlib
 import hmac
 import logging
 import math
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.text import compress_string
 from rest_framework.renderers import JSONRenderer
 
-from config.compression import JsonGZipMiddleware
+from config.compression import ResponseGZipMiddleware, gzip_allowed
 from orgs.access import Scope
 from timeline.selectors import QueryError, Window, parse_instant
 
@@ -71,7 +70,6 @@ WAIT_S = 30.0
 POLL_S = 0.05
 # Answers larger than this (compressed) are not worth a round trip to the cache.
 MAX_ENTRY_BYTES = 16 * 2**20
-_ACCEPTS_GZIP = re.compile(r"\bgzip\b")
 # Two reference clocks, far apart, for telling a relative instant ("now-3h") from an absolute one.
 _REF_A, _REF_B = 1_000_000_000_000_000, 2_000_000_000_000_000
 
@@ -167,7 +165,7 @@ def _compute(scope: Scope, compute: Callable[[], dict]) -> Entry:
     noted = len(scope.reads)
     body = JSONRenderer().render(compute())
     # As GZipMiddleware compresses: level 6, a random-length gzip header (its BREACH mitigation).
-    compressed = compress_string(body, max_random_bytes=JsonGZipMiddleware.max_random_bytes)
+    compressed = compress_string(body, max_random_bytes=ResponseGZipMiddleware.max_random_bytes)
     return Entry(compressed, tuple(scope.reads[noted:]), time.time())
 
 
@@ -215,12 +213,12 @@ def cached_answer(scope: Scope, key: str, compute: Callable[[], dict]) -> tuple[
 def respond(request: HttpRequest, scope: Scope, key: str, compute: Callable[[], dict]) -> HttpResponse:
     """The lanes answer of ``key`` as an HTTP response: gzip-compressed for a client that accepts it."""
     entry, how = cached_answer(scope, key, compute)
-    if _ACCEPTS_GZIP.search(request.META.get("HTTP_ACCEPT_ENCODING", "")):
+    if gzip_allowed(request):
         response = HttpResponse(entry.body, content_type="application/json")
         response["Content-Encoding"] = "gzip"
     else:
         response = HttpResponse(gzip.decompress(entry.body), content_type="application/json")
-    patch_vary_headers(response, ("Accept-Encoding",))
+    patch_vary_headers(response, ("Accept-Encoding", "Sec-Fetch-Site"))
     response["X-Jointline-Cache"] = how
     if how != "miss":
         response["Age"] = str(max(0, int(time.time() - entry.created)))

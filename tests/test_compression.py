@@ -1,0 +1,196 @@
+"""Compressed answers: gzip JSON, pages with a CSRF token never, hashed and precompressed static files.
+
+The rules are config/compression.py's and config/staticfiles.py's; the measured sizes are in
+docs/decisions/0006-response-compression.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import plotly
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from core.timeparse import format_rfc3339
+from tests.conftest import bearer_client, nic_batch, post_body
+from tests.timeline.test_lanes import HOUR, S, gauge, write
+from timeline.models import Series
+from timeline.services import incident_create
+
+pytestmark = pytest.mark.services
+
+T0 = 1_781_481_600 * S  # 2026-06-15T00:00:00Z
+WINDOW = {"from": format_rfc3339(T0), "to": format_rfc3339(T0 + 2 * HOUR)}
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+@pytest.fixture
+def slots(org_a) -> list[int]:
+    """Four gauge series of A over two hours: enough JSON for compression to pay."""
+    write(
+        org_a,
+        series=[
+            gauge("nfs_rpc_slots_in_use", {"node": f"node-{n:02d}"}, [(i * 7 + n) % 128 for i in range(480)])
+            for n in range(1, 5)
+        ],
+    )
+    return sorted(
+        Series.unscoped.filter(org=org_a, metric="nfs_rpc_slots_in_use").values_list("pk", flat=True)
+    )
+
+
+def _decoded(response) -> bytes:
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    return gzip.decompress(body) if response.get("Content-Encoding") == "gzip" else body
+
+
+# ----------------------------------------------------------------------------- JSON
+
+
+def test_api_lanes_with_a_read_token_come_back_gzipped_and_decode_to_the_same_json(read_token_a, slots):
+    reader = bearer_client(read_token_a)
+    params = {**WINDOW, "series": ",".join(map(str, slots)), "width": 400}
+    plain = reader.get("/api/v1/lanes", params)
+    packed = reader.get("/api/v1/lanes", params, HTTP_ACCEPT_ENCODING="gzip, deflate, br")
+    assert plain.status_code == packed.status_code == 200
+    assert "Content-Encoding" not in plain
+    assert packed["Content-Encoding"] == "gzip" and "Accept-Encoding" in packed["Vary"]
+    assert len(packed.content) < len(plain.content) / 3
+    unpacked = json.loads(gzip.decompress(packed.content))
+    unpacked.pop("server_ms", None)
+    expected = plain.json()
+    expected.pop("server_ms", None)
+    assert unpacked == expected and len(unpacked["lanes"]) == 4
+    # A read token is a header no other site can make a browser send: compressed whatever the site.
+    cross = reader.get("/api/v1/lanes", params, HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE="cross-site")
+    assert cross["Content-Encoding"] == "gzip"
+
+
+def test_war_room_json_is_compressed_for_its_own_page_and_not_for_another_sites(client_a, slots):
+    params = {**WINDOW, "lane": "line:modeldev/storage/nfs_rpc_slots_in_use", "width": 400}
+    own = client_a.get(
+        "/timeline/api/lanes", params, HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE="same-origin"
+    )
+    assert own.status_code == 200 and own["Content-Encoding"] == "gzip"
+    assert "Sec-Fetch-Site" in own["Vary"]
+    typed = client_a.get(
+        "/timeline/api/lanes", params, HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE="none"
+    )
+    assert typed["Content-Encoding"] == "gzip"
+    for site in ("cross-site", "same-site"):
+        # Another site's page navigating to the URL with the viewer's session (BREACH's setting).
+        response = client_a.get(
+            "/timeline/api/lanes", params, HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE=site
+        )
+        assert response.status_code == 200 and "Content-Encoding" not in response, site
+        body, reference = response.json(), json.loads(gzip.decompress(own.content))
+        assert body["lanes"] == reference["lanes"]
+
+
+def test_the_live_lanes_cache_follows_the_same_rule(client_a, org_a):
+    write(
+        org_a,
+        series=[gauge("nfs_rpc_slots_in_use", {"node": "node-01"}, [40.0 + i % 7 for i in range(400)])],
+    )
+    live = {"from": "now-3h", "to": "now", "lane": "line:modeldev/storage/nfs_rpc_slots_in_use", "width": 10}
+    own = client_a.get(
+        "/timeline/api/lanes", live, HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE="same-origin"
+    )
+    assert own["Content-Encoding"] == "gzip" and own["X-Jointline-Cache"] == "miss"
+    cross = client_a.get(
+        "/timeline/api/lanes", live, HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE="cross-site"
+    )
+    assert cross["X-Jointline-Cache"] == "hit" and "Content-Encoding" not in cross
+    assert cross.content == gzip.decompress(own.content)
+
+
+# ----------------------------------------------------------------------------- pages
+
+
+def test_pages_with_a_csrf_token_are_never_compressed_and_a_report_without_one_is(client_a, member_a):
+    for page in ("/timeline/", "/sharing/", "/incidents/"):
+        response = client_a.get(page, HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE="same-origin")
+        assert response.status_code == 200 and "csrfmiddlewaretoken" in response.content.decode(), page
+        assert "Content-Encoding" not in response, page
+    login = APIClient().get("/login/", HTTP_ACCEPT_ENCODING="gzip")
+    assert login.status_code == 200 and "Content-Encoding" not in login
+    incident = incident_create(
+        user=member_a, title="slow init", window_start=T0, window_end=T0 + HOUR, participants=[]
+    )
+    report = client_a.get(
+        f"/api/v1/incidents/{incident.pk}/export.html",
+        HTTP_ACCEPT_ENCODING="gzip",
+        HTTP_SEC_FETCH_SITE="none",
+    )
+    assert report.status_code == 200 and report["Content-Type"].startswith("text/html")
+    assert report["Content-Encoding"] == "gzip" and b"slow init" in gzip.decompress(report.content)
+
+
+# ----------------------------------------------------------------------------- static files
+
+
+def test_collected_static_files_are_hashed_immutable_and_served_gzipped(client_a, tmp_path):
+    with override_settings(STATIC_ROOT=tmp_path / "static"):
+        call_command("collectstatic", interactive=False, verbosity=0)
+        assert not (tmp_path / "static" / "vendor" / "plotly" / "widgetbundle.js").exists()
+        page = client_a.get("/timeline/").content.decode()
+        plotly_url = re.search(r'src="(/static/vendor/plotly/plotly\.min\.[0-9a-f]{12}\.js)"', page).group(1)
+        module_url = re.search(r'src="(/static/timeline/timeline\.[0-9a-f]{12}\.js)"', page).group(1)
+
+        browser = APIClient()  # static files need no session
+        response = browser.get(plotly_url, HTTP_ACCEPT_ENCODING="gzip, deflate, br")
+        assert response.status_code == 200 and response["Content-Encoding"] == "gzip"
+        assert "immutable" in response["Cache-Control"] and "Accept-Encoding" in response["Vary"]
+        body = b"".join(response.streaming_content)
+        assert len(body) < PLOTLY_JS.stat().st_size / 3
+        assert gzip.decompress(body) == PLOTLY_JS.read_bytes()
+        plain = browser.get(plotly_url)
+        assert "Content-Encoding" not in plain and b"".join(plain.streaming_content) == PLOTLY_JS.read_bytes()
+
+        # The modules import each other by hashed name, so a changed module changes its importers' names.
+        module = _decoded(browser.get(module_url, HTTP_ACCEPT_ENCODING="gzip")).decode()
+        imported = re.findall(r'from "\./([\w.]+)"', module)
+        assert imported and all(re.fullmatch(r"\w+\.[0-9a-f]{12}\.js", name) for name in imported)
+        for name in imported:
+            dependency = browser.get(f"/static/timeline/{name}", HTTP_ACCEPT_ENCODING="gzip")
+            assert dependency.status_code == 200 and "immutable" in dependency["Cache-Control"], name
+
+
+def test_without_collected_files_pages_link_the_plain_names(client_a, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with override_settings(STATIC_ROOT=tmp_path / "empty"):
+        page = client_a.get("/timeline/").content.decode()
+        assert 'src="/static/vendor/plotly/plotly.min.js"' in page
+        served = APIClient().get("/static/vendor/plotly/plotly.min.js")
+        assert served.status_code == 200
+
+
+# ----------------------------------------------------------------------------- pushes
+
+
+def test_push_endpoints_still_accept_gzip_bodies(pusher_a, read_token_a, org_a):
+    body = gzip.compress(json.dumps(nic_batch(points=40)).encode())
+    response = post_body(
+        pusher_a,
+        "/api/v1/push",
+        body,
+        "application/json",
+        HTTP_CONTENT_ENCODING="gzip",
+        HTTP_ACCEPT_ENCODING="gzip",
+    )
+    assert response.status_code == 202, _decoded(response)
+    assert json.loads(_decoded(response))["status"] in {"accepted", "applied"}
+    series = Series.unscoped.get(org=org_a, metric="node_network_receive_bytes_total")
+    start = 1_781_485_200
+    lanes = bearer_client(read_token_a).get(
+        "/api/v1/lanes",
+        {"series": series.pk, "from": start, "to": start + 40 * 15, "width": 40, "fn": "value"},
+        HTTP_ACCEPT_ENCODING="gzip",
+    )
+    assert sum(json.loads(_decoded(lanes))["lanes"][0]["count"]) == 40
