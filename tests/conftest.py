@@ -38,7 +38,8 @@ def _clear_cache():
 
 @pytest.fixture(autouse=True)
 def _empty_store_after_transactional_tests(request):
-    """Sample and event tables are not Django-managed, so Django's flush leaves them; empty them here."""
+    """Sample, event and rollup tables are not Django-managed, so Django's flush leaves them; empty them
+    here."""
     marker = request.node.get_closest_marker("django_db")
     transactional = marker is not None and marker.kwargs.get("transaction", False)
     transactional = (
@@ -48,9 +49,13 @@ def _empty_store_after_transactional_tests(request):
     if transactional:
         from django.db import connection
 
+        from timeline.store.rollups import DIRTY, ROLLUPS
+
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM timeline_sample")
             cursor.execute("DELETE FROM timeline_event")
+            for table in (DIRTY, *(table for _width, table in ROLLUPS)):
+                cursor.execute(f"DELETE FROM {table}")
 
 
 @pytest.fixture
