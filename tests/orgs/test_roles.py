@@ -33,4 +33,3 @@ def test_a_role_allows_what_is_at_or_below_it(org_a, has, needs, allowed):
 def test_someone_of_no_organisation_may_write_nothing(db):
     with pytest.raises(PermissionDenied, match="only people of an organisation can change incidents"):
         require_role(AnonymousUser(), Role.VIEWER, action="change incidents")
-
