@@ -140,8 +140,9 @@ def quickstart(database_url: str, data_dir: Path, env: dict[str, str]) -> str:
     started = time.perf_counter()
     output = _harness.manage(["quickstart", "--no-serve", "--no-progress"], env, timeout_s=1800)
     print(f"quickstart: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    (data_dir / "reference-url").write_text(reference_query(output))
-    return reference_query(output)
+    query = reference_query(output)
+    (data_dir / "reference-url").write_text(query)
+    return query
 
 
 def reference_query(quickstart_output: str) -> str:
