@@ -71,9 +71,14 @@ def ceil_to(ts: int, width: int) -> int:
     return -((-ts) // width) * width
 
 
+MERGE_GAP_BUCKETS = 60  # touched buckets this close are refreshed as one range (sparse scrapes)
+
+
 def touched_ranges(series_ts: Iterable[tuple[int, Sequence[int]]], width: int) -> list[tuple[int, int, int]]:
-    """``(series id, lo, hi)`` ranges of whole buckets of ``width`` covering the given sample times, one
-    per run of adjacent touched buckets: what a write must recompute."""
+    """``(series id, lo, hi)`` ranges of whole buckets of ``width`` covering the given sample times: what
+    a write must recompute. Touched buckets less than :data:`MERGE_GAP_BUCKETS` apart share a range
+    (recomputing the untouched buckets between them gives the rows they already have), so a 5 min
+    scrape queues one range per series and batch, not one per sample."""
     buckets: dict[int, set[int]] = {}
     for series_id, ts in series_ts:
         if len(ts):
@@ -83,7 +88,7 @@ def touched_ranges(series_ts: Iterable[tuple[int, Sequence[int]]], width: int) -
     for series_id in sorted(buckets):
         run_lo = run_hi = None
         for bucket in sorted(buckets[series_id]):
-            if run_hi is not None and bucket == run_hi:
+            if run_hi is not None and bucket <= run_hi + MERGE_GAP_BUCKETS * width:
                 run_hi = bucket + width
                 continue
             if run_lo is not None:
