@@ -738,25 +738,8 @@ class StoreBackend:
             return None
         width, table = chosen
         stale = self.stale_from(ids, start=lo, end=hi)
-        if stale is not None:
-            hi_rolled = rollups.floor_to(stale, width)  # raw from the first stale bucket on
-            if hi_rolled - rollups.ceil_to(lo, width) < width:
-                return None
-            return rollups.combine_sql(
-                table,
-                width,
-                ids,
-                origin=origin,
-                step=hints.step,
-                lo=lo,
-                hi=hi,
-                lookback=0 if bounded else lookback,
-                rate=hints.rate,
-                ordered=hints.ordered,
-                least=self.least,
-                greatest=self.greatest,
-                rolled_until=hi_rolled,
-            )
+        # raw from the first bucket waiting for its refresh on (combine_sql: None if no whole bucket is left)
+        rolled_until = None if stale is None else rollups.floor_to(stale, width)
         return rollups.combine_sql(
             table,
             width,
@@ -770,6 +753,7 @@ class StoreBackend:
             ordered=hints.ordered,
             least=self.least,
             greatest=self.greatest,
+            rolled_until=rolled_until,
         )
 
     def _sample_sql(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple[str, list]:
