@@ -47,15 +47,9 @@ def _empty_store_after_transactional_tests(request):
     )
     yield
     if transactional:
-        from django.db import connection
+        from tests.store_rows import empty_store_tables
 
-        from timeline.store.rollups import DIRTY, ROLLUPS
-
-        with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM timeline_sample")
-            cursor.execute("DELETE FROM timeline_event")
-            for table in (DIRTY, *(table for _width, table in ROLLUPS)):
-                cursor.execute(f"DELETE FROM {table}")
+        empty_store_tables()
 
 
 @pytest.fixture

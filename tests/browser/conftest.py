@@ -189,9 +189,9 @@ def _apply_clock_estimates(orgs: dict, start_us: int, end_us: int) -> None:
 def _empty_store() -> None:
     from django.db import connection
 
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM timeline_sample")
-        cursor.execute("DELETE FROM timeline_event")
+    from tests.store_rows import empty_store_tables
+
+    empty_store_tables()
     connection.close()  # a session-level connection would keep the test database from being dropped
 
 

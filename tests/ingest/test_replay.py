@@ -16,6 +16,7 @@ from ingest.scenario_loading import ORGANISATIONS
 from orgs.models import Organization
 from orgs.services import organization_create, token_create
 from tests.ingest.test_worker import broker, wait_until  # noqa: F401 (fixture)
+from tests.store_rows import empty_store_tables
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 SMALL = ["--compact", "--nodes", "22", "--training-nodes", "20", "--no-progress"]
@@ -46,9 +47,7 @@ def store_digest() -> tuple[int, int, str]:
 
 
 def empty_store() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM timeline_sample")
-        cursor.execute("DELETE FROM timeline_event")
+    empty_store_tables()
     IngestBatch.objects.all().delete()
 
 

@@ -247,10 +247,11 @@ def test_the_day_span_and_the_age_follow_the_settings(pusher_a, settings):
     settings.JOINTLINE_PUSH_MAX_DAYS = 2
     settings.JOINTLINE_PUSH_MAX_AGE_DAYS = 5
     document = native()
-    document["events"][0]["ts"] = now_us() - 2 * DAY_US
-    document["series"][0]["points"][0][0] = now_us() - DAY_US
+    now = now_us()  # three points whole days apart fall on three UTC days at any time of day
+    document["series"][0]["points"] = [[now - DAY_US, 1.0], [now - 3 * DAY_US, 2.0]]
+    document["events"][0]["ts"] = now - 2 * DAY_US
     assert refused(push(pusher_a, document), "$").endswith("a push may span at most 2")
-    document["events"][0]["ts"] = now_us() - 6 * DAY_US
+    document["events"][0]["ts"] = now - 6 * DAY_US
     assert "(5 days, oldest accepted" in refused(push(pusher_a, document), "events[0].ts")
 
 

@@ -7,7 +7,7 @@ import functools
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from core.records import Batch
 from ingest.scenario import ScenarioConfig, generate
@@ -15,6 +15,7 @@ from ingest.scenario_loading import ORGANISATIONS
 from orgs.access import Scope
 from orgs.models import Level, Organization
 from orgs.services import grant_create, organization_create
+from tests.store_rows import empty_store_tables
 from tests.timeline.test_recovery import client_of
 from timeline.analysis import checkpoint
 from timeline.store import get_store
@@ -58,9 +59,8 @@ def stored_profiles(django_db_setup, django_db_blocker):
                 with transaction.atomic():
                     get_store().write_batch(org_id=orgs[org].pk, batch=batch)
     yield
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute("DELETE FROM timeline_sample")
-        cursor.execute("DELETE FROM timeline_event")
+    with django_db_blocker.unblock():
+        empty_store_tables()
         Organization.objects.all().delete()
 
 
