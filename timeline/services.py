@@ -12,8 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.timeparse import TimestampError, format_rfc3339, now_us, parse_timestamp
-from orgs.access import Scope
-from orgs.models import Organization
+from orgs.access import Scope, require_role
+from orgs.models import Organization, Role
 from timeline.models import (
     Annotation,
     Incident,
@@ -26,20 +26,6 @@ from timeline.models import (
 )
 
 SHORT_ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"
-
-
-def _membership(user):
-    membership = getattr(user, "membership", None)
-    if membership is None:
-        raise PermissionDenied("only people of an organisation can do this")
-    return membership
-
-
-def _require_analyst(user):
-    membership = _membership(user)
-    if not membership.can_annotate:
-        raise PermissionDenied("viewers cannot change incidents; ask an analyst or admin")
-    return membership
 
 
 def _system_note(incident: Incident, text: str) -> None:
@@ -70,7 +56,7 @@ def incident_create(
     lanes: list | None = None,
 ) -> Incident:
     """Open an incident owned by the user's organisation (analysts and admins)."""
-    membership = _require_analyst(user)
+    membership = require_role(user, Role.ANALYST, action="open incidents")
     if not title.strip():
         raise ValidationError({"title": "give the incident a title"})
     if severity not in IncidentSeverity.values:
@@ -111,7 +97,7 @@ def incident_update(*, incident: Incident, user, **changes) -> Incident:
     """Change status, severity, window, summary, root cause, title, lanes or participants.
 
     Status changes and invitations leave a system entry in the incident's notes."""
-    _require_analyst(user)
+    require_role(user, Role.ANALYST, action="change incidents")
     allowed = {"status", "severity", "summary", "root_cause", "title", "window_start", "window_end", "lanes"}
     unknown = set(changes) - allowed - {"participants"}
     if unknown:
@@ -148,7 +134,7 @@ def _check_participant(incident: Incident, org_id: int) -> None:
 def annotation_create(
     *, incident: Incident, user, ts, text: str, end_ts=None, tags: list[str] | None = None
 ) -> Annotation:
-    membership = _require_analyst(user)
+    membership = require_role(user, Role.ANALYST, action="annotate incidents")
     _check_participant(incident, membership.org_id)
     if not text.strip():
         raise ValidationError({"text": "an annotation needs text"})
@@ -190,7 +176,7 @@ def annotation_update(*, annotation: Annotation, user, **changes) -> Annotation:
 
 
 def note_add(*, incident: Incident, user, text: str) -> IncidentNote:
-    membership = _membership(user)
+    membership = require_role(user, Role.VIEWER, action="add notes to incidents")
     _check_participant(incident, membership.org_id)
     if not text.strip():
         raise ValidationError({"text": "a note needs text"})
@@ -224,7 +210,7 @@ def permalink_create(*, user, state: dict, incident: Incident | None = None) -> 
     aligned or not, each correction as its creator saw it), so the evidence says how times were shown."""
     from timeline.alignment import aligned_param, clock_state, use_clock
 
-    membership = _membership(user)
+    membership = require_role(user, Role.VIEWER, action="share links")
     if incident is not None:
         _check_participant(incident, membership.org_id)
     for _ in range(5):
@@ -241,7 +227,7 @@ def permalink_create(*, user, state: dict, incident: Incident | None = None) -> 
 
 
 def permalink_revoke(*, permalink: Permalink, user) -> Permalink:
-    membership = _membership(user)
+    membership = require_role(user, Role.VIEWER, action="revoke links")
     if permalink.created_by_id != user.pk and not (
         membership.is_admin and membership.org_id == permalink.org_id
     ):
@@ -269,7 +255,7 @@ def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None =
     from timeline.incident_selectors import permalink_state
     from timeline.views_data import view_data
 
-    membership = _membership(user)
+    membership = require_role(user, Role.VIEWER, action="take snapshots")
     creator_scope = Scope.for_user(user)
     orgs = [membership.org]
     if permalink.incident_id is not None:
@@ -303,7 +289,7 @@ def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None =
 
 
 def snapshot_revoke(*, snapshot: Snapshot, user) -> Snapshot:
-    membership = _membership(user)
+    membership = require_role(user, Role.VIEWER, action="revoke snapshots")
     if snapshot.created_by_id != user.pk and not (
         membership.is_admin and membership.org_id == snapshot.permalink.org_id
     ):

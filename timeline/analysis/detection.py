@@ -39,7 +39,8 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 
 from core.records import SEVERITIES, Batch, EventRecord
-from orgs.access import Scope
+from orgs.access import Scope, require_role
+from orgs.models import Role
 from timeline.alignment import clock_for, read_hints
 from timeline.analysis.recovery import analysis_overrides, with_overrides
 from timeline.lanes import readable_series
@@ -482,11 +483,13 @@ def detection_run(
     with ``write``, store the detections as that organisation's events (analysts and admins only).
     Returns the detections and how many were new."""
     config = config or DetectionConfig.load()
-    membership = getattr(user, "membership", None)
-    if membership is None or scope.viewer_org_id != membership.org_id:
+    membership = require_role(
+        user,
+        Role.ANALYST if write else Role.VIEWER,
+        action="store detections" if write else "run the detector",
+    )
+    if scope.viewer_org_id != membership.org_id:
         raise PermissionDenied("only people of an organisation can run its detector")
-    if write and not membership.can_annotate:
-        raise PermissionDenied("viewers cannot store detections; ask an analyst or admin")
     found = detect(scope, start=start, end=end, config=config)
     written = detections_write(org_id=membership.org_id, detections=found, config=config) if write else 0
     return found, written
