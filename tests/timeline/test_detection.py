@@ -241,6 +241,67 @@ def test_a_csv_of_noise_gives_no_detection(owner, tmp_path):
     assert run(owner, entity_label="host") == []
 
 
+# ----------------------------------------------------------------------------- manage.py detect
+
+
+def detect_command(org: Organization, *args: str) -> tuple[list[str], str]:
+    from io import StringIO
+
+    out, err = StringIO(), StringIO()
+    call_command(
+        "detect",
+        "--org",
+        org.slug,
+        "--from",
+        WINDOW["from"],
+        "--to",
+        WINDOW["to"],
+        *args,
+        stdout=out,
+        stderr=err,
+    )
+    return out.getvalue().splitlines(), err.getvalue()
+
+
+def test_the_detect_command_prints_one_json_object_a_detection_and_stores_once(owner):
+    import json
+
+    store_fleet(owner, fault=True)
+    lines, summary = detect_command(owner, "--json", "--write")
+    (found,) = [json.loads(line) for line in lines]
+    assert found["entity"] == "node-07" and found["ts"].startswith("2026-06-15T04:0")
+    assert {s["family"] for s in found["signals"]} <= {"gpu", "network"} and found["signals"]
+    assert summary.strip().endswith("; 1 new stored")
+    assert detect_command(owner, "--write")[1].strip().endswith("; 0 new stored")
+    assert (
+        len(
+            detection.stored_detections(
+                scope_of(owner),
+                start=START,
+                end=START + HOURS * 3600 * S,
+                config=detection.DetectionConfig.load(),
+            )
+        )
+        == 1
+    )
+
+
+def test_the_detect_command_narrows_by_metric_and_label_and_names_bad_input(owner):
+    from django.core.management.base import CommandError
+
+    store_fleet(owner, fault=True)
+    assert detect_command(owner, "--label", 'node!="node-07"')[0] == []
+    assert detect_command(owner, "--metric", "gpu_*")[0] == []  # one family alone does not fuse
+    (line,) = detect_command(owner, "--metric", "gpu_*", "--metric", "nic_*_total")[0]
+    assert line.split()[1] == "node-07" and "gpu+network" in line
+    with pytest.raises(CommandError, match="--label: 'node~x' is not name=value"):
+        detect_command(owner, "--label", "node~x")
+    with pytest.raises(CommandError, match="--org: no organisation 'nobody'"):
+        call_command("detect", "--org", "nobody")
+    with pytest.raises(CommandError, match="at most 62 \\(--max-days\\)"):
+        call_command("detect", "--org", owner.slug, "--from", "now-70d")
+
+
 # ----------------------------------------------------------------------------- API
 
 
