@@ -273,6 +273,12 @@ def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None =
             also_readable_by=creator_scope,
             incident=permalink.incident,
         )
+        content["what_changed"] = _snapshot_ranking(
+            scope,
+            content["window"],
+            aligned=content["clock"].get("aligned", True),
+            also_readable_by=None if org.pk == membership.org_id else creator_scope,
+        )
         content["snapshot"] = {
             "created_at": snapshot.created_at.isoformat(),
             "created_by": user.get_username(),
@@ -286,6 +292,29 @@ def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None =
             snapshot=snapshot, org=org, content=body, sha256=hashlib.sha256(body).hexdigest()
         )
     return snapshot
+
+
+SNAPSHOT_RANKING_ENTRIES = 20
+
+
+def _snapshot_ranking(scope: Scope, window: dict, *, aligned: bool, also_readable_by: Scope | None) -> dict:
+    """What changed in the snapshot's window against the same length just before it, ranked through
+    ``scope`` (the ranking the war room's panel showed), keeping in a part for another organisation
+    only the entries the creator may read too (``changes.also_readable``)."""
+    from timeline.alignment import use_clock
+    from timeline.analysis.api import ranking_json
+    from timeline.analysis.changes import Period, also_readable, rank_changes
+    from timeline.selectors import Window
+
+    shown = Window.from_params(window)
+    period = Period(shown.start, shown.end)
+    baseline = Period(shown.start - period.length, shown.start)
+    with use_clock(scope, aligned=aligned):
+        ranking = rank_changes(scope, window=period, baseline=baseline, limit=SNAPSHOT_RANKING_ENTRIES)
+    if also_readable_by is not None:
+        with use_clock(also_readable_by, aligned=aligned):
+            ranking.entries = also_readable(ranking.entries, also_readable_by, period)
+    return ranking_json(ranking)
 
 
 def snapshot_revoke(*, snapshot: Snapshot, user) -> Snapshot:

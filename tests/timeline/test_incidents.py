@@ -193,3 +193,49 @@ def test_a_snapshot_of_war_room_lanes_holds_the_drawn_lanes(client_a, incident):
     content = client_a.get(f"/api/v1/snapshots/{snapshot}").json()["content"]
     assert len(content["warroom_lanes"]) == 1
     assert [lane["series"]["metric"] for lane in content["lanes"]] == ["node_network_receive_bytes_total"]
+
+
+def _shifting_gauge(org: Organization, metric: str) -> None:
+    """One gauge a minute, 10 in the two hours before WINDOW and 100 within it."""
+    from django.db import transaction
+
+    from core.records import Batch, SeriesBlock
+    from timeline.store import get_store
+
+    start = 1_781_481_600_000_000 - 2 * 3_600_000_000  # 2026-06-14T22:00Z
+    ts = [start + i * 60_000_000 for i in range(240)]
+    values = [10.0 if i < 120 else 100.0 for i in range(240)]
+    block = SeriesBlock("storage", metric, {"node": "node-01"}, "gauge", "1", ts, values)
+    with transaction.atomic():
+        get_store().write_batch(org_id=org.pk, batch=Batch(source="exporter", series=[block]))
+
+
+def _snapshot_parts(client_a, client_b, incident) -> tuple[dict, dict]:
+    link = client_a.post(
+        "/api/v1/permalinks",
+        {"state": {**WINDOW, "lanes": incident["lanes"]}, "incident": incident["id"]},
+        format="json",
+    ).json()
+    snapshot = client_a.post(f"/api/v1/permalinks/{link['id']}/snapshots").json()["snapshot"]
+    return (
+        client_a.get(f"/api/v1/snapshots/{snapshot}").json()["content"]["what_changed"],
+        client_b.get(f"/api/v1/snapshots/{snapshot}").json()["content"]["what_changed"],
+    )
+
+
+def test_a_snapshot_holds_the_ranking_each_part_may_hold(client_a, client_b, org_a, org_b, incident):
+    _shifting_gauge(org_a, "metadata_ops")
+    _shifting_gauge(org_b, "storage_ops")
+    mine, theirs = _snapshot_parts(client_a, client_b, incident)
+    assert (mine["from"], mine["baseline_from"]) == (
+        "2026-06-15T00:00:00.000000Z",
+        "2026-06-14T22:00:00.000000Z",
+    )
+    assert mine["entries"][0]["title"].startswith("metadata_ops") and mine["entries"][0]["org"] == "modeldev"
+    assert {e["org"] for e in mine["entries"]} == {"modeldev"}
+    # storage's own ranking names storage_ops, but the creator may not read it: the part drops it
+    assert theirs["entries"] == [] and "storage_ops" not in json.dumps(mine)
+    grant_create(owner=org_b, grantee=org_a, name="storage to modeldev", signals=["storage"], level="full")
+    mine, theirs = _snapshot_parts(client_a, client_b, incident)
+    assert [e["title"].split()[0] for e in theirs["entries"]] == ["storage_ops"]
+    assert {"metadata_ops", "storage_ops"} <= {e["title"].split()[0] for e in mine["entries"]}

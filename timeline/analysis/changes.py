@@ -656,6 +656,32 @@ def rank_changes(
     return Ranking(window=window, baseline=baseline, step=step, entries=top, scored=scored, grids=grids)
 
 
+def also_readable(entries: list[Entry], other: Scope, window: Period) -> list[Entry]:
+    """The entries (ranked through one scope) that ``other`` may read too, at the same level of detail:
+    a series or group entry when ``other`` may read that organisation's metric one series at a time, a
+    fleet entry when it may read the metric at least as a fleet aggregate, an event entry when it may
+    read that organisation's events of the signal in ``window``, and a template entry only when it also
+    sees their bodies. What a snapshot part shared with another organisation keeps of a ranking."""
+    other = require_scope(other)
+    hints = read_hints(other, start=window.start, end=window.end)
+    kept = []
+    for entry in entries:
+        if entry.kind in ("series", "group", "fleet"):
+            what = LaneSpec.parse(entry.lane).what
+            series = readable_series(other, include_aggregate=entry.kind == "fleet")
+            readable = series.filter(org_id=entry.org.pk, metric=what).exists()
+        else:
+            first = (
+                get_store()
+                .select_events(other, hints, filters=Q(org_id=entry.org.pk, signal=entry.signal))
+                .first()
+            )
+            readable = first is not None and (entry.kind != "template" or not other.hides_body(first))
+        if readable:
+            kept.append(entry)
+    return kept
+
+
 def _note_read(scope: Scope, entry: Entry, window: Period) -> None:
     """Note for the owner's audit what an entry of another organisation was made of; an event entry is
     noted at the level of its family's first readable event in the window."""
