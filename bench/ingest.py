@@ -18,7 +18,9 @@ recreated):
    and the worker's whole apply without Celery (payload decode + ``store.write_batch``).
 
 The last line is ``ingest: <end-to-end samples/s> samples/s, <ratio> of raw COPY``, the ratio taken
-against the ``write_row`` COPY into ``timeline_sample``.
+against the ``write_row`` COPY into ``timeline_sample``; the line before it, ``ingest rolled up:``,
+takes the time until the rollups of everything are refreshed too. The in-process stages end with the
+worker's apply followed, batch by batch, by the rollup refresh of what it queued.
 
 Needs PostgreSQL (trust auth) and Redis on 127.0.0.1; everything it starts listens on 127.0.0.1 only
 and is stopped at the end. It waits for any other benchmark on the machine to finish first (they
@@ -462,9 +464,12 @@ def timed_store(database_url: str, workload: Workload, base: int) -> Stage:
     )
 
 
-def timed_apply(database_url: str, workload: Workload, org_slug: str, profile: bool) -> tuple[Stage, str]:
+def timed_apply(
+    database_url: str, workload: Workload, org_slug: str, profile: bool, *, refresh: bool = False
+) -> tuple[Stage, str]:
     """What the worker does for each journal entry, without Celery and the journal: decode the
-    payload, then ``store.write_batch`` for a second organisation (so its series are new)."""
+    payload, then ``store.write_batch`` for another organisation (so its series are new); with
+    ``refresh``, then the rollup refresh of what it queued, as the worker's task after an apply."""
     from django.db import connection, transaction
 
     from orgs.services import organization_create
@@ -472,6 +477,9 @@ def timed_apply(database_url: str, workload: Workload, org_slug: str, profile: b
 
     org, _ = organization_create(slug=org_slug, name="Benchmark, in-process")
     store = get_store(connection)
+    if refresh:  # what the stages before left queued is not this stage's to refresh
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE timeline_rollup_stale")
     checkpoint(database_url)
     profiler = cProfile.Profile()
     started = time.perf_counter()
@@ -480,10 +488,17 @@ def timed_apply(database_url: str, workload: Workload, org_slug: str, profile: b
             profiler.enable()
         with transaction.atomic():
             store.write_batch(org_id=org.pk, batch=decode_batch(payload))
+        if refresh:
+            store.refresh_stale_rollups()
         profiler.disable()
-    stage = Stage(
-        "worker apply in-process: decode + write_batch", workload.samples, time.perf_counter() - started
+    if refresh and store.stale_count():
+        raise _harness.HarnessError("the rollup refresh queue is not empty after the in-process refreshes")
+    name = (
+        "worker apply + rollup refresh in-process"
+        if refresh
+        else "worker apply in-process: decode + write_batch"
     )
+    stage = Stage(name, workload.samples, time.perf_counter() - started)
     report = ""
     if profile:
         out = io.StringIO()
@@ -593,6 +608,7 @@ def measure_write_path(args: argparse.Namespace, workload: Workload) -> tuple[li
         stages.append(timed_store(url, workload, 3 * RAW_ID_BASE))
         apply_stage, profile_report = timed_apply(url, workload, "bench-inproc", args.profile)
         stages.append(apply_stage)
+        stages.append(timed_apply(url, workload, "bench-inproc-rolled", False, refresh=True)[0])
     finally:
         drop_scratch_tables(url)
     return stages, profile_report
@@ -633,6 +649,8 @@ def main() -> None:
         )
     if profile_report:
         print(profile_report)
+    rolled_up = workload.samples / rolled_s
+    print(f"ingest rolled up: {rolled_up:.0f} samples/s, {rolled_up / raw_copy:.2f} of raw COPY")
     print(f"ingest: {end_to_end:.0f} samples/s, {end_to_end / raw_copy:.2f} of raw COPY")
 
 

@@ -1,5 +1,6 @@
 """Rollups give the same lane aggregates as the raw samples, whatever order the samples arrived in."""
 
+import itertools
 import random
 from datetime import UTC, datetime
 
@@ -11,7 +12,7 @@ from core.records import Batch, SeriesBlock
 from orgs.access import Scope
 from orgs.services import grant_create
 from timeline.models import Series
-from timeline.store import ReadHints, get_store
+from timeline.store import ReadHints, get_store, rollups
 from timeline.store.hints import grid_origin, nice_step
 from timeline.store.rollups import HOUR_US, MINUTE_US
 
@@ -225,3 +226,131 @@ def test_the_refresh_command_says_what_it_refreshed(org_a):
     out = StringIO()
     call_command("refresh_rollups", "--no-progress", stdout=out)
     assert "for 1 queued minute ranges" in out.getvalue() and get_store().stale_count() == 0
+
+
+# -- the stored rows themselves, against aggregates computed here from the raw samples ---------------
+
+
+def expected_rows(samples, width):
+    """Rollup rows of width ``width`` from ``{series id: {ts: value}}``, computed the plain way."""
+    out = {}
+    for sid, points in samples.items():
+        by_bucket = {}
+        for ts in sorted(points):
+            by_bucket.setdefault(ts - ts % width, []).append((ts, points[ts]))
+        for bucket, pts in by_bucket.items():
+            values = [v for _, v in pts]
+            increase, rates = 0.0, []
+            for (t0, v0), (t1, v1) in itertools.pairwise(pts):
+                step = v1 - v0 if v1 >= v0 else v1
+                increase += step
+                rates.append(step * 1e6 / (t1 - t0))
+            out[(sid, bucket)] = {
+                "n": len(pts),
+                "total": sum(values),
+                "vmin": min(values),
+                "vmax": max(values),
+                "first_ts": pts[0][0],
+                "first_value": pts[0][1],
+                "last_ts": pts[-1][0],
+                "last_value": pts[-1][1],
+                "increase": increase,
+                "deltas": len(pts) - 1,
+                "rate_min": min(rates) if rates else None,
+                "rate_max": max(rates) if rates else None,
+            }
+    return out
+
+
+def stored_rows(table):
+    names = rollups.COLUMNS.split(", ", 2)[2]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT series_id, bucket, {names} FROM {table}")
+        return {
+            (row[0], row[1]): dict(zip(names.split(", "), row[2:], strict=True)) for row in cursor.fetchall()
+        }
+
+
+def raw_samples():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT series_id, ts, value FROM timeline_sample")
+        out = {}
+        for sid, ts, value in cursor.fetchall():
+            out.setdefault(sid, {})[ts] = value
+        return out
+
+
+def assert_rows_match_raw():
+    """Every stored minute and hour row equals the aggregate of the raw samples of its bucket, and
+    every bucket with samples has its row."""
+    samples = raw_samples()
+    for width, table in ((MINUTE_US, "timeline_rollup_1m"), (HOUR_US, "timeline_rollup_1h")):
+        expected, stored = expected_rows(samples, width), stored_rows(table)
+        assert stored.keys() == expected.keys(), table
+        for key, want in expected.items():
+            got = stored[key]
+            for name, value in want.items():
+                if value is None or isinstance(value, int):
+                    assert got[name] == value, (table, key, name)
+                else:
+                    assert got[name] == pytest.approx(value, rel=1e-12, abs=1e-9), (table, key, name)
+
+
+def test_stored_rollup_rows_equal_the_raw_aggregates_through_appends_backfills_late_and_repeated_batches(
+    org_a,
+):
+    rng = random.Random(11)
+    ts = [T0 + HOUR_US + i * 15 * S for i in range(4 * 240)]  # 01:00-05:00 at 15 s
+    counter, values = 0.0, []
+    for i in range(len(ts)):
+        counter = 0.0 if i in (300, 301) else counter + rng.uniform(0, 1e6)  # resets, one twice in a row
+        values.append(counter)
+    gauge = [rng.uniform(0, 128) for _ in ts]
+
+    def both(a, b):
+        write(
+            org_a,
+            block(ts[a:b], gauge[a:b]),
+            block(ts[a:b], values[a:b], metric="rx_bytes_total", kind="counter"),
+        )
+        assert get_store().stale_count() == 0
+
+    for a in range(480, 960, 50):  # 03:00 on, in order: every batch ends inside a minute
+        both(a, a + 50)
+    assert_rows_match_raw()
+    for a in range(430, 0, -50):  # backfilled backwards, each batch before what is stored
+        both(max(a - 50, 0), a)
+    assert_rows_match_raw()
+    both(0, 20)  # re-applied: stores nothing, queues nothing
+    both(200, 700)  # overlapping what is stored on both sides
+    assert_rows_match_raw()
+    late = T0 + 2 * HOUR_US + 20 * MINUTE_US + 7 * S  # inside a stored minute and a stored hour
+    write(org_a, block([late], [1000.0]), block([late], [1.0], metric="rx_bytes_total", kind="counter"))
+    write(org_a, block([T0 + 30 * S], [5.0]))  # a new hour before everything, one sample: no rate
+    assert get_store().stale_count() == 0
+    assert_rows_match_raw()
+
+
+def test_the_hour_merge_reads_no_stored_minute_for_appends_and_recomputes_late_ones():
+    import numpy as np
+
+    def samples(times):
+        times = np.array(times, dtype=np.int64)
+        return np.full(len(times), 7, dtype=np.int64), times, (times - T0) / S % 7  # a sawtooth
+
+    stored_minutes = rollups.combine(*samples([T0 + i * 15 * S for i in range(10)]), width=MINUTE_US)
+    stored_hour = rollups.combine_rows(stored_minutes, HOUR_US)
+    # the range of the next batch starts at its first minute, 00:02, which holds stored samples
+    edge = stored_minutes[stored_minutes["bucket"] == T0 + 2 * MINUTE_US]
+    appended = samples([T0 + 120 * S, T0 + 135 * S, *(T0 + i * 15 * S for i in range(10, 20))])
+    inputs, recompute = rollups.hour_plan(*appended, minutes=edge, hours=stored_hour)
+    # the stored hour row, then the 10 new samples by minute; 00:02:00 and 00:02:15 are not counted again
+    assert recompute == [] and inputs[0] == stored_hour[0] and inputs["n"].sum() == 10 + 10
+    merged = rollups.combine_rows(inputs, HOUR_US)
+    whole = rollups.combine(*samples([T0 + i * 15 * S for i in range(20)]), width=HOUR_US)
+    assert len(merged) == len(whole) == 1
+    for name in rollups.ROW.names:
+        assert merged[name][0] == pytest.approx(whole[name][0], rel=1e-12), name
+    late = samples([T0 + 120 * S, T0 + 127 * S, T0 + 135 * S])
+    inputs, recompute = rollups.hour_plan(*late, minutes=edge, hours=stored_hour)
+    assert recompute == [(7, T0, T0 + HOUR_US)] and len(inputs) == 0

@@ -23,6 +23,8 @@ from timeline.store import rollups
 from timeline.store.hints import Capabilities, ReadHints
 
 DAY_US = 86_400_000_000
+# One raw sample as :meth:`StoreBackend.select_sample_arrays` reads it.
+SAMPLE_ROW = np.dtype([("series_id", np.int64), ("ts", np.int64), ("value", np.float64)])
 
 
 @dataclass(frozen=True)
@@ -417,11 +419,12 @@ class StoreBackend:
         works the queue off."""
         ranges = rollups.touched_ranges(series_ts, rollups.MINUTE_US)
         if ranges:
-            with self.connection.cursor() as cursor:
-                cursor.executemany(
-                    f"INSERT INTO {rollups.DIRTY} (series_id, lo, hi) VALUES (%s, %s, %s)", ranges
-                )
+            self._queue_stale(ranges)
         return len(ranges)
+
+    def _queue_stale(self, ranges: list[tuple[int, int, int]]) -> None:
+        with self.connection.cursor() as cursor:
+            cursor.executemany(f"INSERT INTO {rollups.DIRTY} (series_id, lo, hi) VALUES (%s, %s, %s)", ranges)
 
     def stale_from(self, series_ids: Sequence[int], *, start: int, end: int) -> int | None:
         """The first time in ``[start, end)`` whose rollups of ``series_ids`` wait for a refresh; None."""
@@ -442,21 +445,17 @@ class StoreBackend:
         transaction (a crash leaves them queued; refreshing twice gives the same rows). Returns how many
         queue entries it took."""
         with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+            # taken off the queue first, in one statement: other transactions still see the entries
+            # (and read raw where they are) until this one commits with the refreshed rows
             cursor.execute(
-                f"SELECT id, series_id, lo, hi FROM {rollups.DIRTY} ORDER BY id LIMIT %s{self.skip_locked}",
+                f"""DELETE FROM {rollups.DIRTY} WHERE id IN (
+                        SELECT id FROM {rollups.DIRTY} ORDER BY id LIMIT %s{self.skip_locked})
+                    RETURNING series_id, lo, hi""",
                 [limit],
             )
             rows = cursor.fetchall()
-            if not rows:
-                return 0
-            ranges = rollups.coarser_ranges([(s, lo, hi) for _, s, lo, hi in rows], rollups.MINUTE_US)
-            self.refresh_rollups(ranges=ranges)
-            ids = [row[0] for row in rows]
-            for first in range(0, len(ids), 1000):
-                chunk = ids[first : first + 1000]
-                cursor.execute(
-                    f"DELETE FROM {rollups.DIRTY} WHERE id IN ({','.join(['%s'] * len(chunk))})", chunk
-                )
+            if rows:
+                self.refresh_rollups(ranges=rows)
         return len(rows)
 
     def stale_count(self) -> int:
@@ -468,30 +467,109 @@ class StoreBackend:
     skip_locked = ""  # PostgreSQL: " FOR UPDATE SKIP LOCKED", so two workers take different entries
 
     def refresh_rollups(self, series_ts=(), *, ranges: list | None = None) -> int:
-        """Recompute, from the raw samples, the rollup buckets that hold the given ``(series id, sample
-        times)``: minute rows first, then the hour rows from the minute rows. Runs in the caller's
-        transaction, so a write's rollups commit (or roll back) with its rows. Returns how many
-        ranges of minute buckets were recomputed."""
-        (hour, hour_table), (minute, minute_table) = rollups.ROLLUPS
-        ranges = ranges if ranges is not None else rollups.touched_ranges(series_ts, minute)
-        self._refresh(minute_table, minute, ranges, source=None)
-        self._refresh(hour_table, hour, rollups.coarser_ranges(ranges, hour), source=minute_table)
+        """Recompute the rollup buckets that hold the given ``(series id, sample times)`` (or the
+        minute ``ranges``): minute rows from the raw samples; hour rows by combining the stored hour
+        row with the samples new to it (:func:`rollups.hour_plan`), or from all the hour's minute rows
+        where a late sample falls inside what the stored row spans. Runs in the caller's transaction
+        (one of its own outside one), so a write's rollups commit (or roll back) with its rows, and
+        one refresh at a time (:meth:`_begin_refresh`): what it read of the stored rows stays true
+        until it has written. Returns how many ranges of minute buckets were recomputed."""
+        minute = rollups.MINUTE_US
+        if ranges is None:
+            ranges = rollups.touched_ranges(series_ts, minute)
+        merged = rollups.coarser_ranges(list(ranges), minute)
+        with transaction.atomic(using=self.connection.alias):
+            self._begin_refresh()
+            for first in range(0, len(merged), rollups.RANGES_PER_REFRESH):
+                self._refresh_ranges(merged[first : first + rollups.RANGES_PER_REFRESH])
         return len(ranges)
 
-    def _refresh(self, table: str, width: int, ranges: list, *, source: str | None) -> None:
+    def _refresh_ranges(self, ranges: list[tuple[int, int, int]]) -> None:
+        """:meth:`refresh_rollups` of disjoint, sorted minute ranges."""
+        (hour, hour_table), (minute, minute_table) = rollups.ROLLUPS
+        series_id, ts, value = self._rollup_samples(ranges)
+        step = np.diff(series_id)
+        if np.any(step < 0) or np.any((step == 0) & (np.diff(ts) <= 0)):  # engines return any order
+            order = np.lexsort((ts, series_id))
+            series_id, ts, value = series_id[order], ts[order], value[order]
+        minutes = rollups.combine(series_id, ts, value, width=minute)
+        stored_minutes = rollups.sorted_rows(self._rollup_rows(minute_table, ranges))
+        stored_hours = rollups.sorted_rows(
+            self._rollup_rows(hour_table, rollups.coarser_ranges(ranges, hour))
+        )
+        inputs, recompute = rollups.hour_plan(
+            series_id, ts, value, minutes=stored_minutes, hours=stored_hours, minute=minute, hour=hour
+        )
+        self._write_rollup_rows(minute_table, minutes, stored=rollups.present(minutes, stored_minutes))
+        if recompute:
+            inputs = rollups.sorted_rows(np.concatenate([inputs, self._rollup_rows(minute_table, recompute)]))
+        hours = rollups.combine_rows(inputs, hour)
+        self._write_rollup_rows(hour_table, hours, stored=rollups.present(hours, stored_hours))
+
+    def _begin_refresh(self) -> None:
+        """Wait until no other transaction refreshes rollups (so what a refresh read of the stored
+        rows stays true until it has written them). Nothing to do where the engine has one writer at
+        a time (SQLite: transactions begin IMMEDIATE); PostgreSQL takes a lock."""
+
+    def _rollup_samples(
+        self, ranges: Sequence[tuple[int, int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Series ids, times and values of the raw samples in ``(series id, lo, hi)`` ranges (sorted
+        by series and time, disjoint)."""
+        rows = self._fetch_in_ranges("timeline_sample", "ts", "series_id, ts, value", ranges)
+        if not rows:
+            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
+        series_id, ts, value = zip(*rows, strict=True)
+        return np.array(series_id, np.int64), np.array(ts, np.int64), np.array(value, np.float64)
+
+    def _rollup_rows(self, table: str, ranges: Sequence[tuple[int, int, int]]) -> np.ndarray:
+        """The stored rows of rollup ``table`` whose bucket starts in the ranges, as :data:`rollups.ROW`
+        (a NULL rate as NaN)."""
+        rows = self._fetch_in_ranges(table, "bucket", rollups.COLUMNS, ranges)
+        nan = float("nan")
+        return np.array(
+            [
+                (*row[:12], nan if row[12] is None else row[12], nan if row[13] is None else row[13])
+                for row in rows
+            ],
+            dtype=rollups.ROW,
+        )
+
+    def _fetch_in_ranges(self, table: str, column: str, columns: str, ranges) -> list[tuple]:
+        """``columns`` of the rows of ``table`` whose ``column`` lies in one of the ranges."""
+        out: list[tuple] = []
         with self.connection.cursor() as cursor:
             for first in range(0, len(ranges), rollups.RANGES_PER_STATEMENT):
                 chunk = ranges[first : first + rollups.RANGES_PER_STATEMENT]
-                sql, params = rollups.refresh_sql(
-                    table,
-                    width,
-                    chunk,
-                    source=source,
-                    least=self.least,
-                    greatest=self.greatest,
-                    lateral=self.capabilities.lateral_joins,
+                values = ",".join(["(%s, %s, %s)"] * len(chunk))
+                cursor.execute(
+                    f"""WITH ranges (series_id, lo, hi) AS (VALUES {values})
+                        SELECT {", ".join(f"x.{name.strip()}" for name in columns.split(","))}
+                        FROM ranges r JOIN {table} x
+                          ON x.series_id = r.series_id AND x.{column} >= r.lo AND x.{column} < r.hi""",
+                    [v for r in chunk for v in r],
                 )
-                cursor.execute(sql, params)
+                out += cursor.fetchall()
+        return out
+
+    def _write_rollup_rows(self, table: str, rows: np.ndarray, *, stored: np.ndarray) -> None:
+        """Write ``rows`` (:data:`rollups.ROW`, a NaN rate as NULL) into rollup ``table``, replacing
+        the stored rows of their buckets. ``stored`` says which of them have one, for engines that
+        insert new rows by a faster path than the upsert (PostgreSQL's COPY); here every row upserts."""
+        if not len(rows):
+            return
+        with self.connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {table} ({rollups.COLUMNS}) VALUES ({', '.join(['%s'] * 14)}) {rollups.UPSERT}",
+                [
+                    (
+                        *row[:12],
+                        None if row[12] != row[12] else row[12],
+                        None if row[13] != row[13] else row[13],
+                    )
+                    for row in rows.tolist()
+                ],
+            )
 
     def delete_rollups_before(self, width: int, before_ts: int) -> int:
         """Delete the rollup rows of resolution ``width`` whose bucket starts before ``before_ts``
@@ -524,6 +602,7 @@ class StoreBackend:
         hour = rollups.HOUR_US
         lo, hi = rollups.floor_to(start, hour), rollups.ceil_to(end, hour)
         with transaction.atomic(using=self.connection.alias):
+            self._begin_refresh()  # before the delete: a refresh waiting on its rows would deadlock
             self.clear_rollups(series_ids, start=lo, end=hi)
             times = self.sample_times(series_ids, start=lo, end=hi)
             self.refresh_rollups(times.items())
@@ -643,6 +722,42 @@ class StoreBackend:
                 ):
                     out[int(chunk_series[0])] = (chunk_ts, chunk_values)
         return out
+
+    def select_sample_arrays(
+        self, scope: Scope, series_ids: list[int], hints: ReadHints
+    ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """:meth:`select_samples` read in bulk, for readers that take whole arrays (PromQL): the same
+        ``{series id: (times µs int64, values float64)}`` sorted by time, without a Python object per
+        sample where the engine allows it.
+
+        With ``hints.fleet``, also the series readable only inside a fleet aggregate, under the group
+        rule of :meth:`select_buckets` (at least ``MIN_AGGREGATE_GROUP`` readable series, or nothing):
+        the caller must then never present them one by one."""
+        scope = require_scope(scope)
+        readable = self.readable_series_for_lane(scope, series_ids, fleet=hints.fleet)
+        out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if not readable or hints.empty:
+            return out
+        for key, ids in self._bucket_groups(scope, readable, hints).items():
+            for series_id, (ts, values) in self._sample_arrays(key, ids, hints).items():
+                order = None if (np.diff(ts) > 0).all() else np.argsort(ts, kind="stable")
+                out[series_id] = (ts, values) if order is None else (ts[order], values[order])
+        return out
+
+    def _sample_arrays(self, key: tuple, ids: list[int], hints: ReadHints) -> dict[int, tuple]:
+        """The samples of one group of :meth:`_bucket_groups` as arrays per series, in any order."""
+        sql, params = self._sample_sql(key, ids, hints)
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        table = np.fromiter(rows, dtype=SAMPLE_ROW, count=len(rows))
+        table = table[np.argsort(table["series_id"], kind="stable")]
+        cuts = np.flatnonzero(np.diff(table["series_id"])) + 1
+        return {
+            int(chunk["series_id"][0]): (chunk["ts"].copy(), chunk["value"].copy())
+            for chunk in np.split(table, cuts)
+            if len(chunk)
+        }
 
     rate_lookback_us = 15 * 60 * 1_000_000
 

@@ -10,10 +10,12 @@ over the raw samples.
 
 Invariants:
 
-* a rollup row is a pure function of the raw samples in its bucket: the write path recomputes the
-  buckets a write touched from the raw table, in the write's own transaction (:func:`refresh_sql`), so
-  a re-applied, overlapping, late or out-of-order batch never counts a point twice and the rollups of a
-  batch become visible with its raw rows; hour rows are recomputed from the minute rows;
+* a rollup row is a pure function of the raw samples in its bucket: a write queues the minute ranges
+  it touched, in its own transaction; the refresh recomputes their minute rows from the raw samples
+  (:func:`combine`, in numpy) and brings each hour row up to date by combining it with the samples
+  new to it, or from all its minute rows when a late sample falls inside what it spans
+  (:func:`hour_plan`). A re-applied, overlapping, late or out-of-order batch never counts a point
+  twice, and reads use rollups only before the first queued minute of a series;
 * a read uses a resolution only inside ``[a, b)``, the window (already cut by the grant's time
   bounds) rounded inwards to whole buckets; the edges are read raw, so neither a window nor a grant
   ever takes in a sample outside it (:func:`combine_sql`);
@@ -39,6 +41,10 @@ COLUMNS = (
     "increase, deltas, rate_min, rate_max"
 )
 RANGES_PER_STATEMENT = 2000
+RANGES_PER_REFRESH = 2000  # merged minute ranges aggregated in memory at once
+UPSERT = f"""ON CONFLICT (series_id, bucket) DO UPDATE SET {
+    ", ".join(f"{name} = excluded.{name}" for name in COLUMNS.replace(" ", "").split(",")[2:])
+}"""
 DIRTY = "timeline_rollup_stale"  # minute ranges written since their rollups were last refreshed
 SHIFT_TOLERANCE = 100  # a constant shift may misplace at most 1/100 of a step
 
@@ -79,23 +85,29 @@ def touched_ranges(series_ts: Iterable[tuple[int, Sequence[int]]], width: int) -
     a write must recompute. Touched buckets less than :data:`MERGE_GAP_BUCKETS` apart share a range
     (recomputing the untouched buckets between them gives the rows they already have), so a 5 min
     scrape queues one range per series and batch, not one per sample."""
-    buckets: dict[int, set[int]] = {}
+    owners: list[int] = []
+    blocks: list[np.ndarray] = []
     for series_id, ts in series_ts:
         if len(ts):
-            values = np.asarray(ts, dtype=np.int64)
-            buckets.setdefault(series_id, set()).update(np.unique(values - values % width).tolist())
-    ranges = []
-    for series_id in sorted(buckets):
-        run_lo = run_hi = None
-        for bucket in sorted(buckets[series_id]):
-            if run_hi is not None and bucket <= run_hi + MERGE_GAP_BUCKETS * width:
-                run_hi = bucket + width
-                continue
-            if run_lo is not None:
-                ranges.append((series_id, run_lo, run_hi))
-            run_lo, run_hi = bucket, bucket + width
-        ranges.append((series_id, run_lo, run_hi))
-    return ranges
+            owners.append(series_id)
+            blocks.append(np.asarray(ts, dtype=np.int64))
+    if not blocks:
+        return []
+    times = np.concatenate(blocks)
+    ids = np.repeat(np.array(owners, dtype=np.int64), [len(block) for block in blocks])
+    buckets = times - times % width
+    order = np.lexsort((buckets, ids))
+    ids, buckets = ids[order], buckets[order]
+    distinct = np.ones(len(ids), dtype=bool)
+    distinct[1:] = (ids[1:] != ids[:-1]) | (buckets[1:] != buckets[:-1])
+    ids, buckets = ids[distinct], buckets[distinct]
+    starts = np.ones(len(ids), dtype=bool)
+    starts[1:] = (ids[1:] != ids[:-1]) | (buckets[1:] - buckets[:-1] > (MERGE_GAP_BUCKETS + 1) * width)
+    first = np.flatnonzero(starts)
+    last = np.append(first[1:], len(ids)) - 1
+    return list(
+        zip(ids[first].tolist(), buckets[first].tolist(), (buckets[last] + width).tolist(), strict=True)
+    )
 
 
 def coarser_ranges(ranges: list[tuple[int, int, int]], width: int) -> list[tuple[int, int, int]]:
@@ -109,64 +121,97 @@ def coarser_ranges(ranges: list[tuple[int, int, int]], width: int) -> list[tuple
     return out
 
 
-def _ranges_cte(ranges: Sequence[tuple[int, int, int]]) -> tuple[str, list[int]]:
-    values = ",".join(["(%s, %s, %s)"] * len(ranges))
-    return f"ranges (series_id, lo, hi) AS (VALUES {values})", [v for r in ranges for v in r]
+ROW = np.dtype(
+    [
+        ("series_id", "<i8"),
+        ("bucket", "<i8"),
+        ("n", "<i8"),
+        ("total", "<f8"),
+        ("vmin", "<f8"),
+        ("vmax", "<f8"),
+        ("first_ts", "<i8"),
+        ("first_value", "<f8"),
+        ("last_ts", "<i8"),
+        ("last_value", "<f8"),
+        ("increase", "<f8"),
+        ("deltas", "<i8"),
+        ("rate_min", "<f8"),
+        ("rate_max", "<f8"),
+    ]
+)
+"""One rollup row, fields in :data:`COLUMNS` order; a NULL rate (no pair with elapsed time) is NaN
+(sample values are finite, so no rate is NaN otherwise)."""
+RATE_FIELDS = ("rate_min", "rate_max")
 
 
-def refresh_sql(
-    table: str,
-    width: int,
-    ranges: Sequence[tuple[int, int, int]],
+def combine(
+    series_id: np.ndarray,
+    first_ts: np.ndarray,
+    first_value: np.ndarray,
     *,
-    source: str | None,
-    least: str,
-    greatest: str,
-    lateral: bool = False,
-) -> tuple[str, list]:
-    """An upsert recomputing the rollup rows of ``table`` (buckets of ``width``) over ``ranges``, from the
-    raw samples (``source`` None) or from the rows of the finer rollup table ``source``. With
-    ``lateral`` (PostgreSQL), each range is read by its own index scan: a plain join lets the planner
-    scan every partition of the sample table once per write, which grows with the store."""
-    cte, params = _ranges_cte(ranges)
-    bucket = f"(x.ts - (((x.ts %% {width}) + {width}) %% {width}))"
-    if source is None:
-        rows = f"""rows AS (
-            SELECT x.series_id, {bucket} AS bucket, x.ts AS first_ts, x.value AS first_value,
-                   x.ts AS last_ts, x.value AS last_value, 1 AS n, x.value AS total, x.value AS vmin,
-                   x.value AS vmax, 0.0 AS increase, 0 AS deltas,
-                   CAST(NULL AS DOUBLE PRECISION) AS rate_min, CAST(NULL AS DOUBLE PRECISION) AS rate_max
-            FROM {_range_join("timeline_sample", "ts", lateral)})"""
+    width: int,
+    rows: np.ndarray | None = None,
+) -> np.ndarray:
+    """The rollup rows of width ``width`` of sorted inputs: raw samples (``series_id``, ``first_ts``
+    = ts, ``first_value`` = value, each a one-sample row) or, with ``rows``, the finer rollup rows
+    ``rows`` (a :data:`ROW` array whose own columns these are), ordered by series and time and
+    disjoint in time: each output row is the exact aggregate of its bucket's inputs, which is why a
+    stored row can be combined with samples outside its span instead of being recomputed.
+
+    The pair that joins two consecutive inputs of a bucket (last sample of one, first of the next)
+    adds its increase (a decrease is a counter reset: the increase is the new value), one delta and
+    its per-second rate, as :func:`combine_sql` does at read time between rows; the pair that
+    straddles two output buckets is in neither."""
+    count = len(series_id)
+    if not count:
+        return np.empty(0, dtype=ROW)
+    src = first_ts if rows is None else rows["bucket"]
+    out_bucket = src - src % width
+    start = np.empty(count, dtype=bool)
+    start[0] = True
+    np.not_equal(series_id[1:], series_id[:-1], out=start[1:])
+    start[1:] |= out_bucket[1:] != out_bucket[:-1]
+    at = np.flatnonzero(start)
+    ends = np.append(at[1:], count) - 1
+    if rows is None:
+        last_ts, last_value = first_ts, first_value
     else:
-        bucket = f"(x.bucket - (((x.bucket %% {width}) + {width}) %% {width}))"
-        rows = f"""rows AS (
-            SELECT x.series_id, {bucket} AS bucket, x.first_ts, x.first_value, x.last_ts, x.last_value,
-                   x.n, x.total, x.vmin, x.vmax, x.increase, x.deltas, x.rate_min, x.rate_max
-            FROM {_range_join(source, "bucket", lateral)})"""
-    sql = f"""
-        WITH {cte}, {rows}, {_linked("PARTITION BY series_id, bucket")}
-        INSERT INTO {table} ({COLUMNS})
-        SELECT * FROM (
-            SELECT series_id, bucket, SUM(n), SUM(total), MIN(vmin), MAX(vmax),
-                   MIN(first_ts), MAX(CASE WHEN pt IS NULL THEN first_value END),
-                   MAX(last_ts), MAX(CASE WHEN nt IS NULL THEN last_value END),
-                   SUM(increase) + SUM(COALESCE(binc, 0)), SUM(deltas) + COUNT(bel),
-                   {_rate_extremes(least, greatest)}
-            FROM linked GROUP BY series_id, bucket
-        ) AS agg WHERE true
-        ON CONFLICT (series_id, bucket) DO UPDATE SET
-            n = excluded.n, total = excluded.total, vmin = excluded.vmin, vmax = excluded.vmax,
-            first_ts = excluded.first_ts, first_value = excluded.first_value,
-            last_ts = excluded.last_ts, last_value = excluded.last_value, increase = excluded.increase,
-            deltas = excluded.deltas, rate_min = excluded.rate_min, rate_max = excluded.rate_max"""
-    return sql, params
-
-
-def _range_join(table: str, column: str, lateral: bool) -> str:
-    condition = f"x.series_id = r.series_id AND x.{column} >= r.lo AND x.{column} < r.hi"
-    if lateral:
-        return f"ranges r CROSS JOIN LATERAL (SELECT * FROM {table} x WHERE {condition}) x"
-    return f"ranges r JOIN {table} x ON {condition}"
+        last_ts, last_value = rows["last_ts"], rows["last_value"]
+    # the pair joining input i to input i - 1 of the same bucket
+    linked = ~start[1:]
+    prev_value, value = last_value[:-1], first_value[1:]
+    binc = np.where(linked, np.where(value >= prev_value, value - prev_value, value), 0.0)
+    elapsed = first_ts[1:] - last_ts[:-1]
+    rated = linked & (elapsed > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        brate = np.where(rated, binc * 1000000.0 / np.where(rated, elapsed, 1), np.nan)
+    pair_inc = np.concatenate(([0.0], binc))
+    pair_rate = np.concatenate(([np.nan], brate))
+    pairs = np.concatenate(([0], linked.astype(np.int64)))
+    out = np.empty(len(at), dtype=ROW)
+    out["series_id"] = series_id[at]
+    out["bucket"] = out_bucket[at]
+    out["first_ts"], out["first_value"] = first_ts[at], first_value[at]
+    out["last_ts"], out["last_value"] = last_ts[ends], last_value[ends]
+    if rows is None:
+        out["n"] = ends - at + 1
+        out["total"] = np.add.reduceat(first_value, at)
+        out["vmin"] = np.minimum.reduceat(first_value, at)
+        out["vmax"] = np.maximum.reduceat(first_value, at)
+        out["increase"] = np.add.reduceat(pair_inc, at)
+        out["deltas"] = np.add.reduceat(pairs, at)
+        out["rate_min"] = np.fmin.reduceat(pair_rate, at)
+        out["rate_max"] = np.fmax.reduceat(pair_rate, at)
+    else:
+        out["n"] = np.add.reduceat(rows["n"], at)
+        out["total"] = np.add.reduceat(rows["total"], at)
+        out["vmin"] = np.minimum.reduceat(rows["vmin"], at)
+        out["vmax"] = np.maximum.reduceat(rows["vmax"], at)
+        out["increase"] = np.add.reduceat(rows["increase"], at) + np.add.reduceat(pair_inc, at)
+        out["deltas"] = np.add.reduceat(rows["deltas"], at) + np.add.reduceat(pairs, at)
+        out["rate_min"] = np.fmin.reduceat(np.fmin(rows["rate_min"], pair_rate), at)
+        out["rate_max"] = np.fmax.reduceat(np.fmax(rows["rate_max"], pair_rate), at)
+    return out
 
 
 def _linked(partition: str) -> str:
@@ -279,3 +324,141 @@ def combine_sql(
         GROUP BY series_id, step_bucket
         HAVING SUM(deltas) + COUNT(bel) > 0{order.replace("bucket", "step_bucket")}"""
     return sql, [*params, origin, step, lo, hi]
+
+
+KEY = np.dtype([("series_id", "<i8"), ("bucket", "<i8")])
+
+
+def combine_rows(rows: np.ndarray, width: int) -> np.ndarray:
+    """:func:`combine` of rollup rows (ordered by series and first sample time)."""
+    return combine(rows["series_id"], rows["first_ts"], rows["first_value"], width=width, rows=rows)
+
+
+def sorted_rows(rows: np.ndarray) -> np.ndarray:
+    """``rows`` ordered by series and first sample time, as :func:`combine` takes them."""
+    return rows[np.lexsort((rows["first_ts"], rows["series_id"]))]
+
+
+def keys_of(series_id: np.ndarray, bucket: np.ndarray) -> np.ndarray:
+    keys = np.empty(len(series_id), dtype=KEY)
+    keys["series_id"], keys["bucket"] = series_id, bucket
+    return keys
+
+
+def lookup(stored: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``keys``, the index of the equal key in sorted ``stored`` and whether there is one."""
+    if not len(stored):
+        return np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
+    where = np.minimum(np.searchsorted(stored, keys), len(stored) - 1)
+    return where, stored[where] == keys
+
+
+def present(rows: np.ndarray, stored: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` have a row of the same series and bucket among sorted ``stored`` rows."""
+    return lookup(keys_of(stored["series_id"], stored["bucket"]), keys_of(rows["series_id"], rows["bucket"]))[
+        1
+    ]
+
+
+def hour_plan(
+    series_id: np.ndarray,
+    ts: np.ndarray,
+    value: np.ndarray,
+    *,
+    minutes: np.ndarray,
+    hours: np.ndarray,
+    minute: int = MINUTE_US,
+    hour: int = HOUR_US,
+) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """How to refresh the hour rows over the raw samples of some minute ranges (sorted, whole
+    minutes), given the minute and hour rows stored for those ranges and their hours (sorted): the
+    rows to combine into the new hour rows, and the ``(series id, lo, hi)`` hours to recompute from
+    all their minute rows once the fresh minute rows are written.
+
+    Aggregates merge associatively over rows disjoint in time. A stored hour row holds the samples
+    of its stored minute rows, all inside its ``[first_ts, last_ts]``; when the range's raw samples
+    inside that span are exactly as many as its stored minute rows hold (raw samples are never
+    changed or removed under a live rollup), the others are new and outside the span, and the hour
+    is the stored row combined with them (per minute): an append or a backfill reads no stored
+    minute again. Otherwise (a late sample inside the span) the hour is recomputed."""
+    if not len(ts):
+        return np.empty(0, dtype=ROW), []
+    hour_of = ts - ts % hour
+    first = np.ones(len(ts), dtype=bool)
+    first[1:] = (series_id[1:] != series_id[:-1]) | (hour_of[1:] != hour_of[:-1])
+    at = np.flatnonzero(first)
+    group = np.cumsum(first) - 1
+    keys = keys_of(series_id[at], hour_of[at])
+    where, found = lookup(keys_of(hours["series_id"], hours["bucket"]), keys)
+    stored = hours[where] if len(hours) else np.zeros(len(keys), dtype=ROW)
+    inside = found[group] & (ts >= stored["first_ts"][group]) & (ts <= stored["last_ts"][group])
+    inside_count = np.add.reduceat(inside.astype(np.int64), at)
+    of_minute, known = lookup(
+        keys, keys_of(minutes["series_id"], minutes["bucket"] - minutes["bucket"] % hour)
+    )
+    stored_count = np.bincount(of_minute[known], weights=minutes["n"][known], minlength=len(keys))
+    merge = inside_count == stored_count
+    new = ~inside & merge[group]
+    tails = combine(series_id[new], ts[new], value[new], width=minute)
+    inputs = sorted_rows(np.concatenate([stored[found & merge], tails]))
+    recompute = [(int(s), int(b), int(b) + hour) for s, b in keys[~merge].tolist()]
+    return inputs, recompute
+
+
+def _wire(dtype: np.dtype, nulls: frozenset[str] = frozenset()) -> np.dtype:
+    """PostgreSQL's binary COPY layout of a row of ``dtype`` (8-byte fields) whose fields ``nulls``
+    are NULL (a length of -1 and no value)."""
+    fields: list[tuple[str, str]] = [("fields", ">i2")]
+    for name in dtype.names:
+        fields.append((f"{name}_length", ">i4"))
+        if name not in nulls:
+            fields.append((name, ">" + dtype[name].str[1:]))
+    return np.dtype(fields)
+
+
+COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+
+
+def copy_encode(rows: np.ndarray, nullable: Sequence[str] = RATE_FIELDS) -> bytes:
+    """``rows`` as one binary ``COPY … FROM STDIN (FORMAT BINARY)`` stream, a NaN in the fields
+    ``nullable`` sent as NULL (rows go out grouped by which of them are NULL: COPY keeps no order)."""
+    missing = {name: np.isnan(rows[name]) for name in nullable}
+    pattern = np.zeros(len(rows), dtype=np.int64)
+    for bit, name in enumerate(nullable):
+        pattern |= missing[name].astype(np.int64) << bit
+    parts = [COPY_SIGNATURE, bytes(8)]
+    for code in np.unique(pattern).tolist():
+        nulls = frozenset(name for bit, name in enumerate(nullable) if code >> bit & 1)
+        part = rows[pattern == code]
+        wire = np.empty(len(part), dtype=_wire(rows.dtype, nulls))
+        wire["fields"] = len(rows.dtype.names)
+        for name in rows.dtype.names:
+            wire[f"{name}_length"] = -1 if name in nulls else 8
+            if name not in nulls:
+                wire[name] = part[name]
+        parts.append(wire.tobytes())
+    parts.append(b"\xff\xff")
+    return b"".join(parts)
+
+
+def arrays_decode(columns: Sequence[bytes | None], dtype: np.dtype) -> np.ndarray:
+    """Rows of ``dtype`` from one PostgreSQL binary array (``array_send``) per field, of 8-byte
+    elements and no NULL: a header (dimensions, NULL flag, element type, then length and lower bound
+    per dimension), then each element as its byte length and its big-endian value. An aggregate over
+    no row is NULL (None)."""
+    if columns[0] is None:
+        return np.empty(0, dtype=dtype)
+    rows: np.ndarray | None = None
+    for name, data in zip(dtype.names, columns, strict=True):
+        data = bytes(data)
+        dimensions, has_null = int.from_bytes(data[0:4], "big"), int.from_bytes(data[4:8], "big")
+        if dimensions != 1 or has_null:
+            raise ValueError(f"array of {name}: {dimensions} dimensions, NULL {bool(has_null)}; one, no NULL")
+        cell = np.dtype([("length", ">i4"), ("value", ">" + dtype[name].str[1:])])
+        cells = np.frombuffer(data, dtype=cell, offset=20)
+        if len(cells) != int.from_bytes(data[12:16], "big") or np.any(cells["length"] != 8):
+            raise ValueError(f"array of {name}: elements not of 8 bytes")
+        if rows is None:
+            rows = np.empty(len(cells), dtype=dtype)
+        rows[name] = cells["value"]
+    return rows
