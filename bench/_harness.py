@@ -114,6 +114,19 @@ def flush_redis(redis_url: str) -> None:
         client.close()
 
 
+def setup_django(database_url: str, name: str) -> None:
+    """Django in this process, on ``database_url``: Celery runs eagerly (no Redis), files go to a fresh
+    temporary folder named after the benchmark, and only warnings are logged."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.pop("REDIS_URL", None)  # Celery runs eagerly in this process
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    os.environ.setdefault("JOINTLINE_DATA_DIR", tempfile.mkdtemp(prefix=f"jointline-bench-{name}-"))
+    os.environ.setdefault("JOINTLINE_LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+
+
 def service_env(database_url: str, redis_url: str, **extra: str) -> dict[str, str]:
     return {
         **os.environ,

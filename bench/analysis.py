@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -47,17 +46,6 @@ HOUR_US = 3_600_000_000
 EVERYTHING = "benchviewer"
 CAUSE = ("storage_metadata_ops_per_second", "nfs_rpc_slots_in_use", "nfs_read_size_bytes")
 MANIFEST = "analysis-manifest.json"
-
-
-def setup_django(database_url: str) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.pop("REDIS_URL", None)  # Celery runs eagerly in this process
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    os.environ.setdefault("JOINTLINE_DATA_DIR", tempfile.mkdtemp(prefix="jointline-bench-analysis-"))
-    os.environ.setdefault("JOINTLINE_LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
 
 
 def scenario_config(profile: str):
@@ -83,6 +71,9 @@ def load(profile: str) -> None:
     total = sum(c["samples"] + c["events"] for c in scenario.counts().values())
     with tqdm(total=total, unit="rec", unit_scale=True, desc=f"loading {profile}", file=sys.stderr) as bar:
         load_batches(scenario.batches(), progress=bar.update)
+    # what the beat's refresh does some seconds after each apply, done once here: the ranking then
+    # reads rollups, as it would on a running installation (read raw, it takes about three times as long)
+    call_command("refresh_rollups", "--no-progress", verbosity=0)
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -187,8 +178,8 @@ def measure_quality(users: dict, episode: dict) -> tuple[int, int, int]:
 
 def measure_templates(profile: str) -> None:
     from orgs.access import Scope
-    from timeline.alignment import read_hints
     from timeline.analysis.templates_mining import METHODS, mine_templates
+    from timeline.clock.model import read_hints
     from timeline.store import get_store
 
     cfg = scenario_config(profile)
@@ -231,7 +222,7 @@ def main() -> None:
     _harness.require_loopback(args.database_url)
     if not args.reuse:
         _harness.recreate_database(args.database_url)
-    setup_django(args.database_url)
+    _harness.setup_django(args.database_url, "analysis")
     if not args.reuse:
         load(args.profile)
     users = viewers()

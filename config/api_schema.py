@@ -54,7 +54,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 
 
 class BasicTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "ingest.api_protocols.BasicTokenAuthentication"
+    target_class = "orgs.authentication.BasicTokenAuthentication"
     name = "organisationTokenAsPassword"
 
     def get_security_definition(self, auto_schema):

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from core.records import Batch
 from core.timeparse import now_us
 from ingest import api_schema, chunked
+from ingest.protocols import storable
 from ingest.protocols.decoding import decompress
 from ingest.protocols.errors import FieldError, IngestError, InvalidPayload, PayloadTooLarge
 from ingest.protocols.native import parse_native
@@ -92,6 +93,20 @@ class PushEndpoint(APIView):
     def parse(self, body: bytes, request) -> Batch:
         raise NotImplementedError
 
+    def check_headers(self, request) -> None:
+        """Raise an :class:`IngestError` for a request refused on its headers alone."""
+        idempotency_key(request)
+
+    def refused_before_body(self, request, org: Organization) -> Response | None:
+        """The answer for a request refused before its body is read (its headers, then the
+        organisation's rate limits), or None to go on: a refused request costs no parsing."""
+        try:
+            self.check_headers(request)
+        except IngestError as exc:
+            return error_response(exc)
+        admitted = push_admit(org)
+        return None if admitted.allowed else rate_refused_response(org, admitted)
+
     def accepted_response(self, accepted) -> Response:
         entry = accepted.batch
         return Response(
@@ -109,13 +124,10 @@ class PushEndpoint(APIView):
         """Headers, then the rate limit, then the body: an organisation over its limits is refused
         before its body is read, decompressed or parsed."""
         org: Organization = request.auth.org
-        try:
-            key = idempotency_key(request)
-        except IngestError as exc:
-            return error_response(exc)
-        admitted = push_admit(org)
-        if not admitted.allowed:
-            return rate_refused_response(org, admitted)
+        refused = self.refused_before_body(request, org)
+        if refused is not None:
+            return refused
+        key = idempotency_key(request)
         try:
             body = read_body_limited(request)
             body = decompress(
@@ -163,12 +175,27 @@ NATIVE_EXAMPLE = {
 }
 
 
+def check_pushed(batch: Batch, *, now_us: int) -> Batch:
+    """The final check every push endpoint runs after its parser (the native push too).
+
+    :func:`ingest.protocols.storable.check_batch` with the configured accept window: nothing the
+    store cannot hold, no timestamp more than ``JOINTLINE_FUTURE_TOLERANCE_S`` ahead or
+    ``JOINTLINE_PUSH_MAX_AGE_DAYS`` days behind ``now_us``, at most ``JOINTLINE_PUSH_MAX_DAYS``
+    distinct UTC days. Raises :class:`InvalidPayload` (400) with normalised paths.
+    """
+    return storable.check_batch(
+        batch,
+        now_us=now_us,
+        future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
+        max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
+        max_days=settings.JOINTLINE_PUSH_MAX_DAYS,
+    )
+
+
 class NativePushView(PushEndpoint):
     protocol = "native"
 
     def parse(self, body: bytes, request) -> Batch:
-        from ingest.api_protocols import check_pushed  # the shared final check; that module imports this one
-
         now = now_us()
         batch = parse_native(
             body,

@@ -14,21 +14,19 @@ A request that parses into nothing to store (Prometheus' metadata-only
 requests, an OTLP export of points without a recorded value) is answered as a
 success without a journal entry.
 
-Every push runs :func:`check_pushed` after its parser: what the store cannot
+Every push runs :func:`ingest.api.check_pushed` after its parser: what the store cannot
 hold, or what lies outside the accept window, is a 400 naming the field, never
 a journal entry that then fails to apply.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema_view
-from rest_framework import authentication, exceptions, status
+from rest_framework import authentication, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
@@ -36,42 +34,22 @@ from rest_framework.response import Response
 from core.records import Batch
 from core.timeparse import now_us
 from ingest import api_schema, chunked, importers, signals
-from ingest.api import IsPushToken, PushEndpoint, error_response, rate_refused_response
+from ingest.api import IsPushToken, PushEndpoint, check_pushed, error_response
 from ingest.protocols import loki, otlp, remote_write, storable
 from ingest.protocols.errors import FieldError, IngestError, InvalidPayload, PayloadTooLarge
-from ingest.ratelimit import push_admit, push_charge_samples
-from orgs.authentication import BearerTokenAuthentication
+from ingest.ratelimit import push_charge_samples
+from orgs.authentication import BasicTokenAuthentication, BearerTokenAuthentication
 from orgs.models import IngestToken
-from orgs.services import token_authenticate
 
 SOURCE_HEADER = "HTTP_X_JOINTLINE_SOURCE"
 DEFAULT_IMPORT_MAX_BYTES = 64 * 2**20
 
+# Each OTLP signal's parser (a name in ``ingest.protocols.otlp``, looked up when a request comes) and the
+# name of its limit on what one request may hold.
+_OTLP_PARSERS = {"metrics": ("parse_metrics", "max_points"), "logs": ("parse_logs", "max_records")}
+
 # HTTP status → gRPC code, for OTLP's google.rpc.Status error bodies.
 _GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 409: 10, 413: 8, 415: 3, 429: 8, 503: 14}
-
-
-class BasicTokenAuthentication(authentication.BaseAuthentication):
-    """HTTP basic auth whose password is an organisation token (the user name is ignored)."""
-
-    def authenticate(self, request):
-        header = authentication.get_authorization_header(request)
-        scheme, _, encoded = header.partition(b" ")
-        if scheme.lower() != b"basic":
-            return None
-        try:
-            _, _, secret = base64.b64decode(encoded.strip(), validate=True).decode("utf-8").partition(":")
-        except (ValueError, UnicodeDecodeError):
-            raise exceptions.AuthenticationFailed(
-                "basic credentials are not valid base64 'user:token'"
-            ) from None
-        token = token_authenticate(secret.strip())
-        if token is None:
-            raise exceptions.AuthenticationFailed("token is unknown, revoked or expired")
-        return AnonymousUser(), token
-
-    def authenticate_header(self, request) -> str:
-        return 'Basic realm="jointline"'
 
 
 class _NothingToStore(Exception):
@@ -112,23 +90,6 @@ def _header_text(value: str | None) -> str | None:
         raise InvalidPayload("the source is not usable", [FieldError("X-Jointline-Source", reason)]) from None
 
 
-def check_pushed(batch: Batch, *, now_us: int) -> Batch:
-    """The final check every push endpoint runs after its parser (the native push too).
-
-    :func:`ingest.protocols.storable.check_batch` with the configured accept window: nothing the
-    store cannot hold, no timestamp more than ``JOINTLINE_FUTURE_TOLERANCE_S`` ahead or
-    ``JOINTLINE_PUSH_MAX_AGE_DAYS`` days behind ``now_us``, at most ``JOINTLINE_PUSH_MAX_DAYS``
-    distinct UTC days. Raises :class:`InvalidPayload` (400) with normalised paths.
-    """
-    return storable.check_batch(
-        batch,
-        now_us=now_us,
-        future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
-        max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
-        max_days=settings.JOINTLINE_PUSH_MAX_DAYS,
-    )
-
-
 def _ensure_not_empty(batch: Batch) -> Batch:
     if not batch.series and not batch.events:
         raise _NothingToStore
@@ -140,16 +101,33 @@ class _ProtocolEndpoint(PushEndpoint):
 
     def post(self, request, *args, **kwargs):
         try:
-            self.check_headers(request)
-        except IngestError as exc:
-            return error_response(exc)
-        try:
             return super().post(request, *args, **kwargs)
         except _NothingToStore:
             return self.empty_response()
 
     def check_headers(self, request) -> None:
+        self.check_protocol_headers(request)
+        super().check_headers(request)
+
+    def check_protocol_headers(self, request) -> None:
         """Raise an :class:`IngestError` (415) for a request this protocol cannot read."""
+
+    def parse(self, body: bytes, request) -> Batch:
+        now = now_us()
+        batch = self.parse_protocol(
+            body,
+            now_us=now,
+            source=_source(request, self.protocol),
+            future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
+            max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
+            signal_map=signals.configured_map(),
+        )
+        return _ensure_not_empty(check_pushed(batch, now_us=now))
+
+    def parse_protocol(self, body: bytes, **options) -> Batch:
+        """The protocol's parser, with its own limits; ``options`` are those every parser takes
+        (the accept window, the source and the signal map)."""
+        raise NotImplementedError
 
     def empty_response(self):
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -169,27 +147,22 @@ class RemoteWriteView(_ProtocolEndpoint):
     protocol = "remote_write"
     dropped = 0
 
-    def check_headers(self, request) -> None:
+    def check_protocol_headers(self, request) -> None:
         remote_write.check_headers(
             request.META.get("CONTENT_TYPE"), request.META.get("HTTP_CONTENT_ENCODING")
         )
         # The parser decodes snappy itself, so that it can tell the framed format apart.
         request.META["HTTP_CONTENT_ENCODING"] = "identity"
 
-    def parse(self, body: bytes, request) -> Batch:
-        now = now_us()
+    def parse_protocol(self, body: bytes, **options) -> Batch:
         result = remote_write.parse_remote_write(
             body,
-            now_us=now,
-            source=_source(request, self.protocol),
-            future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
-            max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
             max_points=settings.JOINTLINE_PUSH_MAX_POINTS,
             max_bytes=settings.JOINTLINE_PUSH_MAX_DECOMPRESSED_BYTES,
-            signal_map=signals.configured_map(),
+            **options,
         )
         self.dropped = result.stale_markers + result.non_finite
-        return _ensure_not_empty(check_pushed(result.batch, now_us=now))
+        return result.batch
 
     def accepted_response(self, accepted):
         return self.empty_response()
@@ -203,11 +176,19 @@ class _OtlpEndpoint(_ProtocolEndpoint):
     """OTLP/HTTP: 200 with an Export*ServiceResponse; errors as ``google.rpc.Status``, both in the
     request's encoding (protobuf or JSON)."""
 
+    protocol = "otlp"
     signal = ""
     encoding = "json"
     result: otlp.OtlpResult | None = None
 
-    def check_headers(self, request) -> None:
+    def parse_protocol(self, body: bytes, **options) -> Batch:
+        parser, limit = _OTLP_PARSERS[self.signal]
+        self.result = getattr(otlp, parser)(
+            body, encoding=self.encoding, **{limit: settings.JOINTLINE_PUSH_MAX_POINTS}, **options
+        )
+        return self.result.batch
+
+    def check_protocol_headers(self, request) -> None:
         self.encoding = otlp.request_encoding(request.META.get("CONTENT_TYPE"))
 
     def accepted_response(self, accepted):
@@ -251,44 +232,14 @@ class _OtlpEndpoint(_ProtocolEndpoint):
 class OtlpMetricsView(_OtlpEndpoint):
     """``POST /v1/metrics``: OTLP/HTTP metrics (see :mod:`ingest.protocols.otlp` for the mapping)."""
 
-    protocol = "otlp"
     signal = "metrics"
-
-    def parse(self, body: bytes, request) -> Batch:
-        now = now_us()
-        self.result = otlp.parse_metrics(
-            body,
-            encoding=self.encoding,
-            now_us=now,
-            source=_source(request, self.protocol),
-            future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
-            max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
-            max_points=settings.JOINTLINE_PUSH_MAX_POINTS,
-            signal_map=signals.configured_map(),
-        )
-        return _ensure_not_empty(check_pushed(self.result.batch, now_us=now))
 
 
 @extend_schema_view(post=api_schema.otlp_logs)
 class OtlpLogsView(_OtlpEndpoint):
     """``POST /v1/logs``: OTLP/HTTP logs (see :mod:`ingest.protocols.otlp` for the mapping)."""
 
-    protocol = "otlp"
     signal = "logs"
-
-    def parse(self, body: bytes, request) -> Batch:
-        now = now_us()
-        self.result = otlp.parse_logs(
-            body,
-            encoding=self.encoding,
-            now_us=now,
-            source=_source(request, self.protocol),
-            future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
-            max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
-            max_records=settings.JOINTLINE_PUSH_MAX_POINTS,
-            signal_map=signals.configured_map(),
-        )
-        return _ensure_not_empty(check_pushed(self.result.batch, now_us=now))
 
 
 @extend_schema_view(post=api_schema.loki_push)
@@ -298,27 +249,22 @@ class LokiPushView(_ProtocolEndpoint):
     protocol = "loki"
     encoding = "protobuf"
 
-    def check_headers(self, request) -> None:
+    def check_protocol_headers(self, request) -> None:
         self.encoding = loki.request_encoding(request.META.get("CONTENT_TYPE"))
         content_encoding = (request.META.get("HTTP_CONTENT_ENCODING") or "").strip().lower()
         if self.encoding == "protobuf" and content_encoding == "snappy":
             # Loki's protobuf body is always snappy: the parser decodes it, and it would not twice.
             request.META["HTTP_CONTENT_ENCODING"] = "identity"
 
-    def parse(self, body: bytes, request) -> Batch:
-        now = now_us()
-        batch = loki.parse_push(
+    def parse_protocol(self, body: bytes, **options) -> Batch:
+        # Never empty: the parser refuses a push without log entries.
+        return loki.parse_push(
             body,
             encoding=self.encoding,
-            now_us=now,
-            source=_source(request, self.protocol),
-            future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
-            max_age_days=settings.JOINTLINE_PUSH_MAX_AGE_DAYS,
             max_entries=settings.JOINTLINE_PUSH_MAX_POINTS,
             max_bytes=settings.JOINTLINE_PUSH_MAX_DECOMPRESSED_BYTES,
-            signal_map=signals.configured_map(),
+            **options,
         )
-        return check_pushed(batch, now_us=now)
 
 
 # --------------------------------------------------------------------------- file import
@@ -363,16 +309,11 @@ class ImportView(PushEndpoint):
         not refused for its own samples, since it may hold more than a minute's budget); the
         organisation's next pushes in that minute are refused if they used the budget up."""
         org = request.auth.org if isinstance(request.auth, IngestToken) else request.user.membership.org
-        limit = getattr(settings, "JOINTLINE_IMPORT_MAX_BYTES", DEFAULT_IMPORT_MAX_BYTES)
+        refused = self.refused_before_body(request, org)
+        if refused is not None:
+            return refused
         try:
-            self._check_size(request, limit)
-        except IngestError as exc:
-            return error_response(exc)
-        admitted = push_admit(org)
-        if not admitted.allowed:
-            return rate_refused_response(org, admitted)
-        try:
-            data, files = self._form(request, limit)
+            data, files = self._form(request, _import_limit())
             upload = files.get("file")
             if upload is None:
                 raise InvalidPayload("no file", [FieldError("file", "send the file as multipart 'file'")])
@@ -401,8 +342,10 @@ class ImportView(PushEndpoint):
             status=status.HTTP_202_ACCEPTED,
         )
 
-    @staticmethod
-    def _check_size(request, limit: int) -> None:
+    def check_headers(self, request) -> None:
+        """A declared upload over the limit is refused before it is read. Imports take no
+        ``Idempotency-Key``: a file imported again is answered with its first import's batches."""
+        limit = _import_limit()
         declared = request.META.get("CONTENT_LENGTH") or "0"
         if declared.isdigit() and int(declared) > limit:
             raise PayloadTooLarge(f"upload of {int(declared)} bytes exceeds the limit of {limit} bytes")
@@ -440,3 +383,7 @@ class ImportView(PushEndpoint):
             default_ts=data.get("default_ts") or None,
             mapping=mapping,
         )
+
+
+def _import_limit() -> int:
+    return getattr(settings, "JOINTLINE_IMPORT_MAX_BYTES", DEFAULT_IMPORT_MAX_BYTES)

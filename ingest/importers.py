@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from core import timeparse
 from core.records import EVENT_KINDS, SERIES_KINDS, SIGNALS, Batch, EventRecord, SeriesBlock
 from ingest.protocols import storable
-from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
+from ingest.protocols.errors import FieldError, InvalidPayload, Problems
 from ingest.protocols.native import MAX_MESSAGE_CHARS, MAX_NAME_CHARS, SEVERITY_ALIASES
 from ingest.protocols.prom_text import parse_prom_text
 from ingest.signals import DEFAULT_MAP, SignalMap, label_name, metric_kind, metric_name
@@ -207,21 +207,16 @@ def check_spec(spec: ImportSpec) -> None:
 
 
 class _Errors:
+    """A file's problems, by line number."""
+
     def __init__(self) -> None:
-        self.kept: list[FieldError] = []
-        self.total = 0
+        self.found = Problems()
 
     def add(self, line: int, reason: str) -> None:
-        self.total += 1
-        if len(self.kept) < MAX_REPORTED_ERRORS:
-            self.kept.append(FieldError(f"line {line}", reason))
+        self.found.add(f"line {line}", reason)
 
     def raise_any(self, spec: ImportSpec) -> None:
-        if self.total:
-            noun = "line" if self.total == 1 else "lines"
-            raise ImportFileError(
-                f"{spec.format} file rejected: {self.total} bad {noun}", self.kept, total_errors=self.total
-            )
+        self.found.raise_any(f"{spec.format} file rejected", "bad line", ImportFileError)
 
 
 def read_batches(

@@ -57,6 +57,28 @@ class InvalidPayload(IngestError):
     status = 400
 
 
+class Problems:
+    """The problems found in one request, in document order: every one is counted and the first
+    :data:`MAX_REPORTED_ERRORS` are kept, so a systematic problem costs no more memory than a few."""
+
+    def __init__(self) -> None:
+        self.kept: list[FieldError] = []
+        self.total = 0
+
+    def add(self, field: str, reason: str) -> None:
+        self.total += 1
+        if len(self.kept) < MAX_REPORTED_ERRORS:
+            self.kept.append(FieldError(field, reason))
+
+    def raise_any(
+        self, rejected: str, noun: str = "problem", error: type[IngestError] = InvalidPayload
+    ) -> None:
+        """Raise ``error`` if anything was found: ``"<rejected>: 3 <noun>s"`` with the kept problems."""
+        if self.total:
+            counted = noun if self.total == 1 else f"{noun}s"
+            raise error(f"{rejected}: {self.total} {counted}", self.kept, total_errors=self.total)
+
+
 class PayloadTooLarge(IngestError):
     """The body, once decompressed, or the batch it carries exceeds a limit."""
 

@@ -33,7 +33,6 @@ attribute; a NUL byte in a line is kept (the store writes it as U+FFFD).
 
 from __future__ import annotations
 
-import math
 import re
 
 import msgspec
@@ -42,7 +41,7 @@ from google.protobuf.message import DecodeError
 from core import timeparse
 from core.records import Batch, EventRecord
 from ingest.protocols.decoding import decompress
-from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload, UnsupportedMediaType
+from ingest.protocols.errors import InvalidPayload, Problems, UnsupportedMediaType
 from ingest.protocols.native import (
     MAX_ATTRIBUTES,
     MAX_LABEL_VALUE_CHARS,
@@ -52,7 +51,7 @@ from ingest.protocols.native import (
     SEVERITY_ALIASES,
 )
 from ingest.protocols.proto import loki_push_pb2
-from ingest.protocols.remote_write import MIN_TS_US, SNAPPY_STREAM_IDENTIFIER
+from ingest.protocols.remote_write import MIN_TS_US, SNAPPY_STREAM_IDENTIFIER, accept_bounds
 from ingest.protocols.storable import text_problem
 from ingest.signals import DEFAULT_MAP, SignalMap
 
@@ -96,11 +95,7 @@ def parse_push(
         _read_protobuf(body, reader, max_bytes, max_entries)
     else:
         _read_json(body, reader, max_entries)
-    if reader.total_errors:
-        noun = "problem" if reader.total_errors == 1 else "problems"
-        raise InvalidPayload(
-            f"push rejected: {reader.total_errors} {noun}", reader.errors, total_errors=reader.total_errors
-        )
+    reader.found.raise_any("push rejected")
     if not reader.events:
         raise InvalidPayload("push has no log entries")
     return Batch(source=source, events=reader.events)
@@ -255,23 +250,15 @@ class _Reader:
         self, now_us: int, future_tolerance_s: float, signal_map: SignalMap, max_age_days: float | None = None
     ) -> None:
         self.now_us = now_us
-        self.limit_us = now_us + math.floor(future_tolerance_s * 1_000_000)
         self.tolerance_s = future_tolerance_s
         self.max_age_days = max_age_days
-        self.floor_us = MIN_TS_US
-        if max_age_days is not None:
-            self.floor_us = max(
-                MIN_TS_US, timeparse.oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)
-            )
+        self.floor_us, self.limit_us = accept_bounds(now_us, future_tolerance_s, max_age_days)
         self.signal_map = signal_map
-        self.errors: list[FieldError] = []
-        self.total_errors = 0
+        self.found = Problems()
         self.events: list[EventRecord] = []
 
     def problem(self, field: str, reason: str) -> None:
-        self.total_errors += 1
-        if len(self.errors) < MAX_REPORTED_ERRORS:
-            self.errors.append(FieldError(field, reason))
+        self.found.add(field, reason)
 
     def utf8(self, raw: bytes, field: str, *, nul_allowed: bool = False) -> str | None:
         """``raw`` as text the store can hold (NUL only where ``nul_allowed``), or None after reporting."""
@@ -288,16 +275,16 @@ class _Reader:
 
     def storable_pairs(self, pairs: dict[str, str], field: str) -> bool:
         """Whether the store can hold every name and value of ``pairs``; reports each that it cannot."""
-        problems_before = self.total_errors
+        problems_before = self.found.total
         for name, value in pairs.items():
             reason = text_problem(name)
             reason = f"name {reason}" if reason else text_problem(value)
             if reason:
                 self.problem(_key_path(field, name), reason)
-        return self.total_errors == problems_before
+        return self.found.total == problems_before
 
     def stream_labels(self, labels: dict[str, str], field: str) -> dict[str, str] | None:
-        problems_before = self.total_errors
+        problems_before = self.found.total
         if not labels:
             self.problem(field, "a stream needs at least one label")
         if len(labels) > MAX_LABELS:
@@ -309,7 +296,7 @@ class _Reader:
             reason = text_problem(value, max_chars=MAX_LABEL_VALUE_CHARS)
             if reason:
                 self.problem(f"{field}.{name}", reason)
-        return labels if self.total_errors == problems_before else None
+        return labels if self.found.total == problems_before else None
 
     def time(self, ts_us: int | None, field: str) -> int | None:
         if ts_us is None:

@@ -51,7 +51,7 @@ from core.records import (
     EventRecord,
     SeriesBlock,
 )
-from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
+from ingest.protocols.errors import MAX_REPORTED_ERRORS, InvalidPayload, Problems
 from ingest.protocols.storable import (
     MAX_METRIC_CHARS,
     MAX_NAME_CHARS,
@@ -239,18 +239,12 @@ def _check_point_budget(batch_in: _BatchIn, max_points: int) -> None:
         )
 
 
-class _Problems:
+class _Problems(Problems):
     """Collects field errors in document order, keeping the first ones and counting all."""
 
     def __init__(self) -> None:
-        self.kept: list[FieldError] = []
-        self.total = 0
+        super().__init__()
         self.deferred: dict[str, list[tuple[str, str]]] = {}
-
-    def add(self, field: str, reason: str) -> None:
-        self.total += 1
-        if len(self.kept) < MAX_REPORTED_ERRORS:
-            self.kept.append(FieldError(field, reason))
 
     def defer(self, scope: str, field: str, reason: str) -> None:
         """Hold a structural problem until the validator reaches ``scope``, to keep document order."""

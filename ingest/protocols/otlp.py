@@ -92,10 +92,10 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from core import timeparse
 from core.records import AttributeValue, Batch, EventRecord, SeriesBlock
-from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload, UnsupportedMediaType
+from ingest.protocols.errors import FieldError, InvalidPayload, Problems, UnsupportedMediaType
 from ingest.protocols.native import MAX_ATTRIBUTES, MAX_LABEL_VALUE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS
 from ingest.protocols.proto import rpc_status_pb2
-from ingest.protocols.remote_write import MIN_TS_US
+from ingest.protocols.remote_write import MIN_TS_US, accept_bounds
 from ingest.protocols.storable import MAX_METRIC_CHARS, MAX_UNIT_CHARS, labels_problem, text_problem
 from ingest.signals import DEFAULT_MAP, SignalMap, label_name, metric_kind, metric_name
 
@@ -280,17 +280,8 @@ class _Rejections:
         return InvalidPayload(f"{self.message()}; nothing was accepted", errors)
 
 
-class _Problems:
+class _Problems(Problems):
     """What the store cannot hold, by path: any of it refuses the whole request (400)."""
-
-    def __init__(self) -> None:
-        self.errors: list[FieldError] = []
-        self.total = 0
-
-    def add(self, field: str, reason: str) -> None:
-        self.total += 1
-        if len(self.errors) < MAX_REPORTED_ERRORS:
-            self.errors.append(FieldError(field, reason))
 
     def text(self, value: str, field: str, max_chars: int | None = None) -> bool:
         """Whether the store can hold ``value``; reports it at ``field`` if not."""
@@ -300,11 +291,7 @@ class _Problems:
         return reason is None
 
     def raise_any(self) -> None:
-        if self.total:
-            noun = "problem" if self.total == 1 else "problems"
-            raise InvalidPayload(
-                f"export rejected: {self.total} {noun}", self.errors, total_errors=self.total
-            )
+        super().raise_any("export rejected")
 
 
 def any_value(value) -> AttributeValue:
@@ -391,13 +378,10 @@ class _Window:
     """The accept window: reasons are the same for every point of a request, so they group."""
 
     def __init__(self, now_us: int, future_tolerance_s: float, max_age_days: float | None = None) -> None:
-        self.limit_us = now_us + math.floor(future_tolerance_s * 1_000_000)
+        self.floor_us, self.limit_us = accept_bounds(now_us, future_tolerance_s, max_age_days)
         self.tolerance_s = future_tolerance_s
-        self.floor_us = MIN_TS_US
         self.too_old = ""
         if max_age_days is not None:
-            oldest = timeparse.oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)
-            self.floor_us = max(MIN_TS_US, oldest)
             self.too_old = "with timestamps " + timeparse.too_old_reason(
                 now_us=now_us, max_age_days=max_age_days
             )

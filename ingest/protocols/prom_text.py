@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from core import timeparse
 from core.records import Batch, EventRecord, SeriesBlock
-from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
+from ingest.protocols.errors import Problems
 from ingest.protocols.loki import parse_label_set
 from ingest.protocols.storable import MAX_METRIC_CHARS, labels_problem, text_problem
 from ingest.signals import DEFAULT_MAP, SignalMap, metric_kind, xid_events
@@ -59,8 +59,7 @@ def parse_prom_text(
     """Parse exposition text; raises :class:`InvalidPayload` naming each bad line (``line 12``)."""
     types: dict[str, str] = {}
     points: dict[tuple, tuple[str, dict[str, str], list[int], list[float]]] = {}
-    errors: list[FieldError] = []
-    total_errors = 0
+    problems = Problems()
     non_finite = 0
     for number, raw in enumerate(text.splitlines(), start=first_line):
         line = raw.strip()
@@ -74,9 +73,7 @@ def parse_prom_text(
         try:
             metric, labels, ts, value = _sample(line, default_ts_us, now_us, future_tolerance_s)
         except ValueError as exc:
-            total_errors += 1
-            if len(errors) < MAX_REPORTED_ERRORS:
-                errors.append(FieldError(f"line {number}", str(exc)))
+            problems.add(f"line {number}", str(exc))
             continue
         if not math.isfinite(value):
             non_finite += 1
@@ -85,12 +82,7 @@ def parse_prom_text(
         entry = points.setdefault(key, (metric, labels, [], []))
         entry[2].append(ts)
         entry[3].append(value)
-    if total_errors:
-        raise InvalidPayload(
-            f"exposition text rejected: {total_errors} bad line{'s' if total_errors > 1 else ''}",
-            errors,
-            total_errors=total_errors,
-        )
+    problems.raise_any("exposition text rejected", "bad line")
     blocks: list[SeriesBlock] = []
     events: list[EventRecord] = []
     for metric, labels, ts, values in points.values():

@@ -40,13 +40,14 @@ import operator
 import re
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
 from core import timeparse
 from core.records import Batch, EventRecord, SeriesBlock
 from ingest.protocols.decoding import decompress
-from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload, UnsupportedMediaType
+from ingest.protocols.errors import InvalidPayload, Problems, UnsupportedMediaType
 from ingest.protocols.native import MAX_LABEL_VALUE_CHARS, MAX_LABELS
 from ingest.protocols.proto import remote_write_pb2
 from ingest.protocols.storable import MAX_METRIC_CHARS, MAX_UNIT_CHARS, labels_problem, text_problem
@@ -91,6 +92,15 @@ class WriteResult:
     non_finite: int = 0
 
 
+def accept_bounds(now_us: int, future_tolerance_s: float, max_age_days: float | None) -> tuple[int, int]:
+    """The oldest and the newest timestamp (µs) a push may carry: from 2000-01-01 or ``max_age_days``
+    before ``now_us``, whichever is later (None: no age limit), to ``future_tolerance_s`` after it."""
+    newest = now_us + math.floor(future_tolerance_s * 1_000_000)
+    if max_age_days is None:
+        return MIN_TS_US, newest
+    return max(MIN_TS_US, timeparse.oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)), newest
+
+
 def check_headers(content_type: str | None, content_encoding: str | None) -> None:
     """Raise :class:`UnsupportedMediaType` unless the request is snappy-compressed protobuf."""
     media = (content_type or "").split(";", 1)[0].strip().lower()
@@ -115,32 +125,16 @@ def decode_snappy_block(body: bytes, *, max_bytes: int) -> bytes:
     return decompress(body, "snappy", max_bytes=max_bytes)
 
 
-def parse_remote_write(
-    body: bytes,
-    *,
-    now_us: int,
-    source: str = "remote_write",
-    future_tolerance_s: float = 600.0,
-    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
-    max_points: int = 2_000_000,
-    max_bytes: int = 128 * 2**20,
-    signal_map: SignalMap = DEFAULT_MAP,
-) -> WriteResult:
+def parse_remote_write(body: bytes, *, max_bytes: int = 128 * 2**20, **options: Any) -> WriteResult:
     """Parse a snappy-compressed remote write body; see the module docstring for every rule.
 
-    Raises :class:`InvalidPayload` (400) listing each problem with its path,
-    e.g. ``timeseries[3].labels[1].name``, or :class:`PayloadTooLarge` (413)
-    when the body would inflate beyond ``max_bytes``.
+    ``options`` are the keywords of :func:`parse_write_request` (``now_us``, the accept window, the
+    limits and the signal map), which reads the body once decompressed. Raises
+    :class:`InvalidPayload` (400) listing each problem with its path, e.g.
+    ``timeseries[3].labels[1].name``, or :class:`PayloadTooLarge` (413) when the body would
+    inflate beyond ``max_bytes``.
     """
-    return parse_write_request(
-        decode_snappy_block(body, max_bytes=max_bytes),
-        now_us=now_us,
-        source=source,
-        future_tolerance_s=future_tolerance_s,
-        max_age_days=max_age_days,
-        max_points=max_points,
-        signal_map=signal_map,
-    )
+    return parse_write_request(decode_snappy_block(body, max_bytes=max_bytes), **options)
 
 
 def parse_write_request(
@@ -167,13 +161,7 @@ def parse_write_request(
     reader = _Reader(now_us, future_tolerance_s, signal_map, _declared_kinds(request), max_age_days)
     for index, series in enumerate(request.timeseries):
         reader.series(series, index)
-    if reader.total_errors:
-        noun = "problem" if reader.total_errors == 1 else "problems"
-        raise InvalidPayload(
-            f"remote write request rejected: {reader.total_errors} {noun}",
-            reader.errors,
-            total_errors=reader.total_errors,
-        )
+    reader.found.raise_any("remote write request rejected")
     return WriteResult(
         batch=Batch(source=source, series=reader.blocks, events=reader.events),
         stale_markers=reader.stale_markers,
@@ -201,18 +189,12 @@ class _Reader:
     ) -> None:
         self.now_us = now_us
         self.tolerance_s = future_tolerance_s
-        self.limit_us = now_us + math.floor(future_tolerance_s * 1_000_000)
         self.max_age_days = max_age_days
-        self.floor_us = MIN_TS_US
-        if max_age_days is not None:
-            self.floor_us = max(
-                MIN_TS_US, timeparse.oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)
-            )
+        self.floor_us, self.limit_us = accept_bounds(now_us, future_tolerance_s, max_age_days)
         self.bad_units: set[int] = set()  # metadata entries whose unit was reported
         self.signal_map = signal_map
         self.declared = declared
-        self.errors: list[FieldError] = []
-        self.total_errors = 0
+        self.found = Problems()
         self.blocks: list[SeriesBlock] = []
         self.events: list[EventRecord] = []
         self.stale_markers = 0
@@ -221,16 +203,14 @@ class _Reader:
         self.values: dict[bytes, str] = {}
 
     def problem(self, field: str, reason: str) -> None:
-        self.total_errors += 1
-        if len(self.errors) < MAX_REPORTED_ERRORS:
-            self.errors.append(FieldError(field, reason))
+        self.found.add(field, reason)
 
     def series(self, series: remote_write_pb2.TimeSeries, index: int) -> None:
         where = f"timeseries[{index}]"
-        errors_before = self.total_errors
+        errors_before = self.found.total
         labels = self.labels(series.labels, where)
         points = self.samples(series.samples, where)
-        if self.total_errors != errors_before or labels is None or not points[0]:
+        if self.found.total != errors_before or labels is None or not points[0]:
             return
         metric = labels.pop("__name__")
         reason = labels_problem(labels)

@@ -41,7 +41,7 @@ from collections.abc import Iterator
 
 from core import timeparse
 from core.records import EVENT_KINDS, SERIES_KINDS, SEVERITIES, SIGNALS, Batch, EventRecord, SeriesBlock
-from ingest.protocols.errors import MAX_REPORTED_ERRORS, FieldError, InvalidPayload
+from ingest.protocols.errors import Problems
 
 MAX_SOURCE_CHARS = 200  # timeline_source.name and ingest_ingestbatch.source are varchar(200)
 MAX_METRIC_CHARS = 200  # timeline_series.metric
@@ -55,6 +55,13 @@ _SIGNALS = frozenset(SIGNALS)
 _SERIES_KINDS = frozenset(SERIES_KINDS)
 _EVENT_KINDS = frozenset(EVENT_KINDS)
 _SEVERITIES = frozenset(SEVERITIES)
+# The fields a record names from a vocabulary: (field, the names as a set, the names in order).
+_SERIES_VOCABULARIES = (("signal", _SIGNALS, SIGNALS), ("kind", _SERIES_KINDS, SERIES_KINDS))
+_EVENT_VOCABULARIES = (
+    ("signal", _SIGNALS, SIGNALS),
+    ("kind", _EVENT_KINDS, EVENT_KINDS),
+    ("severity", _SEVERITIES, SEVERITIES),
+)
 
 
 def text_problem(value: str, *, max_chars: int | None = None, nul_allowed: bool = False) -> str | None:
@@ -131,10 +138,7 @@ def series_problems(block: SeriesBlock, good: set[str] | None = None) -> Iterato
     already found storable (a cache shared across records; found texts are added).
     """
     good = set() if good is None else good
-    if block.signal not in _SIGNALS:
-        yield "signal", f"unknown signal {block.signal!r}; accepted: {', '.join(SIGNALS)}"
-    if block.kind not in _SERIES_KINDS:
-        yield "kind", f"unknown kind {block.kind!r}; accepted: {', '.join(SERIES_KINDS)}"
+    yield from _unknown_names(block, _SERIES_VOCABULARIES)
     reason = _text(block.metric, good, MAX_METRIC_CHARS, required=True)
     if reason:
         yield "metric", reason
@@ -160,6 +164,13 @@ def series_problems(block: SeriesBlock, good: set[str] | None = None) -> Iterato
         yield f"values[{index}]", f"value {block.values[index]!r} is not a finite number"
 
 
+def _unknown_names(record: SeriesBlock | EventRecord, vocabularies: tuple) -> Iterator[tuple[str, str]]:
+    for field, known, accepted in vocabularies:
+        name = getattr(record, field)
+        if name not in known:
+            yield field, f"unknown {field} {name!r}; accepted: {', '.join(accepted)}"
+
+
 def _finite_number(value: object) -> bool:
     return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
 
@@ -171,12 +182,7 @@ def event_problems(event: EventRecord, good: set[str] | None = None) -> Iterator
     Timestamps are :func:`check_batch`'s concern. ``good`` as for :func:`series_problems`.
     """
     good = set() if good is None else good
-    if event.signal not in _SIGNALS:
-        yield "signal", f"unknown signal {event.signal!r}; accepted: {', '.join(SIGNALS)}"
-    if event.kind not in _EVENT_KINDS:
-        yield "kind", f"unknown kind {event.kind!r}; accepted: {', '.join(EVENT_KINDS)}"
-    if event.severity not in _SEVERITIES:
-        yield "severity", f"unknown severity {event.severity!r}; accepted: {', '.join(SEVERITIES)}"
+    yield from _unknown_names(event, _EVENT_VOCABULARIES)
     reason = _text(event.name, good, MAX_NAME_CHARS, required=True)
     if reason:
         yield "name", reason
@@ -239,17 +245,6 @@ def _key(key: object) -> str:
 # --------------------------------------------------------------------------- the batch
 
 
-class _Collected:
-    def __init__(self) -> None:
-        self.kept: list[FieldError] = []
-        self.total = 0
-
-    def add(self, field: str, reason: str) -> None:
-        self.total += 1
-        if len(self.kept) < MAX_REPORTED_ERRORS:
-            self.kept.append(FieldError(field, reason))
-
-
 def check_batch(
     batch: Batch,
     *,
@@ -270,7 +265,7 @@ def check_batch(
     than that is refused as a whole (field ``$``). A limit left ``None`` is not applied:
     the file importer, a deliberate backfill, passes no age limit.
     """
-    found = _Collected()
+    found = Problems()
     good: set[str] = set()
     reason = _text(batch.source, good, MAX_SOURCE_CHARS, required=True)
     if reason:
@@ -297,14 +292,12 @@ def check_batch(
             timeparse.check_day_span(days, max_days=max_days)
         except timeparse.TimestampError as exc:
             found.add("$", str(exc))
-    if found.total:
-        noun = "problem" if found.total == 1 else "problems"
-        raise InvalidPayload(f"batch rejected: {found.total} {noun}", found.kept, total_errors=found.total)
+    found.raise_any("batch rejected")
     return batch
 
 
 def _check_events(
-    events: list[EventRecord], window: _Window, good: set[str], days: set[int], found: _Collected
+    events: list[EventRecord], window: _Window, good: set[str], days: set[int], found: Problems
 ) -> None:
     """The events part of :func:`check_batch`.
 
@@ -384,7 +377,7 @@ class _Window:
             oldest = timeparse.oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)
             self.oldest = max(self.oldest, oldest)
 
-    def check(self, stamp: int, path: str, found: _Collected, *, past: bool = True) -> bool:
+    def check(self, stamp: int, path: str, found: Problems, *, past: bool = True) -> bool:
         """Whether ``stamp`` is inside the window; reports why not at ``path``."""
         if type(stamp) is not int:
             found.add(path, f"timestamp must be an integer of microseconds, got {type(stamp).__name__}")

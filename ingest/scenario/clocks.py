@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.timeparse import format_rfc3339 as rfc3339
 from ingest.scenario.plan import Plan, S
 
 HOUR_US = 3_600 * S
@@ -57,8 +58,6 @@ class ClockFault:
         return error.astype(np.int64)
 
     def as_json(self) -> dict:
-        from ingest.scenario.manifest import rfc3339
-
         return {
             "org": self.org,
             "source": self.source,

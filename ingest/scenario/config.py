@@ -87,24 +87,20 @@ class ScenarioConfig:
     @classmethod
     def compact(cls, **overrides) -> ScenarioConfig:
         """The quickstart profile: 12 h, 30 s scrapes (60 s for NFS and DCGM), per-node GPU series."""
-        base = cls(
-            duration=timedelta(hours=12),
-            step_s=30,
-            detail_step_s=60,
-            per_gpu_metrics=False,
-        )
-        return replace(base, **overrides)
+        return cls._per_node_profile(timedelta(hours=12), 30, 60, overrides)
 
     @classmethod
     def long(cls, **overrides) -> ScenarioConfig:
         """The report's span: 55 days around the reference incident, 5 min scrapes (10 min for NFS and
         DCGM), per-node GPU series — the war room zooming from weeks to seconds."""
-        base = cls(
-            duration=timedelta(days=55),
-            step_s=300,
-            detail_step_s=600,
-            per_gpu_metrics=False,
-        )
+        return cls._per_node_profile(timedelta(days=55), 300, 600, overrides)
+
+    @classmethod
+    def _per_node_profile(
+        cls, duration: timedelta, step_s: int, detail_step_s: int, overrides: dict
+    ) -> ScenarioConfig:
+        """A named profile: GPU series summed per node, so a long span stays small; overrides win."""
+        base = cls(duration=duration, step_s=step_s, detail_step_s=detail_step_s, per_gpu_metrics=False)
         return replace(base, **overrides)
 
     # ---- derived values, in microseconds

@@ -266,27 +266,16 @@ class Plan:
             start = self.at(begin)
             nodes = tuple(range(offset, offset + count))
             offset += count
-            ranks = start + round(rng.uniform(55, 75) * S)
-            read_end = ranks + round(rng.uniform(150, 200) * S)
-            train = read_end + round(rng.uniform(35, 55) * S)
-            session = Session(
-                sid=_sid(rng),
+            session = _staged_session(
+                rng,
+                start,
+                nodes,
+                init=act.OLD_INIT,
+                stage_seconds=((55, 75), (150, 200), (35, 55)),
                 name=f"solar-pretrain-val{count}n",
                 kind="validation",
                 episode="baseline",
                 created=start - 18 * S,
-                start=start,
-                nodes=nodes,
-                jitter=_jitter(rng, len(nodes)),
-                phases=(
-                    (start, act.STARTING),
-                    (ranks, act.OLD_INIT),
-                    (read_end, act.STARTING),
-                    (train, act.TRAIN),
-                ),
-                ranks_at=ranks,
-                init_done=train,
-                train_start=train,
                 end=self.at(finish),
                 outcome="terminated",
                 reason="validation finished",
@@ -348,29 +337,17 @@ class Plan:
             (self.at(lay.fixes[2]) + round(rng.uniform(0, 50) * S), "modeldev", "rank_sharding"),
         ]
         start = self.at(lay.reinit)
-        ranks = start + round(rng.uniform(60, 75) * S)
-        read_end = ranks + round(rng.uniform(245, 285) * S)
-        train = read_end + round(rng.uniform(40, 60) * S)
-        nodes = tuple(range(cfg.training_nodes))
         self.sessions.append(
-            Session(
-                sid=_sid(rng),
+            _staged_session(
+                rng,
+                start,
+                tuple(range(cfg.training_nodes)),
+                init=act.FAST_INIT,
+                stage_seconds=((60, 75), (245, 285), (40, 60)),
                 name="solar-pretrain-002",
                 kind="training",
                 episode="fix_reinit",
                 created=start - 15 * S,
-                start=start,
-                nodes=nodes,
-                jitter=_jitter(rng, len(nodes)),
-                phases=(
-                    (start, act.STARTING),
-                    (ranks, act.FAST_INIT),
-                    (read_end, act.STARTING),
-                    (train, act.TRAIN),
-                ),
-                ranks_at=ranks,
-                init_done=train,
-                train_start=train,
             )
         )
 
@@ -507,6 +484,22 @@ class _FailureDraw:
     pick: float
     detect_s: float
     offset_s: float = 0.0
+
+    def failure(self, node: int, xid_at: int, session: str, context: str) -> GpuFailure:
+        """The failure this draw describes, its precursor (if any) drifting for ``minutes`` before it."""
+        precursor = self.precursor
+        return GpuFailure(
+            node,
+            self.gpu,
+            self.xid,
+            xid_at,
+            session,
+            context,
+            precursor[0] if precursor else None,
+            xid_at - round(self.minutes * MINUTE) if precursor else None,
+            bool(precursor and precursor[1]),
+            self.magnitude,
+        )
 
 
 class _OperationDraws:
@@ -660,21 +653,7 @@ class _Operations:
     def _fail_training(self, run: Session, draw: _FailureDraw, xid_at: int) -> int:
         candidates = [n for n in run.nodes if n not in self.plan.flaky]
         node = candidates[int(draw.pick * len(candidates))]
-        precursor_start = xid_at - round(draw.minutes * MINUTE) if draw.precursor else None
-        self.failures.append(
-            GpuFailure(
-                node,
-                draw.gpu,
-                draw.xid,
-                xid_at,
-                run.sid,
-                "training",
-                draw.precursor[0] if draw.precursor else None,
-                precursor_start,
-                bool(draw.precursor and draw.precursor[1]),
-                draw.magnitude,
-            )
-        )
+        self.failures.append(draw.failure(node, xid_at, run.sid, "training"))
         failed_at = xid_at + round(draw.detect_s * S)
         self._end(
             run, failed_at, "gpu_xid", node, f"worker on {self.plan.node_name(node)} exited: Xid {draw.xid}"
@@ -711,20 +690,7 @@ class _Operations:
         )
         self.sessions.append(session)
         self.pool.busy.append((node, start, end))
-        self.failures.append(
-            GpuFailure(
-                node,
-                draw.gpu,
-                draw.xid,
-                xid_at,
-                session.sid,
-                "burn-in",
-                draw.precursor[0],
-                xid_at - round(draw.minutes * MINUTE),
-                draw.precursor[1],
-                draw.magnitude,
-            )
-        )
+        self.failures.append(draw.failure(node, xid_at, session.sid, "burn-in"))
         self.pool.excluded.pop(node, None)
         self._end(session, end, "gpu_xid", node, f"dcgm diag level 3 failed: Xid {draw.xid}")
 
@@ -853,38 +819,59 @@ class _Operations:
         others = [n for n in nodes if n not in self.plan.flaky]
         pool = flaky if (attempt.flaky and flaky) or not others else others
         node = pool[int(attempt.pick * len(pool))]
-        if attempt.cause == "health_check":
-            session.phases = ((start, act.STARTING),)
+        name, cause = self.plan.node_name(node), attempt.cause
+        session.phases = ((start, act.STARTING),)
+        if cause == "health_check":
             end = start + round(attempt.health_fail_s * S)
-            self._end(
-                session,
-                end,
-                "health_check",
-                node,
-                f"pre-start health check failed on {self.plan.node_name(node)}",
-            )
-            return
-        session.ranks_at = ranks
-        if attempt.cause == "nccl_timeout":
-            session.phases = ((start, act.STARTING),)
+            reason = f"pre-start health check failed on {name}"
+        elif cause == "nccl_timeout":
+            session.ranks_at = ranks
             end = ranks + round(attempt.nccl_timeout_s * S)
-            self._end(
-                session,
-                end,
-                "nccl_timeout",
-                node,
-                f"NCCL init timed out after 300 s waiting for ranks on {self.plan.node_name(node)}",
-            )
-            return
-        session.phases = ((start, act.STARTING), (ranks, act.FAST_INIT))
-        xid_at = ranks + round(attempt.xid_after_s * S)
-        index = self.sudden
-        self.sudden += 1
-        xid, gpu = self.draws.sudden_xids[index], self.draws.sudden_gpus[index]
-        context = "manual_attempt" if session.recovery else "retry_attempt"
-        self.failures.append(GpuFailure(node, gpu, xid, xid_at, session.sid, context))
-        end = xid_at + round(attempt.xid_detect_s * S)
-        self._end(session, end, "gpu_xid", node, f"worker on {self.plan.node_name(node)} exited: Xid {xid}")
+            reason = f"NCCL init timed out after 300 s waiting for ranks on {name}"
+        else:  # the ranks come up, then a GPU falls off
+            cause = "gpu_xid"
+            session.ranks_at = ranks
+            session.phases = ((start, act.STARTING), (ranks, act.FAST_INIT))
+            xid_at = ranks + round(attempt.xid_after_s * S)
+            index = self.sudden
+            self.sudden += 1
+            xid, gpu = self.draws.sudden_xids[index], self.draws.sudden_gpus[index]
+            context = "manual_attempt" if session.recovery else "retry_attempt"
+            self.failures.append(GpuFailure(node, gpu, xid, xid_at, session.sid, context))
+            end = xid_at + round(attempt.xid_detect_s * S)
+            reason = f"worker on {name} exited: Xid {xid}"
+        self._end(session, end, cause, node, reason)
+
+
+def _staged_session(
+    rng: np.random.Generator,
+    start: int,
+    nodes: tuple[int, ...],
+    *,
+    init: int,
+    stage_seconds: tuple[tuple[float, float], ...],
+    **fields,
+) -> Session:
+    """A session that starts, initialises its ranks with activity ``init``, reads, then trains.
+
+    ``stage_seconds`` bounds the uniform draws of the three stages (ranks up, read done, training
+    starts), taken from ``rng`` in that order before the session id and the jitter.
+    """
+    ranks_s, read_s, settle_s = stage_seconds
+    ranks = start + round(rng.uniform(*ranks_s) * S)
+    read_end = ranks + round(rng.uniform(*read_s) * S)
+    train = read_end + round(rng.uniform(*settle_s) * S)
+    return Session(
+        sid=_sid(rng),
+        start=start,
+        nodes=nodes,
+        jitter=_jitter(rng, len(nodes)),
+        phases=((start, act.STARTING), (ranks, init), (read_end, act.STARTING), (train, act.TRAIN)),
+        ranks_at=ranks,
+        init_done=train,
+        train_start=train,
+        **fields,
+    )
 
 
 def _sid(rng: np.random.Generator) -> str:

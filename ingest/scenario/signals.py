@@ -53,68 +53,27 @@ class Metric:
 
 def catalog(per_gpu: bool) -> list[Metric]:
     """Every metric of the scenario, in emission order."""
-    ens2, ens1 = (("device", "ens2f0"),), (("device", "ens1f0"),)
     out = [
         Metric(
             "cloudops",
             "node-exporter",
             "network",
-            "node_network_receive_bytes_total",
+            f"node_network_{way}_bytes_total",
             "counter",
             "bytes",
             "main",
             "node",
             "up",
-            ens2,
-        ),
-        Metric(
-            "cloudops",
-            "node-exporter",
-            "network",
-            "node_network_transmit_bytes_total",
-            "counter",
-            "bytes",
-            "main",
-            "node",
-            "up",
-            ens2,
-        ),
-        Metric(
-            "cloudops",
-            "node-exporter",
-            "network",
-            "node_network_receive_bytes_total",
-            "counter",
-            "bytes",
-            "main",
-            "node",
-            "up",
-            ens1,
-        ),
-        Metric(
-            "cloudops",
-            "node-exporter",
-            "network",
-            "node_network_transmit_bytes_total",
-            "counter",
-            "bytes",
-            "main",
-            "node",
-            "up",
-            ens1,
-        ),
+            (("device", device),),
+        )
+        for device in ("ens2f0", "ens1f0")
+        for way in ("receive", "transmit")
+    ]
+    exporter_job, training_job = (("job", "node-exporter"),), (("job", "solar-pretrain"),)
+    out += [
         Metric("cloudops", "node-exporter", "host", "node_load1", "gauge", "", "main", "node", "up"),
         Metric(
-            "cloudops",
-            "node-exporter",
-            "host",
-            "up",
-            "gauge",
-            "",
-            "main",
-            "node",
-            "always",
-            (("job", "node-exporter"),),
+            "cloudops", "node-exporter", "host", "up", "gauge", "", "main", "node", "always", exporter_job
         ),
         Metric(
             "modeldev",
@@ -126,74 +85,20 @@ def catalog(per_gpu: bool) -> list[Metric]:
             "main",
             "node",
             "training",
-            (("job", "solar-pretrain"),),
+            training_job,
         ),
-        Metric(
-            "storage",
-            "storage-array",
-            "storage",
-            "storage_read_bytes_per_second",
-            "gauge",
-            "bytes_per_second",
-            "main",
-            "cluster",
-            "always",
-        ),
-        Metric(
-            "storage",
-            "storage-array",
-            "storage",
-            "storage_write_bytes_per_second",
-            "gauge",
-            "bytes_per_second",
-            "main",
-            "cluster",
-            "always",
-        ),
-        Metric(
-            "storage",
-            "storage-array",
-            "storage",
-            "storage_metadata_ops_per_second",
-            "gauge",
-            "ops_per_second",
-            "main",
-            "cluster",
-            "always",
-        ),
-        Metric(
-            "storage",
-            "storage-array",
-            "storage",
-            "storage_read_capacity_bytes_per_second",
-            "gauge",
-            "bytes_per_second",
-            "main",
-            "cluster",
-            "always",
-        ),
-        Metric(
-            "storage",
-            "storage-array",
-            "storage",
-            "storage_write_capacity_bytes_per_second",
-            "gauge",
-            "bytes_per_second",
-            "main",
-            "cluster",
-            "always",
-        ),
-        Metric(
-            "storage",
-            "storage-array",
-            "storage",
-            "storage_metadata_ops_capacity",
-            "gauge",
-            "ops_per_second",
-            "main",
-            "cluster",
-            "always",
-        ),
+    ]
+    array = [
+        ("storage_read_bytes_per_second", "bytes_per_second"),
+        ("storage_write_bytes_per_second", "bytes_per_second"),
+        ("storage_metadata_ops_per_second", "ops_per_second"),
+        ("storage_read_capacity_bytes_per_second", "bytes_per_second"),
+        ("storage_write_capacity_bytes_per_second", "bytes_per_second"),
+        ("storage_metadata_ops_capacity", "ops_per_second"),
+    ]
+    out += [
+        Metric("storage", "storage-array", "storage", name, "gauge", unit, "main", "cluster", "always")
+        for name, unit in array
     ]
     nfs = [
         ("nfs_rpc_slots_in_use", "gauge", ""),

@@ -299,22 +299,30 @@ def otel_resource():
     )
 
 
+# Per signal: the exporter's module (in the proto or the json package) and its class.
+OTEL_EXPORTERS = {
+    "metrics": ("metric_exporter", "OTLPMetricExporter"),
+    "logs": ("_log_exporter", "OTLPLogExporter"),
+}
+
+
+def otel_exporter(signal: str, encoding: str, live_server, token: str):
+    """The SDK's OTLP/HTTP exporter of ``signal`` in ``encoding``, sending to the live server."""
+    module, name = OTEL_EXPORTERS[signal]
+    package = "proto" if encoding == "protobuf" else "json"
+    exporter = getattr(client_module(f"opentelemetry.exporter.otlp.{package}.http.{module}"), name)
+    return exporter(endpoint=f"{live_server.url}/v1/{signal}", headers={"Authorization": f"Bearer {token}"})
+
+
 @pytest.mark.parametrize("encoding", ["protobuf", "json"])
 def test_the_opentelemetry_sdk_exports_metrics(live_server, push_token_a, org_a, encoding):
-    exporters = {
-        "protobuf": "opentelemetry.exporter.otlp.proto.http.metric_exporter",
-        "json": "opentelemetry.exporter.otlp.json.http.metric_exporter",
-    }
-    OTLPMetricExporter = client_module(exporters[encoding]).OTLPMetricExporter
     Observation = client_module("opentelemetry.metrics").Observation
     sdk_metrics = client_module("opentelemetry.sdk.metrics")
     PeriodicExportingMetricReader = client_module(
         "opentelemetry.sdk.metrics.export"
     ).PeriodicExportingMetricReader
 
-    exporter = OTLPMetricExporter(
-        endpoint=f"{live_server.url}/v1/metrics", headers={"Authorization": f"Bearer {push_token_a}"}
-    )
+    exporter = otel_exporter("metrics", encoding, live_server, push_token_a)
     reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
     provider = sdk_metrics.MeterProvider(resource=otel_resource(), metric_readers=[reader])
     meter = provider.get_meter("trainer.metrics")
@@ -344,17 +352,10 @@ def test_the_opentelemetry_sdk_exports_metrics(live_server, push_token_a, org_a,
 
 @pytest.mark.parametrize("encoding", ["protobuf", "json"])
 def test_the_opentelemetry_sdk_exports_logs(live_server, push_token_a, org_a, encoding):
-    exporters = {
-        "protobuf": "opentelemetry.exporter.otlp.proto.http._log_exporter",
-        "json": "opentelemetry.exporter.otlp.json.http._log_exporter",
-    }
-    OTLPLogExporter = client_module(exporters[encoding]).OTLPLogExporter
     sdk_logs = client_module("opentelemetry.sdk._logs")
     SimpleLogRecordProcessor = client_module("opentelemetry.sdk._logs.export").SimpleLogRecordProcessor
 
-    exporter = OTLPLogExporter(
-        endpoint=f"{live_server.url}/v1/logs", headers={"Authorization": f"Bearer {push_token_a}"}
-    )
+    exporter = otel_exporter("logs", encoding, live_server, push_token_a)
     provider = sdk_logs.LoggerProvider(resource=otel_resource())
     provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
     logger = logging.getLogger(f"jointline.tests.otel.{encoding}")

@@ -115,6 +115,33 @@ def _test_database_url() -> str:
     )
 
 
+def _kill_a_worker_once(log: Path, busy, interval_s: float = 0.1) -> None:
+    """Start a worker and SIGKILL it as soon as ``busy()`` holds, in the middle of its work."""
+    worker = _worker_process(log)
+    try:
+        assert wait_until(busy, timeout_s=120, interval_s=interval_s), log.read_text()[-3000:]
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+
+
+def _recover_with_a_new_worker(log: Path, done) -> None:
+    """A fresh worker, after the sweeper re-enqueues whatever was accepted but not applied (the task
+    of the killed worker stays unacknowledged in Redis until its visibility timeout)."""
+    worker = _worker_process(log)
+    try:
+        journal_sweep(older_than=timedelta(0))
+        assert wait_until(done, timeout_s=180), log.read_text()[-3000:]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+
 def test_killing_the_worker_mid_apply_loses_and_duplicates_nothing(broker, pusher_a, tmp_path):
     batches = 12
     points = 20_000
@@ -124,29 +151,10 @@ def test_killing_the_worker_mid_apply_loses_and_duplicates_nothing(broker, pushe
     assert IngestBatch.objects.filter(status=BatchStatus.ACCEPTED).count() == batches
 
     log = tmp_path / "worker.log"
-    worker = _worker_process(log)
-    try:
-        assert wait_until(lambda: applied() >= 2, timeout_s=120), log.read_text()[-3000:]
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(timeout=30)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
+    _kill_a_worker_once(log, lambda: applied() >= 2)
     killed_at = applied()
     assert killed_at < batches, "the worker finished before it could be killed; make the batches larger"
-
-    worker = _worker_process(log)
-    try:
-        # The sweeper re-enqueues whatever was accepted but not applied (the task of the killed
-        # worker stays unacknowledged in Redis until its visibility timeout).
-        journal_sweep(older_than=timedelta(0))
-        assert wait_until(lambda: applied() == batches, timeout_s=180), log.read_text()[-3000:]
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+    _recover_with_a_new_worker(log, lambda: applied() == batches)
 
     assert stored_samples() == batches * points
     assert sum(IngestBatch.objects.values_list("samples_stored", flat=True)) == batches * points
@@ -170,24 +178,8 @@ def test_killing_the_worker_while_it_applies_groups_of_small_entries_loses_and_d
         batch_accept(org=org_a, batch=small_batch(i % 300, i // 300))
 
     log = tmp_path / "worker.log"
-    worker = _worker_process(log)
-    try:
-        assert wait_until(lambda: applied() >= 100, timeout_s=120, interval_s=0.02), log.read_text()[-3000:]
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(timeout=30)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-    worker = _worker_process(log)
-    try:
-        journal_sweep(older_than=timedelta(0))
-        assert wait_until(lambda: applied() == entries, timeout_s=180), log.read_text()[-3000:]
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+    _kill_a_worker_once(log, lambda: applied() >= 100, interval_s=0.02)
+    _recover_with_a_new_worker(log, lambda: applied() == entries)
 
     assert stored_samples() == entries * 13
     assert set(IngestBatch.objects.values_list("samples_stored", flat=True)) == {13}
