@@ -1,14 +1,20 @@
-"""ClickHouse against PostgreSQL on the same samples: the store's write path, the war-room reads, bytes
-on disk, and the schema choices of docs/decisions/0008-clickhouse-backend.md.
+"""ClickHouse against PostgreSQL on the same data: ingest through the store (samples, events and
+rollups), the long-window war-room lanes request, the store's reads, bytes on disk, and the schema
+choices of docs/decisions/0008-clickhouse-backend.md.
 
-Usage: .venv/bin/python bench/clickhouse.py [--series 120] [--days 14] [--runs 5]
+Usage: .venv/bin/python bench/clickhouse.py [--series 120] [--days 14] [--events 200] [--runs 5]
+       [--no-schema]
 
-Writes ``series`` noisy gauges and counters at a 15 s scrape over ``days`` days, one batch per hour
-of all series (as the journal applies pushes), through ``PostgresStore.write_batch`` (binary COPY)
-and ``ClickHouseStore.write_batch`` (existence check + RowBinary insert; ClickHouse in-process via
-chdb). Then reads 60 of the series through ``select_buckets`` over the whole window (1200 buckets,
-value and rate) and over the last hour (15 s buckets), median of ``runs``; then the same rows raw
-into variant tables: codecs per column, partitioning, ordering key, and FINAL against no FINAL.
+Writes ``series`` noisy gauges and counters at a 15 s scrape over ``days`` days and ``events`` log
+lines an hour, one batch per hour of all series (as the journal applies pushes), through
+``PostgresStore.write_batch`` (binary COPY, rollup ranges queued, then the queue refreshed as the
+task after an apply does) and ``ClickHouseStore.write_batch`` (existence check, RowBinary insert,
+rollup buckets recomputed; ClickHouse in-process via chdb), and prints samples/s of each, end to end.
+Then the war room's lanes request (``build_lanes``: line, rate, band, heatmap and logs lanes) over
+the whole window at 1200 px on each, the store's reads of 60 series over the whole window (1200
+buckets, value and rate) and the last hour (15 s buckets), median of ``runs``, and bytes on disk per
+sample and per event, each with the ClickHouse/PostgreSQL ratio. Without ``--no-schema``, the same
+rows raw into variant tables: codecs per column, partitioning, ordering key, FINAL against no FINAL.
 """
 
 from __future__ import annotations
@@ -88,8 +94,27 @@ def series_values(series: int, days: int, seed: int = 7) -> tuple[np.ndarray, np
     return ts, values
 
 
-def batches(ts: np.ndarray, values: np.ndarray):
-    """One Batch per hour of every series."""
+def hour_events(hour_start: int, count: int, nodes: int) -> list:
+    """``count`` log lines in the hour from ``hour_start``, spread over ``nodes`` nodes."""
+    from core.records import EventRecord
+
+    return [
+        EventRecord(
+            ts=hour_start + (i * HOUR_US) // max(count, 1),
+            signal="application",
+            kind="log",
+            severity=("info", "warning", "error")[i % 3],
+            name="trainer",
+            message=f"step {hour_start // HOUR_US * count + i} loss {(i * 7919) % 1000 / 250:.3f}"
+            + (" NCCL WARN timeout on rank 12" if i % 97 == 0 else ""),
+            resource={"node": f"node-{i % nodes:04d}"},
+        )
+        for i in range(count)
+    ]
+
+
+def batches(ts: np.ndarray, values: np.ndarray, events_per_hour: int = 0):
+    """One Batch per hour of every series (and ``events_per_hour`` log lines)."""
     from core.records import Batch, SeriesBlock
 
     per_hour = HOUR_US // STEP_US
@@ -97,6 +122,7 @@ def batches(ts: np.ndarray, values: np.ndarray):
         hour_ts = ts[start : start + per_hour].tolist()
         yield Batch(
             source="bench-agent",
+            events=hour_events(int(ts[start]), events_per_hour, len(values)),
             series=[
                 SeriesBlock(
                     signal="host",
@@ -112,10 +138,40 @@ def batches(ts: np.ndarray, values: np.ndarray):
         )
 
 
-def write_all(store, org_id: int, ts, values) -> tuple[float, int]:
+def write_all(store, org_id: int, ts, values, events_per_hour: int = 0) -> tuple[float, float, int, int]:
+    """(seconds writing, seconds refreshing the rollups after, samples stored, events stored)."""
     started = time.perf_counter()
-    stored = sum(store.write_batch(org_id=org_id, batch=b).samples_stored for b in batches(ts, values))
-    return time.perf_counter() - started, stored
+    samples = events = 0
+    for batch in batches(ts, values, events_per_hour):
+        result = store.write_batch(org_id=org_id, batch=batch)
+        samples, events = samples + result.samples_stored, events + result.events_stored
+    written = time.perf_counter()
+    while store.refresh_stale_rollups():
+        pass
+    return written - started, time.perf_counter() - written, samples, events
+
+
+def measure_lanes(scope, backend: str, ts: np.ndarray, runs: int) -> float:
+    """Median ms of the war room's lanes request over the whole window at WIDTH px on ``backend``."""
+    from django.test.utils import override_settings
+
+    from timeline.lanes import Grid, LaneSpec, build_lanes
+
+    specs = [
+        LaneSpec.parse(text)
+        for text in (
+            "line:bench/host/bench_gauge",
+            "rate:bench/host/bench_bytes_total",
+            "band:bench/host/bench_gauge",
+            "heatmap:bench/host/bench_gauge",
+            "logs:bench/application",
+        )
+    ]
+    grid = Grid(int(ts[0]), int(ts[-1]) + STEP_US, WIDTH)
+    with override_settings(JOINTLINE_STORE_BACKEND=backend):
+        lanes = build_lanes(scope, specs, grid)
+        assert all(lane.payload.get("status") == "ok" for lane in lanes), [lane.payload for lane in lanes]
+        return median_ms(lambda: build_lanes(scope, specs, grid), runs)
 
 
 def median_ms(fn, runs: int) -> float:
@@ -273,7 +329,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--series", type=int, default=120)
     parser.add_argument("--days", type=int, default=14)
+    parser.add_argument("--events", type=int, default=200, help="log lines per hour")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--no-schema", action="store_true", help="skip the codec and layout variants")
     return parser.parse_args()
 
 
@@ -308,24 +366,59 @@ def main() -> None:
         f"one batch per hour: {len(ts) // 240} batches of {args.series * 240:,} samples; rollups: {rollups}"
     )
 
+    events = args.events * (len(ts) // 240)
+    print(f"{args.events} log lines an hour: {events:,} events")
     print(f"load average at start: {os.getloadavg()[0]:.1f} (figures are of this machine as loaded)")
-    pg_s, pg_stored = write_all(postgres, org.pk, ts, values)
-    ch_s, ch_stored = write_all(clickhouse, org.pk, ts, values)
+    pg_write, pg_refresh, pg_stored, pg_events = write_all(postgres, org.pk, ts, values, args.events)
+    # the same organisation and series: ClickHouse's own tables start empty, its events' Django rows
+    # are there already (found, not stored again: events_stored counts 0), as after a move
+    ch_write, ch_refresh, ch_stored, _ = write_all(clickhouse, org.pk, ts, values, args.events)
     assert pg_stored == ch_stored == samples, (pg_stored, ch_stored, samples)
-    print("\n## write_batch, end to end in the store (series resolved in PostgreSQL for both)")
-    print(f"PostgreSQL (COPY):        {pg_s:7.1f} s  {samples / pg_s:12,.0f} samples/s")
-    print(f"ClickHouse (chdb):        {ch_s:7.1f} s  {samples / ch_s:12,.0f} samples/s")
-    print(f"ratio ClickHouse/PostgreSQL throughput: {pg_s / ch_s:.2f}x")
+    assert pg_events == events, (pg_events, events)
+    pg_s, ch_s = pg_write + pg_refresh, ch_write + ch_refresh
+    print("\n## ingest through write_batch, end to end (series and events resolved in PostgreSQL for both)")
+    print(f"{'':22} {'write s':>8} {'rollups s':>10} {'samples/s':>12}")
+    print(f"{'PostgreSQL (COPY)':22} {pg_write:8.1f} {pg_refresh:10.1f} {samples / pg_s:12,.0f}")
+    print(f"{'ClickHouse (chdb)':22} {ch_write:8.1f} {ch_refresh:10.1f} {samples / ch_s:12,.0f}")
+    print(f"ratio ClickHouse/PostgreSQL samples/s: {pg_s / ch_s:.2f}")
+
+    pg_lanes = measure_lanes(scope, "", ts, args.runs)
+    ch_lanes = measure_lanes(scope, "clickhouse", ts, args.runs)
+    print(f"\n## lanes request over the whole window ({args.days} days, {WIDTH} px, 5 lanes), median ms")
+    print(
+        f"PostgreSQL: {pg_lanes:9.1f}   ClickHouse: {ch_lanes:9.1f}   "
+        f"ratio ClickHouse/PostgreSQL: {ch_lanes / pg_lanes:.2f}"
+    )
 
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE timeline_sample")
-    engine.command("OPTIMIZE TABLE timeline_sample FINAL")
+        cursor.execute("VACUUM ANALYZE timeline_event")
+    for table in ("timeline_sample", "timeline_event", "timeline_rollup_1m", "timeline_rollup_1h"):
+        engine.command(f"OPTIMIZE TABLE {table} FINAL")
     pg_bytes = postgres.table_bytes()["timeline_sample"]
     ch_bytes = clickhouse.table_bytes()["timeline_sample"]
-    print("\n## bytes on disk per sample (PostgreSQL: table + primary key; ClickHouse: merged parts)")
+    pg_event_bytes = postgres.table_bytes()["timeline_event"]
+    ch_event_bytes = sum(size for _month, size, _rows in clickhouse._months("timeline_event"))
+    pg_rollups = sum(
+        postgres.table_bytes(["timeline_rollup_1m", "timeline_rollup_1h"])[t] or 0
+        for t in ("timeline_rollup_1m", "timeline_rollup_1h")
+    )
+    ch_rollups = sum(
+        size for t in ("timeline_rollup_1m", "timeline_rollup_1h") for _m, size, _r in clickhouse._months(t)
+    )
+    print("\n## bytes on disk (PostgreSQL: table + indexes; ClickHouse: merged parts)")
+    print(f"{'':22} {'PostgreSQL':>11} {'ClickHouse':>11} {'CH/PG':>7}")
     print(
-        f"PostgreSQL: {pg_bytes / samples:6.2f} B   ClickHouse: {ch_bytes / samples:6.2f} B   "
-        f"ratio PostgreSQL/ClickHouse: {pg_bytes / ch_bytes:.1f}x"
+        f"{'per sample':22} {pg_bytes / samples:11.2f} {ch_bytes / samples:11.2f} {ch_bytes / pg_bytes:7.3f}"
+    )
+    if events:
+        print(
+            f"{'per event':22} {pg_event_bytes / events:11.2f} {ch_event_bytes / events:11.2f} "
+            f"{ch_event_bytes / pg_event_bytes:7.3f}"
+        )
+    print(
+        f"{'rollups per sample':22} {pg_rollups / samples:11.2f} {ch_rollups / samples:11.2f} "
+        f"{ch_rollups / max(pg_rollups, 1):7.3f}"
     )
 
     ids = sorted(Series.unscoped.filter(org=org).values_list("pk", flat=True))
@@ -333,11 +426,13 @@ def main() -> None:
     pg_reads = measure_reads(postgres, scope, chosen, ts, args.runs)
     ch_reads = measure_reads(clickhouse, scope, chosen, ts, args.runs)
     print(f"\n## select_buckets / select_samples of {len(chosen)} series, median of {args.runs} (ms)")
-    print(f"{'read':28} {'PostgreSQL':>11} {'ClickHouse':>11} {'PG/CH':>7}")
+    print(f"{'read':28} {'PostgreSQL':>11} {'ClickHouse':>11} {'CH/PG':>7}")
     for name in pg_reads:
         print(
-            f"{name:28} {pg_reads[name]:11.1f} {ch_reads[name]:11.1f} {pg_reads[name] / ch_reads[name]:7.2f}"
+            f"{name:28} {pg_reads[name]:11.1f} {ch_reads[name]:11.1f} {ch_reads[name] / pg_reads[name]:7.2f}"
         )
+    if args.no_schema:
+        return
 
     check = measure_existence_check(clickhouse, org.pk, ids, ts, values, args.runs)
     print("\n## the write path's existence check (ClickHouse)")

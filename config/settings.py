@@ -234,7 +234,7 @@ JOINTLINE_PARALLEL_READS = env_int("JOINTLINE_PARALLEL_READS", 4, minimum=1)
 # Seconds the war room's clock-ordering check of a window is remembered per viewer, grants and clock
 # corrections (timeline/read_cache.py); 0: computed on every lanes request.
 JOINTLINE_ORDERING_CACHE_S = env_float("JOINTLINE_ORDERING_CACHE_S", 60.0, minimum=0)
-# Where samples live: "" in the Django database's own store, "clickhouse" in ClickHouse at
+# Where samples, events and rollups live: "" in the Django database's own store, "clickhouse" in ClickHouse at
 # JOINTLINE_CLICKHOUSE_URL (http(s)://user:password@host:8123/database, or chdb:///path in-process).
 JOINTLINE_STORE_BACKEND = env_str("JOINTLINE_STORE_BACKEND", "")
 JOINTLINE_CLICKHOUSE_URL = env_str("JOINTLINE_CLICKHOUSE_URL", f"chdb://{DATA_DIR / 'clickhouse'}")

@@ -1,7 +1,9 @@
-"""The store contract, the engine-sensitive suites, the lanes and the leak test run again with samples in
-ClickHouse (the embedded ``chdb`` engine, in a subprocess with ``JOINTLINE_STORE_BACKEND=clickhouse``),
-and what only this backend has to show: one copy of every sample after a re-applied batch, a write
-that died after its insert, a partial insert and two writers racing; month retention; the size report."""
+"""The store contract, the engine-sensitive suites, the lanes and the leak test run again with samples and
+events in ClickHouse (the embedded ``chdb`` engine, in a subprocess with
+``JOINTLINE_STORE_BACKEND=clickhouse``), and what only this backend has to show: one copy of every
+sample and event after a re-applied batch, a write that died after its insert, a partial insert and
+two writers racing; event filters reading as the Django database reads them; month retention; the
+size report."""
 
 from __future__ import annotations
 
@@ -14,12 +16,14 @@ import numpy as np
 import pytest
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
-from core.records import Batch, SeriesBlock
+from core.records import Batch, EventRecord, SeriesBlock
 from ingest.models import BatchStatus, IngestBatch
 from ingest.services import batch_accept, batch_apply
 from orgs.access import Scope
-from timeline.models import Series
+from orgs.services import grant_create
+from timeline.models import Event, Series
 from timeline.store import ReadHints, get_store
 from timeline.store.base import DAY_US
 
@@ -37,8 +41,11 @@ ON_CLICKHOUSE_TESTS = [
     "tests/timeline/test_alignment_api.py",
     "tests/timeline/test_alignment_scenario.py",
     "tests/timeline/test_lanes.py",
+    "tests/timeline/test_warroom_api.py",
+    "tests/timeline/test_detection.py",
     "tests/test_leaks.py",
     "tests/timeline/test_store_clickhouse.py",
+    "tests/timeline/test_clickhouse_rollups.py",
 ]
 
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
@@ -46,7 +53,7 @@ S = 1_000_000
 
 
 @pytest.mark.skipif(ON_CLICKHOUSE, reason="already on ClickHouse")
-def test_the_store_contract_lanes_and_leak_test_pass_with_samples_in_clickhouse(tmp_path):
+def test_the_store_contract_lanes_and_leak_test_pass_with_samples_events_and_rollups_in_clickhouse(tmp_path):
     pytest.importorskip("chdb", reason="the embedded ClickHouse engine is the clickhouse-embedded extra")
     env = {
         **os.environ,
@@ -192,3 +199,180 @@ def test_the_size_report_measures_samples_in_clickhouse(org_a):
     store = get_store()
     assert store.table_bytes()["timeline_sample"] > 0
     assert store.sample_counts() == [(org_a.pk, "storage", 1000)]
+
+
+def log(i: int, *, message: str = "", **fields) -> EventRecord:
+    return EventRecord(
+        ts=fields.pop("ts", T0 + i * S),
+        signal=fields.pop("signal", "application"),
+        kind=fields.pop("kind", "log"),
+        severity=fields.pop("severity", "info"),
+        name=fields.pop("name", f"line-{i}"),
+        message=message or f"line {i}",
+        **fields,
+    )
+
+
+def event_copies(org) -> tuple[int, int]:
+    """(rows stored, rows read with FINAL) of one organisation's events in ClickHouse."""
+    counts = []
+    for final in ("", "FINAL"):
+        raw = get_store().engine.query(
+            f"SELECT toInt64(count()) FROM timeline_event {final} WHERE org_id = {{o:Int64}}", {"o": org.pk}
+        )
+        counts.append(int(np.frombuffer(raw, dtype=np.int64)[0]))
+    return counts[0], counts[1]
+
+
+@on_clickhouse
+def test_a_journal_entry_of_events_applied_again_stores_each_event_once(org_a):
+    events = [log(i) for i in range(30)]
+    entry = batch_accept(org=org_a, batch=Batch(source="agent", events=events)).batch
+    assert batch_apply(batch_id=entry.pk).events_stored == 30
+    IngestBatch.objects.filter(pk=entry.pk).update(status=BatchStatus.ACCEPTED)
+    assert batch_apply(batch_id=entry.pk).events_stored == 0
+    assert event_copies(org_a) == (30, 30)
+    hints = ReadHints(start=T0, end=T0 + 3600 * S)
+    assert get_store().select_events(scope_of(org_a), hints).count() == 30
+
+
+@on_clickhouse
+def test_events_of_a_write_that_died_after_its_insert_read_once_under_their_new_ids(org_a):
+    events = [log(i) for i in range(12)]
+    with pytest.raises(WorkerDied), transaction.atomic():
+        get_store().write_batch(org_id=org_a.pk, batch=Batch(source="test-agent", events=events))
+        raise WorkerDied
+    assert not Event.objects.scoped(scope_of(org_a)).exists()  # the Django rows rolled back
+    assert event_copies(org_a) == (12, 12)  # ClickHouse kept its insert
+    again = write_events(org_a, events)
+    assert (again.events_received, again.events_stored) == (12, 12)
+    assert event_copies(org_a)[1] == 12
+    hints = ReadHints(start=T0, end=T0 + 3600 * S)
+    read = sorted(e.pk for e in get_store().select_events(scope_of(org_a), hints))
+    assert read == sorted(Event.objects.scoped(scope_of(org_a)).values_list("pk", flat=True))
+    get_store().engine.command("OPTIMIZE TABLE timeline_event FINAL")
+    assert event_copies(org_a) == (12, 12)
+
+
+def write_events(org, events):
+    with transaction.atomic():
+        return get_store().write_batch(org_id=org.pk, batch=Batch(source="test-agent", events=list(events)))
+
+
+FILTERS = [
+    Q(),
+    Q(resource__node="node-02"),
+    ~Q(resource__node="node-02"),
+    Q(resource__node__regex="^(?:node-0[13])$"),
+    ~Q(resource__has_key="node") | ~Q(resource__node__regex="^(?:node-0[13])$"),
+    Q(resource__has_key="gpu"),
+    Q(resource__gpu=3),
+    Q(attributes__ok=False),
+    Q(end_ts__isnull=False),
+    ~Q(end_ts__gte=T0 + 40 * S),
+    Q(severity__in=["warning", "error"]) | Q(signal="scheduler", name="session_started"),
+    Q(org__slug__in=["modeldev"]),
+    Q(message__icontains="50% OF_"),
+    Q(message__icontains="ÜBER"),
+    Q(name__regex="^line-1[0-9]$"),
+    Q(kind__in=[]),
+    Q(pk__in=[]),
+]
+
+
+@on_clickhouse
+@pytest.mark.parametrize("condition", FILTERS, ids=[str(q) for q in FILTERS])
+def test_an_event_filter_reads_the_same_events_from_clickhouse_as_from_the_django_database(org_a, condition):
+    events = [
+        log(
+            i,
+            message=["plain", "50% of_all", "50% OF_ALL", "Über alles", "über", "a\\tb"][i % 6],
+            resource={"node": f"node-{i % 4:02d}", **({"gpu": i % 8} if i % 3 else {})},
+            attributes={"ok": i % 2 == 0},
+            end_ts=T0 + i * S + 10 * S if i % 5 == 0 else None,
+            severity=["info", "warning", "error"][i % 3],
+        )
+        for i in range(60)
+    ] + [log(60, signal="scheduler", kind="point", name="session_started", message="x")]
+    write_events(org_a, events)
+    store = get_store()
+    hints = ReadHints(start=T0 + 5 * S, end=T0 + 58 * S)
+    for overlapping in (False, True):
+        clickhouse = store.select_events(scope_of(org_a), hints, filters=condition, overlapping=overlapping)
+        django = store.relational.select_events(
+            scope_of(org_a), hints, filters=condition, overlapping=overlapping
+        )
+        expected = list(django.order_by("aligned_ts", "id").values_list("pk", flat=True))
+        assert [e.pk for e in clickhouse.order_by("aligned_ts", "id")] == expected
+        assert clickhouse.count() == len(expected)
+
+
+@on_clickhouse
+def test_a_grant_reads_only_its_events_and_within_its_window_on_clickhouse(org_a, org_b):
+    events = [
+        log(i, resource={"node": f"node-{i % 3:02d}"}, signal=["application", "storage"][i % 2])
+        for i in range(40)
+    ]
+    write_events(org_a, events)
+    grant_create(
+        owner=org_a,
+        grantee=org_b,
+        name="two nodes' logs",
+        level="full",
+        signals=["application"],
+        label_matchers=["node=~node-0[12]"],
+    )
+    scope = Scope.dangerously_as_org(org_b.pk, "test")
+    store = get_store()
+    hints = ReadHints(start=T0, end=T0 + 3600 * S)
+    clickhouse = sorted(e.pk for e in store.select_events(scope, hints))
+    django = sorted(store.relational.select_events(scope, hints).values_list("pk", flat=True))
+    assert clickhouse == django and 0 < len(clickhouse) < 40
+    shown = {(e.signal, e.resource["node"]) for e in store.select_events(scope, hints)}
+    assert shown <= {("application", "node-01"), ("application", "node-02")}
+
+
+@on_clickhouse
+def test_event_counts_buckets_families_and_search_match_the_django_database(org_a):
+    events = [
+        log(
+            i,
+            message=f"{'XID 79 fell off the bus' if i % 7 == 0 else 'ok'} {i}",
+            severity=["info", "error"][i % 2],
+        )
+        for i in range(100)
+    ]
+    write_events(org_a, events)
+    store = get_store()
+    hints = ReadHints(start=T0, end=T0 + 100 * S, step=10 * S)
+    assert store.event_buckets(scope_of(org_a), hints) == store.relational.event_buckets(
+        scope_of(org_a), hints
+    )
+    assert store.event_families(scope_of(org_a), hints) == store.relational.event_families(
+        scope_of(org_a), hints
+    )
+    found = [e.pk for e in store.event_search(scope_of(org_a), hints, text="xid 79", limit=5)]
+    assert found == [
+        e.pk for e in store.relational.event_search(scope_of(org_a), hints, text="xid 79", limit=5)
+    ]
+    assert len(found) == 5
+    assert store.event_counts() == [(org_a.pk, "application", 100)]
+    plan = store.engine.query(
+        "EXPLAIN indexes = 1 SELECT id FROM timeline_event WHERE lowerUTF8(message) LIKE {p:String}",
+        {"p": "%xid 79%"},
+        fmt="TSV",
+    ).decode()
+    assert "event_message_ngrams" in plan
+
+
+@on_clickhouse
+def test_event_retention_deletes_one_organisations_events_in_clickhouse_too(org_a, org_b):
+    write_events(org_a, [log(i) for i in range(10)])
+    write_events(org_b, [log(i) for i in range(10)])
+    store = get_store()
+    assert store.delete_org_rows_before("events", org_a.pk, T0 + 4 * S) == 4
+    assert event_copies(org_a)[1] == 6 and event_copies(org_b)[1] == 10
+    assert dict(((org, signal), n) for org, signal, n in store.event_counts()) == {
+        (org_a.pk, "application"): 6,
+        (org_b.pk, "application"): 10,
+    }

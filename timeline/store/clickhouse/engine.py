@@ -12,6 +12,7 @@ bytes in and out (fixed-width columns, decoded by numpy without a per-row Python
 
 from __future__ import annotations
 
+import re
 import threading
 from urllib.parse import unquote, urlsplit
 
@@ -22,18 +23,19 @@ class Engine:
     """A ClickHouse database the store reads and writes. Every call raises on an engine error."""
 
     url: str
-    schema_ready = False  # whether this process has made sure the sample table exists
+    schema_ready = False  # whether this process has made sure the ClickHouse tables exist
 
-    def query(self, sql: str, params: dict | None = None) -> bytes:
-        """The rows of ``sql`` as ``RowBinary`` bytes."""
+    def query(self, sql: str, params: dict | None = None, *, fmt: str = "RowBinary") -> bytes:
+        """The rows of ``sql`` as bytes in the output format ``fmt`` (``RowBinary`` for fixed-width
+        columns, ``JSONCompactEachRow`` where rows carry text)."""
         raise NotImplementedError
 
     def command(self, sql: str, params: dict | None = None) -> None:
         """Run a statement that returns no rows (DDL, DELETE)."""
         raise NotImplementedError
 
-    def insert(self, table: str, columns: tuple[str, ...], rows: bytes) -> None:
-        """Insert ``rows`` (``RowBinary`` of ``columns``, in order) into ``table``."""
+    def insert(self, table: str, columns: tuple[str, ...], rows: bytes, *, fmt: str = "RowBinary") -> None:
+        """Insert ``rows`` (of ``columns``, in order, in the input format ``fmt``) into ``table``."""
         raise NotImplementedError
 
 
@@ -53,21 +55,48 @@ class ChdbEngine(Engine):
         self._session = session.Session(path)
         self._lock = threading.Lock()
 
-    def query(self, sql: str, params: dict | None = None) -> bytes:
+    def query(self, sql: str, params: dict | None = None, *, fmt: str = "RowBinary") -> bytes:
         with self._lock:
-            return self._session.query(sql, "RowBinary", params=params or {}).bytes()
+            return self._session.query(sql, fmt, params=_chdb_params(params)).bytes()
 
     def command(self, sql: str, params: dict | None = None) -> None:
         with self._lock:
-            self._session.query(sql, "RowBinary", params=params or {})
+            self._session.query(sql, "RowBinary", params=_chdb_params(params))
 
-    def insert(self, table: str, columns: tuple[str, ...], rows: bytes) -> None:
+    def insert(self, table: str, columns: tuple[str, ...], rows: bytes, *, fmt: str = "RowBinary") -> None:
         with (
             self._lock,
-            self._session.send_insert(f"INSERT INTO {table} ({', '.join(columns)})", "RowBinary") as ins,
+            self._session.send_insert(f"INSERT INTO {table} ({', '.join(columns)})", fmt) as ins,
         ):
             ins.append(rows)
             ins.finish()
+
+
+def _chdb_params(params: dict | None) -> dict:
+    """Parameter values as the text chdb parses them: a string in ClickHouse's escaped form (a tab or a
+    backslash taken literally), an array as a literal of quoted elements. chdb passes other values
+    through ``str``, which reads back only for numbers."""
+    return {name: _chdb_text(value) for name, value in (params or {}).items()}
+
+
+def _chdb_text(value: object) -> object:
+    if isinstance(value, str):
+        return _ESCAPED.sub(lambda m: _ESCAPES[m.group()], value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_chdb_element(item) for item in value) + "]"
+    return value
+
+
+def _chdb_element(value: object) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"query parameter arrays hold numbers or strings, not {type(value).__name__}")
+    return repr(value)
+
+
+_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\0": "\\0"}
+_ESCAPED = re.compile("|".join(re.escape(key) for key in _ESCAPES))
 
 
 class HttpEngine(Engine):
@@ -96,14 +125,14 @@ class HttpEngine(Engine):
         except Exception as exc:  # the client raises its own OperationalError or a socket error
             raise ImproperlyConfigured(f"ClickHouse at {self.url} is not reachable: {exc}") from exc
 
-    def query(self, sql: str, params: dict | None = None) -> bytes:
-        return self._client.raw_query(sql, parameters=params or {}, fmt="RowBinary")
+    def query(self, sql: str, params: dict | None = None, *, fmt: str = "RowBinary") -> bytes:
+        return self._client.raw_query(sql, parameters=params or {}, fmt=fmt)
 
     def command(self, sql: str, params: dict | None = None) -> None:
         self._client.command(sql, parameters=params or {})
 
-    def insert(self, table: str, columns: tuple[str, ...], rows: bytes) -> None:
-        self._client.raw_insert(table, list(columns), insert_block=rows, fmt="RowBinary")
+    def insert(self, table: str, columns: tuple[str, ...], rows: bytes, *, fmt: str = "RowBinary") -> None:
+        self._client.raw_insert(table, list(columns), insert_block=rows, fmt=fmt)
 
 
 _engines: dict[str, Engine] = {}

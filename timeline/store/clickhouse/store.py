@@ -1,6 +1,9 @@
-"""ClickHouse backend: samples in a ClickHouse ``ReplacingMergeTree``, everything relational (series,
-sources, organisations, grants) and, for now, events in the Django database, through that database's
-own store (:attr:`ClickHouseStore.relational`).
+"""ClickHouse backend: samples and events in ClickHouse ``ReplacingMergeTree`` tables, everything
+relational (series, sources, organisations, grants) in the Django database, through that database's
+own store (:attr:`ClickHouseStore.relational`). Every event read of the store runs in ClickHouse
+(:mod:`timeline.store.clickhouse.events`); events are also written to the Django database's event
+table, which code reading the ``Event`` model directly still uses
+(docs/decisions/0012-clickhouse-events.md).
 
 Writes resolve series in the Django transaction as every backend does, then insert the samples into
 ClickHouse at once (not at commit: a worker that dies between the insert and the commit has stored
@@ -12,14 +15,19 @@ new are exact), and the table engine collapses the keys two concurrent writers b
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import date
 
+import msgspec
 import numpy as np
+from django.db.models import Count, Q
 
 from core.records import Batch
 from orgs.access import Scope, require_scope
-from timeline.models import Series
+from orgs.models import Organization
+from timeline.models import Event, Series
+from timeline.store import rollups
 from timeline.store.base import (
     DAY_US,
     BucketFrame,
@@ -29,8 +37,17 @@ from timeline.store.base import (
     SamplePart,
     StoreBackend,
     WriteResult,
+    event_fingerprint,
 )
+from timeline.store.clickhouse import rollups as ch_rollups
 from timeline.store.clickhouse.engine import Engine
+from timeline.store.clickhouse.events import (
+    EVENT_COLUMNS,
+    EVENT_SCHEMA,
+    EVENT_TABLE,
+    JSON_SETTINGS,
+    EventQuery,
+)
 from timeline.store.clickhouse.sql import (
     SAMPLE_COLUMNS,
     SAMPLE_SCHEMA,
@@ -48,6 +65,9 @@ ROW = np.dtype([("org_id", "<i8"), ("series_id", "<i8"), ("ts", "<i8"), ("value"
 SAMPLE_ROW = np.dtype([("series_id", "<i8"), ("ts", "<i8"), ("value", "<f8")])
 KEY = np.dtype([("series_id", "<i8"), ("ts", "<i8")])
 INSERT_CHUNK_ROWS = 1_000_000
+EVENT_CHUNK = 5000  # identities per lookup of the events a write stored
+TABLES = (SAMPLE_TABLE, EVENT_TABLE)
+_json_rows = msgspec.json.Encoder()
 
 
 class ClickHouseStore(StoreBackend):
@@ -64,24 +84,32 @@ class ClickHouseStore(StoreBackend):
             partitions=relational.capabilities.partitions,
             concurrent_reads=False,
             fleet_percentiles=True,
-            text_index=relational.capabilities.text_index,
+            text_index=True,
         )
         self._batch_orgs: list[int] = []
         self._created_above: int | None = None
+        self._events_above: int | None = None
+        self.rollup_reads = 0  # group reads answered from rollups (the tests and bench/clickhouse.py ask)
         if not engine.schema_ready:
             # an installation migrated before it chose ClickHouse has the relational tables only
-            self.engine.command(SAMPLE_SCHEMA)
-            engine.schema_ready = True
+            self._create_tables()
 
     # -- schema and partitions: the relational tables as on the Django database, plus ClickHouse's
     def create_schema(self) -> None:
         self.relational.create_schema()
+        self._create_tables()
+
+    def _create_tables(self) -> None:
         self.engine.command(SAMPLE_SCHEMA)
+        self.engine.command(EVENT_SCHEMA)
+        for _width, table in rollups.ROLLUPS:
+            self.engine.command(ch_rollups.schema(table))
         self.engine.schema_ready = True
 
     def drop_schema(self) -> None:
         self.relational.drop_schema()
-        self.engine.command(f"DROP TABLE IF EXISTS {SAMPLE_TABLE}")
+        for table in (*TABLES, *(table for _width, table in rollups.ROLLUPS)):
+            self.engine.command(f"DROP TABLE IF EXISTS {table}")
         self.engine.schema_ready = False
 
     @property
@@ -108,10 +136,11 @@ class ClickHouseStore(StoreBackend):
         # The base hands _write_samples parts without their organisation; the rows carry it.
         self._batch_orgs = [org_id for org_id, _ in batches]
         self._created_above = self._greatest_series_id() if self._ids_reused else None
+        self._events_above = self._greatest_event_id() if self._ids_reused else None
         try:
             return super().write_batches(batches)
         finally:
-            self._batch_orgs, self._created_above = [], None
+            self._batch_orgs, self._created_above, self._events_above = [], None, None
 
     @property
     def _ids_reused(self) -> bool:
@@ -123,14 +152,17 @@ class ClickHouseStore(StoreBackend):
     def _greatest_series_id(self) -> int:
         return Series.unscoped.order_by("-pk").values_list("pk", flat=True).first() or 0
 
+    def _greatest_event_id(self) -> int:
+        return Event.unscoped.order_by("-pk").values_list("pk", flat=True).first() or 0
+
     def _drop_orphans(self, series_ids: np.ndarray) -> None:
         """Delete the samples stored under ``series_ids``, ids this write just created, whatever their
         organisation: they can only be left by a write whose insert landed and whose transaction rolled
         back, the ids since given out again."""
         p = Params()
         where = f"series_id IN {p(series_ids.tolist(), 'Array(Int64)')}"
-        if self._count(where, p):
-            self.engine.command(f"DELETE FROM {SAMPLE_TABLE} WHERE {where}", p.values)
+        for table in (SAMPLE_TABLE, *(table for _width, table in rollups.ROLLUPS)):
+            self._delete(table, where, p)
 
     def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
         rows, batch = self._rows(parts)
@@ -155,6 +187,13 @@ class ClickHouseStore(StoreBackend):
                 self.engine.insert(
                     SAMPLE_TABLE, SAMPLE_COLUMNS, fresh[start : start + INSERT_CHUNK_ROWS].tobytes()
                 )
+        # every bucket the batch touches, not only those of new rows: an attempt that died between its
+        # insert and this recompute left samples its re-apply finds stored
+        first_rows = rows[first]
+        cuts = np.flatnonzero(np.diff(first_rows["series_id"])) + 1
+        self.refresh_rollups(
+            (int(chunk["series_id"][0]), chunk["ts"]) for chunk in np.split(first_rows, cuts) if len(chunk)
+        )
         return stored
 
     def _rows(self, parts: list[SamplePart]) -> tuple[np.ndarray, np.ndarray]:
@@ -194,20 +233,21 @@ class ClickHouseStore(StoreBackend):
         at = np.minimum(np.searchsorted(existing, keys), len(existing) - 1)
         return existing[at] == keys
 
-    # -- rollups: not kept in ClickHouse yet; every read scans the raw samples ----------
+    # -- rollups: ClickHouse tables recomputed in the write (timeline.store.clickhouse.rollups) ------
     # The relational rollup tables and queue are created as on the Django database (so its migrations
-    # run unchanged) and stay empty: nothing is queued, refreshed or rebuilt.
+    # run unchanged) and stay empty: nothing is queued, so nothing is ever stale.
     def create_rollup_schema(self) -> None:
         self.relational.create_rollup_schema()
+        for _width, table in rollups.ROLLUPS:
+            self.engine.command(ch_rollups.schema(table))
 
     def drop_rollup_schema(self) -> None:
         self.relational.drop_rollup_schema()
-
-    @property
-    def rollups_enabled(self) -> bool:
-        return False
+        for _width, table in rollups.ROLLUPS:
+            self.engine.command(f"DROP TABLE IF EXISTS {table}")
 
     def mark_rollups_stale(self, series_ts) -> int:
+        """Nothing to queue: the write recomputed its buckets already."""
         return 0
 
     def stale_from(self, series_ids: Sequence[int], *, start: int, end: int) -> int | None:
@@ -220,10 +260,53 @@ class ClickHouseStore(StoreBackend):
         return 0
 
     def refresh_rollups(self, series_ts=(), *, ranges: list | None = None) -> int:
-        return 0
+        """Recompute from the raw samples the minute rows holding the given ``(series id, sample
+        times)`` (or ``ranges``), then the hour rows holding those from the minute rows. Not undone by
+        a rollback of the Django transaction; recomputing again gives the same rows."""
+        (hour, hour_table), (minute, minute_table) = rollups.ROLLUPS
+        ranges = ranges if ranges is not None else rollups.touched_ranges(series_ts, minute)
+        for table, width, wanted in (
+            (minute_table, minute, ranges),
+            (hour_table, hour, rollups.coarser_ranges(ranges, hour)),
+        ):
+            for (lo, hi), ids in ch_rollups.grouped_ranges(wanted).items():
+                p = Params()
+                self.engine.command(ch_rollups.refresh_sql(table, width, ids, lo, hi, p), p.values)
+        return len(ranges)
+
+    def delete_rollups_before(self, width: int, before_ts: int) -> int:
+        """Delete the rows of resolution ``width`` before ``before_ts``; returns how many of them were of
+        series the Django database holds (rows of a rolled-back write's series go too, uncounted)."""
+        table = dict(rollups.ROLLUPS)[width]
+        p = Params()
+        where = f"bucket < {p(before_ts)}"
+        series_ids = list(Series.unscoped.values_list("pk", flat=True))
+        held = f"{where} AND series_id IN {p(series_ids, 'Array(Int64)')}"
+        deleted = self._count(held, p, table) if series_ids else 0
+        self._delete(table, where, p)
+        return deleted
+
+    def clear_rollups(self, series_ids: list[int], *, start: int, end: int) -> None:
+        if not series_ids:
+            return
+        hour = rollups.HOUR_US
+        p = Params()
+        where = (
+            f"series_id IN {p(list(series_ids), 'Array(Int64)')} AND bucket >= "
+            f"{p(rollups.floor_to(start, hour))} AND bucket < {p(rollups.ceil_to(end, hour))}"
+        )
+        for _width, table in rollups.ROLLUPS:
+            self._delete(table, where, p)
 
     def rebuild_rollups(self, series_ids: list[int], *, start: int, end: int) -> int:
-        return 0
+        """As the base's: the rows of the whole hours around ``[start, end)`` deleted, then recomputed
+        from the raw samples; returns how many samples were read."""
+        hour = rollups.HOUR_US
+        lo, hi = rollups.floor_to(start, hour), rollups.ceil_to(end, hour)
+        self.clear_rollups(series_ids, start=lo, end=hi)
+        times = self.sample_times(series_ids, start=lo, end=hi)
+        self.refresh_rollups(times.items())
+        return sum(len(ts) for ts in times.values())
 
     def sample_times(self, series_ids: list[int], *, start: int, end: int) -> dict[int, np.ndarray]:
         """Stored sample times of ``series_ids`` in ``[start, end)`` (stored time, no scope: system jobs)."""
@@ -245,7 +328,60 @@ class ClickHouseStore(StoreBackend):
         return out
 
     def _write_events(self, parts: list[EventPart], batches: int) -> list[int]:
-        return self.relational._write_events(parts, batches)
+        """The Django database's event write counts what was new (its unique identity decides, in the
+        write's transaction); the events of ``parts`` are then read back from it, ids included, and
+        those ClickHouse does not hold under the same id are inserted. A write whose transaction rolls
+        back after that insert leaves rows its journal entry's next apply inserts again under their new
+        ids; the table keeps the greatest id per identity (on SQLite, which gives a rolled-back id out
+        again, the rows above the greatest id at the start of the write are deleted first)."""
+        stored = self.relational._write_events(parts, batches)
+        if self._events_above is not None:
+            p = Params()
+            self._delete(EVENT_TABLE, f"id > {p(self._events_above)}", p)
+        rows = self._stored_events(parts)
+        if not rows:
+            return stored
+        p = Params()
+        ids = [row[0] for row in rows]
+        found = self.engine.query(
+            f"""SELECT id, org_id, ts, fingerprint FROM {EVENT_TABLE}
+                WHERE org_id IN {p(sorted({row[1] for row in rows}), "Array(Int64)")}
+                  AND ts >= {p(min(row[4] for row in rows))} AND ts <= {p(max(row[4] for row in rows))}
+                  AND id IN {p(ids, "Array(Int64)")}""",
+            p.values,
+        )
+        there = {tuple(key) for key in np.frombuffer(found, dtype=np.int64).reshape(-1, 4).tolist()}
+        fresh = [row for row in rows if (row[0], row[1], row[4], row[12]) not in there]
+        if fresh:
+            lines = []
+            for row in sorted(fresh, key=lambda r: (r[1], r[4], r[12])):
+                record = dict(zip(EVENT_COLUMNS, row, strict=True))
+                record["resource"] = json.dumps(record["resource"], ensure_ascii=False)
+                record["attributes"] = json.dumps(record["attributes"], ensure_ascii=False)
+                lines.append(_json_rows.encode(record))
+            self.engine.insert(EVENT_TABLE, EVENT_COLUMNS, b"\n".join(lines), fmt="JSONEachRow")
+        return stored
+
+    def _stored_events(self, parts: list[EventPart]) -> list[tuple]:
+        """The Django database's rows (:data:`EVENT_COLUMNS`) of the events in ``parts``."""
+        wanted: dict[int, set[tuple[int, int]]] = {}
+        for part in parts:
+            wanted.setdefault(part.org_id, set()).update(
+                (event_fingerprint(event), event.ts) for event in part.events
+            )
+        rows = []
+        for org_id, keys in wanted.items():
+            ordered = sorted(keys)
+            for first in range(0, len(ordered), EVENT_CHUNK):
+                chunk = ordered[first : first + EVENT_CHUNK]
+                found = Event.unscoped.filter(
+                    org_id=org_id,
+                    ts__gte=min(ts for _fp, ts in chunk),
+                    ts__lte=max(ts for _fp, ts in chunk),
+                    fingerprint__in=sorted({fp for fp, _ts in chunk}),
+                ).values_list(*EVENT_COLUMNS)
+                rows += [row for row in found if (row[12], row[4]) in keys]
+        return rows
 
     # -- reads: series ------------------------------------------------------------
     def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame:
@@ -270,9 +406,46 @@ class ClickHouseStore(StoreBackend):
         p: Params | None = None,
     ) -> tuple[str, dict]:
         p = p or Params()
-        group = plan(key, hints, lookback=self.rate_lookback_us if hints.rate else 0)
+        lookback = self.rate_lookback_us if hints.rate else 0
+        rolled = self._rollup_buckets(key, ids, hints, p, lookback=lookback) if self.rollups_enabled else None
+        if rolled is not None:
+            self.rollup_reads += 1
+            return rolled, p.values
+        group = plan(key, hints, lookback=lookback)
         source = source_sql(group, _orgs(ids, readable), ids, p)
         return bucket_sql(source, group, hints, p), p.values
+
+    def _rollup_buckets(
+        self, key: tuple, ids: list[int], hints: ReadHints, p: Params, *, lookback: int
+    ) -> str | None:
+        """The base's ``_rollup_sql`` on ClickHouse: the bucket query of one group over rollups where a
+        resolution fits the grid (``rollups.choose``); None: read raw."""
+        lo, hi, bounded, corrections = key
+        if corrections and not all(c.constant for c in corrections):
+            return None
+        shift = sum(c.offset_us for c in corrections)
+        origin, end = hints.start - shift, hints.end - shift
+        if corrections:
+            lo, hi = max(origin, lo if lo is not None else origin), min(end, hi if hi is not None else end)
+        chosen = rollups.choose(
+            hints.step, shift, start=hints.start, lo=lo, kept_from=self.rollups_kept_from()
+        )
+        if chosen is None:
+            return None
+        width, table = chosen
+        return ch_rollups.combine_sql(
+            table,
+            width,
+            ids,
+            origin=origin,
+            step=hints.step,
+            lo=lo,
+            hi=hi,
+            lookback=0 if bounded else lookback,
+            rate=hints.rate,
+            ordered=hints.ordered,
+            p=p,
+        )
 
     def fleet_stats(
         self, scope: Scope, series_ids: list[int], hints: ReadHints
@@ -317,12 +490,68 @@ class ClickHouseStore(StoreBackend):
                 out[int(chunk["series_id"][0])] = (chunk["ts"].copy(), chunk["value"].copy())
         return out
 
-    # -- reads: events (in the relational database) --------------------------------
+    def _sample_arrays(self, key: tuple, ids: list[int], hints: ReadHints) -> dict[int, tuple]:
+        """One group of :meth:`select_sample_arrays`: the rows come as one binary block already."""
+        p = Params()
+        group = plan(key, hints, lookback=0)
+        orgs = list(Series.unscoped.filter(pk__in=ids).values_list("org_id", flat=True).distinct())
+        sql = sample_sql(source_sql(group, sorted(orgs), ids, p), group, hints, p)
+        rows = np.frombuffer(self.engine.query(sql, p.values), dtype=SAMPLE_ROW)
+        rows = rows[np.argsort(rows["series_id"], kind="stable")]
+        cuts = np.flatnonzero(np.diff(rows["series_id"])) + 1
+        return {
+            int(chunk["series_id"][0]): (chunk["ts"].copy(), chunk["value"].copy())
+            for chunk in np.split(rows, cuts)
+            if len(chunk)
+        }
+
+    # -- reads: events (in ClickHouse) ---------------------------------------------
+    def organisation_ids(self) -> list[int]:
+        """Every organisation of the Django database: event reads keep to their rows (ClickHouse may hold
+        rows of a write whose transaction rolled back with the organisation it created)."""
+        return sorted(Organization.objects.values_list("pk", flat=True))
+
+    def select_events(
+        self, scope: Scope, hints: ReadHints, *, filters: Q | None = None, overlapping: bool = False
+    ) -> EventQuery:
+        """As the base's, from the ClickHouse table: an :class:`EventQuery` rather than a queryset, with
+        the same alias ``aligned_ts`` and the queryset methods event readers chain."""
+        events = EventQuery(self, hints, scope_q=require_scope(scope).event_filter(), overlapping=overlapping)
+        return events.filter(filters) if filters is not None else events
+
+    def event_families(self, scope: Scope, hints: ReadHints) -> list[dict]:
+        events = EventQuery(
+            self, hints, scope_q=require_scope(scope).event_filter(), overlapping=False, window=False
+        )
+        rows = (
+            events.filter(ts__gte=hints.start, ts__lt=hints.end)
+            .values("org_id", "signal", "kind")
+            .annotate(count=Count("id"), with_duration=Count("id", filter=Q(end_ts__isnull=False)))
+            .order_by("org_id", "signal", "kind")
+        )
+        return list(rows)
+
     def _text_candidates(self, text: str, hints: ReadHints) -> list[int] | None:
-        return self.relational._text_candidates(text, hints)
+        # the search's own condition reaches the n-gram indexes of the ClickHouse table
+        return None
 
     def create_search_indexes(self) -> bool:
-        return self.relational.create_search_indexes()
+        """The Django database's indexes for its event table; substring search runs on ClickHouse's
+        n-gram indexes, part of its table."""
+        self.relational.create_search_indexes()
+        return True
+
+    def event_counts(self) -> list[tuple[int, str, int]]:
+        p = Params()
+        raw = self.engine.query(
+            f"""SELECT org_id, signal, toInt64(count()) FROM {EVENT_TABLE} FINAL
+                WHERE org_id IN {p(self.organisation_ids(), "Array(Int64)")}
+                GROUP BY org_id, signal ORDER BY org_id, signal"""
+            + JSON_SETTINGS,
+            p.values,
+            fmt="JSONCompactEachRow",
+        )
+        return [tuple(row) for row in EventQuery._decode(raw)]
 
     def drop_search_indexes(self) -> None:
         self.relational.drop_search_indexes()
@@ -335,19 +564,22 @@ class ClickHouseStore(StoreBackend):
         (``timeline_sample_mYYYYMM`` for a ClickHouse month)."""
         dropped = self.relational.drop_partitions_before(day, lock_timeout_s=lock_timeout_s)
         cutoff = day * DAY_US
-        for month, _bytes, _rows in self._months():
-            if _month_end_us(month) <= cutoff:
-                # the id is the engine's own YYYYMM integer, never text from a request
-                self.engine.command(f"ALTER TABLE {SAMPLE_TABLE} DROP PARTITION ID '{month:d}'")
-                dropped.append(f"{SAMPLE_TABLE}_m{month:d}")
-        p = Params()
-        if self._count(f"ts < {p(cutoff)}", p):
-            self.engine.command(f"DELETE FROM {SAMPLE_TABLE} WHERE ts < {p(cutoff)}", p.values)
+        for table in TABLES:
+            for month, _bytes, _rows in self._months(table):
+                if _month_end_us(month) <= cutoff:
+                    # the id is the engine's own YYYYMM integer, never text from a request
+                    self.engine.command(f"ALTER TABLE {table} DROP PARTITION ID '{month:d}'")
+                    dropped.append(f"{table}_m{month:d}")
+            p = Params()
+            self._delete(table, f"ts < {p(cutoff)}", p)
         return dropped
 
     def delete_org_rows_before(self, kind: str, org_id: int, before_ts: int) -> int:
         if kind == "events":
-            return self.relational.delete_org_rows_before(kind, org_id, before_ts)
+            deleted = self.relational.delete_org_rows_before(kind, org_id, before_ts)
+            p = Params()
+            self._delete(EVENT_TABLE, f"org_id = {p(org_id)} AND ts < {p(before_ts)}", p)
+            return deleted
         if kind != "samples":
             raise ValueError(f"kind must be samples or events, not {kind!r}")
         # counted: the organisation's series; deleted: also rows a rolled-back write left (ids the
@@ -362,17 +594,22 @@ class ClickHouseStore(StoreBackend):
             self.engine.command(f"DELETE FROM {SAMPLE_TABLE} WHERE {where}", p.values)
         return deleted
 
-    def _count(self, where: str, p: Params) -> int:
-        raw = self.engine.query(f"SELECT toInt64(count()) FROM {SAMPLE_TABLE} FINAL WHERE {where}", p.values)
+    def _count(self, where: str, p: Params, table: str = SAMPLE_TABLE) -> int:
+        raw = self.engine.query(f"SELECT toInt64(count()) FROM {table} FINAL WHERE {where}", p.values)
         return int(np.frombuffer(raw, dtype=np.int64)[0])
 
-    def _months(self) -> list[tuple[int, int, int]]:
-        """(YYYYMM, bytes on disk, rows before merges) of every ClickHouse month partition, in order."""
+    def _delete(self, table: str, where: str, p: Params) -> None:
+        """A lightweight DELETE, only where there is a row to delete (each one writes a mask per part)."""
+        if self._count(where, p, table):
+            self.engine.command(f"DELETE FROM {table} WHERE {where}", p.values)
+
+    def _months(self, table: str = SAMPLE_TABLE) -> list[tuple[int, int, int]]:
+        """(YYYYMM, bytes on disk, rows before merges) of every month partition of ``table``, in order."""
         p = Params()
         raw = self.engine.query(
             f"""SELECT toInt64(partition_id), toInt64(sum(bytes_on_disk)), toInt64(sum(rows))
                 FROM system.parts
-                WHERE database = currentDatabase() AND table = {p(SAMPLE_TABLE, "String")} AND active
+                WHERE database = currentDatabase() AND table = {p(table, "String")} AND active
                 GROUP BY partition_id ORDER BY partition_id""",
             p.values,
         )

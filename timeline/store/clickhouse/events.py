@@ -1,0 +1,551 @@
+"""The ClickHouse event table and the reads of it: Django ``Q`` objects and expressions compiled to
+ClickHouse SQL with bound parameters, behind a small query object with the queryset methods the event
+readers use (:class:`EventQuery`).
+
+Every event read of the store returns through here, so the scope's filter, the grant windows, the
+clock corrections and the callers' own filters all run in ClickHouse. The compiler knows the lookups
+those filters are made of (exact, in, comparisons, isnull, icontains, regex, has_key and label keys of
+the JSON columns, and ``org__…``/``source__…`` relations, which it resolves to ids in the Django
+database first); anything else raises, naming the lookup, rather than filtering differently.
+docs/decisions/0012-clickhouse-events.md records the table and why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    IntegerField,
+    Q,
+    Value,
+    When,
+)
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Cast, Round
+
+from timeline.models import Event, Source
+from timeline.store.clickhouse.sql import ROUND_HALF_AWAY, Params
+from timeline.store.hints import ReadHints
+
+EVENT_TABLE = "timeline_event"
+EVENT_COLUMNS = (
+    "id",
+    "org_id",
+    "source_id",
+    "signal",
+    "ts",
+    "end_ts",
+    "kind",
+    "severity",
+    "name",
+    "message",
+    "resource",
+    "attributes",
+    "fingerprint",
+)
+
+# ReplacingMergeTree keyed by the event's identity (organisation, time, fingerprint): a write that
+# inserted an event and whose transaction rolled back leaves a row the next apply inserts again under
+# the id the Django database then gives it; the version keeps the greater id, FINAL hides the other.
+# n-gram bloom filters over the lower-cased name and message serve the war room's substring search.
+EVENT_SCHEMA = f"""CREATE TABLE IF NOT EXISTS {EVENT_TABLE} (
+    id Int64 CODEC(ZSTD(1)),
+    org_id Int64 CODEC(ZSTD(1)),
+    source_id Nullable(Int64) CODEC(ZSTD(1)),
+    signal LowCardinality(String),
+    ts Int64 CODEC(Delta(8), ZSTD(1)),
+    end_ts Nullable(Int64) CODEC(ZSTD(1)),
+    kind LowCardinality(String),
+    severity LowCardinality(String),
+    name String CODEC(ZSTD(1)),
+    message String CODEC(ZSTD(3)),
+    resource String CODEC(ZSTD(3)),
+    attributes String CODEC(ZSTD(3)),
+    fingerprint Int64 CODEC(ZSTD(1)),
+    INDEX event_id id TYPE bloom_filter GRANULARITY 4,
+    INDEX event_message_ngrams lowerUTF8(message) TYPE ngrambf_v1(3, 65536, 2, 0) GRANULARITY 1,
+    INDEX event_name_ngrams lowerUTF8(name) TYPE ngrambf_v1(3, 16384, 2, 0) GRANULARITY 1
+) ENGINE = ReplacingMergeTree(id)
+PARTITION BY toYYYYMM(fromUnixTimestamp64Micro(ts, 'UTC'))
+ORDER BY (org_id, ts, fingerprint)"""
+
+COLUMN_TYPES = {
+    "id": "Int64",
+    "org_id": "Int64",
+    "source_id": "Int64",
+    "signal": "String",
+    "ts": "Int64",
+    "end_ts": "Int64",
+    "kind": "String",
+    "severity": "String",
+    "name": "String",
+    "message": "String",
+    "fingerprint": "Int64",
+}
+JSON_COLUMNS = ("resource", "attributes")
+INT_COLUMNS = frozenset(name for name, type_ in COLUMN_TYPES.items() if type_ == "Int64")
+LOOKUPS = frozenset(
+    {"exact", "iexact", "in", "gt", "gte", "lt", "lte", "isnull", "contains", "icontains", "regex"}
+    | {"startswith", "has_key"}
+)
+RELATIONS = {"org": ("org_id", "orgs.Organization"), "source": ("source_id", "timeline.Source")}
+JSON_SETTINGS = " SETTINGS output_format_json_quote_64bit_integers = 0"
+
+_rows = msgspec.json.Decoder()
+
+
+class UnsupportedFilter(ValueError):
+    """A filter the ClickHouse event reads cannot run as the Django database would."""
+
+
+def like_pattern(text: str) -> str:
+    """``%text%`` for ``LIKE``, its wildcards and escape character taken literally."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+class Compiler:
+    """Compiles ``Q`` trees and expressions over :class:`Event` into ClickHouse SQL, every value bound
+    through ``p``. ``aligned`` is the SQL of the corrected start time (the alias ``aligned_ts``);
+    ``annotations`` the SQL of names a query annotated."""
+
+    def __init__(self, p: Params, *, aligned: str = "ts", annotations: dict[str, str] | None = None):
+        self.p = p
+        self.aligned = aligned
+        self.annotations = annotations or {}
+
+    # -- conditions -------------------------------------------------------------
+    def q(self, node: Q) -> str:
+        parts = [self.q(child) if isinstance(child, Q) else self.leaf(*child) for child in node.children]
+        if not parts:
+            sql = "1"
+        elif len(parts) == 1:
+            sql = parts[0]
+        else:
+            sql = "(" + f" {node.connector} ".join(parts) + ")"
+        return f"NOT ({sql})" if node.negated else sql
+
+    def leaf(self, key: str, value: Any) -> str:
+        """One ``field__lookup=value`` as a 0/1 condition (NULL counts as false, so a negated condition
+        keeps rows without the field, as Django's ``exclude`` does)."""
+        parts = key.split("__")
+        field = {"pk": "id"}.get(parts[0], parts[0])
+        if field in RELATIONS:
+            column, _model = RELATIONS[field]
+            rest = parts[1:]
+            if rest and rest[0] in ("id", "pk"):
+                rest = rest[1:]
+            elif rest and rest[0] not in LOOKUPS:
+                return self._related(field, "__".join(rest), value)
+            return self.leaf("__".join([column, *rest]), value)
+        if field in JSON_COLUMNS:
+            return f"ifNull({self._json(field, parts[1:], value)}, 0)"
+        if field == "aligned_ts":
+            column, kind = self.aligned, "Int64"
+        elif field in self.annotations:
+            column, kind = self.annotations[field], "Int64"
+        elif field in COLUMN_TYPES:
+            column, kind = field, COLUMN_TYPES[field]
+        else:
+            raise UnsupportedFilter(f"event filter {key!r}: no field {field!r} in the ClickHouse event table")
+        lookup = parts[1] if len(parts) > 1 else "exact"
+        if len(parts) > 2:
+            raise UnsupportedFilter(f"event filter {key!r}: {field} has no parts to look into")
+        return f"ifNull({self._scalar(column, kind, lookup, value, key)}, 0)"
+
+    def _scalar(self, column: str, type_: str, lookup: str, value: Any, key: str) -> str:
+        p = self.p
+        if lookup == "exact":
+            return f"isNull({column})" if value is None else f"{column} = {p(value, type_)}"
+        if lookup == "iexact":
+            return f"lowerUTF8({column}) = lowerUTF8({p(str(value), 'String')})"
+        if lookup == "in":
+            values = list(value)
+            return f"{column} IN {p(values, f'Array({type_})')}" if values else "0"
+        if lookup in ("gt", "gte", "lt", "lte"):
+            op = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[lookup]
+            return f"{column} {op} {p(value, type_)}"
+        if lookup == "isnull":
+            return f"isNull({column})" if value else f"isNotNull({column})"
+        if lookup == "icontains":
+            return f"lowerUTF8({column}) LIKE {p(like_pattern(str(value).lower()), 'String')}"
+        if lookup == "contains":
+            return f"{column} LIKE {p(like_pattern(str(value)), 'String')}"
+        if lookup == "startswith":
+            return f"startsWith({column}, {p(str(value), 'String')})"
+        if lookup == "regex":
+            return f"match({column}, {p(str(value), 'String')})"
+        raise UnsupportedFilter(f"event filter {key!r}: the lookup {lookup!r} is not supported on ClickHouse")
+
+    def _json(self, field: str, path: list[str], value: Any) -> str:
+        key = "__".join([field, *path])
+        if not path:
+            raise UnsupportedFilter(f"event filter {key!r}: compare a label of {field}, not the whole object")
+        lookup = path[-1] if path[-1] in LOOKUPS else "exact"
+        keys = path[:-1] if path[-1] in LOOKUPS else path
+        if lookup == "has_key":
+            return f"JSONHas({', '.join([field, *(self.p(k, 'String') for k in [*keys, value])])})"
+        if not keys:
+            raise UnsupportedFilter(f"event filter {key!r}: the lookup {lookup!r} needs a label of {field}")
+        args = ", ".join([field, *(self.p(k, "String") for k in keys)])
+        has, type_ = f"JSONHas({args})", f"JSONType({args})"
+        if lookup == "isnull":
+            return f"NOT {has}" if value else has
+        if lookup == "exact":
+            return self._json_equals(args, has, type_, value)
+        if lookup == "in":
+            values = list(value)
+            return (
+                "(" + " OR ".join(self._json_equals(args, has, type_, v) for v in values) + ")"
+                if values
+                else "0"
+            )
+        text = f"if({type_} = 'String', JSONExtractString({args}), JSONExtractRaw({args}))"
+        return f"({has} AND {self._scalar(text, 'String', lookup, value, key)})"
+
+    def _json_equals(self, args: str, has: str, type_: str, value: Any) -> str:
+        if value is None:
+            return f"({has} AND {type_} = 'Null')"
+        if isinstance(value, str):
+            return f"({type_} = 'String' AND JSONExtractString({args}) = {self.p(value, 'String')})"
+        raw = json.dumps(value, ensure_ascii=False)
+        return f"({has} AND JSONExtractRaw({args}) = {self.p(raw, 'String')})"
+
+    def _related(self, relation: str, lookup: str, value: Any) -> str:
+        """``org__slug__in=…`` and the like: the matching ids, read from the Django database."""
+        from orgs.models import Organization
+
+        column, _model = RELATIONS[relation]
+        model = Organization if relation == "org" else Source
+        manager = getattr(model, "unscoped", model.objects)
+        ids = sorted(manager.filter(**{lookup: value}).values_list("pk", flat=True))
+        return f"ifNull({column} IN {self.p(ids, 'Array(Int64)')}, 0)" if ids else "0"
+
+    # -- expressions ------------------------------------------------------------
+    def expression(self, node: Any) -> tuple[str, bool]:
+        """SQL of a Django expression and whether it is floating point."""
+        if isinstance(node, F):
+            name = node.name
+            if name == "aligned_ts":
+                return self.aligned, False
+            if name in self.annotations:
+                return self.annotations[name], False
+            name = {"pk": "id", "org": "org_id", "source": "source_id"}.get(name, name)
+            if name not in INT_COLUMNS:
+                raise UnsupportedFilter(f"event expression F({node.name!r}): not a number column")
+            return name, False
+        if isinstance(node, Value):
+            value = node.value
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise UnsupportedFilter(f"event expression Value({value!r}): only numbers")
+            return (self.p(value, "Float64"), True) if isinstance(value, float) else (self.p(value), False)
+        if isinstance(node, ExpressionWrapper):
+            sql, floating = self.expression(node.expression)
+            if isinstance(node.output_field, BigIntegerField | IntegerField) and floating:
+                return f"toInt64({sql})", False
+            return sql, floating
+        if isinstance(node, CombinedExpression):
+            left, left_float = self.expression(node.lhs)
+            right, right_float = self.expression(node.rhs)
+            floating = left_float or right_float
+            if node.connector == "/" and not floating:
+                return f"intDiv({left}, {right})", False
+            if node.connector not in ("+", "-", "*", "/"):
+                raise UnsupportedFilter(f"event expression: the operator {node.connector!r}")
+            return f"({left} {node.connector} {right})", floating
+        if isinstance(node, Case):
+            parts = []
+            for when in node.cases:
+                if not isinstance(when, When) or not isinstance(when.condition, Q):
+                    raise UnsupportedFilter("event expression: CASE needs When(Q, then=…)")
+                then, _ = self.expression(when.result)
+                parts += [self.q(when.condition), then]
+            default, floating = self.expression(node.default)
+            return (f"multiIf({', '.join([*parts, default])})" if parts else default), floating
+        if isinstance(node, Cast):
+            sql, _ = self.expression(node.source_expressions[0])
+            if isinstance(node.output_field, FloatField):
+                return f"toFloat64({sql})", True
+            return f"toInt64({sql})", False
+        if isinstance(node, Round):
+            sql, _ = self.expression(node.source_expressions[0])
+            return ROUND_HALF_AWAY.format(x=sql), True
+        raise UnsupportedFilter(f"event expression {type(node).__name__} is not supported on ClickHouse")
+
+
+def window_sql(hints: ReadHints, aligned: str, p: Params, *, overlapping: bool) -> str:
+    """``ClockModel.filter_window`` in ClickHouse: events whose (corrected) start is in the window, or
+    with ``overlapping`` spans that began before it and end in or after its start."""
+    start, end = hints.start, hints.end
+    clock = hints.clock
+    if not clock.corrections:
+        condition = f"ts >= {p(start)}"
+        if overlapping:
+            condition = f"({condition} OR ifNull(end_ts >= {p(start)}, 0) AND ts < {p(start)})"
+        return f"{condition} AND ts < {p(end)}"
+    low, high = clock.shift_bounds(clock.corrections, start, end)
+    raw = f"ts < {p(end - low)}" + ("" if overlapping else f" AND ts >= {p(start - high)}")
+    condition = f"{aligned} >= {p(start)}"
+    if overlapping:
+        condition = f"({condition} OR ifNull(end_ts >= {p(start - high)}, 0) AND {aligned} < {p(start)})"
+    return f"{raw} AND {condition} AND {aligned} < {p(end)}"
+
+
+def aligned_sql(hints: ReadHints, p: Params) -> str:
+    """The corrected start time of an event under the read's clock corrections."""
+    if not hints.clock.corrections:
+        return "ts"
+    return Compiler(p).expression(hints.clock.event_expression())[0]
+
+
+class EventQuery:
+    """Events of the ClickHouse table a scope may read in a window, with the queryset methods the
+    event readers chain: ``filter``/``exclude`` (``Q`` or keywords), ``order_by``, ``select_related``,
+    ``annotate`` (expressions, or ``Count`` after ``values``), ``values``/``values_list``, slicing,
+    ``first``, ``get``, ``exists``, ``count``, ``iterator``. Rows come back as :class:`Event` instances
+    (not saved through it), or as dicts and tuples after ``values``/``values_list``."""
+
+    model = Event
+
+    def __init__(self, store, hints: ReadHints, *, scope_q: Q, overlapping: bool, window: bool = True):
+        self.store = store
+        self.hints = hints
+        self.overlapping = overlapping
+        self.window = window
+        self.conditions: tuple[Q, ...] = (scope_q,)
+        self.ordering: tuple[str, ...] = ()
+        self.related: tuple[str, ...] = ()
+        self.annotations: dict[str, Any] = {}
+        self.aggregates: dict[str, Any] = {}
+        self.fields: tuple[str, ...] | None = None
+        self.shape = "model"  # or "dict", "tuple", "flat"
+        self.low, self.high = 0, None
+        self._cache: list | None = None
+
+    def _clone(self, **changes) -> EventQuery:
+        clone = object.__new__(EventQuery)
+        clone.__dict__.update({**self.__dict__, "_cache": None, **changes})
+        return clone
+
+    def _unsliced(self, what: str) -> None:
+        if self.low or self.high is not None:
+            raise TypeError(f"cannot {what} an event query once it is sliced")
+
+    # -- chaining ---------------------------------------------------------------
+    def all(self) -> EventQuery:
+        return self._clone()
+
+    def filter(self, *args: Q, **kwargs: Any) -> EventQuery:
+        self._unsliced("filter")
+        return self._clone(conditions=(*self.conditions, Q(*args, **kwargs)))
+
+    def exclude(self, *args: Q, **kwargs: Any) -> EventQuery:
+        self._unsliced("filter")
+        return self._clone(conditions=(*self.conditions, ~Q(*args, **kwargs)))
+
+    def order_by(self, *fields: str) -> EventQuery:
+        self._unsliced("order")
+        return self._clone(ordering=fields)
+
+    def select_related(self, *names: str) -> EventQuery:
+        for name in names:
+            if name not in RELATIONS:
+                raise UnsupportedFilter(f"select_related({name!r}): events relate to org and source only")
+        return self._clone(related=tuple(dict.fromkeys((*self.related, *names))))
+
+    def annotate(self, **expressions: Any) -> EventQuery:
+        aggregates = {k: v for k, v in expressions.items() if isinstance(v, Count)}
+        if aggregates and self.fields is None:
+            raise UnsupportedFilter("event counts need values(…) first: they count per group")
+        plain = {k: v for k, v in expressions.items() if k not in aggregates}
+        return self._clone(
+            annotations={**self.annotations, **plain}, aggregates={**self.aggregates, **aggregates}
+        )
+
+    alias = annotate
+
+    def values(self, *fields: str) -> EventQuery:
+        return self._clone(fields=fields or EVENT_COLUMNS, shape="dict")
+
+    def values_list(self, *fields: str, flat: bool = False) -> EventQuery:
+        if flat and len(fields) != 1:
+            raise TypeError("values_list(flat=True) takes one field")
+        return self._clone(fields=fields or EVENT_COLUMNS, shape="flat" if flat else "tuple")
+
+    def __getitem__(self, key):
+        if isinstance(key, int):
+            if key < 0:
+                raise ValueError("negative indexing is not supported")
+            rows = list(self[key : key + 1])
+            if not rows:
+                raise IndexError("event query index out of range")
+            return rows[0]
+        if key.step is not None or (key.start or 0) < 0 or (key.stop is not None and key.stop < 0):
+            raise ValueError("event queries take slices [start:stop] of non-negative bounds")
+        low = self.low + (key.start or 0)
+        high = self.high
+        if key.stop is not None:
+            stop = self.low + key.stop
+            high = stop if high is None else min(high, stop)
+        return self._clone(low=low, high=max(high, low) if high is not None else None)
+
+    # -- evaluation ---------------------------------------------------------------
+    def __iter__(self) -> Iterator:
+        if self._cache is None:
+            self._cache = self._fetch()
+        return iter(self._cache)
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+    def __bool__(self) -> bool:
+        return bool(len(self))
+
+    def iterator(self, chunk_size: int | None = None) -> Iterator:
+        return iter(self)
+
+    def first(self):
+        query = self if self.ordering else self.order_by("id")
+        rows = list(query[:1])
+        return rows[0] if rows else None
+
+    def get(self, *args: Q, **kwargs: Any):
+        rows = list((self.filter(*args, **kwargs) if args or kwargs else self)[:2])
+        if not rows:
+            raise Event.DoesNotExist("no event matches")
+        if len(rows) > 1:
+            raise Event.MultipleObjectsReturned("more than one event matches")
+        return rows[0]
+
+    def exists(self) -> bool:
+        sql, p = self._sql(lambda _c: ["1"], limit_one=True)
+        return bool(self.store.engine.query(sql, p.values, fmt="JSONCompactEachRow").strip())
+
+    def count(self) -> int:
+        if self.aggregates or self.low or self.high is not None:
+            return len(self)
+        sql, p = self._sql(lambda _c: ["toInt64(count())"], count=True)
+        return int(
+            self._decode(self.store.engine.query(sql + JSON_SETTINGS, p.values, fmt="JSONCompactEachRow"))[0][
+                0
+            ]
+        )
+
+    def _compiler(self, p: Params) -> Compiler:
+        aligned = aligned_sql(self.hints, p)
+        compiler = Compiler(p, aligned=aligned)
+        for name, expression in self.annotations.items():
+            compiler.annotations[name] = compiler.expression(expression)[0]
+        return compiler
+
+    def _sql(
+        self, select, *, limit_one: bool = False, count: bool = False, group: list[str] | None = None
+    ) -> tuple[str, Params]:
+        """The query and its parameters; ``select`` gives the columns from the query's compiler (their
+        parameters are bound in the same ``Params``)."""
+        p = Params()
+        compiler = self._compiler(p)
+        columns = select(compiler)
+        where = [f"org_id IN {p(self.store.organisation_ids(), 'Array(Int64)')}"]
+        if self.window:
+            where.append(window_sql(self.hints, compiler.aligned, p, overlapping=self.overlapping))
+        where += [compiler.q(condition) for condition in self.conditions]
+        sql = f"SELECT {', '.join(columns)} FROM {EVENT_TABLE} FINAL WHERE " + " AND ".join(
+            f"({w})" for w in where
+        )
+        if group:
+            sql += " GROUP BY " + ", ".join(group)
+        if not count and self.ordering:
+            names = {name: f"c{i}" for i, name in enumerate(self.fields or ())} if group else {}
+            sql += " ORDER BY " + ", ".join(self._order(name, compiler, names) for name in self.ordering)
+        if limit_one:
+            sql += " LIMIT 1"
+        elif not count and (self.high is not None or self.low):
+            limit = self.high - self.low if self.high is not None else 2**62
+            sql += f" LIMIT {p(limit)} OFFSET {p(self.low)}"
+        return sql, p
+
+    def _column(self, name: str, compiler: Compiler) -> str:
+        name = {"pk": "id", "org": "org_id", "source": "source_id"}.get(name, name)
+        if name == "aligned_ts":
+            return compiler.aligned
+        if name in compiler.annotations:
+            return compiler.annotations[name]
+        if name in EVENT_COLUMNS:
+            return name
+        raise UnsupportedFilter(f"event field {name!r} is not in the ClickHouse event table")
+
+    def _order(self, name: str, compiler: Compiler, grouped: dict[str, str]) -> str:
+        descending = name.startswith("-")
+        name = name.lstrip("-")
+        column = grouped.get(name) or self._column(name, compiler)
+        return column + (" DESC" if descending else "")
+
+    @staticmethod
+    def _decode(raw: bytes) -> list[list]:
+        lines = raw.strip()
+        return _rows.decode(b"[" + lines.replace(b"\n", b",") + b"]") if lines else []
+
+    def _fetch(self) -> list:
+        fields = EVENT_COLUMNS if self.fields is None else self.fields
+        aggregates = self.aggregates
+
+        def select(compiler: Compiler) -> list[str]:
+            columns = [self._column(name, compiler) for name in fields]
+            if not aggregates:
+                return columns
+            columns = [f"{sql} AS c{i}" for i, sql in enumerate(columns)]
+            for name, aggregate in aggregates.items():
+                if aggregate.distinct:
+                    raise UnsupportedFilter(f"event count {name!r}: distinct counts are not supported")
+                if aggregate.filter is None:
+                    columns.append("toInt64(count())")
+                else:
+                    columns.append(f"toInt64(countIf({compiler.q(aggregate.filter)}))")
+            return columns
+
+        group = [f"c{i}" for i in range(len(fields))] if aggregates else None
+        sql, p = self._sql(select, group=group)
+        rows = self._decode(self.store.engine.query(sql + JSON_SETTINGS, p.values, fmt="JSONCompactEachRow"))
+        fields = (*fields, *aggregates)
+        if self.fields is None:
+            return self._events(rows)
+        json_at = [i for i, name in enumerate(fields) if name in JSON_COLUMNS]
+        for row in rows:
+            for i in json_at:
+                row[i] = json.loads(row[i])
+        if self.shape == "flat":
+            return [row[0] for row in rows]
+        if self.shape == "tuple":
+            return [tuple(row) for row in rows]
+        return [dict(zip(fields, row, strict=True)) for row in rows]
+
+    def _events(self, rows: list[list]) -> list[Event]:
+        events = []
+        for row in rows:
+            values = dict(zip(EVENT_COLUMNS, row, strict=True))
+            values["resource"] = json.loads(values["resource"])
+            values["attributes"] = json.loads(values["attributes"])
+            event = Event(**values)
+            event._state.adding = False
+            event._state.db = self.store.connection.alias
+            events.append(event)
+        if "org" in self.related and events:
+            from orgs.models import Organization
+
+            orgs = Organization.objects.in_bulk({e.org_id for e in events})
+            for event in events:
+                event.org = orgs[event.org_id]
+        if "source" in self.related and events:
+            sources = Source.objects.in_bulk({e.source_id for e in events if e.source_id is not None})
+            for event in events:
+                event.source = sources.get(event.source_id) if event.source_id is not None else None
+        return events
