@@ -234,6 +234,9 @@ JOINTLINE_PARALLEL_READS = env_int("JOINTLINE_PARALLEL_READS", 4, minimum=1)
 # Seconds the war room's clock-ordering check of a window is remembered per viewer, grants and clock
 # corrections (timeline/read_cache.py); 0: computed on every lanes request.
 JOINTLINE_ORDERING_CACHE_S = env_float("JOINTLINE_ORDERING_CACHE_S", 60.0, minimum=0)
+# A JSON file replacing sections of the default-lane rules (timeline/lanes/rules.py); "": the shipped
+# timeline/lanes/defaults.json.
+JOINTLINE_DEFAULT_LANES_FILE = env_str("JOINTLINE_DEFAULT_LANES_FILE", "")
 # Where samples, events and rollups live: "" in the Django database's own store, "clickhouse" in ClickHouse at
 # JOINTLINE_CLICKHOUSE_URL (http(s)://user:password@host:8123/database, or chdb:///path in-process).
 JOINTLINE_STORE_BACKEND = env_str("JOINTLINE_STORE_BACKEND", "")

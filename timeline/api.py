@@ -6,25 +6,29 @@ them); a bad one raises, and :mod:`config.api_errors` answers 400 naming it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from functools import partial
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
 from config.api_input import query_params
 from core.timeparse import format_rfc3339
+from orgs.access import Scope
 from orgs.api_base import ScopedAPIView
 from timeline import api_params, api_shapes, lane_cache, read_cache
-from timeline.alignment import aligned_param, clock_for, clock_payload, clock_state, use_clock
-from timeline.lanes import start_reads
+from timeline.clock.estimation import clock_payload
+from timeline.clock.model import aligned_param, clock_for, clock_state, use_clock
+from timeline.lanes import Grid, LaneSpec, default_lanes, read_series_lanes, start_reads
 from timeline.presenters import present_event, present_series
 from timeline.selectors import (
+    QueryError,
     event_conditions,
     event_marks,
     events_list,
-    lanes_read,
     parse_lane_specs,
     series_list,
     warroom_catalogue,
@@ -52,6 +56,9 @@ class SeriesListView(ScopedAPIView):
 
 
 class LanesView(ScopedAPIView):
+    """Lanes named by series id: each is read as the war room reads a lane of that one series (one
+    builder for both APIs, :func:`timeline.lanes.read_series_lanes`), in ms for this API."""
+
     @extend_schema(
         summary="Downsampled lanes: min, max and mean per bucket",
         parameters=[api_params.LanesQuery],
@@ -59,10 +66,12 @@ class LanesView(ScopedAPIView):
     )
     def get(self, request):
         query = query_params(api_params.LanesQuery, request)
-        window = query["window"]
+        window, width = query["window"], query["width"]
+        if not 1 <= width <= settings.JOINTLINE_LANE_MAX_WIDTH:
+            raise QueryError("width", f"must be between 1 and {settings.JOINTLINE_LANE_MAX_WIDTH}")
         with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
-            lanes = lanes_read(
-                self.scope, series_ids=query["series"], window=window, width=query["width"], fn=query["fn"]
+            lanes = read_series_lanes(
+                self.scope, query["series"], Grid(window.start, window.end, width), fn=query["fn"]
             )
             clock = clock_state(self.scope)
         return Response(
@@ -72,14 +81,14 @@ class LanesView(ScopedAPIView):
                 "clock": clock,
                 "lanes": [
                     {
-                        "series": present_series(self.scope, lane.series),
+                        "series": lane.series,
                         "fn": lane.fn,
                         "step_ms": lane.step / 1000,
-                        "t": [(lane.start + b * lane.step) / 1000 for b in lane.buckets.bucket],
-                        "min": lane.buckets.min,
-                        "max": lane.buckets.max,
-                        "mean": lane.buckets.mean,
-                        "count": lane.buckets.count,
+                        "t": lane.starts(1000),
+                        "min": lane.min,
+                        "max": lane.max,
+                        "mean": lane.mean,
+                        "count": lane.count,
                     }
                     for lane in lanes
                 ],
@@ -131,7 +140,15 @@ class WarroomCatalogueView(ScopedAPIView):
         query = query_params(api_params.WarroomCatalogueQuery, request)
         window = query["window"]
         self.audit_window = (window.start, window.end)
-        return Response(warroom_catalogue(self.scope, window=window, series_ids=query.get("series") or []))
+        catalogue = warroom_catalogue(self.scope, window=window, series_ids=query.get("series") or [])
+        catalogue["defaults"] = [str(spec) for spec in window_free_defaults(self.scope)]
+        return Response(catalogue)
+
+
+def window_free_defaults(scope: Scope) -> list[LaneSpec]:
+    """The default lanes of the catalogue, the same whatever its window (:func:`default_lanes`). They
+    present only series the catalogue has presented already, so their reads are not noted twice."""
+    return default_lanes(dataclasses.replace(scope, reads=[]))
 
 
 class WarroomLanesView(ScopedAPIView):

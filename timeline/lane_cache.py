@@ -57,7 +57,7 @@ from orgs.access import Scope
 from timeline.selectors import QueryError, Window, parse_instant
 
 if TYPE_CHECKING:
-    from timeline.alignment import ClockModel
+    from timeline.store.hints import ClockModel
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def live_window(window: Window, *, to: str | None, from_: str | None, width: int
 def cache_key(scope: Scope, clock: ClockModel, *, window: Window, width: int, specs: list) -> str:
     """The cache key of one lanes answer (see the module's contract for what goes into it).
 
-    ``clock`` is the request's :class:`timeline.alignment.ClockModel` (corrections in force and
+    ``clock`` is the request's :class:`timeline.store.hints.ClockModel` (corrections in force and
     whether they are applied); ``specs`` the parsed lane specs, in order."""
     described = repr(
         (

@@ -12,7 +12,7 @@ from collections import Counter
 
 from core.timeparse import format_rfc3339
 from orgs.access import REDACTED_MESSAGE, NoScope, Scope
-from timeline import alignment
+from timeline.clock import model as clock_model
 from timeline.models import Event, Series
 
 
@@ -49,7 +49,7 @@ def present_event(scope: Scope, event: Event) -> dict:
     hidden = scope.hides_body(event)
     resource = scope.mask_labels(event.org_id, event.resource, scope.event_masked_labels(event))
     scope.note_read(event.org_id, f"events {event.signal}", level)
-    shift, end_shift, _used = alignment.clock_for(scope).event_shift(event)
+    shift, end_shift, _used = clock_model.clock_for(scope).event_shift(event)
     presented = {
         "id": event.pk,
         "org": event.org.slug,

@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.conf import settings
 
 from orgs.access import Scope
-from timeline.alignment import aligned_param, clock_state, use_clock
+from timeline.clock.model import aligned_param, clock_state, use_clock
 from timeline.incident_selectors import series_readable
+from timeline.lanes import Grid, LaneSpec, LaneSpecError, read_series_lanes, select_members
 from timeline.models import Incident
-from timeline.presenters import present_event, present_series, unshared_summary
-from timeline.selectors import Window, events_list, lanes_read
+from timeline.presenters import present_event, unshared_summary
+from timeline.selectors import Window, events_list
 
 EXPORT_WIDTH = 1000
 EXPORT_EVENT_LIMIT = 5000
@@ -44,10 +45,8 @@ def state_width(state: dict) -> int:
     return min(max(width, 1), settings.JOINTLINE_LANE_MAX_WIDTH)
 
 
-def lane_specs(state: dict) -> list:
+def lane_specs(state: dict) -> list[LaneSpec]:
     """War-room lane specs (``kind:org/signal/what…``) named by a view state, parsed; others skipped."""
-    from timeline.lanes import LaneSpec, LaneSpecError
-
     lanes = state.get("lanes") or []
     specs = []
     for lane in lanes if isinstance(lanes, list) else []:
@@ -64,7 +63,6 @@ def view_data(
 ) -> dict:
     """Lanes, events and annotations of ``state`` through ``scope`` (and, for a snapshot shared with
     another organisation, only what ``also_readable_by`` may read too)."""
-    from timeline.lanes import select_members
     from timeline.selectors import warroom_lanes
 
     window = Window.from_params({"from": state["from"], "to": state["to"]})
@@ -79,7 +77,7 @@ def view_data(
         ids = [sid for sid in ids if sid in allowed]
     aligned = aligned_param(str(state.get("align") or ""))
     with use_clock(scope, aligned=aligned):
-        lanes = lanes_read(scope, series_ids=ids, window=window, width=state_width(state))
+        lanes = read_series_lanes(scope, ids, Grid(window.start, window.end, state_width(state)))
         events = list(events_list(scope, window=window, limit=EXPORT_EVENT_LIMIT))
         if also_readable_by is not None:
             with use_clock(also_readable_by, aligned=aligned):
@@ -94,14 +92,14 @@ def view_data(
         "window": {"from": state["from"], "to": state["to"]},
         "lanes": [
             {
-                "series": present_series(scope, lane.series),
+                "series": lane.series,
                 "fn": lane.fn,
                 "step_us": lane.step,
-                "t_us": [lane.start + b * lane.step for b in lane.buckets.bucket],
-                "min": lane.buckets.min,
-                "max": lane.buckets.max,
-                "mean": lane.buckets.mean,
-                "count": lane.buckets.count,
+                "t_us": lane.starts(),
+                "min": lane.min,
+                "max": lane.max,
+                "mean": lane.mean,
+                "count": lane.count,
             }
             for lane in lanes
         ],

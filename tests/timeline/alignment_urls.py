@@ -3,7 +3,7 @@
 from django.urls import include, path
 
 from config import urls as site
-from timeline import alignment_api
+from timeline.clock import api as alignment_api
 
 clock_api = [
     path("clock/corrections", alignment_api.ClockCorrectionView.as_view(), name="clock-corrections"),

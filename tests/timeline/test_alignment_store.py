@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import Scope
 from orgs.services import grant_create
-from timeline.alignment import clock_for, read_hints, resolve_clock, use_clock
+from timeline.clock.model import clock_for, read_hints, resolve_clock, use_clock
 from timeline.models import ClockCorrection, Event, Series, Source
 from timeline.presenters import present_event
 from timeline.selectors import Window, events_list
@@ -282,7 +282,7 @@ def test_the_lane_api_leaves_empty_buckets_empty(org_a, client_a):
 
 def test_a_nodes_signal_that_lags_the_fleet_signal_gives_its_clock_error(org_b):
     from orgs.services import organization_create
-    from timeline.alignment import xcorr_estimates
+    from timeline.clock.estimation import xcorr_estimates
 
     cloudops = organization_create(slug="cloudops", name="Cloud operator", colour="#4c78a8")[0]
     rng = np.random.default_rng(5)
@@ -317,7 +317,7 @@ def test_a_nodes_signal_that_lags_the_fleet_signal_gives_its_clock_error(org_b):
 
 def test_the_stored_lane_rate_is_the_reference_bucket_rate_and_within_1_percent_of_prom_rate(org_a):
     from tests.timeline.test_alignment_estimators import counter
-    from timeline.alignment_estimators import bucket_rates, prom_rate
+    from timeline.clock.estimators import bucket_rates, prom_rate
 
     ts, values = counter(15, 180, reset_at=T0 + 47 * MINUTE)
     write(org_a, block(values, ts=ts, metric="c_total", kind="counter"))

@@ -23,8 +23,9 @@ from orgs.services import grant_create, grant_revoke, organization_create, user_
 from tests.conftest import PASSWORD
 from tests.timeline.test_lanes import S, gauge, write
 from timeline import lane_cache
-from timeline.alignment import ClockModel, clock_correction_declare
+from timeline.clock.services import clock_correction_declare
 from timeline.selectors import Window
+from timeline.store.hints import ClockModel
 
 pytestmark = pytest.mark.services
 

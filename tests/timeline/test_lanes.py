@@ -371,7 +371,7 @@ def test_default_lanes_follow_the_story_by_rules():
 def test_fleet_statistics_from_the_database_match_the_per_series_ones(org_a, owner_scope, monkeypatch):
     from django.db import connection
 
-    import timeline.lanes as lanes
+    from timeline.lanes import series_lanes
 
     if connection.vendor != "postgresql":
         pytest.skip("ordered-set aggregates are computed by PostgreSQL only")
@@ -386,7 +386,7 @@ def test_fleet_statistics_from_the_database_match_the_per_series_ones(org_a, own
     by_database = [
         lane(owner_scope, f"{kind}:modeldev/storage/slots_in_use", **window) for kind in ("band", "sum")
     ]
-    monkeypatch.setattr(lanes, "FLEET_STATS_MIN", 10**6)
+    monkeypatch.setattr(series_lanes, "FLEET_STATS_MIN", 10**6)
     by_numpy = [
         lane(owner_scope, f"{kind}:modeldev/storage/slots_in_use", **window) for kind in ("band", "sum")
     ]

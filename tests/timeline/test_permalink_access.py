@@ -19,7 +19,7 @@ from orgs.access import pseudonym
 from orgs.models import Organization
 from orgs.services import grant_create, user_create
 from tests.conftest import PASSWORD
-from timeline.alignment import clock_correction_declare
+from timeline.clock.services import clock_correction_declare
 from timeline.models import Permalink, Series
 from timeline.store import get_store
 

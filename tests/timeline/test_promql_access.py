@@ -157,8 +157,108 @@ def test_an_aggregate_grant_never_yields_a_per_entity_series(stores, read_token_
         "cluster": "nfs",
         "jl_org": "storage",
     }
+    # One node's series is no fleet: fewer than MIN_AGGREGATE_GROUP series are never summed.
     summed = client.get(f"{API}/query", {"query": "sum(nfs_rpc_slots_in_use)", "time": T0_S + 200}).json()
     assert summed["data"]["result"] == []
+
+
+def write_nodes(org, metric: str, nodes: int, *, points: int = 20, short: int | None = None) -> None:
+    """``nodes`` per-node gauges of ``metric``, node ``n`` at ``100 * n + i``; the last one stops
+    after ``short`` points."""
+    for n in range(1, nodes + 1):
+        count = short if short is not None and n == nodes else points
+        block = SeriesBlock(
+            signal="storage",
+            metric=metric,
+            labels={"node": f"node-{n:02d}", "mount": "/scratch"},
+            kind="gauge",
+            unit="",
+            ts=[(T0_S + 15 * i) * 1_000_000 for i in range(count)],
+            values=[100.0 * n + i for i in range(count)],
+        )
+        get_store().write_batch(org_id=org.pk, batch=Batch(source="test", series=[block]))
+
+
+@pytest.fixture
+def fleet_grant(org_a, org_b):
+    """B shares ``nfs_*`` with A at aggregate level; six nodes report ``nfs_rpc_slots_in_use``."""
+    write_nodes(org_b, "nfs_rpc_slots_in_use", 6)
+    grant_create(owner=org_b, grantee=org_a, name="fleet", level=Level.AGGREGATE, name_patterns=["nfs_*"])
+    return org_a, org_b
+
+
+def query(client, expression: str, at: int = T0_S + 200):
+    return client.get(f"{API}/query", {"query": expression, "time": at})
+
+
+def test_an_aggregate_grant_answers_the_fleet_sum(fleet_grant, read_token_a):
+    client = bearer_client(read_token_a)
+    answer = query(client, "sum(nfs_rpc_slots_in_use)").json()
+    (series,) = answer["data"]["result"]
+    assert series["metric"] == {}
+    assert float(series["value"][1]) == sum(100.0 * n + 13 for n in range(1, 7))  # samples at T0 + 195 s
+    by_mount = query(client, "avg by (mount) (nfs_rpc_slots_in_use)").json()["data"]["result"]
+    assert [(s["metric"], float(s["value"][1])) for s in by_mount] == [({"mount": "/scratch"}, 363.0)]
+    owner = query(client, 'count(nfs_rpc_slots_in_use{jl_org="storage"})').json()["data"]["result"]
+    assert float(owner[0]["value"][1]) == 6.0
+    slope = query(client, "sum(deriv(nfs_rpc_slots_in_use[5m]) * 60)").json()["data"]["result"]
+    assert float(slope[0]["value"][1]) == pytest.approx(6 * 4.0)  # each node gains 1 every 15 s
+    assert "node-0" not in json.dumps([answer, by_mount, owner, slope])
+
+
+def test_a_fleet_sum_over_time_has_values_only_where_enough_nodes_report(org_a, org_b, read_token_a):
+    write_nodes(org_b, "nfs_rpc_slots_in_use", 5, short=10)
+    grant_create(owner=org_b, grantee=org_a, name="fleet", level=Level.AGGREGATE, name_patterns=["nfs_*"])
+    params = {"query": "count(nfs_rpc_slots_in_use)", "start": T0_S, "end": T0_S + 900, "step": 60}
+    (series,) = bearer_client(read_token_a).get(f"{API}/query_range", params).json()["data"]["result"]
+    # The short node's last sample (T0 + 135 s) is looked back at until T0 + 435 s; the others until
+    # T0 + 585 s. From 480 s on only four nodes report: no fleet figure there.
+    assert series["values"] == [[T0_S + step, "5"] for step in range(0, 421, 60)]
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "nfs_rpc_slots_in_use",
+        'nfs_rpc_slots_in_use{node="node-01"}',
+        "sum by (node) (nfs_rpc_slots_in_use)",
+        "sum without (mount) (nfs_rpc_slots_in_use)",
+        'sum(nfs_rpc_slots_in_use{node!="node-01"})',
+        'sum(nfs_rpc_slots_in_use{mount="/scratch"})',
+        "topk(1, nfs_rpc_slots_in_use)",
+        "sum(nfs_rpc_slots_in_use - on(node) nfs_rpc_slots_in_use)",
+        'sum by (n) (label_replace(nfs_rpc_slots_in_use, "n", "$1", "node", "(.*)"))',
+        "max(max_over_time(nfs_rpc_slots_in_use[5m:1m]))",
+    ],
+)
+def test_an_aggregate_series_outside_a_fleet_aggregation_answers_the_rule(
+    fleet_grant, read_token_a, expression
+):
+    answer = query(bearer_client(read_token_a), expression)
+    body = answer.json()
+    assert (answer.status_code, body["errorType"]) == (422, "execution"), body
+    assert "an aggregate grant shares these series only as a fleet figure" in body["error"]
+    assert "5 series" in body["error"]
+    assert "node-0" not in body["error"]
+
+
+def test_fewer_nodes_than_the_minimum_group_give_no_fleet_figure(org_a, org_b, read_token_a):
+    write_nodes(org_b, "nfs_rpc_slots_in_use", 4)
+    grant_create(owner=org_b, grantee=org_a, name="fleet", level=Level.AGGREGATE, name_patterns=["nfs_*"])
+    client = bearer_client(read_token_a)
+    for expression in ("sum(nfs_rpc_slots_in_use)", "nfs_rpc_slots_in_use"):
+        assert query(client, expression).json() == {
+            "status": "success",
+            "data": {"resultType": "vector", "result": []},
+        }
+
+
+def test_reading_a_fleet_figure_is_audited_at_aggregate_level(fleet_grant, read_token_a):
+    org_a, org_b = fleet_grant
+    assert query(bearer_client(read_token_a), "sum(nfs_rpc_slots_in_use)").status_code == 200
+    (entry,) = AuditEntry.objects.filter(owner=org_b)
+    assert (entry.viewer_org_id, entry.level) == (org_a.pk, Level.AGGREGATE)
+    assert "6 x series nfs_rpc_slots_in_use" in entry.what
 
 
 def test_reading_another_organisations_series_is_audited(redacted, read_token_a):

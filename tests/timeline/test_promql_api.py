@@ -190,6 +190,68 @@ def test_series_needs_a_match(read_token_a):
 
 
 @pytest.fixture
+def early_and_late(org_a):
+    """``train_step_seconds`` sampled in the first ten minutes only, ``gpu_temp_celsius`` an hour later."""
+    write(
+        org_a, "train_step_seconds", {"node": "node-01"}, [(T0_US + i * 60_000_000, 1.0) for i in range(10)]
+    )
+    write(
+        org_a,
+        "gpu_temp_celsius",
+        {"gpu": "0"},
+        [(T0_US + 3600_000_000 + i * 60_000_000, 60.0) for i in range(10)],
+    )
+
+
+def test_series_labels_and_label_values_keep_only_series_with_samples_in_the_window(
+    read_token_a, early_and_late
+):
+    client = bearer_client(read_token_a)
+    early, late = {"start": T0_S, "end": T0_S + 600}, {"start": T0_S + 3000, "end": T0_S + 7200}
+    every = '{__name__=~".+"}'
+    assert client.get(f"{API}/label/__name__/values", early).json()["data"] == ["train_step_seconds"]
+    assert client.get(f"{API}/label/__name__/values", late).json()["data"] == ["gpu_temp_celsius"]
+    assert client.get(f"{API}/labels", early).json()["data"] == ["__name__", "jl_org", "node"]
+    assert client.get(f"{API}/labels", {**late, "match[]": every}).json()["data"] == [
+        "__name__",
+        "gpu",
+        "jl_org",
+    ]
+    (series,) = client.get(f"{API}/series", {**late, "match[]": every}).json()["data"]
+    assert series["__name__"] == "gpu_temp_celsius"
+    between = {"start": T0_S + 1200, "end": T0_S + 3000}
+    assert client.get(f"{API}/series", {**between, "match[]": every}).json()["data"] == []
+    assert client.get(f"{API}/label/node/values", between).json()["data"] == []
+
+
+def test_the_window_includes_both_ends_and_either_end_may_be_left_open(read_token_a, early_and_late):
+    client = bearer_client(read_token_a)
+    names = f"{API}/label/__name__/values"
+    last_early_sample = T0_S + 540
+    assert client.get(names, {"start": last_early_sample, "end": T0_S + 3599}).json()["data"] == [
+        "train_step_seconds"
+    ]
+    assert client.get(names, {"start": T0_S - 60, "end": T0_S}).json()["data"] == ["train_step_seconds"]
+    assert client.get(names, {"start": T0_S + 3000}).json()["data"] == ["gpu_temp_celsius"]
+    assert client.get(names, {"end": T0_S + 3000}).json()["data"] == ["train_step_seconds"]
+    assert client.get(names).json()["data"] == ["gpu_temp_celsius", "train_step_seconds"]
+
+
+def test_a_catalogue_window_ending_before_it_starts_is_bad_data(read_token_a):
+    answer = bearer_client(read_token_a).get(f"{API}/labels", {"start": 100, "end": 50})
+    assert (answer.status_code, answer.json()["errorType"]) == (400, "bad_data")
+    assert "end timestamp must not be before start time" in answer.json()["error"]
+
+
+def test_malformed_basic_credentials_are_refused_naming_the_expected_form(db):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Basic not base64!")
+    answer = client.get(f"{API}/labels")
+    assert answer.status_code == 401
+    assert "not valid base64 'user:token'" in answer.json()["error"]
+
+
+@pytest.fixture
 def reference_incident(db):
     """The compact reference scenario's storage and training metrics in the store; the storage vendor
     shares its ``storage_*`` fleet figures with the model developer, as in the war room."""

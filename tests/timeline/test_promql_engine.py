@@ -27,7 +27,7 @@ class InMemory:
             for labels, points in series
         ]
 
-    def select(self, matchers, start, end):
+    def select(self, matchers, start, end, *, fleet_aggregate=False):
         out = []
         for labels, times, values in self.series:
             if any(all(matches(labels, m) for m in group) for group in matchers):
@@ -103,6 +103,25 @@ def test_histogram_quantile_interpolates_within_a_bucket():
     assert bucket_quantile(0.5, buckets) == pytest.approx(0.1 + 0.4 * (10 / 20))
     assert bucket_quantile(1.0, buckets) == 1.0  # the +Inf bucket answers the highest finite bound
     assert math.isnan(bucket_quantile(0.5, [(0.1, 1.0), (0.5, 2.0)]))  # no +Inf bucket
+
+
+def test_histogram_quantile_over_many_steps_answers_what_each_step_alone_does():
+    """Steps where every bucket reports are computed together, the others bucket by bucket."""
+    rng = np.random.default_rng(3)
+    bounds = [0.1, 0.5, 1.0, math.inf]
+    counts = np.cumsum(rng.integers(0, 5, size=(len(bounds), 40)), axis=0).astype(float)
+    counts[:, 7] = 0.0  # an empty histogram: NaN
+    first = [0, 0, 10, 0]  # the le="1" bucket reports from step 10 on only
+    series = [
+        ({"__name__": "h_bucket", "le": le}, [(15.0 * i, counts[b, i]) for i in range(first[b], 40)])
+        for b, le in enumerate(["0.1", "0.5", "1", "+Inf"])
+    ]
+    query = parse_query("histogram_quantile(0.9, h_bucket)")
+    value = Evaluator(InMemory(*series), start=0, end=39 * 15 * S, step=15 * S, timeout_s=10).run(query)
+    for step in range(40):
+        reported = [(bound, counts[b, step]) for b, bound in enumerate(bounds) if step >= first[b]]
+        expected, got = bucket_quantile(0.9, reported), value.values[0, step]
+        assert got == expected or (math.isnan(expected) and math.isnan(got)), step
 
 
 def test_parameters_are_read_as_prometheus_reads_them():

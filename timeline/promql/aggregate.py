@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from timeline.promql.encode import format_value
+from timeline.promql.fleet import FLEET_ONLY, admitted
 from timeline.promql.values import (
     LABEL_NAME,
     NAME,
@@ -30,9 +31,9 @@ from timeline.promql.windows import quantile_sorted
 
 def group_labels(labels: Labels, names: list[str], *, without: bool) -> Labels:
     if without:
-        drop = {*names, NAME}
+        drop = {*names, NAME, FLEET_ONLY}
         return {name: value for name, value in labels.items() if name not in drop}
-    return {name: labels[name] for name in names if labels.get(name, "") != ""}
+    return {name: labels[name] for name in names if labels.get(name, "") != "" and name != FLEET_ONLY}
 
 
 def _groups(vector: Vector, names: list[str] | None, without: bool) -> list[tuple[Labels, np.ndarray]]:
@@ -110,7 +111,8 @@ def aggregate(op: str, vector: Vector, param, names: list[str] | None, *, withou
     values_param = param.values if isinstance(param, Scalar) else None
     labels, values, present = [], [], []
     for grouped, rows in _groups(vector, names, without):
-        group_values, group_present = vector.values[rows], vector.present[rows]
+        group_values = vector.values[rows]
+        group_present = admitted(vector.labels, rows, vector.present[rows], grouped)
         labels.append(grouped)
         values.append(REDUCERS[op](group_values, group_present, values_param))
         present.append(group_present.any(axis=0))

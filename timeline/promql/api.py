@@ -23,9 +23,8 @@ from rest_framework.parsers import FormParser
 
 from core.timeparse import now_us
 from orgs.api_base import ScopedAPIView
-from orgs.authentication import BearerTokenAuthentication
+from orgs.authentication import BasicTokenAuthentication, BearerTokenAuthentication
 from timeline.promql import catalogue
-from timeline.promql.auth import BasicTokenAuthentication
 from timeline.promql.encode import instant_result, range_result
 from timeline.promql.engine import Evaluator
 from timeline.promql.parse import check_range_query, parse_duration, parse_query, parse_time
@@ -34,6 +33,7 @@ from timeline.promql.values import LABEL_NAME, BadData, PromQLError
 
 MAX_POINTS = 11_000
 DEFAULT_TIMEOUT_S = 120.0
+DAY_US = 86_400_000_000
 BUILD_VERSION = "2.42.0"
 _STATUS = {"bad_data": 400, "execution": 422, "timeout": 503, "internal": 500}
 _DRF_TYPES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "bad_data", 429: "unavailable"}
@@ -144,26 +144,34 @@ class QueryRangeView(PrometheusView):
 
 
 class SeriesView(PrometheusView):
-    """``/api/v1/series``: the label sets of the series ``match[]`` selects."""
+    """``/api/v1/series``: the label sets of the series ``match[]`` selects (with samples in
+    ``start``..``end`` when either is given)."""
 
     def read(self, request, *args, **kwargs):
         selectors = self.param_list(request, "match[]")
         if not selectors:
             raise BadData("no match[] parameter provided")
-        self.check_window(request)
-        return success(catalogue.series_labels(self.scope, selectors))
+        return success(catalogue.series_labels(self.scope, selectors, self.window(request)))
 
-    def check_window(self, request) -> None:
-        for name in ("start", "end"):
-            parse_time(name, self.param(request, name), default=0)
+    def window(self, request) -> tuple[int, int] | None:
+        """``[start, end]`` (µs) when either is given; an open end reaches a day past now (no push is
+        accepted further ahead), an open start the epoch. It is also the window the audit entry names."""
+        start, end = self.param(request, "start"), self.param(request, "end")
+        if not start and not end:
+            return None
+        window = parse_time("start", start, default=0), parse_time("end", end, default=now_us() + DAY_US)
+        if window[1] < window[0]:
+            raise BadData('invalid parameter "end": end timestamp must not be before start time')
+        self.audit_window = window
+        return window
 
 
 class LabelsView(SeriesView):
     """``/api/v1/labels``: label names of the readable series (those ``match[]`` selects)."""
 
     def read(self, request, *args, **kwargs):
-        self.check_window(request)
-        return success(catalogue.label_names(self.scope, self.param_list(request, "match[]")))
+        selectors = self.param_list(request, "match[]")
+        return success(catalogue.label_names(self.scope, selectors, self.window(request)))
 
 
 class LabelValuesView(SeriesView):
@@ -172,8 +180,8 @@ class LabelValuesView(SeriesView):
     def read(self, request, *args, name: str = "", **kwargs):
         if not LABEL_NAME.match(name):
             raise BadData(f'invalid label name: "{name}"')
-        self.check_window(request)
-        return success(catalogue.label_values(self.scope, name, self.param_list(request, "match[]")))
+        selectors = self.param_list(request, "match[]")
+        return success(catalogue.label_values(self.scope, name, selectors, self.window(request)))
 
 
 class MetadataView(PrometheusView):

@@ -3,22 +3,31 @@
 Every answer is built from the series the scope may read one by one, with their labels as shown to
 it (:func:`timeline.promql.selection.visible_labels`): a masked value appears only as the viewer's
 pseudonym, and no series of an organisation that shares nothing is ever looked at. The series each
-answer is built from are noted for the audit. ``start``/``end`` are accepted and do not narrow the
-answer: it covers every readable series (as Prometheus does for series still in its head block).
+answer is built from are noted for the audit. With a ``window`` (``start``/``end``), only the series
+with a sample in it (both ends included, in corrected time, cut by the grant's time window) count; the
+store counts them in one bucket per series (:meth:`~timeline.store.base.StoreBackend.select_buckets`).
+Without one, every readable series.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from orgs.access import Scope
+from timeline.alignment import clock_for
 from timeline.models import Series
 from timeline.promql.engine import selector_matchers
 from timeline.promql.parse import parse_selector
 from timeline.promql.selection import ScopedSeries, visible_labels
 from timeline.promql.values import NAME, Labels, label_key
+from timeline.store import ReadHints, get_store
+
+Window = tuple[int, int] | None
 
 
-def _readable(scope: Scope, selectors: list[str]) -> list[tuple[Series, Labels]]:
-    """Series (and their visible labels) matching any selector; every readable series without one."""
+def _readable(scope: Scope, selectors: list[str], window: Window = None) -> list[tuple[Series, Labels]]:
+    """Series (and their visible labels) matching any selector (every readable series without one)
+    and, with a ``window``, having a sample in it."""
     source = ScopedSeries(scope)
     if selectors:
         found: dict[int, tuple[Series, Labels]] = {}
@@ -29,22 +38,37 @@ def _readable(scope: Scope, selectors: list[str]) -> list[tuple[Series, Labels]]
     else:
         rows = Series.objects.scoped(scope).select_related("org").order_by("pk")
         chosen = [(series, visible_labels(scope, series)) for series in rows]
+    if window is not None:
+        chosen = _with_samples(scope, chosen, window)
     source.note(series for series, _ in chosen)
     return chosen
 
 
-def series_labels(scope: Scope, selectors: list[str]) -> list[Labels]:
-    unique = {label_key(labels): labels for _, labels in _readable(scope, selectors)}
+def _with_samples(
+    scope: Scope, chosen: list[tuple[Series, Labels]], window: tuple[int, int]
+) -> list[tuple[Series, Labels]]:
+    if not chosen:
+        return chosen
+    start, end = window
+    hints = ReadHints(start=start, end=end + 1, step=end + 1 - start, clock=clock_for(scope))
+    frame = get_store().select_buckets(scope, [series.pk for series, _ in chosen], hints)
+    sampled = set(frame["series_id"][frame["count"] > 0].astype(np.int64).tolist())
+    return [(series, labels) for series, labels in chosen if series.pk in sampled]
+
+
+def series_labels(scope: Scope, selectors: list[str], window: Window = None) -> list[Labels]:
+    unique = {label_key(labels): labels for _, labels in _readable(scope, selectors, window)}
     return [dict(sorted(unique[key].items())) for key in sorted(unique)]
 
 
-def label_names(scope: Scope, selectors: list[str]) -> list[str]:
-    names = {name for _, labels in _readable(scope, selectors) for name, value in labels.items() if value}
+def label_names(scope: Scope, selectors: list[str], window: Window = None) -> list[str]:
+    readable = _readable(scope, selectors, window)
+    names = {name for _, labels in readable for name, value in labels.items() if value}
     return sorted(names)
 
 
-def label_values(scope: Scope, name: str, selectors: list[str]) -> list[str]:
-    values = {labels.get(name, "") for _, labels in _readable(scope, selectors)}
+def label_values(scope: Scope, name: str, selectors: list[str], window: Window = None) -> list[str]:
+    values = {labels.get(name, "") for _, labels in _readable(scope, selectors, window)}
     values.discard("")
     return sorted(values)
 

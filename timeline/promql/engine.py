@@ -24,7 +24,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import promql_parser as pp
 
-from timeline.promql import aggregate, binary, functions
+from timeline.promql import aggregate, binary, fleet, functions
 from timeline.promql.values import (
     NAME,
     BadData,
@@ -68,9 +68,12 @@ class SeriesData(NamedTuple):
 
 
 class SeriesSource(Protocol):
-    def select(self, matchers: list[list[Matcher]], start: int, end: int) -> list[SeriesData]:
+    def select(
+        self, matchers: list[list[Matcher]], start: int, end: int, *, fleet_aggregate: bool = False
+    ) -> list[SeriesData]:
         """The series matching any of the ``matchers`` groups (all matchers of a group), with their
-        samples in ``[start, end]`` (µs, both included)."""
+        samples in ``[start, end]`` (µs, both included). ``fleet_aggregate``: the selector sits inside
+        a fleet aggregation (:func:`timeline.promql.fleet.fleet_selectors`)."""
 
 
 def microseconds(delta: timedelta | None) -> int:
@@ -100,12 +103,14 @@ class Evaluator:
         self.source = source
         self.start, self.end, self.step = start, end, step
         self.deadline = time.monotonic() + timeout_s
+        self.fleet_selectors: set[int] = set()
 
     @property
     def times(self) -> np.ndarray:
         return np.arange(self.start, self.end + 1, self.step, dtype=np.int64)
 
     def run(self, expr) -> Value:
+        self.fleet_selectors = fleet.fleet_selectors(expr)
         return self.eval(expr, Context(self.times))
 
     # -- dispatch ---------------------------------------------------------------
@@ -148,7 +153,8 @@ class Evaluator:
         return base - microseconds(node.offset)
 
     def _select(self, node, start: int, end: int) -> list[SeriesData]:
-        return self.source.select(selector_matchers(node), start, end)
+        fleet_aggregate = id(node) in self.fleet_selectors
+        return self.source.select(selector_matchers(node), start, end, fleet_aggregate=fleet_aggregate)
 
     def _eval_VectorSelector(self, node, ctx: Context) -> Vector:
         return self.instant_selection(node, ctx, sample_times=False)

@@ -238,6 +238,33 @@ def bucket_quantile(phi: float, buckets: list[tuple[float, float]]) -> float:
     return start + (end - start) * (rank / count)
 
 
+def bucket_quantiles(phi: np.ndarray, bounds: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """:func:`bucket_quantile` at many steps at once, for the usual histogram: every bucket reported,
+    finite counts (``(buckets, steps)``), distinct ``bounds`` in ascending order. A bucket of no width
+    in rank (0/0) is NaN, as in Prometheus."""
+    steps = counts.shape[1]
+    if len(bounds) < 2 or not np.isinf(bounds[-1]):
+        result = np.full(steps, np.nan)
+    else:
+        cumulative = np.maximum.accumulate(counts, axis=0)  # counts must not fall (see above)
+        total = cumulative[-1]
+        rank = phi * total
+        reached = cumulative[:-1] >= rank
+        index = np.where(reached.any(axis=0), reached.argmax(axis=0), len(bounds) - 1)
+        columns = np.arange(steps)
+        below = np.maximum(index - 1, 0)
+        start = np.where(index > 0, bounds[below], 0.0)
+        before = np.where(index > 0, cumulative[below, columns], 0.0)
+        end = bounds[np.minimum(index, len(bounds) - 2)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inside = start + (end - start) * ((rank - before) / (cumulative[index, columns] - before))
+        result = np.where(index == len(bounds) - 1, bounds[-2], inside)
+        result = np.where((index == 0) & (bounds[0] <= 0), bounds[0], result)
+        result = np.where(total == 0, np.nan, result)
+    result = np.where(phi < 0, -np.inf, np.where(phi > 1, np.inf, result))
+    return np.where(np.isnan(phi), np.nan, result)
+
+
 def _histogram_quantile(args, times) -> Vector:
     phi, vector = args[0].values, args[1]
     groups: dict[tuple, tuple[dict, list[tuple[float, int]]]] = {}
@@ -250,13 +277,20 @@ def _histogram_quantile(args, times) -> Vector:
         groups.setdefault(label_key(rest), (rest, []))[1].append((bound, row))
     labels, values, present = [], [], []
     for rest, rows in groups.values():
+        rows = sorted(rows)
+        bounds = np.array([bound for bound, _ in rows])
+        counts = vector.values[[row for _, row in rows]]
+        reported = vector.present[[row for _, row in rows]]
         out = np.full(len(times), np.nan)
-        seen = np.zeros(len(times), dtype=bool)
-        for step in range(len(times)):
+        seen = reported.any(axis=0)
+        whole = reported.all(axis=0) & np.isfinite(counts).all(axis=0)
+        if len(np.unique(bounds)) < len(bounds):
+            whole[:] = False
+        if whole.any():
+            out[whole] = bucket_quantiles(phi[whole], bounds, counts[:, whole])
+        for step in np.flatnonzero(seen & ~whole).tolist():
             buckets = [(b, vector.values[r, step]) for b, r in rows if vector.present[r, step]]
-            if buckets:
-                out[step] = bucket_quantile(float(phi[step]), buckets)
-                seen[step] = True
+            out[step] = bucket_quantile(float(phi[step]), buckets)
         labels.append(rest)
         values.append(out)
         present.append(seen)

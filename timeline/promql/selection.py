@@ -2,7 +2,8 @@
 
 * Series are chosen among ``Series.objects.scoped(scope)``: the viewer's own, and those full and
   redacted grants share, and under aggregate grants only the fleet-level series (no entity label).
-  A per-entity series an aggregate grant shares is never selected, so no query can show it alone.
+  A per-entity series an aggregate grant shares is selected only for a selector inside a fleet
+  aggregation, marked so the aggregation applies the gate's rule (:mod:`timeline.promql.fleet`).
 * A series' labels are shown as the gate decides (``Scope.series_masked_labels``/``mask_labels``):
   masked values are the viewer's pseudonyms, and matchers are applied to the labels as shown, so a
   viewer can neither see nor probe a raw value it may not read. Each series carries its owner as
@@ -17,29 +18,48 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
+from functools import partial
 
 import numpy as np
 from django.conf import settings
 from django.db.models import Q
 
 from core.labels import RESERVED_LABEL_NAMES
-from orgs.access import Scope
+from orgs.access import LEVEL_AGGREGATE, MIN_AGGREGATE_GROUP, Scope
 from timeline.alignment import clock_for
+from timeline.lanes.reads import run_reads
 from timeline.models import Series
+from timeline.promql import fleet
 from timeline.promql.engine import Matcher, SeriesData
 from timeline.promql.values import NAME, BadData, ExecutionError, Labels
 from timeline.store import ReadHints, get_store
 
 ORG_LABEL = "jl_org"
+# Fewer series than this are read in one go: a read of its own would cost more than it saves.
+SERIES_PER_READ = 8
 
 
 def read_samples(
-    scope: Scope, series_ids: list[int], start: int, end: int
+    scope: Scope, series_ids: list[int], start: int, end: int, *, fleet_only: bool = False
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Samples of ``series_ids`` with (clock-corrected) time in ``[start, end)`` µs, per series id."""
-    hints = ReadHints(start=start, end=end, clock=clock_for(scope))
-    return get_store().select_samples(scope, series_ids, hints)
+    """Samples of ``series_ids`` with (clock-corrected) time in ``[start, end)`` µs, per series id;
+    ``fleet_only``: some of them are readable only inside a fleet aggregate.
+
+    Many series are read as a few independent reads side by side where the store allows it
+    (:func:`timeline.lanes.reads.run_reads`: PostgreSQL, outside a transaction), each on its own
+    connection; never a fleet read, whose group rule holds for the group as a whole."""
+    hints = ReadHints(start=start, end=end, clock=clock_for(scope), fleet=fleet_only)
+    parts = 1 if fleet_only else min(settings.JOINTLINE_PARALLEL_READS, len(series_ids) // SERIES_PER_READ)
+    if parts <= 1:
+        return get_store().select_sample_arrays(scope, series_ids, hints)
+    jobs = [partial(_read, scope, series_ids[part::parts], hints) for part in range(parts)]
+    return {series_id: arrays for result in run_reads(jobs) for series_id, arrays in result.items()}
+
+
+def _read(scope: Scope, series_ids: list[int], hints: ReadHints) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    return get_store().select_sample_arrays(scope, series_ids, hints)
 
 
 def visible_labels(scope: Scope, series: Series) -> Labels:
@@ -114,6 +134,8 @@ class ScopedSeries:
         self.selected = 0
         self._masked = _masked_names(scope)
         self._resolved: dict[tuple, list[tuple[Series, Labels]]] = {}
+        self._read: dict[tuple, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+        self._fleet_only: dict[tuple, list[tuple[Series, Labels]]] = {}
 
     def series(self, groups: list[list[Matcher]]) -> list[tuple[Series, Labels]]:
         """The readable series matching any group, with their visible labels, in a stable order."""
@@ -132,15 +154,60 @@ class ScopedSeries:
             self._resolved[key] = found
         return self._resolved[key]
 
-    def select(self, matchers: list[list[Matcher]], start: int, end: int) -> list[SeriesData]:
+    def fleet_only(self, groups: list[list[Matcher]]) -> list[tuple[Series, Labels]]:
+        """The series readable only in aggregate whose metric name and owner match any group (other
+        matchers are not looked at), marked :data:`~timeline.promql.fleet.FLEET_ONLY`; a metric of one
+        owner with fewer than ``MIN_AGGREGATE_GROUP`` of them is left out."""
+        shared = [rule.series_q() for rule in self.scope.rules if rule.level == LEVEL_AGGREGATE]
+        if not shared:
+            return []
+        named = [[m for m in group if m[0] in (NAME, ORG_LABEL)] for group in groups]
+        key = tuple(tuple(group) for group in named)
+        if key not in self._fleet_only:
+            self._fleet_only[key] = self._aggregate_shared(named, shared)
+        return self._fleet_only[key]
+
+    def _aggregate_shared(self, named: list[list[Matcher]], shared: list[Q]) -> list[tuple[Series, Labels]]:
+        conditions = [_pushdown(group, self._masked) for group in named]
+        # The gate's own WHERE clause for fleet aggregates (as the store's fleet reads use it); the
+        # store checks the group again when it reads the samples.
+        fleet_readable = self.scope.series_filter(include_aggregate=True)
+        rows = Series.unscoped.filter(fleet_readable).filter(_any(shared))
+        if all(conditions):
+            rows = rows.filter(_any(conditions))
+        found = []
+        for series in rows.select_related("org").order_by("pk"):
+            if self.scope.readable_alone(series):
+                continue
+            labels = visible_labels(self.scope, series)
+            if any(all(matches(labels, m) for m in group) for group in named):
+                found.append((series, {**labels, fleet.FLEET_ONLY: "1"}))
+        sizes = Counter((series.org_id, series.metric) for series, _ in found)
+        return [(s, labels) for s, labels in found if sizes[(s.org_id, s.metric)] >= MIN_AGGREGATE_GROUP]
+
+    def select(
+        self, matchers: list[list[Matcher]], start: int, end: int, *, fleet_aggregate: bool = False
+    ) -> list[SeriesData]:
         chosen = self.series(matchers)
+        hidden = self.fleet_only(matchers)
+        if hidden and not fleet_aggregate:
+            if not chosen:
+                raise fleet.refuse(_written_name(matchers))
+            hidden = []
+        if hidden and any(m[0] not in (NAME, ORG_LABEL) for group in matchers for m in group):
+            raise fleet.refuse(_written_name(matchers))
+        chosen = chosen + hidden
         self.selected += len(chosen)
         if self.selected > self.max_series:
             raise ExecutionError(
                 f"the query selects more than {self.max_series} series (JOINTLINE_PROMQL_MAX_SERIES); "
                 "narrow its selectors"
             )
-        samples = read_samples(self.scope, [series.pk for series, _ in chosen], start, end + 1)
+        ids = [series.pk for series, _ in chosen]
+        read_key = (tuple(ids), start, end)
+        if read_key not in self._read:  # a query that repeats a selector reads its samples once
+            self._read[read_key] = read_samples(self.scope, ids, start, end + 1, fleet_only=bool(hidden))
+        samples = self._read[read_key]
         self.note(series for series, _ in chosen)
         empty = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         return [SeriesData(labels, *samples.get(series.pk, empty)) for series, labels in chosen]
@@ -149,3 +216,9 @@ class ScopedSeries:
         """Note every presented series of another organisation for the audit."""
         for one in series:
             self.scope.note_read(one.org_id, f"series {one.metric}", self.scope.series_level(one))
+
+
+def _written_name(groups: list[list[Matcher]]) -> str:
+    """The metric a selector names, as the user wrote it (an error may repeat it, nothing else)."""
+    names = {value for group in groups for name, op, value in group if name == NAME and op == "="}
+    return next(iter(names)) if len(names) == 1 else "this selector"

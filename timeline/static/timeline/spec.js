@@ -1,24 +1,64 @@
-// Lane specs in the browser: the same text form as timeline/lanes.py's LaneSpec, so the URL names lanes.
+// Lane specs in the browser: the same grammar and canonical text as timeline/lanes/spec.py's LaneSpec,
+// so the URL names lanes and one lane is never added twice under two spellings.
 //   kind:org/signal[/what][{label=value,...}][@capacity][!flag,...]
+// Canonical text: spaces trimmed around the whole text, the metric, each label name and value and the
+// capacity; labels sorted by name, then value, in code-point order; flags without repeats, sorted.
+// tests/timeline/lane_specs.json holds the cases both sides are checked against.
 
-const SPEC = /^([a-z]+):([a-z][a-z0-9-]*)\/([a-z]+)(?:\/([^{@!]+))?(?:\{([^}]*)\})?(?:@([^!]+))?(?:!([a-z0-9=_,.-]+))?$/;
+const SPEC = /^([a-z]+):([a-z][a-z0-9-]*)\/([a-z]+)(?:\/([^{}@!]+))?(?:\{([^}]*)\})?(?:@([^{}@!]+))?(?:!([a-z0-9=_,.-]+))?$/;
+
+// Code-point order, as Python compares strings (localeCompare would follow the reader's locale).
+function compareText(a, b) {
+  const x = Array.from(a, (c) => c.codePointAt(0));
+  const y = Array.from(b, (c) => c.codePointAt(0));
+  for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+  return x.length - y.length;
+}
+
+function compareLabels([k1, v1], [k2, v2]) {
+  return compareText(k1, k2) || compareText(v1 ?? "", v2 ?? "");
+}
+
+function parseLabel(item) {
+  const at = item.indexOf("=");
+  return at < 0 ? [item.trim(), undefined] : [item.slice(0, at).trim(), item.slice(at + 1).trim()];
+}
 
 export function parseSpec(text) {
   const m = SPEC.exec(String(text).trim());
   if (!m) return null;
-  const labels = (m[5] || "").split(",").filter(Boolean).map((item) => item.split("=", 2));
-  labels.sort((a, b) => a[0].localeCompare(b[0]));
-  const flags = [...new Set((m[7] || "").split(",").filter(Boolean))].sort();
-  return { kind: m[1], org: m[2], signal: m[3], what: (m[4] || "").trim(), labels, capacity: m[6] || "", flags };
+  const labels = (m[5] || "").split(",").filter(Boolean).map(parseLabel);
+  labels.sort(compareLabels);
+  const flags = [...new Set((m[7] || "").split(",").filter(Boolean))].sort(compareText);
+  return {
+    kind: m[1],
+    org: m[2],
+    signal: m[3],
+    what: (m[4] || "").trim(),
+    labels,
+    capacity: (m[6] || "").trim(),
+    flags,
+  };
 }
 
+// The canonical text of a parsed (or assembled) spec: labels and flags in canonical order whatever
+// order they were given in, so a lane picked twice is the same text twice.
 export function formatSpec(spec) {
+  const what = String(spec.what || "").trim();
+  const capacity = String(spec.capacity || "").trim();
+  const labels = (spec.labels || []).map(([k, v]) => [String(k).trim(), String(v ?? "").trim()]).sort(compareLabels);
+  const flags = [...new Set(spec.flags || [])].sort(compareText);
   let text = `${spec.kind}:${spec.org}/${spec.signal}`;
-  if (spec.what) text += `/${spec.what}`;
-  if (spec.labels.length) text += `{${spec.labels.map(([k, v]) => `${k}=${v}`).join(",")}}`;
-  if (spec.capacity) text += `@${spec.capacity}`;
-  if (spec.flags.length) text += `!${[...spec.flags].sort().join(",")}`;
+  if (what) text += `/${what}`;
+  if (labels.length) text += `{${labels.map(([k, v]) => `${k}=${v}`).join(",")}}`;
+  if (capacity) text += `@${capacity}`;
+  if (flags.length) text += `!${flags.join(",")}`;
   return text;
+}
+
+// The canonical text of a spec's text, or null when it is not understood (see specProblem).
+export function canonicalSpec(text) {
+  return specProblem(text) ? null : formatSpec(parseSpec(text));
 }
 
 export function withFlag(text, flag, on) {
@@ -26,7 +66,7 @@ export function withFlag(text, flag, on) {
   const flags = new Set(spec.flags);
   if (on) flags.add(flag);
   else flags.delete(flag);
-  spec.flags = [...flags].sort();
+  spec.flags = [...flags].sort(compareText);
   return formatSpec(spec);
 }
 
@@ -38,7 +78,7 @@ export function hasFlag(text, flag) {
 export function withKind(text, kind) {
   const spec = parseSpec(text);
   spec.kind = kind;
-  if (!["sum", "band", "line", "rate"].includes(kind)) spec.capacity = "";
+  if (!CAPACITY_KINDS.includes(kind)) spec.capacity = "";
   return formatSpec(spec);
 }
 
@@ -48,6 +88,7 @@ export function orderPinned(lanes) {
 }
 
 const LANE_KINDS = ["line", "rate", "band", "heatmap", "sum", "spans", "logs"];
+const CAPACITY_KINDS = ["sum", "band", "line", "rate"];
 const SERIES_KINDS = ["line", "rate", "band", "heatmap", "sum"];
 const FLAGS = ["pin", "nodes", "pct"];
 
@@ -67,6 +108,6 @@ export function specProblem(text) {
   if (label) return `label "${label.join("=")}" is not name=value`;
   const flag = spec.flags.find((f) => !FLAGS.includes(f) && !f.startsWith("by="));
   if (flag) return `unknown flag "${flag}" (flags: ${FLAGS.join(", ")}, by=<label>)`;
-  if (spec.capacity && !["sum", "band", "line", "rate"].includes(spec.kind)) return "only line, rate, band and sum lanes have a capacity";
+  if (spec.capacity && !CAPACITY_KINDS.includes(spec.kind)) return "only line, rate, band and sum lanes have a capacity";
   return "";
 }

@@ -1,0 +1,115 @@
+"""Bucket arrays to drawable lines with numpy: fleet statistics, forward fill, min/max interleaving.
+
+A lane never carries more than about ``2 x width`` points per drawn line, whatever the window: each
+bucket sends at most its min and its max (so a single-sample spike survives any window), a flat
+capacity costs two points, and values travel with five significant digits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+
+import numpy as np
+
+STALE_US = 5 * 60 * 1_000_000  # a sample stands for this long in fleet aggregates (Prometheus' lookback)
+
+
+def forward_fill(matrix: np.ndarray, limit: int) -> np.ndarray:
+    """Carry each row's last value over at most ``limit`` empty buckets (a sample stands for a while),
+    so a grid finer than the scrape interval does not make a fleet's sum saw-tooth."""
+    out = matrix.copy()
+    if limit < 1:
+        return out
+    cols = out.shape[1]
+    index = np.where(~np.isnan(out), np.arange(cols), -1)
+    np.maximum.accumulate(index, axis=1, out=index)
+    age = np.arange(cols) - index
+    fill = np.isnan(out) & (index >= 0) & (age <= limit)
+    out[fill] = out[np.nonzero(fill)[0], index[fill]]
+    return out
+
+
+def fill_limit(step: int) -> int:
+    return max(0, math.ceil(STALE_US / step) - 1)
+
+
+def fleet_band(lows: np.ndarray, means: np.ndarray, highs: np.ndarray, *, percentiles: bool) -> dict:
+    """Per bucket across series: min / median / max (of each series' min, mean, max), or p5 / p50 / p95
+    of the means. Empty columns are None."""
+    with np.errstate(all="ignore"), quiet_nan_warnings():
+        if percentiles:
+            lo, mid, hi = np.nanpercentile(means, [5, 50, 95], axis=0)
+        else:
+            lo, mid, hi = np.nanmin(lows, axis=0), np.nanmedian(means, axis=0), np.nanmax(highs, axis=0)
+    return {"lo": to_json(lo), "mid": to_json(mid), "hi": to_json(hi)}
+
+
+def fleet_sum(means: np.ndarray) -> np.ndarray:
+    """Sum across series per bucket; NaN where no series has a value."""
+    present = ~np.isnan(means).all(axis=0)
+    return np.where(present, np.nansum(means, axis=0), np.nan)
+
+
+def interleave_min_max(
+    t_ms: list[float], lows: np.ndarray, highs: np.ndarray
+) -> tuple[list[float], list[float | None]]:
+    """A line through each bucket's min and max (one point where they are equal): at most 2 points per
+    bucket, and the drawing of the raw data at that pixel width (M4-style, without first/last)."""
+    xs: list[float] = []
+    ys: list[float | None] = []
+    lows, highs = round_significant(lows), round_significant(highs)
+    for x, lo, hi in zip(t_ms, lows.tolist(), highs.tolist(), strict=True):
+        if lo != lo:  # NaN: an empty bucket
+            continue
+        xs.append(x)
+        ys.append(lo)
+        if hi != lo:
+            xs.append(x)
+            ys.append(hi)
+    return xs, ys
+
+
+def change_points(t_ms: list[float], values: np.ndarray) -> tuple[list[float], list[float]]:
+    """A step line through the points where ``values`` changes (plus the last): a flat capacity costs
+    two points however wide the window."""
+    xs: list[float] = []
+    ys: list[float] = []
+    previous = None
+    last = len(t_ms) - 1
+    for i, value in enumerate(round_significant(values).tolist()):
+        if value != value:
+            continue
+        if value != previous or i == last:
+            xs.append(t_ms[i])
+            ys.append(value)
+            previous = value
+    if xs and xs[-1] != t_ms[last] and not math.isnan(values[-1]):
+        xs.append(t_ms[last])
+        ys.append(ys[-1])
+    return xs, ys
+
+
+def to_json(values: np.ndarray) -> list[float | None]:
+    """Values for the browser: five significant digits (far below a pixel, a third of the bytes of a
+    full float), NaN as null."""
+    rounded = round_significant(values)
+    return [None if v != v else v for v in rounded.tolist()]
+
+
+def round_significant(values, digits: int = 5) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        magnitude = np.floor(np.log10(np.abs(values)))
+        magnitude = np.where(np.isfinite(magnitude), magnitude, 0.0)
+        factor = 10.0 ** (digits - 1 - magnitude)
+        return np.where(np.isfinite(values), np.round(values * factor) / factor, values)
+
+
+@contextlib.contextmanager
+def quiet_nan_warnings():
+    """numpy warns on all-NaN columns (no series in a bucket); those buckets are simply empty."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        yield

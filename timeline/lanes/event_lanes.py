@@ -1,0 +1,195 @@
+"""Event lanes (spans, logs): events as the viewer may see them, drawn to the width of the plot.
+
+* ``spans``: events with a duration as bars, one row per node (or session, or the ``by=`` key), and
+  point events on them; spans closer than a bucket on one row merge;
+* ``logs``: events as a density strip by severity, or one marker per line once few enough are visible.
+
+Every event reaches the browser through ``present_event`` (its level, masked fields and clock shift).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from django.db.models import Q
+
+from orgs.access import NoScope, Scope
+from timeline.clock.model import read_hints
+from timeline.lanes.grid import Grid
+from timeline.lanes.selection import natural_key
+from timeline.lanes.spec import LaneSpec
+from timeline.presenters import present_event
+from timeline.store import get_store
+
+MAX_LOG_MARKERS = 300  # a logs lane lists its lines when at most this many are in the window
+MAX_SPAN_ROWS = 128
+MAX_POINT_EVENTS = 300
+SEVERITY_CLASSES: dict[str, str] = {
+    "debug": "info",
+    "info": "info",
+    "notice": "info",
+    "warning": "warning",
+    "error": "error",
+    "critical": "error",
+}
+
+
+def event_filter(spec: LaneSpec) -> Q:
+    """Event rows of a spec, beyond the scope's own filter."""
+    condition = Q(org__slug=spec.org, signal=spec.signal)
+    if spec.what:
+        condition &= Q(name__startswith=spec.what)
+    for key, value in spec.labels:
+        condition &= Q(**{f"resource__{key}": value})
+    return condition
+
+
+def present_events(scope: Scope, events) -> list[dict]:
+    """Events as the viewer may see them, with times in ms for the browser's date axis."""
+    out = []
+    for event in events:
+        try:
+            item = present_event(scope, event)
+        except NoScope:
+            continue
+        shift, end_shift = item.get("clock_shift_us", 0), item.get("clock_end_shift_us") or 0
+        item["t"] = round((event.ts + shift) / 1000)
+        item["end_t"] = round((event.end_ts + end_shift) / 1000) if event.end_ts is not None else None
+        out.append(item)
+    return out
+
+
+def _events_in(scope: Scope, grid: Grid, condition: Q):
+    """Readable events matching ``condition`` that overlap the grid's window (clock-corrected time)."""
+    hints = read_hints(scope, start=grid.start, end=grid.end)
+    return get_store().select_events(scope, hints, filters=condition, overlapping=True).select_related("org")
+
+
+def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
+    """Few lines: each one (message in the hover). Many: counts per bucket by severity class."""
+    condition = event_filter(spec)
+    step = grid.step(2)
+    n = grid.buckets(step)
+    counts = {name: np.zeros(n, dtype=np.int64) for name in ("info", "warning", "error")}
+    hints = read_hints(scope, start=grid.start, end=grid.end, step=step)
+    for bucket, severity, count in get_store().event_buckets(scope, hints, filters=condition):
+        if 0 <= bucket < n:
+            counts[SEVERITY_CLASSES.get(severity, "info")][bucket] += count
+    total = int(sum(c.sum() for c in counts.values()))
+    payload: dict = {"status": "ok", "total": total, "group": _event_group(scope, spec)}
+    events = _events_in(scope, grid, condition).filter(ts__gte=grid.start).order_by("ts", "id")
+    if total <= MAX_LOG_MARKERS:
+        listed = present_events(scope, events[: MAX_LOG_MARKERS + 1])
+        payload["group"]["levels"] = sorted({e["level"] for e in listed})
+        payload.update(mode="list", events=listed, points=len(listed))
+        return payload
+    # the level the lines are shared at, from the first of them (one grant covers an org's signal)
+    payload["group"]["levels"] = sorted({e["level"] for e in present_events(scope, events[:1])})
+    payload.update(
+        mode="density",
+        t=grid.times_ms(step),
+        step_ms=step / 1000,
+        counts={k: v.tolist() for k, v in counts.items()},
+        points=n,
+    )
+    return payload
+
+
+def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
+    """Events with a duration as bars, one row per node (or ``by=`` key); spans closer than a bucket on
+    one row merge, so a row never has more segments than the lane is pixels wide."""
+    condition = event_filter(spec)
+    step = grid.step(1)
+    spans = list(_events_in(scope, grid, condition & Q(end_ts__isnull=False)).order_by("ts", "id")[:20_000])
+    points = list(
+        _events_in(scope, grid, condition & Q(end_ts__isnull=True))
+        .filter(ts__gte=grid.start)
+        .exclude(kind="log")
+        .order_by("ts", "id")[: MAX_POINT_EVENTS + 1]
+    )
+    presented = {e["id"]: e for e in present_events(scope, spans + points)}
+    key = spec.row_key or _row_key([presented[e.pk] for e in spans if e.pk in presented])
+    rows: dict[str, list[dict]] = defaultdict(list)
+    for event in spans:
+        item = presented.get(event.pk)
+        if item is None:
+            continue
+        for row in _rows_of(item, key):
+            rows[row].append(item)
+    ordered = sorted(rows, key=natural_key)[:MAX_SPAN_ROWS]
+    segments = []
+    for index, row in enumerate(ordered):
+        segments.extend(_merge_row(index, rows[row], step, grid))
+    marks = []
+    for event in points[:MAX_POINT_EVENTS]:
+        item = presented.get(event.pk)
+        if item is None:
+            continue
+        row_names = [r for r in _rows_of(item, key) if r in ordered] or [None]
+        marks.append(
+            {"row": ordered.index(row_names[0]) if row_names[0] is not None else None, "event": item}
+        )
+    payload = {
+        "status": "ok",
+        "group": _event_group(scope, spec),
+        "row_key": key,
+        "rows": ordered,
+        "segments": segments,
+        "marks": marks,
+        "points": max((sum(1 for s in segments if s["row"] == i) for i in range(len(ordered))), default=0),
+        "total": len(spans),
+    }
+    notes = []
+    if len(rows) > MAX_SPAN_ROWS:
+        notes.append(f"first {MAX_SPAN_ROWS} of {len(rows)} rows")
+    if len(points) > MAX_POINT_EVENTS:
+        notes.append(f"first {MAX_POINT_EVENTS} point events; zoom in for more")
+    if notes:
+        payload["note"] = "; ".join(notes)
+    return payload
+
+
+def _row_key(items: list[dict]) -> str:
+    for key in ("node", "nodes", "session", "job", "gpu"):
+        if any(key in (item.get("resource") or {}) for item in items):
+            return key
+    return "name"
+
+
+def _rows_of(item: dict, key: str) -> list[str]:
+    if key == "name":
+        return [item["name"]]
+    value = (item.get("resource") or {}).get(key)
+    if value is None:
+        value = (item.get("attributes") or {}).get(key)
+    if value is None:
+        return ["(other)"]
+    if isinstance(value, str) and key == "nodes" and "," in value:
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(value)]
+
+
+def _merge_row(index: int, items: list[dict], step: int, grid: Grid) -> list[dict]:
+    step_ms = step / 1000
+    segments: list[dict] = []
+    for item in sorted(items, key=lambda i: i["t"]):
+        start, end = max(item["t"], grid.start / 1000), min(item["end_t"], grid.end / 1000)
+        last = segments[-1] if segments else None
+        if last is not None and start - last["end"] < step_ms:
+            last["end"] = max(last["end"], end)
+            last["count"] += 1
+            last.pop("event", None)
+            continue
+        segments.append({"row": index, "start": start, "end": end, "count": 1, "event": item})
+    return segments
+
+
+def _event_group(scope: Scope, spec: LaneSpec) -> dict:
+    org = next((o for o in scope.organizations() if o.slug == spec.org), None)
+    return {
+        "org": spec.org,
+        "org_name": org.name if org else spec.org,
+        "colour": org.colour if org else "#888888",
+        "signal": spec.signal,
+    }

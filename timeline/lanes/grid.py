@@ -1,0 +1,54 @@
+"""The bucket grid of one lanes request: where its buckets begin and how wide they are."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from timeline.store.hints import grid_origin, nice_step
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The bucket grid of one request over the window ``[start, end)``: ``start + i * step`` for
+    ``i < buckets``.
+
+    Steps of a minute or more are rounded up to a whole 1, 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h or
+    days (:func:`timeline.store.hints.nice_step`) and ``start`` down to the whole minute or hour the
+    step is made of, so a long window's buckets are whole rollup buckets. After construction ``start``
+    is the grid's origin; the step is computed from the window as asked (``window_start``), never
+    from the rounded origin, so rounding does not make the step coarser (a window starting off the
+    minute would get twice the step, and half the buckets, of one starting on it): the grid has at
+    most ``width`` buckets per ``per_bucket_px``, plus the one the rounded origin may add."""
+
+    start: int
+    end: int
+    width: int
+    window_start: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "window_start", self.start)
+        object.__setattr__(self, "start", grid_origin(self.start, self._wanted_step(1)))
+
+    def _wanted_step(self, per_bucket_px: int) -> int:
+        span = self.end - self.window_start
+        return nice_step(max(1, math.ceil(span / max(1, self.width // per_bucket_px))))
+
+    def step(self, per_bucket_px: int = 1) -> int:
+        return self._wanted_step(per_bucket_px)
+
+    def buckets(self, step: int) -> int:
+        return max(1, math.ceil((self.end - self.start) / step))
+
+    def times_ms(self, step: int) -> list[float]:
+        """Where each bucket is drawn, in ms since the epoch (what the browser's date axis reads): the
+        middle of the part of the bucket inside the window. A whole bucket is drawn at its centre; the
+        first bucket may begin before the window and the last end after it (the origin is rounded down,
+        the step up), and their centres could fall outside the plot, which shows only the window: a
+        line would seem to end a bucket early."""
+        times = []
+        for i in range(self.buckets(step)):
+            low = max(self.start + i * step, self.window_start)
+            high = min(self.start + (i + 1) * step, self.end)
+            times.append(round((low + high) / 2000))
+        return times

@@ -1,0 +1,157 @@
+"""Which series a lane reads, through the viewer's scope, and what a lane may say about them.
+
+Invariants:
+
+* every series reaches the browser through ``present_series``: a member readable alone carries its
+  presented JSON, an aggregate-only member carries none and is never drawn or described on its own;
+* per-series drawings (line, rate, heatmap rows, band's per-node lines) need a series the scope may
+  read alone (``full``, ``redacted``, or a fleet-level series under an ``aggregate`` grant); fleet
+  aggregates (band, sum) may include per-node series at ``aggregate`` level, but only in groups of at
+  least ``MIN_AGGREGATE_GROUP`` series (one constant, in ``orgs.access``), and never show their labels.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from orgs.access import MIN_AGGREGATE_GROUP, NoScope, Scope, require_scope
+from timeline.lanes.spec import FLEET_KINDS, LaneSpec
+from timeline.models import Series
+from timeline.presenters import present_series
+
+_NATURAL = re.compile(r"(\d+)")
+
+
+@dataclass
+class Member:
+    """One series of a lane, with the viewer's level. ``presented`` is its JSON for the viewer, or None
+    when the series may only be read inside a fleet aggregate (an ``aggregate`` grant on per-node data):
+    such a member contributes to bands and sums and is never drawn or described on its own."""
+
+    series: Series
+    level: str
+    presented: dict | None
+
+    @property
+    def alone(self) -> bool:
+        return self.presented is not None
+
+
+def natural_key(text: str) -> list:
+    return [int(part) if part.isdigit() else part for part in _NATURAL.split(text)]
+
+
+def readable_series(scope: Scope, *, include_aggregate: bool):
+    """Series the scope may read: one by one, or with ``include_aggregate`` also those it may only
+    aggregate. The scope's own filter is the only WHERE clause (``Series.objects.scoped`` has no way
+    to ask for the aggregate-only rows, hence the unscoped manager filtered by the scope here)."""
+    scope = require_scope(scope)
+    if include_aggregate:
+        return Series.unscoped.filter(scope.series_filter(include_aggregate=True)).select_related("org")
+    return Series.objects.scoped(scope).select_related("org")
+
+
+def readable_members(scope: Scope, series) -> list[Member]:
+    """The series a scope may read at some level; those readable alone are presented for the viewer."""
+    members = []
+    for s in series:
+        level = scope.series_level(s)
+        if level is None:
+            continue
+        presented = None
+        if scope.readable_alone(s):
+            try:
+                presented = present_series(scope, s)
+            except NoScope:
+                continue
+        members.append(Member(series=s, level=level, presented=presented))
+    return members
+
+
+def select_members(scope: Scope, spec: LaneSpec, *, metric: str | None = None) -> list[Member]:
+    """Series of a spec, matched on the labels the viewer sees (a masked label matches nothing, and a
+    spec with labels matches no aggregate-only series). Fleet kinds include aggregate-only series."""
+    fleet = spec.kind in FLEET_KINDS
+    series = readable_series(scope, include_aggregate=fleet).filter(
+        org__slug=spec.org, metric=metric or spec.what
+    )
+    if metric is None:
+        series = series.filter(signal=spec.signal)
+        if spec.series:
+            series = series.filter(pk__in=spec.series)
+    members = readable_members(scope, series.order_by("labels_key"))
+    if spec.labels:
+        wanted = dict(spec.labels)
+        members = [
+            m
+            for m in members
+            if m.alone and all(str(m.presented["labels"].get(k)) == v for k, v in wanted.items())
+        ]
+    members.sort(key=lambda m: natural_key(row_label(m)))
+    return members
+
+
+def members_of(spec: LaneSpec, by_id: dict[int, Member]) -> list[Member]:
+    """:func:`select_members` of a spec limited to series ids (``spec.series``), from members already
+    read for many such specs at once (:func:`members_by_id`)."""
+    members = [
+        by_id[pk]
+        for pk in dict.fromkeys(spec.series)
+        if pk in by_id
+        and by_id[pk].series.org.slug == spec.org
+        and by_id[pk].series.signal == spec.signal
+        and by_id[pk].series.metric == spec.what
+    ]
+    if spec.labels:
+        wanted = dict(spec.labels)
+        members = [
+            m
+            for m in members
+            if m.alone and all(str(m.presented["labels"].get(k)) == v for k, v in wanted.items())
+        ]
+    members.sort(key=lambda m: natural_key(row_label(m)))
+    return members
+
+
+def members_by_id(scope: Scope, series_ids: list[int]) -> dict[int, Member]:
+    """The series of ``series_ids`` the scope may read alone, as members by id: one query for every
+    lane of a request named by series id."""
+    series = readable_series(scope, include_aggregate=False).filter(pk__in=sorted(set(series_ids)))
+    return {m.series.pk: m for m in readable_members(scope, series)}
+
+
+def row_label(member: Member) -> str:
+    if not member.alone:
+        return ""
+    labels = member.presented.get("labels") or {}
+    if "node" in labels:
+        return str(labels["node"])
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or member.presented["metric"]
+
+
+def aggregate_allowed(members: list[Member]) -> bool:
+    """A fleet aggregate over these members gives away no per-series value the viewer may not see:
+    either every member is readable alone, or the group has at least ``MIN_AGGREGATE_GROUP`` series."""
+    return all(m.alone for m in members) or len(members) >= MIN_AGGREGATE_GROUP
+
+
+def group_presented(scope: Scope, members: list[Member]) -> dict:
+    """What a lane says about its series as a group: the fields they share, never per-series labels.
+    Aggregate-only members are noted for the owner's audit here, as presenting them would."""
+    first = next((m.presented for m in members if m.alone), None)
+    series = members[0].series
+    for member in members:
+        if not member.alone:
+            scope.note_read(member.series.org_id, f"aggregate {member.series.metric}", member.level)
+    return {
+        "org": series.org.slug,
+        "org_name": series.org.name,
+        "colour": series.org.colour,
+        "signal": series.signal,
+        "metric": first["metric"] if first else series.metric,
+        "kind": series.kind,
+        "unit": series.unit,
+        "count": len(members),
+        "levels": sorted({m.level for m in members}),
+    }

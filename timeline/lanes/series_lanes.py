@@ -1,0 +1,393 @@
+"""Series lanes (line, rate, band, heatmap, sum): plan the store reads of a request, then draw them.
+
+Planning (:func:`plan_series_lane`) chooses each lane's members and step and asks the request's
+:class:`BucketCache` for what it needs; the cache batches those into a few store reads (one per step
+and function for series readable alone, one per fleet group with aggregate-only members, one per
+fleet computed by the database); drawing (:func:`build_series_lane`) turns the arrays into lines,
+bands, heatmap rows or sums. Kinds and what they draw:
+
+* ``line`` and ``rate``: one line per series (at most :data:`MAX_LINES`), value or per-second rate;
+  each bucket sends its min and max, so a single-sample spike survives any window (or, for the
+  id-based read API, the buckets themselves: min, max, mean and count of each);
+* ``band``: the fleet's min / median / max (or p5 / p50 / p95) per bucket, per-node lines on demand;
+* ``heatmap``: node x time, one row per series (``width / 2`` columns);
+* ``sum``: the sum across series drawn against a declared capacity.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from functools import partial
+
+import numpy as np
+
+from orgs.access import MIN_AGGREGATE_GROUP, Scope
+from timeline.clock.model import read_hints
+from timeline.lanes.downsample import (
+    change_points,
+    fill_limit,
+    fleet_band,
+    fleet_sum,
+    forward_fill,
+    interleave_min_max,
+    quiet_nan_warnings,
+    to_json,
+)
+from timeline.lanes.grid import Grid
+from timeline.lanes.reads import run_reads
+from timeline.lanes.selection import Member, aggregate_allowed, group_presented, row_label, select_members
+from timeline.lanes.spec import FLEET_KINDS, LaneSpec
+from timeline.store import LaneBuckets, ReadHints, get_store
+
+FLEET_STATS_MIN = 8  # from this many series, bands and sums are computed by the database
+MAX_LINES = 8  # a line lane draws at most this many series; more belong in a band or heatmap
+
+
+class BucketCache:
+    """Store reads of one request, batched: one query per (step, rate) for every series readable alone,
+    and one per fleet group that has aggregate-only members (the store checks the group's size). Reads
+    come back as flat arrays and leave as dense (series x bucket) matrices."""
+
+    def __init__(self, scope: Scope, grid: Grid):
+        self.scope = scope
+        self.grid = grid
+        self.wanted: dict[tuple[int, bool], set[int]] = defaultdict(set)
+        self.groups: dict[tuple[int, bool, tuple[int, ...]], dict[str, np.ndarray]] = {}
+        self.read: dict[tuple[int, bool], dict[str, np.ndarray]] = {}
+        self._per_series: dict[tuple[int, bool], dict[int, LaneBuckets]] = {}
+        self.stats: dict[tuple[int, bool, tuple[int, ...], bool], dict[str, np.ndarray] | None] = {}
+        self.has_stats = get_store().capabilities.fleet_percentiles
+
+    def want_stats(self, members: list[Member], *, step: int, rate: bool) -> tuple:
+        """Ask for a fleet's per-bucket statistics, computed by the database; returns their key."""
+        key = (step, rate, _group_key(members), not all(m.alone for m in members))
+        self.stats[key] = None
+        return key
+
+    def want(self, members: list[Member], *, step: int, rate: bool) -> None:
+        if all(m.alone for m in members):
+            self.wanted[(step, rate)].update(m.series.pk for m in members)
+        else:
+            self.groups[(step, rate, _group_key(members))] = {}
+
+    def jobs(self) -> list:
+        """The store reads this request needs, as independent callables that fill the cache. Each
+        takes the store of the thread it runs on (a connection belongs to one thread)."""
+
+        def hints(step: int, rate: bool, *, fleet: bool = False) -> ReadHints:
+            return read_hints(
+                self.scope,
+                start=self.grid.start,
+                end=self.grid.end,
+                step=step,
+                fn="rate" if rate else "value",
+                fleet=fleet,
+            )
+
+        def alone(step: int, rate: bool, ids: list[int]):
+            self.read[(step, rate)] = get_store().select_buckets(self.scope, ids, hints(step, rate))
+
+        def fleet(key: tuple[int, bool, tuple[int, ...]]):
+            step, rate, ids = key
+            self.groups[key] = get_store().select_buckets(
+                self.scope, list(ids), hints(step, rate, fleet=True)
+            )
+
+        def stats(key: tuple[int, bool, tuple[int, ...], bool]):
+            step, rate, ids, aggregate_only = key
+            self.stats[key] = get_store().fleet_stats(
+                self.scope, list(ids), hints(step, rate, fleet=aggregate_only)
+            )
+
+        return [
+            *(partial(alone, step, rate, sorted(ids)) for (step, rate), ids in self.wanted.items()),
+            *(partial(fleet, key) for key in self.groups),
+            *(partial(stats, key) for key in self.stats),
+        ]
+
+    def matrices(self, members: list[Member], *, step: int, rate: bool, n: int) -> dict[str, np.ndarray]:
+        """``min``, ``max`` and ``mean`` of ``members`` as (len(members) x n) matrices, NaN where empty."""
+        arrays = self.groups.get((step, rate, _group_key(members)))
+        if arrays is None:
+            arrays = self.read.get((step, rate), {})
+        out = {name: np.full((len(members), n), np.nan) for name in ("min", "max", "mean")}
+        if not arrays or not len(arrays.get("series_id", ())):
+            return out
+        ids = np.array([m.series.pk for m in members], dtype=np.int64)
+        order = np.argsort(ids)
+        series = arrays["series_id"].astype(np.int64)
+        at = np.clip(np.searchsorted(ids[order], series), 0, len(ids) - 1)
+        rows = np.where(ids[order][at] == series, order[at], -1)
+        buckets = arrays["bucket"].astype(np.int64)
+        keep = (rows >= 0) & (buckets >= 0) & (buckets < n)
+        for name in out:
+            out[name][rows[keep], buckets[keep]] = arrays[name][keep]
+        return out
+
+    def series_buckets(self, member: Member, *, step: int, rate: bool) -> LaneBuckets:
+        """The buckets of one member read alone (only those with samples, in order)."""
+        key = (step, rate)
+        if key not in self._per_series:
+            frame = self.read.get(key)
+            self._per_series[key] = frame.per_series() if frame is not None else {}
+        return self._per_series[key].get(member.series.pk) or LaneBuckets(series_id=member.series.pk)
+
+
+def _group_key(members: list[Member]) -> tuple[int, ...]:
+    return tuple(sorted(m.series.pk for m in members))
+
+
+def uses_rate(spec: LaneSpec, member: Member) -> bool:
+    if spec.kind == "rate":
+        return True
+    if spec.kind == "line":
+        return False
+    return member.series.kind == "counter"
+
+
+def lane_step(spec: LaneSpec, grid: Grid) -> int:
+    """Lines and sums get a bucket per pixel (two points each at most); bands (three values) and heatmap
+    columns a bucket per two pixels."""
+    return grid.step(2 if spec.kind in ("band", "heatmap") else 1)
+
+
+@dataclass
+class PlannedSeriesLane:
+    spec: LaneSpec
+    members: list[Member]
+    capacity: list[Member]
+    step: int
+    problem: str = ""
+    available: int = 0
+    stats: tuple | None = None  # the cache key of the lane's in-database fleet statistics, if any
+
+
+def plan_series_lane(
+    scope: Scope, spec: LaneSpec, grid: Grid, cache: BucketCache, *, members: list[Member] | None = None
+) -> PlannedSeriesLane:
+    """Choose a lane's members (``members`` when the caller has selected them already) and step, and
+    ask ``cache`` for the reads it needs."""
+    members = select_members(scope, spec) if members is None else members
+    step = lane_step(spec, grid)
+    planned = PlannedSeriesLane(spec=spec, members=members, capacity=[], step=step)
+    if not members:
+        planned.problem = "no series you may read match this lane"
+        return planned
+    if spec.kind not in FLEET_KINDS:
+        per_series = [m for m in members if m.alone]
+        if not per_series:
+            planned.problem = "shared with you only as a fleet aggregate: use a band or sum lane"
+        planned.available = len(per_series)
+        planned.members = per_series[:MAX_LINES] if spec.kind in ("line", "rate") else per_series
+    elif not aggregate_allowed(members):
+        planned.problem = f"fleet aggregates need at least {MIN_AGGREGATE_GROUP} series at this level"
+    if planned.problem:
+        planned.members = []
+        return planned
+    if spec.capacity and not _is_number(spec.capacity):
+        planned.capacity = _capacity_members(scope, spec, spec.capacity)
+    rates = {uses_rate(spec, m) for m in planned.members}
+    stats = spec.kind in FLEET_KINDS and "nodes" not in spec.flags and len(planned.members) >= FLEET_STATS_MIN
+    if stats and len(rates) == 1 and cache.has_stats:
+        planned.stats = cache.want_stats(planned.members, step=step, rate=rates.pop())
+    for rate in (True, False):
+        wanted = [m for m in planned.members if uses_rate(spec, m) == rate]
+        if wanted and planned.stats is None:
+            cache.want(wanted, step=step, rate=rate)
+        capacity = [m for m in planned.capacity if (m.series.kind == "counter") == rate]
+        if capacity:
+            cache.want(capacity, step=step, rate=rate)
+    return planned
+
+
+def _capacity_members(scope: Scope, spec: LaneSpec, metric: str) -> list[Member]:
+    """The capacity series of a lane: the same organisation's ``metric``. A capacity drawn from
+    aggregate-only series follows the same group rule as the lane (one series alone is not enough)."""
+    members = select_members(scope, replace(spec, labels=()), metric=metric)
+    return members if members and aggregate_allowed(members) else []
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def build_series_lane(
+    scope: Scope, planned: PlannedSeriesLane, grid: Grid, cache: BucketCache, *, buckets: bool = False
+) -> dict:
+    """The payload of one planned lane. With ``buckets``, a line or rate lane gives each series' buckets
+    (``bucket`` index from ``origin_us`` in steps of ``step_us``, with ``min``, ``max``, ``mean`` and
+    ``count``) instead of the line drawn through them."""
+    spec, step, members = planned.spec, planned.step, planned.members
+    if planned.problem:
+        return {"status": "unavailable", "note": planned.problem, "points": 0}
+    if buckets and spec.kind in ("line", "rate"):
+        return _bucket_lane(scope, planned, grid, cache)
+    n = grid.buckets(step)
+    t_ms = grid.times_ms(step)
+    if planned.stats is not None:
+        fleet = _complete_stats(cache.stats.get(planned.stats), n, len(members))
+        if fleet is not None:
+            return _fleet_lane_from_stats(scope, planned, fleet, t_ms, n, cache)
+        per_series = BucketCache(scope, grid)  # a grid finer than the scrape interval: per series after all
+        for rate in (True, False):
+            wanted = [m for m in members if uses_rate(spec, m) == rate]
+            if wanted:
+                per_series.want(wanted, step=step, rate=rate)
+        run_reads(per_series.jobs())
+    data = _member_matrices(members, spec, step, n, per_series if planned.stats is not None else cache)
+    fn = "rate" if any(uses_rate(spec, m) for m in members) else "value"
+    payload: dict = {
+        "status": "ok",
+        "fn": fn,
+        "step_ms": step / 1000,
+        "group": group_presented(scope, members),
+    }
+    limit = fill_limit(step)
+    if spec.kind in ("line", "rate"):
+        lines = []
+        for i, member in enumerate(members):
+            xs, ys = interleave_min_max(t_ms, data["min"][i], data["max"][i])
+            lines.append({"series": member.presented, "t": xs, "y": ys})
+        payload.update(lines=lines, points=max((len(line["t"]) for line in lines), default=0))
+        if planned.available > len(lines):
+            payload["note"] = f"{len(lines)} of {planned.available} series: a band or heatmap shows them all"
+    elif spec.kind == "band":
+        lows, means, highs = (forward_fill(data[name], limit) for name in ("min", "mean", "max"))
+        payload.update(t=t_ms, **fleet_band(lows, means, highs, percentiles="pct" in spec.flags))
+        payload["stat"] = "p5 · p50 · p95" if "pct" in spec.flags else "min · median · max"
+        payload["points"] = 3 * n
+        if "nodes" in spec.flags:
+            payload["nodes"] = [
+                {"label": row_label(m), "y": to_json(means[i])} for i, m in enumerate(members) if m.alone
+            ]
+    elif spec.kind == "heatmap":
+        means = forward_fill(data["mean"], limit)
+        payload.update(
+            t=t_ms,
+            rows=[row_label(m) for m in members],
+            z=[to_json(row) for row in means],
+            points=n,
+            cells=n * len(members),
+        )
+    elif len(members) == 1:  # one series: its own min/max line keeps spikes that a mean would smooth
+        xs, ys = interleave_min_max(t_ms, data["min"][0], data["max"][0])
+        payload.update(t=xs, sum=ys, points=len(xs))
+    else:
+        total = fleet_sum(forward_fill(data["mean"], limit))
+        payload.update(t=t_ms, sum=to_json(total), points=n)
+    capacity = capacity_line(planned, cache, t_ms, n)
+    if capacity:
+        payload["capacity"] = capacity
+    return payload
+
+
+def _bucket_lane(scope: Scope, planned: PlannedSeriesLane, grid: Grid, cache: BucketCache) -> dict:
+    spec, step, members = planned.spec, planned.step, planned.members
+    rows = []
+    for member in members:
+        read = cache.series_buckets(member, step=step, rate=uses_rate(spec, member))
+        rows.append(
+            {
+                "series": member.presented,
+                "fn": "rate" if uses_rate(spec, member) else "value",
+                "bucket": read.bucket,
+                "min": read.min,
+                "max": read.max,
+                "mean": read.mean,
+                "count": read.count,
+            }
+        )
+    return {
+        "status": "ok",
+        "fn": "rate" if any(uses_rate(spec, m) for m in members) else "value",
+        "step_ms": step / 1000,
+        "step_us": step,
+        "origin_us": grid.start,
+        "group": group_presented(scope, members),
+        "buckets": rows,
+        "points": max((len(row["bucket"]) for row in rows), default=0),
+    }
+
+
+def _complete_stats(stats: dict | None, n: int, members: int) -> dict[str, np.ndarray] | None:
+    """Dense per-bucket statistics, or None when buckets lack series or come with holes (a grid finer
+    than the scrape interval, which the per-series path fills forward instead)."""
+    if stats is None:
+        return None
+    buckets = stats["bucket"].astype(np.int64)
+    keep = (buckets >= 0) & (buckets < n)
+    if not keep.any():
+        return {name: np.full(n, np.nan) for name in stats if name != "bucket"}
+    present = np.unique(buckets[keep])
+    covered = len(present) / (present[-1] - present[0] + 1)
+    if covered < 0.9 or np.median(stats["n"][keep]) < 0.9 * members:
+        return None
+    out = {}
+    for name, values in stats.items():
+        if name != "bucket":
+            out[name] = np.full(n, np.nan)
+            out[name][buckets[keep]] = values[keep]
+    return out
+
+
+def _fleet_lane_from_stats(scope: Scope, planned, fleet: dict, t_ms, n: int, cache: BucketCache) -> dict:
+    spec, members = planned.spec, planned.members
+    fn = "rate" if any(uses_rate(spec, m) for m in members) else "value"
+    payload: dict = {"status": "ok", "fn": fn, "step_ms": planned.step / 1000}
+    payload["group"] = group_presented(scope, members)
+    if spec.kind == "band":
+        pct = "pct" in spec.flags
+        lo, mid, hi = (
+            (fleet["p5"], fleet["mid"], fleet["p95"]) if pct else (fleet["lo"], fleet["mid"], fleet["hi"])
+        )
+        payload.update(t=t_ms, lo=to_json(lo), mid=to_json(mid), hi=to_json(hi), points=3 * n)
+        payload["stat"] = "p5 · p50 · p95" if pct else "min · median · max"
+    else:
+        payload.update(t=t_ms, sum=to_json(fleet["sum"]), points=n)
+    capacity = capacity_line(planned, cache, t_ms, n)
+    if capacity:
+        payload["capacity"] = capacity
+    return payload
+
+
+def _member_matrices(members: list[Member], spec: LaneSpec, step: int, n: int, cache: BucketCache) -> dict:
+    """Matrices of all members, rates and values read separately (a lane may mix counters and gauges)."""
+    data = {name: np.full((len(members), n), np.nan) for name in ("min", "max", "mean")}
+    for rate in (True, False):
+        rows = [i for i, m in enumerate(members) if uses_rate(spec, m) == rate]
+        if rows:
+            part = cache.matrices([members[i] for i in rows], step=step, rate=rate, n=n)
+            for name in data:
+                data[name][rows] = part[name]
+    return data
+
+
+def capacity_line(planned: PlannedSeriesLane, cache: BucketCache, t_ms, n: int) -> dict | None:
+    """The capacity a lane is drawn against, as change points. Several capacity series add up for a sum
+    lane (per-client limits of a fleet) and give their median for a band (the typical client's limit)."""
+    spec = planned.spec
+    text = spec.capacity
+    if not text:
+        return None
+    if _is_number(text):
+        value = float(text)
+        return {"label": text, "t": [t_ms[0], t_ms[-1]], "y": [value, value], "points": 2}
+    if not planned.capacity:
+        return {"label": text, "t": [], "y": [], "points": 0, "note": "capacity series not readable"}
+    probe = replace(spec, kind="sum")  # counters as rates, gauges as values, as they were read
+    rows = _member_matrices(planned.capacity, probe, planned.step, n, cache)["mean"]
+    rows = forward_fill(rows, n)
+    with quiet_nan_warnings():
+        if len(planned.capacity) == 1:
+            values = rows[0]
+        elif spec.kind == "sum":
+            values = fleet_sum(rows)
+        else:
+            values = np.nanmedian(rows, axis=0)
+    xs, ys = change_points(t_ms, values)
+    return {"label": text, "t": xs, "y": ys, "points": len(xs)}
