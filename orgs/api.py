@@ -12,7 +12,7 @@ from config.api_input import OffsetDateTimeField, StringListField, request_body
 from orgs.access import require_role
 from orgs.api_base import ScopedAPIView
 from orgs.models import AccessRequest, AuditEntry, Grant, Level, Membership, Organization, Role
-from orgs.selectors import access_requests_visible, audit_entries, grants_visible
+from orgs.selectors import access_requests_visible, audit_rows, grants_visible
 from orgs.services import access_request_create, access_request_decide, grant_create, grant_revoke
 
 
@@ -144,14 +144,19 @@ class AccessRequestListShape(serializers.Serializer):
 
 
 class AuditEntryShape(serializers.Serializer):
-    at = serializers.DateTimeField()
+    at = serializers.DateTimeField(help_text="first read of the entry")
+    last_at = serializers.DateTimeField(help_text="latest read of the entry")
+    count = serializers.IntegerField(help_text="reads of this view from at to last_at")
     viewer = serializers.CharField(allow_blank=True)
     viewer_org = serializers.CharField(allow_null=True)
     what = serializers.CharField(allow_blank=True)
     level = serializers.CharField(allow_blank=True)
     window_start = serializers.IntegerField(allow_null=True)
     window_end = serializers.IntegerField(allow_null=True)
-    via = serializers.CharField(allow_blank=True)
+    via = serializers.CharField(allow_blank=True, help_text="the view, then every endpoint its reads used")
+    through = serializers.CharField(
+        allow_blank=True, help_text="the permalink or incident (or the war room) read through; blank: none"
+    )
 
 
 class AuditShape(serializers.Serializer):
@@ -262,12 +267,14 @@ class AuditView(ScopedAPIView):
     @extend_schema(summary="Who read your organisation's data (admins)", responses={200: AuditShape})
     def get(self, request):
         membership = _require_admin(request)
-        entries: list[AuditEntry] = list(audit_entries(self.scope, owner_id=membership.org_id)[:1000])
+        entries: list[AuditEntry] = audit_rows(self.scope, owner_id=membership.org_id, limit=1000)
         return Response(
             {
                 "entries": [
                     {
                         "at": e.at,
+                        "last_at": e.last_at,
+                        "count": e.count,
                         "viewer": e.viewer,
                         "viewer_org": e.viewer_org.slug if e.viewer_org else None,
                         "what": e.what,
@@ -275,6 +282,7 @@ class AuditView(ScopedAPIView):
                         "window_start": e.window_start,
                         "window_end": e.window_end,
                         "via": e.via,
+                        "through": e.through,
                     }
                     for e in entries
                 ]

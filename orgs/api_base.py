@@ -23,10 +23,16 @@ _GUARDED = ("initial", "build_scope", "dispatch", "finalize_response")
 _VIEW = re.compile(r"(permalink /i/[A-Za-z0-9]{1,32}|incident \d{1,12})(, incident \d{1,12})?|war room")
 
 
-def audit_via(request) -> str:
-    """The audit's "through" of an API read: the view it was made for and the endpoint, else the URL."""
+def audit_view(request) -> str:
+    """The view an API read was made for (a permalink, an incident, the war room), else ""."""
     view = request.headers.get("X-Jointline-View", "")
-    if _VIEW.fullmatch(view):
+    return view if _VIEW.fullmatch(view) else ""
+
+
+def audit_via(request) -> str:
+    """How an API read reached the data: the view it was made for and the endpoint, else the URL."""
+    view = audit_view(request)
+    if view:
         return f"{view} ({request.path})"
     return f"api {request.get_full_path()}"
 
@@ -72,7 +78,7 @@ class ScopedAPIView(APIView):
     def finalize_response(self, request, response, *args, **kwargs):
         scope = getattr(self, "scope", None)
         if scope is not None and response.status_code < 400:
-            scope.flush_audit(via=audit_via(request)[:500], window=self.audit_window)
+            scope.flush_audit(via=audit_via(request), through=audit_view(request), window=self.audit_window)
         return super().finalize_response(request, response, *args, **kwargs)
 
 

@@ -202,9 +202,15 @@ class AccessRequest(models.Model):
 
 
 class AuditEntry(models.Model):
-    """One read of another organisation's data: who, whose, what, which window, how, through what."""
+    """Reads of another organisation's data: who, whose, what, which window, how, through what.
+
+    Repeated reads of one view (same reader, owner, level and ``through``, else ``via``) less than
+    :data:`orgs.access.AUDIT_COALESCE_GAP` apart are one entry: ``count`` reads from ``at`` to
+    ``last_at``, the window and ``what`` covering every one of them (``orgs.access.Scope.flush_audit``)."""
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
+    last_at = models.DateTimeField(default=timezone.now)
+    count = models.PositiveIntegerField(default=1)
     owner = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_entries")
     viewer_org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+", null=True)
     viewer = models.CharField(max_length=200)
@@ -213,10 +219,15 @@ class AuditEntry(models.Model):
     window_start = models.BigIntegerField(null=True)
     window_end = models.BigIntegerField(null=True)
     via = models.CharField(max_length=500)
+    # the permalink or incident (or the war room) the read was made for; blank for a read outside a view
+    through = models.CharField(max_length=120, blank=True, default="")
 
     class Meta:
-        ordering = ["-at"]
-        indexes = [models.Index(fields=["owner", "-at"])]
+        ordering = ["-last_at", "-pk"]
+        indexes = [
+            models.Index(fields=["owner", "-at"]),
+            models.Index(fields=["owner", "viewer", "-last_at"], name="orgs_audit_coalesce"),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.viewer} read {self.owner}: {self.what}"
+        return f"{self.viewer} read {self.owner} {self.count} x: {self.what}"

@@ -224,6 +224,12 @@ class WarroomEventsView(ScopedAPIView):
         self.audit_window = (window.start, window.end)
         with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
             found = warroom_events(
-                self.scope, window=window, condition=condition, text=query.get("q", ""), limit=query["limit"]
+                self.scope,
+                window=window,
+                condition=condition,
+                text=query.get("q", ""),
+                limit=query["limit"],
+                order=query.get("order") or "time",
+                offset=query.get("offset", 0),
             )
         return Response({"from": format_rfc3339(window.start), "to": format_rfc3339(window.end), **found})

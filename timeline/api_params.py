@@ -138,6 +138,8 @@ class WarroomEventsQuery(WindowQuery):
     limit = big_integer(required=False, default=500, help_text=f"1 … {EVENT_LIMIT}; default 500")
     id = identifier(required=False, help_text="one event by id, over all time (from and to are ignored)")
     align = text(max_length=10, help_text=ALIGN_HELP)
+    order = text(max_length=10, help_text="time (oldest first, default) or severity (most severe first)")
+    offset = big_integer(required=False, default=0, help_text="skip this many events (paging)")
 
     def validate_limit(self, value: int) -> int:
         return max(1, min(value, self.EVENT_LIMIT))

@@ -25,6 +25,7 @@ from timeline.models import (
     SnapshotPart,
 )
 from timeline.presenters import present_event, present_series
+from timeline.selectors import EVENT_ORDERS
 
 
 def incidents_visible(
@@ -113,11 +114,13 @@ def view_state_for(scope: Scope, state: dict, *, author_org_id: int, with_text: 
       sees them (its pseudonyms where they are masked); a matcher without one such value, or on a
       resource label an event lane's events show it masked, is dropped; a capacity it cannot read is
       dropped. The lane resolves through the viewer's scope like a lane it picked itself;
-    * a lane it may not read becomes ``{"placeholder": True, "org": ..., "signal": ...}`` where the
-      owner announces unshared data (``Organization.announce_unshared``), and otherwise leaves no trace;
+    * a lane it may not read becomes ``{"placeholder": True, "org": ..., "signal": ...}`` (with
+      ``"events": True`` for a lane of events or logs) where the owner announces unshared data
+      (``Organization.announce_unshared``), and otherwise leaves no trace;
     * the recorded clock corrections are those the viewer may see, presented as it may see them;
     * search text (``q``, ``ev_text``) is kept only ``with_text``, the selected event only when the
-      viewer may read it, event-list filters only with known values; other keys are left out.
+      viewer may read it, event-list filters only with known values; the rule ``mine`` (each opener
+      also gets its own lanes for the signals of the view) is kept; other keys are left out.
 
     ``state`` itself is never changed, so a viewer with more rights still gets the whole view."""
     scope = require_scope(scope)
@@ -132,6 +135,8 @@ def view_state_for(scope: Scope, state: dict, *, author_org_id: int, with_text: 
         shown["align"] = "on" if aligned_param(str(state["align"])) else "off"
     if type(state.get("width")) is int:
         shown["width"] = state["width"]
+    if state.get("mine") is True:
+        shown["mine"] = True
     if type(state.get("sel")) is int and Event.objects.scoped(scope).filter(pk=state["sel"]).exists():
         shown["sel"] = state["sel"]
     slugs = {org.slug for org in scope.organizations()}
@@ -140,6 +145,7 @@ def view_state_for(scope: Scope, state: dict, *, author_org_id: int, with_text: 
         ("ev_signal", SIGNALS),
         ("ev_kind", EVENT_KINDS),
         ("ev_severity", SEVERITIES),
+        ("ev_order", EVENT_ORDERS),
     ):
         if isinstance(state.get(key), str) and state[key] in known:
             shown[key] = state[key]
@@ -245,7 +251,10 @@ class _LaneReader:
             return str(opened)
         if own:  # the viewer's own data: nothing in the spec is hidden from it
             return text
-        return self._placeholder(spec.org, spec.signal)
+        placeholder = self._placeholder(spec.org, spec.signal)
+        if placeholder is not None and spec.kind not in SERIES_LANE_KINDS:
+            placeholder["events"] = True  # says "events and logs", not the series families
+        return placeholder
 
     def _placeholder(self, org_slug: str, signal: str) -> dict | None:
         org = self.orgs.get(org_slug)

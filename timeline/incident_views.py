@@ -24,12 +24,32 @@ def state_query(state: dict) -> str:
     """A view state as the war-room page's query string."""
     params = {}
     for key, value in state.items():
-        if isinstance(value, list | dict):
+        if isinstance(value, bool):
+            params[key] = "1" if value else "0"
+        elif isinstance(value, list | dict):
             simple = isinstance(value, list) and all(isinstance(item, int | str) for item in value)
             params[key] = ",".join(str(item) for item in value) if simple else json.dumps(value)
         elif value is not None:
             params[key] = value
     return urlencode(params)
+
+
+def page_state(state: dict) -> dict:
+    """A view state as the war-room page reads it: the lanes it may read in ``lanes``, and each
+    placeholder as ``unshared_lanes=org/signal[:events]@position,...`` (``:events`` for a lane of
+    events or logs; the position among the state's lanes, so the page draws it where the lane was)."""
+    lanes = state.get("lanes")
+    if not isinstance(lanes, list):
+        return state
+    shown = dict(state, lanes=[lane for lane in lanes if not selectors.is_placeholder(lane)])
+    hidden = [
+        f"{lane['org']}/{lane['signal']}{':events' if lane.get('events') else ''}@{index}"
+        for index, lane in enumerate(lanes)
+        if selectors.is_placeholder(lane)
+    ]
+    if hidden:
+        shown["unshared_lanes"] = ",".join(hidden)
+    return shown
 
 
 class IncidentListPage(ScopedPageMixin, TemplateView):
@@ -67,6 +87,7 @@ class IncidentPage(ScopedPageMixin, TemplateView):
             author_org_id=incident.owner_id,
             with_text=False,
         )
+        state["incident"] = incident.pk
         context.update(
             incident=incident,
             window_start=format_rfc3339(incident.window_start),
@@ -76,7 +97,7 @@ class IncidentPage(ScopedPageMixin, TemplateView):
             permalinks=incident.permalinks.filter(revoked_at__isnull=True).prefetch_related(
                 "snapshots__parts"
             ),
-            timeline_url=f"{reverse('timeline:page')}?{state_query({**state, 'incident': incident.pk})}",
+            timeline_url=f"{reverse('timeline:page')}?{state_query(page_state(state))}",
             statuses=IncidentStatus.values,
             severities=IncidentSeverity.values,
             others=Organization.objects.exclude(pk__in=incident.participants.values("pk")).order_by("slug"),
@@ -154,18 +175,8 @@ class PermalinkPage(ScopedPageMixin, View):
         permalink = selectors.permalink_get(self.scope, short_id)
         if permalink is None:
             raise Http404("no such link")
-        state = selectors.permalink_state(self.scope, permalink)
+        state = page_state(selectors.permalink_state(self.scope, permalink))
         state.pop("clock", None)
-        lanes = state.get("lanes")
-        if isinstance(lanes, list):
-            state["lanes"] = [lane for lane in lanes if not selectors.is_placeholder(lane)]
-            hidden = [
-                f"{lane['org']}/{lane['signal']}@{index}"
-                for index, lane in enumerate(lanes)
-                if selectors.is_placeholder(lane)
-            ]
-            if hidden:
-                state["unshared_lanes"] = ",".join(hidden)
         if selectors.incident_participant(self.scope, permalink.incident):
             state["incident"] = permalink.incident_id
         state["permalink"] = permalink.short_id
@@ -175,5 +186,9 @@ class PermalinkPage(ScopedPageMixin, View):
                 series.org_id, f"series {series.metric}", self.scope.series_level(series) or ""
             )
         self.audit_window = None
-        self.scope.flush_audit(via=f"permalink /i/{short_id}")
+        # the view as the war room's reads through this link name it (``X-Jointline-View``)
+        view = f"permalink /i/{permalink.short_id}" + (
+            f", incident {state['incident']}" if "incident" in state else ""
+        )
+        self.scope.flush_audit(via=f"{view} (/i/{permalink.short_id})", through=view)
         return HttpResponseRedirect(f"{reverse('timeline:page')}?{state_query(state)}")

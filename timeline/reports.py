@@ -159,7 +159,8 @@ def incident_csv_rows(export: dict) -> list[list]:
 
 
 def _ms_time(ms: float) -> str:
-    return format_rfc3339(round(ms * 1000))
+    """A moment as the report's reader reads it, to the second, in UTC."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def lane_rows(lane: dict) -> list[list]:
@@ -318,12 +319,25 @@ def _clock_items(clock: dict) -> str:
         who = f"{c['org']} · {c.get('source') or 'every agent'}"
         if c.get("labels"):
             who += f" {{{c['labels']}}}"
-        drift = f", drift {c['drift_ms_per_hour']} ms/h" if c.get("drift_ms_per_hour") else ""
+        drift = f", drift {_duration(c['drift_ms_per_hour'])}/h" if c.get("drift_ms_per_hour") else ""
         how = e(c.get("origin") or "") + (", " + e(c["method"]) if c.get("method") else "")
-        items.append(
-            f"<li>{e(who)}: {c['offset_ms']:+.0f} ms ± {c['uncertainty_ms']:.0f} ms{e(drift)} ({how})</li>"
-        )
+        offset = c["offset_ms"]
+        uncertainty = f" ± {_duration(c['uncertainty_ms'])}" if c.get("uncertainty_ms") else ""
+        sign = "+" if offset >= 0 else "\u2212"
+        items.append(f"<li>{e(who)}: {sign}{_duration(abs(offset))}{uncertainty}{e(drift)} ({how})</li>")
     return "".join(items) or "<li>no correction in force</li>"
+
+
+def _duration(ms: float) -> str:
+    """A clock offset as the war room writes it (``format.js`` ``durationText``): "2.71 s", "46.3 ms"."""
+    size = abs(ms)
+    if size >= 1000:
+        return f"{ms / 1000:.2f} s"
+    if size >= 100:
+        return f"{ms:.0f} ms"
+    if size >= 1:
+        return f"{ms:.1f} ms".replace(".0 ms", " ms")
+    return f"{ms * 1000:.0f} µs"
 
 
 def incident_html_report(export: dict) -> str:

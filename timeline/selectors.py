@@ -7,11 +7,12 @@ import re
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
 from config.api_errors import RequestFieldError
 from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from orgs.access import Scope, require_scope
+from orgs.models import Level
 from timeline.alignment import read_hints
 from timeline.models import Event, Series
 from timeline.presenters import present_series, unshared_summary
@@ -164,8 +165,24 @@ def events_list(
             raise QueryError("severity", f"must be one of {', '.join(SEVERITY_ORDER)}")
         events = events.filter(severity__in=SEVERITY_ORDER[SEVERITY_ORDER.index(min_severity) :])
     if text:
-        events = events.filter(Q(message__icontains=text) | Q(name__icontains=text))
+        events = events.filter(visible_text_match(scope, text))
     return events.select_related("org").order_by("aligned_ts", "id")[:limit]
+
+
+def visible_text_match(scope: Scope, text: str) -> Q:
+    """Events whose name, or whose message where ``scope`` may read it, contains ``text`` (case
+    insensitive). A message hidden from the viewer (a redacted grant shows no bodies) never matches:
+    otherwise a search would tell what a hidden body says, one guess at a time."""
+    scope = require_scope(scope)
+    name = Q(name__icontains=text)
+    if scope.is_system:
+        return name | Q(message__icontains=text)
+    # a body is shown where the event is the viewer's own or a full grant covers it (Scope.hides_body)
+    bodies = Q(org_id__in=sorted(scope.own_org_ids)) if scope.own_org_ids else Q(pk__in=[])
+    for rule in scope.rules:
+        if rule.level == Level.FULL:
+            bodies |= rule.event_q()
+    return name | (Q(message__icontains=text) & bodies)
 
 
 # ----------------------------------------------------------------------------- the war room
@@ -291,32 +308,76 @@ def event_conditions(
     return condition
 
 
-def warroom_events(scope: Scope, *, window: Window, condition, text: str = "", limit: int = 500) -> dict:
-    """Events in ``window`` matching ``condition`` (and ``text`` in name or message), as the viewer may
-    see them. A text match counts only where the viewer can see the matched text, so a hidden log body
-    never turns into a hit."""
+EVENT_ORDERS = ("time", "severity")
+# Text searches count their hits up to this many; a window with more says "at least".
+TEXT_COUNT_MAX = 100_000
+
+
+def _severity_rank():
+    return Case(
+        *(When(severity=name, then=Value(rank)) for rank, name in enumerate(SEVERITY_ORDER)),
+        default=Value(-1),
+        output_field=IntegerField(),
+    )
+
+
+def warroom_events(
+    scope: Scope,
+    *,
+    window: Window,
+    condition: Q,
+    text: str = "",
+    limit: int = 500,
+    order: str = "time",
+    offset: int = 0,
+) -> dict:
+    """One page of the events in ``window`` matching ``condition`` (and ``text`` in name or message), as
+    the viewer may see them, and how many match in all.
+
+    ``order``: ``time`` (oldest first) or ``severity`` (most severe first, then oldest first); ``offset``
+    skips that many of them (paging). ``total`` is exact for every filter: a text match counts only where
+    the viewer can see the matched text (:func:`visible_text_match`), as the page lists them, so a hidden
+    log body never turns into a hit. ``total_exact`` is false only for a text with more than
+    :data:`TEXT_COUNT_MAX` hits (``total`` is then that many)."""
     from timeline.lanes import present_events
 
     scope = require_scope(scope)
+    if order not in EVENT_ORDERS:
+        raise QueryError("order", f"must be one of {', '.join(EVENT_ORDERS)}")
+    if offset < 0:
+        raise QueryError("offset", "must be 0 or more")
     text = text.strip()
     store = get_store()
     hints = read_hints(scope, start=window.start, end=window.end)
+    exact = True
     if text:
-        rows = store.event_search(scope, hints, text=text, filters=condition, limit=limit + 1)
-        events = present_events(scope, rows)
-        needle = text.casefold()
-        events = [
-            e for e in events if needle in e["name"].casefold() or needle in (e["message"] or "").casefold()
-        ]
+        condition = condition & visible_text_match(scope, text)
+        total = store.event_search(
+            scope, hints, text=text, filters=condition, limit=TEXT_COUNT_MAX + 1
+        ).count()
+        exact = total <= TEXT_COUNT_MAX
+        total = min(total, TEXT_COUNT_MAX)
+    matching = store.select_events(scope, hints, filters=condition)
+    if not text:
+        total = matching.count()
+    if text and order == "time":
+        # the engine's text index finds the hits; the first offset + limit of them, oldest first
+        rows = list(store.event_search(scope, hints, text=text, filters=condition, limit=offset + limit + 1))
+        rows = rows[offset:]
     else:
-        rows = (
-            store.select_events(scope, hints, filters=condition)
-            .select_related("org")
-            .order_by("aligned_ts", "id")[: limit + 1]
-        )
-        events = present_events(scope, rows)
-    more = len(events) > limit
-    return {"events": events[:limit], "more": more}
+        ordering = ("aligned_ts", "id") if order == "time" else ("-rank", "aligned_ts", "id")
+        if order == "severity":
+            matching = matching.annotate(rank=_severity_rank())
+        rows = list(matching.select_related("org").order_by(*ordering)[offset : offset + limit + 1])
+    events = present_events(scope, rows)
+    return {
+        "events": events[:limit],
+        "more": len(rows) > limit,
+        "total": total,
+        "total_exact": exact,
+        "order": order,
+        "offset": offset,
+    }
 
 
 def event_marks(scope: Scope, *, window: Window, limit: int = 40) -> list[dict]:

@@ -14,7 +14,7 @@ from django.views.generic import TemplateView
 from core.records import SIGNALS
 from orgs.api_base import ScopedPageMixin
 from orgs.models import Level, Organization
-from orgs.selectors import access_requests_visible, audit_entries, grants_visible
+from orgs.selectors import access_requests_visible, audit_rows, grants_visible
 from orgs.services import access_request_create, access_request_decide, grant_create, grant_revoke
 from timeline.incident_selectors import unshared_groups
 
@@ -32,26 +32,7 @@ def _moment(value: str):
     return parsed
 
 
-AUDIT_READ = 5000  # the latest entries coalesced for the page
 AUDIT_SHOWN = 200
-
-
-def coalesce_audit(entries) -> list[dict]:
-    """Audit entries with the same reader, organisation, link (``via``) and level as one row with a
-    count and the first and last time seen (a view refreshed every 15 s is one row, not hundreds),
-    latest first. ``entry`` is the latest read of the row (its ``what`` says what that read showed)."""
-    rows: dict[tuple, dict] = {}
-    for entry in entries:
-        key = (entry.viewer, entry.viewer_org_id, entry.via, entry.level)
-        row = rows.get(key)
-        if row is None:
-            rows[key] = {"entry": entry, "count": 1, "first": entry.at, "last": entry.at}
-            continue
-        row["count"] += 1
-        row["first"] = min(row["first"], entry.at)
-        if entry.at > row["last"]:
-            row["last"], row["entry"] = entry.at, entry
-    return sorted(rows.values(), key=lambda row: row["last"], reverse=True)
 
 
 def _request_prefill(params) -> dict:
@@ -79,7 +60,7 @@ class SharingPage(ScopedPageMixin, TemplateView):
         membership = self.request.user.membership
         grants = list(grants_visible(self.scope))
         audit = (
-            coalesce_audit(audit_entries(self.scope, owner_id=membership.org_id)[:AUDIT_READ])[:AUDIT_SHOWN]
+            audit_rows(self.scope, owner_id=membership.org_id, limit=AUDIT_SHOWN)
             if membership.is_admin
             else []
         )

@@ -19,6 +19,7 @@ EN_DASH = "\u2013"
 
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 REPORT_LIMIT = 2 * 1024 * 1024
+GREY = "#667085"  # what a mark of an organisation without a colour would be drawn in
 
 
 def _shot(page, name: str) -> None:
@@ -123,6 +124,15 @@ def test_the_walkthrough_as_the_five_organisations(chromium, live_server, incide
             wait_drawn(other)
             notes = [m for m in other.evaluate("window.jointline.view.marks") if m.get("annotation")]
             assert len(notes) == 4
+            # modeldev's log lane is not shared with them: a placeholder for its events, not its metrics
+            hidden = other.locator(".wr-title.wr-placeholder", has_text="modeldev").inner_text()
+            assert "not shared with you: application events and logs" in hidden, hidden
+            # every note in its author's colour, also of an organisation that shares nothing with them
+            colours = other.evaluate(
+                "document.getElementById('plot').layout.annotations"
+                ".filter((a) => a.text.startsWith('<b>')).map((a) => a.font.color)"
+            )
+            assert len(colours) == 4 and GREY not in colours, colours
             _shot(other, f"7-{slug}-view")
 
         # 8. the fix: the window after the slowdown shows the sessions ending and a fast re-initialisation.
@@ -133,6 +143,10 @@ def test_the_walkthrough_as_the_five_organisations(chromium, live_server, incide
         }
         page.goto(f"{live_server.url}/timeline/?{urlencode(after)}")
         wait_drawn(page)
+        assert (
+            page.locator("#mark-list li.wr-annotation .wr-outside", has_text="before this window").count()
+            == 4
+        )
         _shot(page, "8-after-the-fix")
 
         # 9. resolved with summary and root cause, a frozen snapshot, the HTML report, the audit.

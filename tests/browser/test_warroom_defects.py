@@ -165,6 +165,80 @@ def test_the_opener_is_offered_its_own_lanes_for_the_signals_of_a_link(chromium,
         context.close()
 
 
+def _lanes_of(page) -> list[str]:
+    return page.evaluate("window.jointline.state.lanes")
+
+
+def test_a_link_copied_after_adding_ones_own_lanes_brings_each_openers_own_lanes(
+    chromium, live_server, incident
+):
+    """Defect 4, the rule: storage adds his lanes to modeldev's link and copies it; whoever opens his
+    link gets the same lanes plus their own for its signals (cloudops its NIC transmit lanes), not his."""
+    from django.contrib.auth.models import User
+
+    from core.timeparse import parse_timestamp
+    from orgs.access import Scope
+    from timeline.selectors import Window, warroom_catalogue
+    from timeline.services import permalink_create
+
+    start, end = incident.window
+    author = User.objects.get(username="modeldev-analyst")
+    window = Window(parse_timestamp(start), parse_timestamp(end))
+    defaults = warroom_catalogue(Scope.for_user(author), window=window)["defaults"]
+    nic = next(lane for lane in defaults if lane.startswith("heatmap:cloudops/network/"))
+    base = ["sum:storage/storage/storage_metadata_ops_per_second@storage_metadata_ops_capacity", nic]
+    link = permalink_create(user=author, state={"from": start, "to": end, "lanes": base})
+    context, page = signed_in(chromium, live_server, "storage-analyst")
+    try:
+        page.goto(f"{live_server.url}/i/{link.short_id}")
+        wait_drawn(page)
+        count = renders(page)
+        page.locator("[data-notice=related] button:not(.link)").click()
+        wait_drawn(page, count)
+        mine = [lane for lane in _lanes_of(page) if lane not in base]
+        assert any("nfs_read_latency_seconds" in lane for lane in mine)
+        assert "mine=1" in page.url and "nfs_read_latency" not in page.url  # the rule, not his lanes
+        assert "Plus your own lanes" in page.locator("[data-notice=mine]").inner_text()
+        page.reload()
+        wait_drawn(page)
+        assert sorted(_lanes_of(page)) == sorted(base + mine)  # the rule applies again
+        page.click("#copy-link")
+        page.wait_for_function("() => !document.getElementById('permalink').hidden")
+        theirs = page.input_value("#permalink")
+        stored = page.request.get(f"{live_server.url}/api/v1/permalinks/{theirs.rsplit('/', 1)[1]}").json()
+        assert stored["state"]["mine"] is True and stored["state"]["lanes"] == base
+        assert page.problems == []
+    finally:
+        context.close()
+    context, page = signed_in(chromium, live_server, "cloudops-admin")
+    try:
+        page.goto(theirs)
+        wait_drawn(page)
+        lanes = _lanes_of(page)
+        assert lanes[:2] == base
+        own = [lane for lane in lanes[2:] if lane.split(":", 1)[1].startswith("cloudops/network/")]
+        assert own and len(own) == len(lanes) - 2, lanes  # cloudops's own, with no click, and no one else's
+        assert not any("nfs_read_latency" in t for t in _titles(page))
+        assert page.locator("[data-notice=related]").count() == 0
+        count = renders(page)
+        page.locator("[data-notice=mine] button", has_text="remove them").click()
+        wait_drawn(page, count)
+        assert _lanes_of(page) == base and "mine=1" not in page.url
+        assert page.problems == []
+    finally:
+        context.close()
+    context, page = signed_in(chromium, live_server, "modeldev-viewer")
+    try:
+        page.goto(theirs)
+        wait_drawn(page)
+        assert _lanes_of(page) == base  # none of modeldev's own series are of these signals
+        assert "none of yours match" in page.locator("[data-notice=mine]").inner_text()
+        assert not any("nfs_read_latency" in t or "not shared" in t for t in _titles(page))
+        assert page.problems == []
+    finally:
+        context.close()
+
+
 def test_reads_through_a_link_are_audited_as_that_link_once_with_a_count(chromium, live_server, incident):
     """Defect 5: the owner's audit names the permalink, one row for repeated reads of the view."""
     from django.contrib.auth.models import User
@@ -256,6 +330,59 @@ def test_a_garbled_lane_spec_is_named_with_the_reason(page, live_server, inciden
     assert HOSTILE_LABEL in text
     assert len(page.evaluate("window.jointline.view.lanes")) >= 5  # the defaults
     _no_markup_ran(page)
+    assert page.problems == []
+
+
+def _event_total(page) -> int:
+    text = page.locator("#event-count").inner_text()
+    return int(text.split(" of ")[1].split(",")[0].replace(",", "").strip())
+
+
+def test_the_event_count_is_exact_for_a_severity_or_text_filter(page, live_server, incident):
+    """Defect 10: with a text or a severity filter the list still says how many there are."""
+    open_view(page, live_server, _query(incident))
+    count = renders(page)
+    page.fill("#ev-text", "needle-7f3a")
+    page.locator("#ev-text").dispatch_event("change")
+    wait_drawn(page, count)
+    assert page.locator("#event-count").inner_text() == f"(1{EN_DASH}1 of 1, in time order)"
+    count = renders(page)
+    page.fill("#ev-text", "")
+    page.locator("#ev-text").dispatch_event("change")
+    wait_drawn(page, count)
+    count = renders(page)
+    page.select_option("#ev-severity", "error")
+    wait_drawn(page, count)
+    total = _event_total(page)
+    rows = page.locator("#event-rows tr").count()
+    if total <= 500:
+        assert rows == total and page.locator("#ev-next").is_disabled()
+    else:
+        assert rows == 500 and not page.locator("#ev-next").is_disabled()
+    severities = set(page.locator("#event-rows tr td:nth-child(4)").all_inner_texts())
+    assert severities <= {"error", "critical"}, severities
+    assert page.problems == []
+
+
+def test_the_event_list_ranks_the_most_severe_first_and_pages(page, live_server, incident):
+    """Defect 10: most severe first, page by page, with the count of the whole window."""
+    open_view(page, live_server, _query(incident))
+    total = _event_total(page)
+    count = renders(page)
+    page.select_option("#ev-order", "severity")
+    wait_drawn(page, count)
+    assert "most severe first" in page.locator("#event-count").inner_text()
+    assert _event_total(page) == total
+    rank = ["debug", "info", "notice", "warning", "error", "critical"]
+    first = [rank.index(e["severity"]) for e in page.evaluate("window.jointline.view.events")]
+    assert first == sorted(first, reverse=True)
+    count = renders(page)
+    page.click("#ev-next")
+    wait_drawn(page, count)
+    second = [rank.index(e["severity"]) for e in page.evaluate("window.jointline.view.events")]
+    assert max(second) <= min(first)
+    assert f"501{EN_DASH}" in page.locator("#event-count").inner_text()
+    assert "ev_order=severity" in page.url
     assert page.problems == []
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 
+from orgs.access import Scope
 from orgs.models import AuditEntry, Organization
+from orgs.selectors import audit_rows
 from tests.timeline.test_permalink_access import (  # noqa: F401  (cast: the fixture)
     NFS,
     SECRET,
@@ -16,7 +18,6 @@ from tests.timeline.test_permalink_access import (  # noqa: F401  (cast: the fix
     cast,
 )
 from timeline.incident_selectors import event_sharing, unshared_groups
-from timeline.sharing_views import coalesce_audit
 
 HOSTILE = '<img src=x onerror="alert(1)">'
 
@@ -70,12 +71,14 @@ def test_a_read_through_a_link_is_audited_as_that_link(cast):  # noqa: F811
         )
         assert response.status_code == 200
     cast["infra"].get("/api/v1/series", HTTP_X_JOINTLINE_VIEW=f"{view}<script>")  # not a view: the URL
-    vias = list(AuditEntry.objects.filter(viewer_org__slug="infra").values_list("via", flat=True))
-    assert vias.count(f"{view} (/timeline/api/lanes)") == 3
+    entries = AuditEntry.objects.filter(viewer_org__slug="infra")
+    vias = list(entries.values_list("via", flat=True))
     assert "api /api/v1/series" in vias and not any("<script>" in via for via in vias)
-    rows = coalesce_audit(AuditEntry.objects.filter(viewer_org__slug="infra"))
-    lanes = [r for r in rows if r["entry"].via == f"{view} (/timeline/api/lanes)"]
-    assert len(lanes) == 1 and lanes[0]["count"] == 3 and lanes[0]["first"] <= lanes[0]["last"]
+    (lanes,) = entries.filter(via=f"{view} (/timeline/api/lanes)")  # written as one entry
+    assert lanes.count == 3 and lanes.at <= lanes.last_at
+    storage = Organization.objects.get(slug="storage")
+    rows = audit_rows(Scope.for_user(cast["storage_admin"].user), owner_id=storage.pk)
+    assert [r.count for r in rows if r.via == f"{view} (/timeline/api/lanes)"] == [3]
 
 
 def test_the_sharing_page_shows_one_row_per_view_and_opens_a_prefilled_request(cast):  # noqa: F811

@@ -142,7 +142,7 @@ export function buildFigure(view) {
     if (added.annotations) annotations.push(...added.annotations);
   }
   for (const mark of marks) {
-    const colour = colours[mark.org] || "#667085";
+    const colour = colours[mark.org] || mark.colour || "#667085";
     shapes.push(mark.annotation ? vline(mark.t, hexToRgba(colour, 0.9), 1.3, "dash") : vline(mark.t, hexToRgba(colour, 0.5), 1, "dot"));
     if (mark.annotation && mark.end_t) {
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: mark.t, x1: mark.end_t, y0: 0, y1: 1,
@@ -473,14 +473,14 @@ function marksTraces(placement, yaxis, colours, traces, annotations) {
   traces.push({
     type: "scatter", mode: "markers", yaxis, x: placed.map((p) => p.m.t), y: placed.map(y),
     marker: { symbol: placed.map((p) => (p.m.annotation ? "diamond" : "triangle-down")), size: placed.map((p) => (p.m.annotation ? 9 : 8)),
-      color: placed.map((p) => colours[p.m.org] || "#667085"), line: { width: 0 } },
+      color: placed.map((p) => colours[p.m.org] || p.m.colour || "#667085"), line: { width: 0 } },
     hovertext: placed.map((p) => eventHover(p.m)), hovertemplate: "%{hovertext}<extra></extra>", customdata: placed.map((p) => p.m.id),
   });
   for (const item of placed) {
     if (!item.text) continue;
     const note = item.m.annotation;
     annotations.push({ xref: "x", x: item.m.t, xanchor: "left", xshift: 6, yref: yaxis, y: y(item), yanchor: "middle", showarrow: false,
-      text: note ? `<b>${escapeHtml(item.text)}</b>` : escapeHtml(item.text), font: { size: note ? 10.5 : 9, color: colours[item.m.org] || "#667085" },
+      text: note ? `<b>${escapeHtml(item.text)}</b>` : escapeHtml(item.text), font: { size: note ? 10.5 : 9, color: colours[item.m.org] || item.m.colour || "#667085" },
       bgcolor: "rgba(255,255,255,0.75)", hovertext: escapeHtml(item.full), captureevents: false });
   }
 }

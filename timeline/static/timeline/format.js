@@ -97,3 +97,12 @@ export function readableColour(hex) {
   for (let i = 0; i < 20 && 1.05 / (luminance() + 0.05) < 4.6; i++) [r, g, b] = [r, g, b].map((c) => Math.round(c * 0.88));
   return `rgb(${r},${g},${b})`;
 }
+
+// A clock offset or its uncertainty to three significant figures at most: "2.71 s", "46.3 ms", "7.6 ms".
+export function durationText(ms) {
+  const size = Math.abs(ms);
+  if (size >= 1000) return `${(ms / 1000).toFixed(2)} s`;
+  if (size >= 100) return `${Math.round(ms)} ms`;
+  if (size >= 1) return `${Number(ms.toFixed(1))} ms`;
+  return `${Number((ms * 1000).toFixed(0))} µs`;
+}

@@ -4,7 +4,7 @@
 // event, event-list filters) lives in the URL, so a reload or a pasted link reopens the same view.
 // Data never reaches the DOM as HTML: text nodes only, and Plotly's hover text is escaped (format.js).
 import { buildFigure, clockNote, laneEmpty, laneNotes, MARGIN, noteNumbers, readout } from "./figure.js";
-import { formatSpan, formatTime, labelText, readableColour, unitLabel } from "./format.js";
+import { durationText, formatSpan, formatTime, labelText, readableColour, unitLabel } from "./format.js";
 import { formatSpec, hasFlag, orderPinned, parseSpec, specProblem, withFlag, withKind } from "./spec.js";
 
 const LIVE_REFRESH_MS = 15000;
@@ -23,8 +23,12 @@ const state = {
   q: "",
   sel: null,
   align: true,
-  ev: { org: "", signal: "", kind: "", severity: "", text: "" },
+  ev: { org: "", signal: "", kind: "", severity: "", text: "", order: "" },
   rejected: [],
+  // The rule "plus my related lanes": whoever opens the view also gets its own lanes for the view's
+  // signals (ruleLanes: those it added here, kept out of the URL and of links made from the view).
+  mine: false,
+  ruleLanes: [],
 };
 const view = { lanes: [], drawn: [], marks: [], hits: [], events: [], highlight: null, window: null, geometry: null,
   clock: null, evPage: 0, evCursors: [null], dismissed: new Set() };
@@ -60,11 +64,12 @@ function readUrl() {
   state.legacySeries = specs.length ? [] : joined.split(",").map(Number).filter((n) => Number.isInteger(n) && n > 0);
   state.incident = Number(p.get("incident")) || null;
   // Lanes of a permalink this viewer may not read arrive as placeholders: owner/signal@position.
-  state.unsharedLanes = (p.get("unshared_lanes") || "").split(",").map((item) => /^([a-z][a-z0-9-]*)\/([a-z]+)(?:@(\d+))?$/.exec(item.trim()))
-    .filter(Boolean).map(([, org, signal, at]) => ({ org, signal, at: at === undefined ? null : Number(at) }));
+  state.unsharedLanes = (p.get("unshared_lanes") || "").split(",").map((item) => /^([a-z][a-z0-9-]*)\/([a-z]+)(:events)?(?:@(\d+))?$/.exec(item.trim()))
+    .filter(Boolean).map(([, org, signal, events, at]) => ({ org, signal, kind: events ? "logs" : "", at: at === undefined ? null : Number(at) }));
   state.permalink = /^[A-Za-z0-9]{1,32}$/.test(p.get("permalink") || "") ? p.get("permalink") : null;
   state.align = !["off", "0", "false", "no"].includes((p.get("align") || "on").toLowerCase());
   state.live = p.get("live") === "1";
+  state.mine = ["1", "true", "on"].includes((p.get("mine") || "").toLowerCase());
   state.q = p.get("q") || "";
   state.sel = p.get("sel") ? Number(p.get("sel")) : null;
   for (const key of Object.keys(state.ev)) state.ev[key] = p.get(`ev_${key}`) || "";
@@ -90,15 +95,16 @@ function splitSpecs(text) {
 }
 
 // Parameters this page owns; any other (incident, permalink, …) is kept as it came.
-const OWN_PARAMS = ["from", "to", "lane", "lanes", "live", "q", "sel", "align", "clock", ...Object.keys(state.ev).map((k) => `ev_${k}`)];
+const OWN_PARAMS = ["from", "to", "lane", "lanes", "live", "mine", "q", "sel", "align", "clock", ...Object.keys(state.ev).map((k) => `ev_${k}`)];
 
 function writeUrl() {
   const p = new URLSearchParams(window.location.search);
   for (const key of OWN_PARAMS) p.delete(key);
   p.set("from", state.from);
   p.set("to", state.to);
-  for (const lane of state.lanes) p.append("lane", lane);
+  for (const lane of chosenLanes()) p.append("lane", lane);
   for (const { text } of state.rejected) p.append("lane", text);
+  if (state.mine) p.set("mine", "1");
   if (!state.align) p.set("align", "off");
   if (state.live) p.set("live", "1");
   if (state.q) p.set("q", state.q);
@@ -112,12 +118,16 @@ function windowParams() {
   return `from=${encodeURIComponent(state.from)}&to=${encodeURIComponent(state.to)}${state.align ? "" : "&align=off"}`;
 }
 
-// The event list pages forward in time: page k starts at the time of the last event of page k-1
-// (events of that very millisecond that page k-1 showed are left out of page k).
-function eventPageParams() {
+// In time order the event list pages forward in time: page k starts at the time of the last event of
+// page k-1 (events of that very millisecond that page k-1 showed are left out of page k). Most severe
+// first, page k is the k-th slice of the ranking (offset).
+function eventsUrl() {
+  if (state.ev.order === "severity") {
+    return `${API}/events?${windowParams()}&limit=${EVENT_PAGE}&offset=${view.evPage * EVENT_PAGE}&${eventFilterParams()}`;
+  }
   const cursor = view.evCursors[view.evPage];
-  if (!cursor) return windowParams();
-  return `from=${encodeURIComponent(new Date(cursor.t).toISOString())}&to=${encodeURIComponent(state.to)}${state.align ? "" : "&align=off"}`;
+  const from = cursor ? `from=${encodeURIComponent(new Date(cursor.t).toISOString())}&to=${encodeURIComponent(state.to)}${state.align ? "" : "&align=off"}` : windowParams();
+  return `${API}/events?${from}&limit=${EVENT_PAGE + 50}&${eventFilterParams()}`;
 }
 
 // ------------------------------------------------------------------ fetching
@@ -173,6 +183,7 @@ function eventFilterParams() {
   const p = new URLSearchParams();
   for (const key of ["org", "signal", "kind", "severity"]) if (state.ev[key]) p.set(key, state.ev[key]);
   if (state.ev.text) p.set("q", state.ev.text);
+  if (state.ev.order) p.set("order", state.ev.order);
   return p.toString();
 }
 
@@ -191,7 +202,7 @@ async function refresh({ reason = "" } = {}) {
   try {
     const [lanes, events, hits, selected, annotated, counted] = await Promise.all([
       getJson(lanesUrl, controller.signal),
-      getJson(`${API}/events?${eventPageParams()}&limit=${EVENT_PAGE + 50}&${eventFilterParams()}`, controller.signal),
+      getJson(eventsUrl(), controller.signal),
       state.q ? getJson(`${API}/events?${windowParams()}&limit=200&q=${encodeURIComponent(state.q)}`, controller.signal) : null,
       state.sel && !findEvent(state.sel) ? getJson(`${API}/events?id=${state.sel}`, controller.signal).catch(() => null) : null,
       state.incident ? getJson(`/api/v1/incidents/${state.incident}/annotations`, controller.signal).catch(() => null) : null,
@@ -199,8 +210,10 @@ async function refresh({ reason = "" } = {}) {
     ]);
     if (controller.signal.aborted) return;
     if (counted) {
-      view.families = counted.events;
+      // the picker's event families, with their counts in the new window
+      catalogue.events = counted.events;
       view.familiesWindow = windowParams();
+      if (!$("picker").hidden) renderCatalogue();
     }
     view.queriedWindow = windowParams();
     view.queriedFilters = eventFilterParams();
@@ -208,10 +221,21 @@ async function refresh({ reason = "" } = {}) {
     view.clock = lanes.clock;
     view.marks = [...lanes.marks, ...annotationMarks(annotated)].sort((a, b) => a.t - b.t);
     view.window = { from_ms: lanes.from_ms, to_ms: lanes.to_ms };
-    const cursor = view.evCursors[view.evPage];
+    if (state.ev.order && events.order !== state.ev.order) {
+      // a server that does not rank answers in time order, from the start of the window
+      view.orderRefused = state.ev.order;
+      state.ev.order = "";
+      view.evPage = 0;
+      view.evCursors = [null];
+      view.queriedFilters = eventFilterParams();
+      writeUrl();
+    }
+    const cursor = state.ev.order ? null : view.evCursors[view.evPage];
     const fresh = cursor ? events.events.filter((e) => !(e.t === cursor.t && cursor.ids.includes(e.id))) : events.events;
     view.events = fresh.slice(0, EVENT_PAGE);
     view.eventsMore = events.more || fresh.length > EVENT_PAGE;
+    view.eventsTotal = eventTotal(events, cursor);
+    view.eventsTotalExact = events.total_exact !== false;
     view.hits = hits ? hits.events : [];
     view.hitsMore = hits ? hits.more : false;
     if (selected && selected.events.length) view.selectedEvent = selected.events[0];
@@ -302,7 +326,7 @@ function displayLanes() {
   const linked = [...state.unsharedLanes].sort((a, b) => (a.at ?? Infinity) - (b.at ?? Infinity));
   for (const item of linked) {
     const at = item.at === null ? drawn.length : Math.min(item.at, drawn.length);
-    drawn.splice(at, 0, placeholderLane({ org: item.org, signal: item.signal }));
+    drawn.splice(at, 0, placeholderLane({ org: item.org, signal: item.signal, kind: item.kind }));
   }
   return drawn;
 }
@@ -367,9 +391,9 @@ function link(text, href) {
 
 // Lanes of the viewer's own data for the signals of a link it opened, that the link does not show:
 // what the opener adds to a colleague's view (his per-node latency beside her lanes).
-function relatedOwnLanes() {
-  if (!(state.permalink || state.incident) || !catalogue) return [];
-  const inView = state.lanes.map(parseSpec).filter(Boolean);
+function relatedOwnLanes({ always = false } = {}) {
+  if (!(always || state.permalink || state.incident) || !catalogue) return [];
+  const inView = chosenLanes().map(parseSpec).filter(Boolean);
   const signals = new Set(inView.map((spec) => spec.signal));
   const shown = new Set(inView.filter((spec) => ownOrg(spec.org)).map((spec) => spec.what));
   const capacities = capacityMetrics();
@@ -381,6 +405,32 @@ function relatedOwnLanes() {
     })
     .filter((item) => item.spec && !state.lanes.includes(item.spec))
     .slice(0, 8);
+}
+
+// The lanes of the view chosen by someone (in the URL and in links made from it): all but those the
+// rule "plus my related lanes" added for this viewer.
+function chosenLanes() {
+  return state.lanes.filter((lane) => !state.ruleLanes.includes(lane));
+}
+
+// Apply the rule: add this viewer's own lanes for the signals of the chosen lanes (again after a reload,
+// and for whoever opens a link made from the view).
+function applyMineRule() {
+  state.ruleLanes = state.ruleLanes.filter((lane) => state.lanes.includes(lane));
+  if (!state.mine) return;
+  const added = relatedOwnLanes({ always: true }).map((r) => r.spec);
+  state.ruleLanes = [...state.ruleLanes, ...added];
+  state.lanes = orderPinned([...state.lanes, ...added]);
+}
+
+function setMine(on) {
+  state.mine = on;
+  if (on) applyMineRule();
+  else {
+    state.lanes = chosenLanes();
+    state.ruleLanes = [];
+  }
+  refresh({ reason: on ? "adding your lanes" : "lanes changed" });
 }
 
 function capacityMetrics() {
@@ -401,7 +451,7 @@ function renderNotices() {
     }
     items.push(notice("rejected", [`${state.rejected.length === 1 ? "A lane" : `${state.rejected.length} lanes`} of the link could not be read and ${state.rejected.length === 1 ? "is" : "are"} not shown:`, list]));
   }
-  const related = relatedOwnLanes();
+  const related = state.mine ? [] : relatedOwnLanes();
   if (related.length && !view.dismissed.has("related")) {
     const parts = [`Your own lanes for the signals of this ${state.permalink ? "link" : "incident"}: `];
     related.forEach((item, i) => {
@@ -411,8 +461,21 @@ function renderNotices() {
       b.title = `add ${item.spec}`;
       parts.push(b);
     });
-    parts.push(" ", actionButton(`Add ${related.length === 1 ? "it" : `all ${related.length}`}`, () => setLanes([...state.lanes, ...related.map((r) => r.spec)])));
+    const all = actionButton(`Add ${related.length === 1 ? "it" : `all ${related.length}`}`, () => setMine(true));
+    all.title = "add them, and let links you copy from this view bring each opener's own lanes too";
+    parts.push(" ", all, " (links you copy then add each opener's own lanes too) ");
     items.push(notice("related", parts));
+  }
+  const ruled = state.ruleLanes.filter((lane) => state.lanes.includes(lane));
+  if (state.mine && !view.dismissed.has("mine")) {
+    const parts = [ruled.length
+      ? `Plus your own lanes for the signals of this view (${ruled.length} added). `
+      : "Plus your own lanes for the signals of this view (none of yours match). ",
+    "Links you copy from it add each opener's own lanes too. "];
+    const stop = actionButton(ruled.length ? "remove them" : "stop adding them", () => setMine(false));
+    stop.className = "link";
+    parts.push(stop);
+    items.push(notice("mine", parts));
   }
   if (view.lanes.length && view.drawn.every((lane) => lane.placeholder || laneEmpty(lane)) && !view.events.length) {
     const parts = ["No data in this window. "];
@@ -450,10 +513,9 @@ function renderNotices() {
 function correctionText(c) {
   const who = `${c.org} · ${c.source || "every agent"}${c.labels ? ` {${c.labels}}` : ""}`;
   const sign = c.offset_ms >= 0 ? "+" : "−";
-  const offset = Math.abs(c.offset_ms) >= 1000 ? `${(Math.abs(c.offset_ms) / 1000).toFixed(2)} s` : `${Math.abs(c.offset_ms)} ms`;
-  const drift = c.drift_ms_per_hour ? `, drift ${c.drift_ms_per_hour} ms/h` : "";
-  const unc = c.uncertainty_ms ? ` ± ${c.uncertainty_ms >= 1000 ? `${(c.uncertainty_ms / 1000).toFixed(2)} s` : `${c.uncertainty_ms} ms`}` : "";
-  return `${who}: ${sign}${offset}${unc}${drift} (${c.origin}${c.method ? `, ${c.method}` : ""})`;
+  const drift = c.drift_ms_per_hour ? `, drift ${durationText(c.drift_ms_per_hour)}/h` : "";
+  const unc = c.uncertainty_ms ? ` ± ${durationText(c.uncertainty_ms)}` : "";
+  return `${who}: ${sign}${durationText(Math.abs(c.offset_ms))}${unc}${drift} (${c.origin}${c.method ? `, ${c.method}` : ""})`;
 }
 
 // "−2.7 s", "+46 ms": an offset as short as it reads.
@@ -841,30 +903,39 @@ function eventRow(e) {
   return row;
 }
 
-// How many events the list's filters match in the window, when the catalogue's counts can tell
-// (filters on organisation, signal and kind only); else null.
-function eventTotal() {
-  if (!view.families || state.ev.severity || state.ev.text) return null;
-  return view.families
-    .filter((f) => (!state.ev.org || f.org === state.ev.org) && (!state.ev.signal || f.signal === state.ev.signal) && (!state.ev.kind || f.kind === state.ev.kind))
-    .reduce((sum, f) => sum + f.count, 0);
+// How many events the list's filters match in the whole window (the server counts them, for every
+// filter). A later page in time order is asked from its cursor on: the pages before it were full, and
+// the events of the cursor's millisecond they showed are counted once.
+function eventTotal(events, cursor) {
+  if (typeof events.total !== "number") return null;
+  if (!cursor) return events.total;
+  return view.evPage * EVENT_PAGE + Math.max(0, events.total - cursor.ids.length);
 }
 
 function renderEvents() {
   const body = $("event-rows");
   body.replaceChildren(...view.events.map(eventRow));
-  const total = eventTotal();
+  const total = view.eventsTotal;
   const first = view.evPage * EVENT_PAGE;
   const shown = view.events.length ? `${first + 1}–${first + view.events.length}` : "0";
-  const of = total !== null ? ` of ${total.toLocaleString("en")}` : view.eventsMore || view.evPage ? " of more" : "";
-  $("event-count").textContent = `(${shown}${of}, in time order)`;
+  const of = total !== null && total !== undefined ? ` of ${view.eventsTotalExact ? "" : "at least "}${total.toLocaleString("en")}` : view.eventsMore || view.evPage ? " of more" : "";
+  const ranked = state.ev.order === "severity";
+  $("event-count").textContent = `(${shown}${of}, ${ranked ? "most severe first" : "in time order"})`;
   $("ev-page").textContent = view.evPage || view.eventsMore ? `page ${view.evPage + 1}` : "";
+  $("ev-prev").textContent = ranked ? "← more severe" : "← earlier";
+  $("ev-next").textContent = ranked ? "less severe →" : "later →";
   $("ev-prev").disabled = view.evPage === 0;
   $("ev-next").disabled = !view.eventsMore;
+  const order = $("ev-order");
+  order.value = state.ev.order;
+  if (view.orderRefused) {
+    order.disabled = true;
+    order.title = "this server lists events in time order only";
+  }
 }
 
 function eventPage(delta) {
-  if (delta > 0) {
+  if (delta > 0 && !state.ev.order) {
     const last = view.events[view.events.length - 1];
     if (!last) return;
     view.evCursors[view.evPage + 1] = { t: last.t, ids: view.events.filter((e) => e.t === last.t).map((e) => e.id) };
@@ -911,6 +982,13 @@ function renderMarks() {
       number.textContent = String(numbers.get(m.id));
       item.querySelector(".wr-hit-head").prepend(number);
       item.classList.add("wr-annotation");
+    }
+    // an incident's notes are listed even when the window does not hold them: say where they are
+    if (view.window && (m.t < view.window.from_ms || m.t >= view.window.to_ms)) {
+      const where = document.createElement("div");
+      where.className = "wr-outside";
+      where.textContent = m.t < view.window.from_ms ? "before this window" : "after this window";
+      item.appendChild(where);
     }
     return item;
   }));
@@ -1255,7 +1333,8 @@ const CAN_WRITE = ["analyst", "admin"].includes(ROLE);
 
 // The view's state as a permalink stores it: absolute window, lanes in order, search and filters.
 function linkState() {
-  const linked = { from: state.from, to: state.to, lanes: [...state.lanes] };
+  const linked = { from: state.from, to: state.to, lanes: chosenLanes() };
+  if (state.mine) linked.mine = true;
   if (view.window && (state.live || state.from.startsWith("now") || state.to.startsWith("now"))) {
     linked.from = new Date(Math.round(view.window.from_ms)).toISOString();
     linked.to = new Date(Math.round(view.window.to_ms)).toISOString();
@@ -1327,7 +1406,8 @@ function chosenParticipants() {
 async function createIncident(title) {
   const linked = linkState();
   const incident = await postJson("/api/v1/incidents", {
-    title, window_start: linked.from, window_end: linked.to, participants: chosenParticipants(), lanes: linked.lanes,
+    // the incident keeps every lane drawn, the opener's own included: it is the record of this view
+    title, window_start: linked.from, window_end: linked.to, participants: chosenParticipants(), lanes: [...state.lanes],
   });
   state.from = linked.from;
   state.to = linked.to;
@@ -1450,8 +1530,8 @@ async function main() {
   }
   if (!state.lanes.length && catalogue.from_series && catalogue.from_series.length) state.lanes = catalogue.from_series;
   if (!state.lanes.length) state.lanes = catalogue.defaults;
-  view.families = catalogue.events;
   view.familiesWindow = windowParams();
+  applyMineRule();
   renderUnshared();
   if (state.permalink) recordedClock(state.permalink);
   state.lanes = orderPinned(state.lanes);
