@@ -98,7 +98,15 @@ def test_the_compose_file_is_valid():
         assert result.returncode == 0, result.stderr
     spec = compose()
     services = spec["services"]
-    assert set(services) == {"secrets", "migrate", "web", "ingest", "worker", "beat", "postgres", "redis"}
+    assert set(services) == {
+        *("secrets", "migrate", "web", "ingest", "worker", "beat", "postgres", "redis", "clickhouse")
+    }
+    # ClickHouse starts only with its profile; the app services wait for it only when it runs
+    clickhouse = services["clickhouse"]
+    assert clickhouse["profiles"] == ["clickhouse"] and clickhouse["image"].startswith(
+        "clickhouse/clickhouse-server:"
+    )
+    assert clickhouse["healthcheck"]["test"]
     for name in APP_SERVICES:
         service = services[name]
         assert service["build"] == {"context": "..", "dockerfile": "docker/Dockerfile"}, name
@@ -109,6 +117,7 @@ def test_the_compose_file_is_valid():
         assert environment["DJANGO_SECRET_KEY_FILE"].startswith("/run/jointline-secrets/"), name
         assert not {"DATABASE_URL", "DJANGO_SECRET_KEY", "POSTGRES_PASSWORD"} & set(environment), name
         assert all(services[dep] for dep in service["depends_on"]), name
+        assert service["depends_on"].get("clickhouse", {"required": False})["required"] is False, name
     for name in ("web", "ingest", "worker", "beat"):
         assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     assert services["postgres"]["image"] == "postgres:15"
@@ -119,7 +128,8 @@ def test_the_compose_file_is_valid():
     used_volumes = {
         mount.split(":", 1)[0] for service in services.values() for mount in service.get("volumes", [])
     }
-    assert used_volumes == set(spec["volumes"]) == {"postgres-data", "redis-data", "secrets"}
+    assert used_volumes == set(spec["volumes"])
+    assert used_volumes == {"postgres-data", "redis-data", "clickhouse-data", "clickhouse-logs", "secrets"}
     assert "HEALTHCHECK" in DOCKERFILE.read_text() and "/healthz" in DOCKERFILE.read_text()
 
 
