@@ -834,12 +834,11 @@ class StoreBackend:
             ordered=hints.ordered,
         )
 
-    def _rollup_sql(
-        self, key: tuple, ids: list[int], hints: ReadHints, *, lookback: int
-    ) -> tuple[str, list] | None:
-        """The bucket query of one group over rollups, where a resolution fits the grid
-        (:func:`timeline.store.rollups.choose`); None: read raw."""
-        lo, hi, bounded, corrections = key
+    def _rollup_plan(self, key: tuple, hints: ReadHints) -> tuple[int, str, int, int, int] | None:
+        """Which rollup serves one group's bucket read, for every engine: ``(width, table, origin, lo,
+        hi)`` in stored time where a resolution fits the grid (:func:`timeline.store.rollups.choose`)
+        and the group's clock corrections are constant; None: read raw."""
+        lo, hi, _bounded, corrections = key
         if corrections and not all(c.constant for c in corrections):
             return None
         shift = sum(c.offset_us for c in corrections)
@@ -852,6 +851,18 @@ class StoreBackend:
         if chosen is None:
             return None
         width, table = chosen
+        return width, table, origin, lo, hi
+
+    def _rollup_sql(
+        self, key: tuple, ids: list[int], hints: ReadHints, *, lookback: int
+    ) -> tuple[str, list] | None:
+        """The bucket query of one group over rollups, where :meth:`_rollup_plan` finds one; None:
+        read raw."""
+        plan = self._rollup_plan(key, hints)
+        if plan is None:
+            return None
+        width, table, origin, lo, hi = plan
+        bounded = key[2]
         stale = self.stale_from(ids, start=lo, end=hi)
         # raw from the first bucket waiting for its refresh on (combine_sql: None if no whole bucket is left)
         rolled_until = None if stale is None else rollups.floor_to(stale, width)

@@ -418,21 +418,13 @@ class ClickHouseStore(StoreBackend):
     def _rollup_buckets(
         self, key: tuple, ids: list[int], hints: ReadHints, p: Params, *, lookback: int
     ) -> str | None:
-        """The base's ``_rollup_sql`` on ClickHouse: the bucket query of one group over rollups where a
-        resolution fits the grid (``rollups.choose``); None: read raw."""
-        lo, hi, bounded, corrections = key
-        if corrections and not all(c.constant for c in corrections):
+        """The base's ``_rollup_sql`` on ClickHouse: the bucket query of one group over the rollup
+        :meth:`_rollup_plan` finds; None: read raw."""
+        plan = self._rollup_plan(key, hints)
+        if plan is None:
             return None
-        shift = sum(c.offset_us for c in corrections)
-        origin, end = hints.start - shift, hints.end - shift
-        if corrections:
-            lo, hi = max(origin, lo if lo is not None else origin), min(end, hi if hi is not None else end)
-        chosen = rollups.choose(
-            hints.step, shift, start=hints.start, lo=lo, kept_from=self.rollups_kept_from()
-        )
-        if chosen is None:
-            return None
-        width, table = chosen
+        width, table, origin, lo, hi = plan
+        bounded = key[2]
         return ch_rollups.combine_sql(
             table,
             width,
