@@ -16,11 +16,15 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from config.celery import app as celery_app
 from core.records import Batch, EventRecord, SeriesBlock
 from ingest.models import BatchStatus, IngestBatch
 from ingest.services import batch_accept, journal_sweep
-from tests.ingest.test_worker import _forget_queued_tasks, _test_database_url, applied, wait_until
+from tests.ingest.test_worker import (  # noqa: F401 (broker: the fixture)
+    _test_database_url,
+    applied,
+    broker,
+    wait_until,
+)
 
 pytestmark = [
     pytest.mark.services,
@@ -135,19 +139,10 @@ def stop(process: subprocess.Popen, sig: int) -> None:
         process.wait(timeout=30)
 
 
-@pytest.fixture
-def broker():
-    """Tasks go to Redis (not eager), under this run's key prefix, from an empty queue."""
-    _forget_queued_tasks()
-    eager = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = False
-    yield
-    celery_app.conf.task_always_eager = eager
-    _forget_queued_tasks()
-
-
 def test_a_worker_killed_mid_apply_into_clickhouse_leaves_one_copy_of_every_sample_and_event(
-    broker, org_a, tmp_path
+    broker,  # noqa: F811 (the fixture imported above)
+    org_a,
+    tmp_path,
 ):
     pytest.importorskip("chdb", reason="the embedded ClickHouse engine is the clickhouse-embedded extra")
     clickhouse, log = tmp_path / "clickhouse", tmp_path / "worker.log"
@@ -227,7 +222,9 @@ for batch_id in IngestBatch.objects.filter(status=BatchStatus.ACCEPTED).values_l
 
 
 def test_a_worker_killed_after_its_clickhouse_inserts_before_its_commit_leaves_one_copy(
-    broker, org_a, tmp_path
+    broker,  # noqa: F811 (the fixture imported above)
+    org_a,
+    tmp_path,
 ):
     pytest.importorskip("chdb", reason="the embedded ClickHouse engine is the clickhouse-embedded extra")
     clickhouse, log = tmp_path / "clickhouse", tmp_path / "worker.log"
