@@ -1,10 +1,10 @@
 """Alignment benchmark: the scenario's injected clock faults against what the estimators find.
 
 The compact reference scenario (``--full`` for the 24 h profile) is generated in memory and the
-estimators of :mod:`timeline.alignment_estimators` run on its records directly, exactly as
-``manage.py estimate_clocks`` runs them on what the store holds: every event becomes a
-:class:`~timeline.alignment_estimators.Stamp`, the anchor rules pair them, and the errors are read
-against the scheduler's clock (``infra``), with the cloud operator's "booted" logs dating node
+estimators of :mod:`timeline.clock.anchors` and :mod:`timeline.clock.estimators` run on its
+records directly, exactly as ``manage.py estimate_clocks`` runs them on what the store holds:
+every event becomes a :class:`~timeline.clock.anchors.Stamp`, the anchor rules pair them, and the errors are
+read against the scheduler's clock (``infra``), with the cloud operator's "booted" logs dating node
 restarts. No database: the query-time application of corrections is covered by the tests
 (``tests/timeline/test_alignment_store.py``); here the estimated corrections are applied with the
 same linear map in Python for the ordering check.
@@ -34,23 +34,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ingest.scenario import ScenarioConfig, generate  # noqa: E402
-from timeline import alignment_estimators as est  # noqa: E402
+from timeline.clock import anchors  # noqa: E402
+from timeline.clock import estimators as est  # noqa: E402
 
 S = 1_000_000
 REFERENCE = ("infra",)
 
 
-def stamps_of(scenario) -> list[est.Stamp]:
+def stamps_of(scenario) -> list[anchors.Stamp]:
     """Every event of the scenario as the estimators see it (keys: resource and attributes)."""
     out = []
     for org, batch in scenario.batches():
         for event in batch.events:
             keys = {k: str(v) for k, v in {**event.attributes, **event.resource}.items() if v is not None}
-            out.append(est.Stamp(org, batch.source, event.signal, event.name, event.ts, keys))
+            out.append(anchors.Stamp(org, batch.source, event.signal, event.name, event.ts, keys))
     return out
 
 
-def restarts_of(stamps: list[est.Stamp]) -> dict[str, list[int]]:
+def restarts_of(stamps: list[anchors.Stamp]) -> dict[str, list[int]]:
     restarts: dict[str, list[int]] = {}
     for stamp in stamps:
         if stamp.name == "boot" and "node" in stamp.keys:
@@ -77,7 +78,7 @@ def compare(fault: dict, estimate: est.Estimate, start: int, end: int) -> float:
     return worst
 
 
-def corrected(stamp: est.Stamp, estimates: list[est.Estimate]) -> int:
+def corrected(stamp: anchors.Stamp, estimates: list[est.Estimate]) -> int:
     """The stamp with the estimated errors of its agent (and node) taken off."""
     error = 0.0
     for estimate in estimates:
@@ -93,19 +94,19 @@ def corrected(stamp: est.Stamp, estimates: list[est.Estimate]) -> int:
     return round(stamp.ts - error)
 
 
-def ordering(stamps: list[est.Stamp], estimates: list[est.Estimate] | None) -> list[est.Pair]:
-    rule = next(r for r in est.ANCHOR_RULES if r.name == "session_to_rank")
+def ordering(stamps: list[anchors.Stamp], estimates: list[est.Estimate] | None) -> list[anchors.Pair]:
+    rule = next(r for r in anchors.ANCHOR_RULES if r.name == "session_to_rank")
     shown = stamps
     if estimates is not None:
         shown = [
-            est.Stamp(s.org, s.source, s.signal, s.name, corrected(s, estimates), s.keys)
+            anchors.Stamp(s.org, s.source, s.signal, s.name, corrected(s, estimates), s.keys)
             for s in stamps
             if (s.signal, s.name) in (rule.earlier, rule.later)
         ]
-    return [p for p in est.anchor_pairs(shown, [rule]) if p.violation_us > 0]
+    return [p for p in anchors.anchor_pairs(shown, [rule]) if p.violation_us > 0]
 
 
-def observable(fault: dict, stamps: list[est.Stamp]) -> bool:
+def observable(fault: dict, stamps: list[anchors.Stamp]) -> bool:
     """Does any event of the faulty agent (on the faulty node) fall in the fault's time?"""
     return any(
         (s.org, s.source) == (fault["org"], fault["source"])
@@ -125,7 +126,7 @@ def main() -> None:
     scenario = generate(config)
     stamps = stamps_of(scenario)
     generated = time.perf_counter() - started
-    pairs = est.anchor_pairs(stamps)
+    pairs = anchors.anchor_pairs(stamps)
     estimates = est.estimate_from_anchors(pairs, reference_orgs=REFERENCE, restarts=restarts_of(stamps))
     spent = time.perf_counter() - started - generated
     manifest = scenario.manifest

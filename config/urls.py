@@ -6,8 +6,9 @@ from drf_spectacular.views import SpectacularAPIView
 
 from ingest import api as ingest_api
 from orgs import api as orgs_api
-from timeline import alignment_api, incident_api, incident_views, sharing_views
 from timeline import api as timeline_api
+from timeline import incident_api, incident_views, sharing_views
+from timeline.clock import api as clock_api
 
 api_v1 = [
     path("push", ingest_api.NativePushView.as_view(), name="push"),
@@ -45,9 +46,9 @@ api_v1 = [
         incident_api.SnapshotVerifyView.as_view(),
         name="snapshot-verify",
     ),
-    path("clock/corrections", alignment_api.ClockCorrectionView.as_view(), name="clock-corrections"),
-    path("clock/estimates", alignment_api.ClockEstimateView.as_view(), name="clock-estimates"),
-    path("clock/ordering", alignment_api.ClockOrderingView.as_view(), name="clock-ordering"),
+    path("clock/corrections", clock_api.ClockCorrectionView.as_view(), name="clock-corrections"),
+    path("clock/estimates", clock_api.ClockEstimateView.as_view(), name="clock-estimates"),
+    path("clock/ordering", clock_api.ClockOrderingView.as_view(), name="clock-ordering"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
 ]
 
@@ -60,7 +61,7 @@ urlpatterns = [
     path("incidents/", incident_views.IncidentListPage.as_view(), name="incidents"),
     path("incidents/<int:incident_id>/", incident_views.IncidentPage.as_view(), name="incident"),
     path("i/<str:short_id>", incident_views.PermalinkPage.as_view(), name="permalink"),
-    path("clock/", alignment_api.ClockPage.as_view(), name="clock"),
+    path("clock/", clock_api.ClockPage.as_view(), name="clock"),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("prometheus/", include("timeline.promql.urls")),
     path("admin/", admin.site.urls),

@@ -13,7 +13,7 @@ from core.records import EVENT_KINDS, SEVERITIES, SIGNALS
 from core.timeparse import TimestampError, parse_timestamp
 from orgs.access import LEVEL_AGGREGATE, Scope, require_scope
 from orgs.models import Organization
-from timeline.alignment import aligned_param
+from timeline.clock.model import aligned_param
 from timeline.models import (
     Annotation,
     ClockCorrection,
@@ -344,7 +344,7 @@ def _clock_for(scope: Scope, clock: dict) -> dict:
     """The recorded clock of a view as ``scope`` may see it: the recorded corrections it may see, each
     presented at its level (masked matchers, no notes or authors of other organisations), still
     flagged as they were when the view was recorded."""
-    from timeline.alignment import present_corrections
+    from timeline.clock.model import present_corrections
 
     recorded = {
         entry["id"]: entry

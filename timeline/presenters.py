@@ -2,7 +2,7 @@
 
 The gate (``orgs.access``) decides — which rows a scope reads, at which level, which labels it sees
 masked, whether a body is hidden; this module only applies those decisions to rows, and the clock
-corrections in force for the read (``timeline.alignment``) to event times. Every series and event that
+corrections in force for the read (``timeline.clock.model``) to event times. Every series and event that
 leaves the server passes through here, so redaction happens in one place and never in templates.
 """
 

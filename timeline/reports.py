@@ -19,7 +19,7 @@ from pathlib import Path
 
 from core.timeparse import format_rfc3339, parse_timestamp
 from orgs.access import Scope
-from timeline.alignment import aligned_param, use_clock
+from timeline.clock.model import aligned_param, use_clock
 from timeline.incident_selectors import unshared_groups, view_state_for
 from timeline.models import Incident
 from timeline.views_data import EXPORT_WIDTH, lane_series_ids, lane_specs, view_data

@@ -13,7 +13,7 @@ from config.api_errors import RequestFieldError
 from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from orgs.access import Scope, require_scope
 from orgs.models import Level
-from timeline.alignment import read_hints
+from timeline.clock.model import read_hints
 from timeline.models import Event, Series
 from timeline.presenters import present_series, unshared_summary
 from timeline.store import LaneBuckets, ReadHints, get_store

@@ -208,7 +208,7 @@ def _short_id() -> str:
 def permalink_create(*, user, state: dict, incident: Incident | None = None) -> Permalink:
     """A link to ``state`` with its times frozen and the clock corrections in force recorded (``clock``:
     aligned or not, each correction as its creator saw it), so the evidence says how times were shown."""
-    from timeline.alignment import aligned_param, clock_state, use_clock
+    from timeline.clock.model import aligned_param, clock_state, use_clock
 
     membership = require_role(user, Role.VIEWER, action="share links")
     if incident is not None:
@@ -301,9 +301,9 @@ def _snapshot_ranking(scope: Scope, window: dict, *, aligned: bool, also_readabl
     """What changed in the snapshot's window against the same length just before it, ranked through
     ``scope`` (the ranking the war room's panel showed), keeping in a part for another organisation
     only the entries the creator may read too (``changes.also_readable``)."""
-    from timeline.alignment import use_clock
     from timeline.analysis.api import ranking_json
     from timeline.analysis.changes import Period, also_readable, rank_changes
+    from timeline.clock.model import use_clock
     from timeline.selectors import Window
 
     shown = Window.from_params(window)

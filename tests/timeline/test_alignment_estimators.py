@@ -1,4 +1,5 @@
-"""The estimators and rate arithmetic of timeline/alignment_estimators.py, on fixed and synthetic data."""
+"""The anchor pairs and estimators of timeline/clock/anchors.py and timeline/clock/estimators.py, and
+their rate arithmetic, on fixed and synthetic data."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from timeline import alignment_estimators as est
+from timeline.clock import anchors
+from timeline.clock import estimators as est
 
 S = 1_000_000
 MINUTE = 60 * S
@@ -195,7 +197,7 @@ def test_no_overlap_gives_no_correlation():
 def stamp(org, name, ts, node, session, signal=None, source="agent"):
     signals = {"workers_launched": "scheduler", "rank_start": "application", "session": "scheduler"}
     keys = {"node": node, "session": session}
-    return est.Stamp(org, source, signal or signals[name], name, ts, keys)
+    return anchors.Stamp(org, source, signal or signals[name], name, ts, keys)
 
 
 def launches_and_ranks(
@@ -225,7 +227,7 @@ def launches_and_ranks(
 
 def test_pairs_join_on_node_and_session():
     stamps = launches_and_ranks(sessions=2, nodes=3)
-    pairs = [p for p in est.anchor_pairs(stamps) if p.rule.name == "launch_to_rank"]
+    pairs = [p for p in anchors.anchor_pairs(stamps) if p.rule.name == "launch_to_rank"]
     assert len(pairs) == 6
     assert all(p.earlier.keys == p.later.keys and 5_000 <= p.diff_us <= 50_000 for p in pairs)
 
@@ -236,13 +238,13 @@ def test_only_the_first_later_event_of_a_key_pairs():
         stamp("modeldev", "rank_start", T0 + 30_000, "node-01", "s1"),
         stamp("modeldev", "rank_start", T0 + 600_000, "node-01", "s1"),
     ]
-    (pair,) = [p for p in est.anchor_pairs(stamps) if p.rule.name == "launch_to_rank"]
+    (pair,) = [p for p in anchors.anchor_pairs(stamps) if p.rule.name == "launch_to_rank"]
     assert pair.diff_us == 30_000
 
 
 def test_a_constant_offset_is_read_from_the_lower_envelope_within_the_delay():
     stamps = launches_and_ranks(error_us=lambda t: 2_700_000)
-    (estimate,) = est.estimate_from_anchors(est.anchor_pairs(stamps), reference_orgs=["infra"])
+    (estimate,) = est.estimate_from_anchors(anchors.anchor_pairs(stamps), reference_orgs=["infra"])
     assert (estimate.org, estimate.source, estimate.node) == ("modeldev", "agent", None)
     # Late by at most the anchors' delay, never early: a pair cannot arrive before its cause.
     assert 2_700_000 <= estimate.offset_us <= 2_700_000 + 20_000
@@ -251,14 +253,14 @@ def test_a_constant_offset_is_read_from_the_lower_envelope_within_the_delay():
 
 def test_the_median_would_be_biased_by_the_delay_but_the_envelope_is_not():
     stamps = launches_and_ranks(delay=(5_000, 2_000_000))
-    (estimate,) = est.estimate_from_anchors(est.anchor_pairs(stamps), reference_orgs=["infra"])
-    median = np.median([p.diff_us for p in est.anchor_pairs(stamps) if p.rule.estimate])
+    (estimate,) = est.estimate_from_anchors(anchors.anchor_pairs(stamps), reference_orgs=["infra"])
+    median = np.median([p.diff_us for p in anchors.anchor_pairs(stamps) if p.rule.estimate])
     assert median > 900_000 and estimate.offset_us < 250_000
 
 
 def test_a_drift_is_found_as_a_slope_through_the_envelope():
     stamps = launches_and_ranks(error_us=lambda t: round(40_000 * (t - T0) / HOUR), sessions=24)
-    (estimate,) = est.estimate_from_anchors(est.anchor_pairs(stamps), reference_orgs=["infra"])
+    (estimate,) = est.estimate_from_anchors(anchors.anchor_pairs(stamps), reference_orgs=["infra"])
     assert estimate.drift_us_per_hour == pytest.approx(40_000, abs=3_000)
     for t in (T0, T0 + 6 * HOUR, T0 + 12 * HOUR):
         assert abs(estimate.error_at(t) - 40_000 * (t - T0) / HOUR) < 30_000
@@ -266,7 +268,7 @@ def test_a_drift_is_found_as_a_slope_through_the_envelope():
 
 def test_no_drift_is_reported_where_there_is_none():
     stamps = launches_and_ranks(error_us=lambda t: -1_500_000, sessions=24)
-    (estimate,) = est.estimate_from_anchors(est.anchor_pairs(stamps), reference_orgs=["infra"])
+    (estimate,) = est.estimate_from_anchors(anchors.anchor_pairs(stamps), reference_orgs=["infra"])
     assert estimate.drift_us_per_hour == 0
 
 
@@ -278,7 +280,7 @@ def test_a_node_whose_clock_stepped_after_a_restart_is_found_and_dated_by_it():
 
     stamps = launches_and_ranks(error_us=lambda t: 2_700_000, node_error=node_error)
     estimates = est.estimate_from_anchors(
-        est.anchor_pairs(stamps), reference_orgs=["infra"], restarts={"node-07": [T0 + HOUR, restart]}
+        anchors.anchor_pairs(stamps), reference_orgs=["infra"], restarts={"node-07": [T0 + HOUR, restart]}
     )
     agent, node = estimates
     assert agent.node is None and abs(agent.offset_us - 2_700_000) < 20_000 and agent.pairs == 311
@@ -294,7 +296,7 @@ def test_a_node_fault_that_ends_is_bounded_on_both_sides():
         return 30_000_000 if node == "node-03" and T0 + 4 * HOUR <= t < T0 + 7 * HOUR else 0
 
     stamps = launches_and_ranks(node_error=node_error)
-    (_agent, node) = est.estimate_from_anchors(est.anchor_pairs(stamps), reference_orgs=["infra"])
+    (_agent, node) = est.estimate_from_anchors(anchors.anchor_pairs(stamps), reference_orgs=["infra"])
     assert node.node == "node-03" and abs(node.offset_us - 30_000_000) < 50_000
     assert T0 + 3 * HOUR + 30 * MINUTE <= node.valid_from <= T0 + 4 * HOUR + MINUTE
     assert T0 + 6 * HOUR + 30 * MINUTE <= node.valid_to <= T0 + 7 * HOUR + MINUTE
@@ -303,24 +305,24 @@ def test_a_node_fault_that_ends_is_bounded_on_both_sides():
 def test_an_agent_on_the_earlier_side_gets_the_opposite_sign():
     # The reference logs after the agent's event: the agent's error is read from the other side.
     stamps = [
-        est.Stamp("gpuvendor", "dcgm", "gpu", "xid_seen", T0 + i * MINUTE + 500_000, {"node": "n"})
+        anchors.Stamp("gpuvendor", "dcgm", "gpu", "xid_seen", T0 + i * MINUTE + 500_000, {"node": "n"})
         for i in range(30)
     ] + [
-        est.Stamp("infra", "sched", "scheduler", "gpu_down", T0 + i * MINUTE + 20_000, {"node": "n"})
+        anchors.Stamp("infra", "sched", "scheduler", "gpu_down", T0 + i * MINUTE + 20_000, {"node": "n"})
         for i in range(30)
     ]
-    rule = est.AnchorRule(
+    rule = anchors.AnchorRule(
         "xid_seen", ("gpu", "xid_seen"), ("scheduler", "gpu_down"), (("node", "node"),), pick="nearest"
     )
-    (estimate,) = est.estimate_from_anchors(est.anchor_pairs(stamps, [rule]), reference_orgs=["infra"])
+    (estimate,) = est.estimate_from_anchors(anchors.anchor_pairs(stamps, [rule]), reference_orgs=["infra"])
     assert estimate.org == "gpuvendor" and estimate.offset_us == pytest.approx(480_000, abs=1)
 
 
 def test_keys_a_viewer_cannot_see_fall_back_to_the_nearest_later_event():
-    launch = est.Stamp("infra", "s", "scheduler", "workers_launched", T0, {"node": "n1", "session": "a"})
-    hidden = est.Stamp("modeldev", "o", "application", "rank_start", T0 + 40_000, {"node": "n1"})
-    older = est.Stamp("modeldev", "o", "application", "rank_start", T0 - 10 * MINUTE, {"node": "n1"})
-    pairs = [p for p in est.anchor_pairs([launch, hidden, older]) if p.rule.name == "launch_to_rank"]
+    launch = anchors.Stamp("infra", "s", "scheduler", "workers_launched", T0, {"node": "n1", "session": "a"})
+    hidden = anchors.Stamp("modeldev", "o", "application", "rank_start", T0 + 40_000, {"node": "n1"})
+    older = anchors.Stamp("modeldev", "o", "application", "rank_start", T0 - 10 * MINUTE, {"node": "n1"})
+    pairs = [p for p in anchors.anchor_pairs([launch, hidden, older]) if p.rule.name == "launch_to_rank"]
     assert [p.later for p in pairs] == [hidden]
 
 
@@ -329,7 +331,7 @@ def test_an_order_that_breaks_a_rule_is_a_violation_by_its_size():
         stamp("infra", "session", T0, "n1", "a"),
         stamp("modeldev", "rank_start", T0 - 27 * S, "n1", "a"),
     ]
-    (pair,) = [p for p in est.anchor_pairs(stamps) if p.rule.name == "session_to_rank"]
+    (pair,) = [p for p in anchors.anchor_pairs(stamps) if p.rule.name == "session_to_rank"]
     assert pair.violation_us == 27 * S
 
 

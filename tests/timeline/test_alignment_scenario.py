@@ -13,7 +13,9 @@ from orgs.access import Scope
 from orgs.models import Organization, Role
 from orgs.services import organization_create, user_create
 from tests.conftest import PASSWORD
-from timeline import alignment
+from timeline.clock import anchors, estimation
+from timeline.clock import model as clock_model
+from timeline.clock import services as clock_services
 from timeline.store import get_store
 
 S = 1_000_000
@@ -46,7 +48,7 @@ def injected(fault: dict, true_us: int) -> float:
 def test_on_the_stored_scenario_estimates_match_the_injected_faults_within_100_ms(scenario_events):
     manifest = scenario_events
     start, end = manifest["config"]["start_us"], manifest["config"]["end_us"]
-    estimates = alignment.best_estimates(alignment.estimate_clocks(Scope.system(), start=start, end=end))
+    estimates = estimation.best_estimates(estimation.estimate_clocks(Scope.system(), start=start, end=end))
     for fault in manifest["clock_faults"]:
         (found,) = [e for e in estimates if e.target == (fault["org"], fault["source"], fault["node"])]
         begin = fault["from_us"] if fault["from_us"] is not None else start
@@ -65,7 +67,7 @@ def test_on_the_stored_scenario_estimates_match_the_injected_faults_within_100_m
 def test_applied_estimates_restore_the_order_of_every_nodes_session_start_and_first_rank(scenario_events):
     manifest = scenario_events
     start, end = manifest["config"]["start_us"], manifest["config"]["end_us"]
-    estimates = alignment.best_estimates(alignment.estimate_clocks(Scope.system(), start=start, end=end))
+    estimates = estimation.best_estimates(estimation.estimate_clocks(Scope.system(), start=start, end=end))
     for slug in ("modeldev", "gpuvendor"):
         user = user_create(
             org=Organization.objects.get(slug=slug),
@@ -75,12 +77,12 @@ def test_applied_estimates_restore_the_order_of_every_nodes_session_start_and_fi
         )[0]
         for estimate in estimates:
             if estimate.org == slug and not estimate.bound:
-                alignment.clock_correction_apply(user=user, estimate=estimate, source=estimate.source)
-    rules = [r for r in alignment.est.ANCHOR_RULES if r.name == "session_to_rank"]
-    corrected = alignment.ordering_violations(Scope.system(), start=start, end=end, rules=rules, limit=1000)
+                clock_services.clock_correction_apply(user=user, estimate=estimate, source=estimate.source)
+    rules = [r for r in anchors.ANCHOR_RULES if r.name == "session_to_rank"]
+    corrected = estimation.ordering_violations(Scope.system(), start=start, end=end, rules=rules, limit=1000)
     assert corrected["violations"] == [] and corrected["checked"] > 800
     scope = Scope.system()
-    with alignment.use_clock(scope, aligned=False):
-        as_sent = alignment.ordering_violations(scope, start=start, end=end, rules=rules, limit=1000)
+    with clock_model.use_clock(scope, aligned=False):
+        as_sent = estimation.ordering_violations(scope, start=start, end=end, rules=rules, limit=1000)
     node = manifest["clock_faults"][2]["node"]
     assert as_sent["violations"] and {v["node"] for v in as_sent["violations"]} == {node}

@@ -23,7 +23,6 @@ from core.timeparse import format_rfc3339, now_us
 from orgs.access import NoScope
 from orgs.api_base import ScopedAPIView, ScopedPageMixin
 from timeline import api_params
-from timeline.alignment import aligned_param, clock_state, use_clock
 from timeline.analysis.changes import Entry, Period, Ranking, rank_changes
 from timeline.analysis.onsets import METHODS as ONSET_METHODS
 from timeline.analysis.onsets import Onset, onsets
@@ -31,6 +30,7 @@ from timeline.analysis.scoring import Summary
 from timeline.analysis.selection import StretchStats, lagged_correlation, stretch_statistics
 from timeline.analysis.templates_mining import METHODS
 from timeline.api_shapes import ClockShape
+from timeline.clock.model import aligned_param, clock_state, use_clock
 from timeline.lanes import SERIES_LANE_KINDS, LaneSpec, LaneSpecError
 from timeline.selectors import MAX_INSTANT_LENGTH, QueryError, parse_instant
 

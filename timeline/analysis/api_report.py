@@ -21,8 +21,8 @@ from core.timeparse import format_rfc3339, parse_timestamp
 from orgs.access import Scope
 from orgs.api_base import ScopedAPIView, ScopedPageMixin
 from timeline import api_params, api_shapes
-from timeline.alignment import aligned_param, read_hints, use_clock
 from timeline.analysis import checkpoint, detection, recovery
+from timeline.clock.model import aligned_param, read_hints, use_clock
 from timeline.presenters import present_event
 from timeline.selectors import QueryError, Window
 from timeline.store import get_store

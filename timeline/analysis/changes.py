@@ -34,9 +34,9 @@ from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Va
 
 from orgs.access import ENTITY_LABELS, LEVEL_AGGREGATE, LEVEL_FULL, LEVEL_REDACTED, Scope, require_scope
 from orgs.models import Organization
-from timeline.alignment import read_hints
 from timeline.analysis.scoring import Change, compare, compare_rows
 from timeline.analysis.templates_mining import mine_templates
+from timeline.clock.model import read_hints
 from timeline.lanes import (
     SEVERITY_CLASSES,
     LaneSpec,

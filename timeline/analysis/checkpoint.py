@@ -28,8 +28,8 @@ import numpy as np
 from django.db.models import Q
 
 from orgs.access import Scope
-from timeline.alignment import clock_for, read_hints
 from timeline.analysis.recovery import Seen, analysis_overrides, with_overrides
+from timeline.clock.model import clock_for, read_hints
 from timeline.lanes import readable_series
 from timeline.presenters import present_event, present_series
 from timeline.store import get_store

@@ -41,8 +41,8 @@ from django.db.models import Q
 from core.records import SEVERITIES, Batch, EventRecord
 from orgs.access import Scope, require_role
 from orgs.models import Role
-from timeline.alignment import clock_for, read_hints
 from timeline.analysis.recovery import analysis_overrides, with_overrides
+from timeline.clock.model import clock_for, read_hints
 from timeline.lanes import readable_series
 from timeline.presenters import present_event, present_series
 from timeline.store import get_store

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from orgs.access import Scope
-from timeline.alignment import clock_for
 from timeline.analysis.changes import Entry, Ranking
+from timeline.clock.model import clock_for
 from timeline.models import ClockCorrection
 
 METHODS: tuple[str, ...] = ("cusum", "split")

@@ -27,7 +27,7 @@ import numpy as np
 from django.db.models import Q
 
 from orgs.access import Scope
-from timeline.alignment import clock_for, read_hints
+from timeline.clock.model import clock_for, read_hints
 from timeline.presenters import present_event
 from timeline.store import get_store
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from orgs.access import NoScope, Scope, require_scope
-from timeline.alignment import read_hints
 from timeline.analysis.changes import Period
 from timeline.analysis.scoring import SATURATION
+from timeline.clock.model import read_hints
 from timeline.lanes import FLEET_KINDS, LaneSpec, Member, aggregate_allowed, select_members, uses_rate
 from timeline.store import get_store
 from timeline.store.hints import grid_origin, nice_step

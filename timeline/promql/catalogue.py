@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from orgs.access import Scope
-from timeline.alignment import clock_for
+from timeline.clock.model import clock_for
 from timeline.models import Series
 from timeline.promql.engine import selector_matchers
 from timeline.promql.parse import parse_selector

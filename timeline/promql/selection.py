@@ -28,7 +28,7 @@ from django.db.models import Q
 
 from core.labels import RESERVED_LABEL_NAMES
 from orgs.access import LEVEL_AGGREGATE, MIN_AGGREGATE_GROUP, Scope
-from timeline.alignment import clock_for
+from timeline.clock.model import clock_for
 from timeline.lanes.reads import run_reads
 from timeline.models import Series
 from timeline.promql import fleet

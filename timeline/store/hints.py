@@ -7,7 +7,7 @@ are wanted, and which clock corrections are in force. The store decides how to a
 rollups, one query or several, sorted or not); the caller never writes SQL.
 
 Clock corrections arrive as data (:class:`ClockModel`, a tuple of :class:`Correction`): which
-corrections are in force for a request is decided by ``timeline.alignment`` (per scope, per request);
+corrections are in force for a request is decided by ``timeline.clock.model`` (per scope, per request);
 how a correction turns into SQL is the store's business (:meth:`Correction.sql`). Stored timestamps
 are never changed: a correction shifts what is read.
 """

@@ -25,7 +25,8 @@ def apply_clock_estimates(start_us: int, end_us: int) -> list[str]:
     on /clock/): each organisation's admin applies its own agents' estimates. An agent that already has
     an active estimated correction is left as it is, so quickstart stays idempotent. Returns what was
     applied, one line each."""
-    from timeline import alignment
+    from timeline.clock import estimation
+    from timeline.clock import services as clock_services
     from timeline.models import ClockCorrection, ClockOrigin
 
     admins = {f"{slug}-admin": slug for slug in ORGANISATIONS}
@@ -33,7 +34,7 @@ def apply_clock_estimates(start_us: int, end_us: int) -> list[str]:
         user.membership.org.slug: user
         for user in get_user_model().objects.filter(username__in=admins).select_related("membership__org")
     }
-    found = alignment.best_estimates(alignment.estimate_clocks(Scope.system(), start=start_us, end=end_us))
+    found = estimation.best_estimates(estimation.estimate_clocks(Scope.system(), start=start_us, end=end_us))
     applied = []
     for estimate in sorted(found, key=lambda e: (e.org, e.source, e.node or "")):
         user = users.get(estimate.org)
@@ -48,8 +49,8 @@ def apply_clock_estimates(start_us: int, end_us: int) -> list[str]:
         )
         if already.exists():
             continue
-        alignment.clock_correction_apply(user=user, estimate=estimate, source=estimate.source)
-        shown = alignment.present_estimate(estimate)
+        clock_services.clock_correction_apply(user=user, estimate=estimate, source=estimate.source)
+        shown = estimation.present_estimate(estimate)
         applied.append(
             f"{estimate.org} {estimate.source}{' ' + estimate.node if estimate.node else ''}: "
             f"{shown['correction']['offset_ms']:+.0f} ms ± {shown['uncertainty_ms']:.0f} ms"

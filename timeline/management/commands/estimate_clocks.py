@@ -4,7 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.timeparse import format_rfc3339
 from orgs.access import Scope
-from timeline import alignment
+from timeline.clock import estimation
+from timeline.clock import services as clock_services
 from timeline.selectors import QueryError, Window
 
 
@@ -18,7 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--from", dest="start", default="now-24h", help="RFC 3339, epoch or now-24h")
         parser.add_argument("--to", dest="end", default="now")
         parser.add_argument("--org", help="estimate from what this organisation may read (default: all data)")
-        parser.add_argument("--reference", default=",".join(alignment.REFERENCE_ORGS))
+        parser.add_argument("--reference", default=",".join(estimation.REFERENCE_ORGS))
         parser.add_argument("--xcorr", action="store_true", help="also correlate signals that move together")
         parser.add_argument("--apply", action="store_true")
         parser.add_argument("--as", dest="username", help="the analyst or admin who applies")
@@ -30,8 +31,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         scope = self._scope(options)
         reference = tuple(r.strip() for r in options["reference"].split(",") if r.strip())
-        found = alignment.best_estimates(
-            alignment.estimate_clocks(scope, start=window.start, end=window.end, reference_orgs=reference)
+        found = estimation.best_estimates(
+            estimation.estimate_clocks(scope, start=window.start, end=window.end, reference_orgs=reference)
         )
         self.stdout.write(
             f"clock errors {format_rfc3339(window.start)} .. {format_rfc3339(window.end)}, "
@@ -41,7 +42,7 @@ class Command(BaseCommand):
             f"{'org':<10} {'agent':<16} {'node':<9} {'error ms':>12} {'drift ms/h':>10} {'± ms':>8}  method"
         )
         for estimate in sorted(found, key=lambda e: (e.org, e.source, e.node or "")):
-            shown = alignment.present_estimate(estimate)
+            shown = estimation.present_estimate(estimate)
             error = f"{'>=' if estimate.bound else ''}{shown['error_ms']:.1f}"
             since = f" from {shown['valid_from']}" if shown["valid_from"] else ""
             self.stdout.write(
@@ -50,7 +51,7 @@ class Command(BaseCommand):
                 f"{estimate.method} ({estimate.pairs}){since}"
             )
         if options["xcorr"]:
-            for found_lag in alignment.xcorr_estimates(scope, start=window.start, end=window.end):
+            for found_lag in estimation.xcorr_estimates(scope, start=window.start, end=window.end):
                 self.stdout.write(
                     f"xcorr {found_lag.pair} {found_lag.node}: {found_lag.offset_us / 1000:+.0f} ms "
                     f"± {found_lag.uncertainty_us / 1000:.0f} ms (peak {found_lag.peak})"
@@ -75,7 +76,9 @@ class Command(BaseCommand):
         mine = [e for e in found if e.org == user.membership.org.slug and not e.bound]
         for estimate in mine:
             try:
-                row = alignment.clock_correction_apply(user=user, estimate=estimate, source=estimate.source)
+                row = clock_services.clock_correction_apply(
+                    user=user, estimate=estimate, source=estimate.source
+                )
             except (ValidationError, PermissionDenied) as exc:
                 raise CommandError(str(exc)) from exc
             self.stdout.write(f"applied correction {row.pk}: {row}")
