@@ -1,72 +1,107 @@
+"""The site's routes: one table of the pages and API views, then the routes that are not one of them.
+
+A row of :data:`ROUTES` is (group, route, view, name). The group says where the route is mounted
+(:data:`MOUNTS`) and, for the API, the war room's data and the Prometheus API, the namespace its
+name is reversed in (``api:incident``, ``timeline:lanes``, ``promql:query``); the other rows sit at
+the site root under their own names. The agent wire protocols keep their own table, at the paths
+their clients expect (:mod:`ingest.urls_protocols`), and the health endpoints theirs (:mod:`ops.urls`).
+"""
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import URLPattern, include, path
+from django.views import View
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from ingest import api as ingest_api
 from orgs import api as orgs_api
 from timeline import api as timeline_api
-from timeline import incident_api, incident_views, sharing_views
+from timeline import incident_api, incident_views, sharing_views, views
+from timeline.analysis import api as analysis_api
+from timeline.analysis import api_report
 from timeline.clock import api as clock_api
+from timeline.promql import api as promql_api
 
-api_v1 = [
-    path("push", ingest_api.NativePushView.as_view(), name="push"),
-    path("batches/<uuid:batch_id>", ingest_api.BatchStatusView.as_view(), name="batch-status"),
-    path("series", timeline_api.SeriesListView.as_view(), name="series"),
-    path("lanes", timeline_api.LanesView.as_view(), name="lanes"),
-    path("events", timeline_api.EventsView.as_view(), name="events"),
-    path("grants", orgs_api.GrantListView.as_view(), name="grants"),
-    path("grants/<int:grant_id>", orgs_api.GrantDetailView.as_view(), name="grant"),
-    path("access-requests", orgs_api.AccessRequestListView.as_view(), name="access-requests"),
-    path(
-        "access-requests/<int:request_id>/decide", orgs_api.AccessRequestDecideView.as_view(), name="decide"
-    ),
-    path("audit", orgs_api.AuditView.as_view(), name="audit"),
-    path("incidents", incident_api.IncidentListView.as_view(), name="incidents"),
-    path("incidents/<int:incident_id>", incident_api.IncidentDetailView.as_view(), name="incident"),
-    path(
-        "incidents/<int:incident_id>/annotations",
-        incident_api.AnnotationListView.as_view(),
-        name="annotations",
-    ),
-    path("incidents/<int:incident_id>/notes", incident_api.NoteListView.as_view(), name="notes"),
-    path(
+ROUTES: tuple[tuple[str, str, type[View], str], ...] = (
+    ("timeline", "", views.TimelinePage, "page"),
+    ("timeline", "api/catalogue", timeline_api.WarroomCatalogueView, "catalogue"),
+    ("timeline", "api/lanes", timeline_api.WarroomLanesView, "lanes"),
+    ("timeline", "api/events", timeline_api.WarroomEventsView, "events"),
+    ("", "sharing/", sharing_views.SharingPage, "sharing"),
+    ("", "incidents/", incident_views.IncidentListPage, "incidents"),
+    ("", "incidents/<int:incident_id>/", incident_views.IncidentPage, "incident"),
+    ("", "i/<str:short_id>", incident_views.PermalinkPage, "permalink"),
+    ("", "clock/", clock_api.ClockPage, "clock"),
+    ("api", "push", ingest_api.NativePushView, "push"),
+    ("api", "batches/<uuid:batch_id>", ingest_api.BatchStatusView, "batch-status"),
+    ("api", "series", timeline_api.SeriesListView, "series"),
+    ("api", "lanes", timeline_api.LanesView, "lanes"),
+    ("api", "events", timeline_api.EventsView, "events"),
+    ("api", "grants", orgs_api.GrantListView, "grants"),
+    ("api", "grants/<int:grant_id>", orgs_api.GrantDetailView, "grant"),
+    ("api", "access-requests", orgs_api.AccessRequestListView, "access-requests"),
+    ("api", "access-requests/<int:request_id>/decide", orgs_api.AccessRequestDecideView, "decide"),
+    ("api", "audit", orgs_api.AuditView, "audit"),
+    ("api", "incidents", incident_api.IncidentListView, "incidents"),
+    ("api", "incidents/<int:incident_id>", incident_api.IncidentDetailView, "incident"),
+    ("api", "incidents/<int:incident_id>/annotations", incident_api.AnnotationListView, "annotations"),
+    ("api", "incidents/<int:incident_id>/notes", incident_api.NoteListView, "notes"),
+    (
+        "api",
         "incidents/<int:incident_id>/export.<str:fmt>",
-        incident_api.IncidentExportView.as_view(),
-        name="incident-export",
+        incident_api.IncidentExportView,
+        "incident-export",
     ),
-    path("annotations/<int:annotation_id>", incident_api.AnnotationDetailView.as_view(), name="annotation"),
-    path("permalinks", incident_api.PermalinkCreateView.as_view(), name="permalinks"),
-    path("permalinks/<str:short_id>", incident_api.PermalinkDetailView.as_view(), name="permalink"),
-    path("permalinks/<str:short_id>/snapshots", incident_api.SnapshotCreateView.as_view(), name="snapshots"),
-    path("snapshots/<int:snapshot_id>", incident_api.SnapshotDetailView.as_view(), name="snapshot"),
-    path(
-        "snapshots/<int:snapshot_id>/verify",
-        incident_api.SnapshotVerifyView.as_view(),
-        name="snapshot-verify",
-    ),
-    path("clock/corrections", clock_api.ClockCorrectionView.as_view(), name="clock-corrections"),
-    path("clock/estimates", clock_api.ClockEstimateView.as_view(), name="clock-estimates"),
-    path("clock/ordering", clock_api.ClockOrderingView.as_view(), name="clock-ordering"),
-    path("schema", SpectacularAPIView.as_view(), name="schema"),
-]
+    ("api", "annotations/<int:annotation_id>", incident_api.AnnotationDetailView, "annotation"),
+    ("api", "permalinks", incident_api.PermalinkCreateView, "permalinks"),
+    ("api", "permalinks/<str:short_id>", incident_api.PermalinkDetailView, "permalink"),
+    ("api", "permalinks/<str:short_id>/snapshots", incident_api.SnapshotCreateView, "snapshots"),
+    ("api", "snapshots/<int:snapshot_id>", incident_api.SnapshotDetailView, "snapshot"),
+    ("api", "snapshots/<int:snapshot_id>/verify", incident_api.SnapshotVerifyView, "snapshot-verify"),
+    ("api", "clock/corrections", clock_api.ClockCorrectionView, "clock-corrections"),
+    ("api", "clock/estimates", clock_api.ClockEstimateView, "clock-estimates"),
+    ("api", "clock/ordering", clock_api.ClockOrderingView, "clock-ordering"),
+    ("api", "schema", SpectacularAPIView, "schema"),
+    # Grafana's Prometheus data source URL is https://<jointline>/prometheus.
+    ("promql", "api/v1/query", promql_api.QueryView, "query"),
+    ("promql", "api/v1/query_range", promql_api.QueryRangeView, "query-range"),
+    ("promql", "api/v1/series", promql_api.SeriesView, "series"),
+    ("promql", "api/v1/labels", promql_api.LabelsView, "labels"),
+    ("promql", "api/v1/label/<str:name>/values", promql_api.LabelValuesView, "label-values"),
+    ("promql", "api/v1/metadata", promql_api.MetadataView, "metadata"),
+    ("promql", "api/v1/status/buildinfo", promql_api.BuildInfoView, "buildinfo"),
+    ("promql", "api/v1/rules", promql_api.RulesView, "rules"),
+    ("promql", "api/v1/query_exemplars", promql_api.ExemplarsView, "exemplars"),
+    ("", "api/v1/analyses/recovery", api_report.RecoveryView, "analyses-recovery"),
+    ("", "api/v1/analyses/checkpoints", api_report.CheckpointPathView, "analyses-checkpoints"),
+    ("", "api/v1/analyses/detections", api_report.DetectionsView, "analyses-detections"),
+    ("", "analyses/recovery/", api_report.RecoveryPage, "analyses-recovery-page"),
+    ("", "analyses/detections/", api_report.DetectionPage, "analyses-detections-page"),
+    ("", "analyses/checkpoints/", api_report.CheckpointPage, "analyses-checkpoints-page"),
+    ("", "api/v1/analysis/changes", analysis_api.WhatChangedView, "analysis-changes"),
+    ("", "api/v1/analysis/onsets", analysis_api.OnsetsView, "analysis-onsets"),
+    ("", "api/v1/analysis/selection", analysis_api.SelectionView, "analysis-selection"),
+    ("", "api/v1/analysis/lag", analysis_api.LagView, "analysis-lag"),
+    ("", "analysis/changes/", analysis_api.WhatChangedPage, "analysis-changes-page"),
+)
+
+# Where each namespaced group of ROUTES is mounted, in the order the site tries them.
+MOUNTS = {"timeline": "timeline/", "api": "api/v1/", "promql": "prometheus/"}
+
+
+def routes_of(group: str) -> list[URLPattern]:
+    """The patterns of one group of :data:`ROUTES`, in the table's order."""
+    return [path(route, view.as_view(), name=name) for at, route, view, name in ROUTES if at == group]
+
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="timeline:page", permanent=False)),
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("timeline/", include("timeline.urls")),
-    path("sharing/", sharing_views.SharingPage.as_view(), name="sharing"),
-    path("incidents/", incident_views.IncidentListPage.as_view(), name="incidents"),
-    path("incidents/<int:incident_id>/", incident_views.IncidentPage.as_view(), name="incident"),
-    path("i/<str:short_id>", incident_views.PermalinkPage.as_view(), name="permalink"),
-    path("clock/", clock_api.ClockPage.as_view(), name="clock"),
-    path("api/v1/", include((api_v1, "api"), namespace="api")),
-    path("prometheus/", include("timeline.promql.urls")),
+    *(path(mount, include((routes_of(group), group), namespace=group)) for group, mount in MOUNTS.items()),
     path("admin/", admin.site.urls),
-    path("", include("timeline.analysis.urls_report")),
-    path("", include("timeline.analysis.urls")),
+    *routes_of(""),
     path("", include("ops.urls")),
     path("", include("ingest.urls_protocols")),
 ]

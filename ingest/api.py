@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import status
@@ -11,6 +10,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api_lookup import found
 from core.records import Batch
 from core.timeparse import now_us
 from ingest import api_schema, chunked
@@ -227,9 +227,7 @@ class BatchStatusView(ScopedAPIView):
 
     @extend_schema(summary="Status of a pushed batch", responses={200: OpenApiTypes.OBJECT})
     def get(self, request, batch_id):
-        entry = batch_get(self.scope, batch_id)
-        if entry is None:
-            raise Http404("no such batch")
+        entry = found(batch_get(self.scope, batch_id), "batch")
         return Response(
             {
                 "batch": str(entry.pk),

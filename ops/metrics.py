@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 from collections import Counter as Tally
+from collections.abc import Iterator
 from datetime import timedelta
 
 from celery.signals import task_failure, task_internal_error, task_retry, task_revoked, task_success
@@ -38,11 +39,11 @@ from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Ma
 from django.db.models.signals import post_save
 from django.utils import timezone
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from ingest.models import BatchStatus, IngestBatch
-from ops.heartbeat import heartbeats_read
+from ops.heartbeat import Heartbeats, heartbeats_read
 from ops.redis_client import ops_key, ops_redis
 
 log = logging.getLogger(__name__)
@@ -198,16 +199,41 @@ def _collector_up(name: str, up: bool) -> GaugeMetricFamily:
     return family
 
 
-class WorkerCountersCollector:
+class _ScrapeCollector:
+    """Reads its source at every scrape. A source that cannot be read (Redis or PostgreSQL down) is
+    logged and answers ``jointline_scrape_collector_up{collector=name} 0`` alone, so the rest of the
+    scrape still answers."""
+
+    name = ""
+    source = ""  # what it reads, as the log names it
+
+    def read(self):
+        raise NotImplementedError
+
+    def families(self, state) -> Iterator[Metric]:
+        raise NotImplementedError
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            state = self.read()
+        except Exception:
+            log.warning("%s could not be read", self.source, exc_info=True)
+            yield _collector_up(self.name, False)
+            return
+        yield from self.families(state)
+        yield _collector_up(self.name, True)
+
+
+class WorkerCountersCollector(_ScrapeCollector):
     """Task outcomes, run time and applied rows, as the workers added them up in Redis."""
 
-    def collect(self):
-        try:
-            counters = worker_counters_read()
-        except Exception:
-            log.warning("worker counters could not be read", exc_info=True)
-            yield _collector_up("worker_counters", False)
-            return
+    name = "worker_counters"
+    source = "worker counters"
+
+    def read(self) -> dict[str, float]:
+        return worker_counters_read()
+
+    def families(self, counters: dict[str, float]) -> Iterator[Metric]:
         tasks = CounterMetricFamily(
             "jointline_worker_tasks",
             "Celery tasks finished, by task and outcome.",
@@ -234,19 +260,18 @@ class WorkerCountersCollector:
         yield tasks
         yield runtime
         yield from applied.values()
-        yield _collector_up("worker_counters", True)
 
 
-class JournalCollector:
+class JournalCollector(_ScrapeCollector):
     """Backlog and lag of the ingest journal, read at scrape time."""
 
-    def collect(self):
-        try:
-            state = journal_state()
-        except Exception:
-            log.warning("journal state could not be read", exc_info=True)
-            yield _collector_up("journal", False)
-            return
+    name = "journal"
+    source = "journal state"
+
+    def read(self) -> dict:
+        return journal_state()
+
+    def families(self, state: dict) -> Iterator[Metric]:
         yield GaugeMetricFamily(
             "jointline_journal_backlog",
             "Journal entries not applied yet (an entry being applied counts until its transaction commits).",
@@ -276,7 +301,6 @@ class JournalCollector:
         lag.add_metric(["mean"], state["recent_lag_mean_s"])
         lag.add_metric(["max"], state["recent_lag_max_s"])
         yield lag
-        yield _collector_up("journal", True)
 
 
 def journal_state() -> dict:
@@ -314,16 +338,16 @@ def _seconds(value) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value) / 1_000_000
 
 
-class HeartbeatCollector:
+class HeartbeatCollector(_ScrapeCollector):
     """Live workers and the age of the newest worker heartbeat."""
 
-    def collect(self):
-        try:
-            beats = heartbeats_read(max_age_s=settings.JOINTLINE_READY_WORKER_MAX_AGE_S)
-        except Exception:
-            log.warning("worker heartbeats could not be read", exc_info=True)
-            yield _collector_up("heartbeats", False)
-            return
+    name = "heartbeats"
+    source = "worker heartbeats"
+
+    def read(self) -> Heartbeats:
+        return heartbeats_read(max_age_s=settings.JOINTLINE_READY_WORKER_MAX_AGE_S)
+
+    def families(self, beats: Heartbeats) -> Iterator[Metric]:
         yield GaugeMetricFamily(
             "jointline_workers_alive",
             "Celery workers whose heartbeat is younger than JOINTLINE_READY_WORKER_MAX_AGE_S.",
@@ -335,7 +359,6 @@ class HeartbeatCollector:
                 "Age of the newest worker heartbeat.",
                 value=beats.newest_age_s,
             )
-        yield _collector_up("heartbeats", True)
 
 
 class _ThisProcess:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
-from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
 from config.api_input import OffsetDateTimeField, StringListField, request_body
+from config.api_lookup import found
 from orgs.access import require_role
 from orgs.api_base import ScopedAPIView
 from orgs.models import AccessRequest, AuditEntry, Grant, Level, Membership, Organization, Role
@@ -197,10 +197,7 @@ class GrantListView(ScopedAPIView):
 
 class GrantDetailView(ScopedAPIView):
     def _grant(self, grant_id: int) -> Grant:
-        grant = grants_visible(self.scope).filter(pk=grant_id).first()
-        if grant is None:
-            raise Http404("no such grant")
-        return grant
+        return found(grants_visible(self.scope).filter(pk=grant_id).first(), "grant")
 
     @extend_schema(summary="One grant", responses={200: GrantShape})
     def get(self, request, grant_id: int):
@@ -250,9 +247,7 @@ class AccessRequestDecideView(ScopedAPIView):
         responses={200: AccessRequestShape},
     )
     def post(self, request, request_id: int):
-        item = access_requests_visible(self.scope).filter(pk=request_id).first()
-        if item is None:
-            raise Http404("no such request")
+        item = found(access_requests_visible(self.scope).filter(pk=request_id).first(), "request")
         membership = _require_admin(request)
         if item.owner_id != membership.org_id:
             raise exceptions.PermissionDenied("only the owner's admins decide")

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 
 from django.contrib.auth.mixins import LoginRequiredMixin
-from rest_framework import exceptions
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, serializers
 from rest_framework.permissions import BasePermission
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api_input import query_params
 from orgs.access import NoScope, Scope, scope_for_request
 from orgs.models import IngestToken
 
@@ -80,6 +83,37 @@ class ScopedAPIView(APIView):
         if scope is not None and response.status_code < 400:
             scope.flush_audit(via=audit_via(request), through=audit_view(request), window=self.audit_window)
         return super().finalize_response(request, response, *args, **kwargs)
+
+
+# A read API view whose GET is answered from its query parameters: ``query_class`` both reads them (a
+# bad one answers 400 naming it) and documents them in the OpenAPI schema, with ``summary`` and
+# ``responses``, so the two cannot drift apart. A subclass declares those three and ``answer``, which
+# gets the parameters read. The ``window`` of a query, if it has one, is the window its audit entries
+# record. (No docstring: the schema describes an endpoint without one of its own by the first
+# docstring up its class tree, ScopedAPIView's, and a docstring here would change that.)
+class QueryAPIView(ScopedAPIView):
+    query_class: type[serializers.Serializer]
+    summary = ""
+    responses: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "answer" not in cls.__dict__:
+            return
+
+        def get(self, request, *args, **kwargs):
+            query = query_params(self.query_class, request)
+            window = query.get("window")
+            if window is not None:  # the owner's audit entries say which window was read
+                self.audit_window = (window.start, window.end)
+            return self.answer(query, *args, **kwargs)
+
+        schema = extend_schema(summary=cls.summary, parameters=[cls.query_class], responses=cls.responses)
+        cls.get = schema(get)
+
+    def answer(self, query: dict, *args, **kwargs) -> Response:
+        """The answer to a GET whose query parameters read as ``query``."""
+        raise NotImplementedError
 
 
 class ScopedPageMixin(LoginRequiredMixin):

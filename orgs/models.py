@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from datetime import datetime
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -78,7 +79,20 @@ class TokenPurpose(models.TextChoices):
 TOKEN_PREFIX = "jl"  # noqa: S105 (a public prefix, not a secret)  # noqa: S105 (a public prefix, not a secret)
 
 
-class IngestToken(models.Model):
+class Revocable:
+    """A token or grant: it applies until revoked, and until it expires when it has an expiry."""
+
+    revoked_at: datetime | None
+    expires_at: datetime | None
+
+    @property
+    def is_active(self) -> bool:
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > timezone.now()
+
+
+class IngestToken(Revocable, models.Model):
     """A bearer token of one organisation. Only its SHA-256 is stored.
 
     The token reads ``jl_<prefix>_<secret>``; the prefix is unique and shown in
@@ -109,12 +123,6 @@ class IngestToken(models.Model):
     def matches(self, token: str) -> bool:
         return hmac.compare_digest(self.token_hash, self.hash_secret(token))
 
-    @property
-    def is_active(self) -> bool:
-        if self.revoked_at is not None:
-            return False
-        return self.expires_at is None or self.expires_at > timezone.now()
-
 
 class Level(models.TextChoices):
     FULL = "full", "full"
@@ -125,7 +133,7 @@ class Level(models.TextChoices):
 LEVEL_RANK = {Level.AGGREGATE: 1, Level.REDACTED: 2, Level.FULL: 3}
 
 
-class Grant(models.Model):
+class Grant(Revocable, models.Model):
     """The owner lets a grantee organisation (or every organisation) read part of its data.
 
     The selector is data: signals, glob patterns on metric or event names, and
@@ -167,12 +175,6 @@ class Grant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.owner} → {self.grantee or 'everyone'}: {self.name} ({self.level})"
-
-    @property
-    def is_active(self) -> bool:
-        if self.revoked_at is not None:
-            return False
-        return self.expires_at is None or self.expires_at > timezone.now()
 
 
 class AccessRequest(models.Model):

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from config.api_input import query_params
 from core.timeparse import format_rfc3339
 from orgs.access import Scope
-from orgs.api_base import ScopedAPIView
+from orgs.api_base import QueryAPIView, ScopedAPIView
 from timeline import api_params, api_shapes, lane_cache, read_cache
 from timeline.clock.estimation import clock_payload
 from timeline.clock.model import aligned_param, clock_for, clock_state, use_clock
@@ -37,14 +37,12 @@ from timeline.selectors import (
 )
 
 
-class SeriesListView(ScopedAPIView):
-    @extend_schema(
-        summary="Series you may read",
-        parameters=[api_params.SeriesQuery],
-        responses={200: api_shapes.SeriesListShape},
-    )
-    def get(self, request):
-        query = query_params(api_params.SeriesQuery, request)
+class SeriesListView(QueryAPIView):
+    query_class = api_params.SeriesQuery
+    summary = "Series you may read"
+    responses = {200: api_shapes.SeriesListShape}
+
+    def answer(self, query):
         series = series_list(
             self.scope,
             signal=query.get("signal") or None,
@@ -55,17 +53,15 @@ class SeriesListView(ScopedAPIView):
         return Response({"series": [present_series(self.scope, s) for s in series[:5000]]})
 
 
-class LanesView(ScopedAPIView):
+class LanesView(QueryAPIView):
     """Lanes named by series id: each is read as the war room reads a lane of that one series (one
     builder for both APIs, :func:`timeline.lanes.read_series_lanes`), in ms for this API."""
 
-    @extend_schema(
-        summary="Downsampled lanes: min, max and mean per bucket",
-        parameters=[api_params.LanesQuery],
-        responses={200: api_shapes.LanesShape},
-    )
-    def get(self, request):
-        query = query_params(api_params.LanesQuery, request)
+    query_class = api_params.LanesQuery
+    summary = "Downsampled lanes: min, max and mean per bucket"
+    responses = {200: api_shapes.LanesShape}
+
+    def answer(self, query):
         window, width = query["window"], query["width"]
         if not 1 <= width <= settings.JOINTLINE_LANE_MAX_WIDTH:
             raise QueryError("width", f"must be between 1 and {settings.JOINTLINE_LANE_MAX_WIDTH}")
@@ -96,14 +92,12 @@ class LanesView(ScopedAPIView):
         )
 
 
-class EventsView(ScopedAPIView):
-    @extend_schema(
-        summary="Events and logs in a window",
-        parameters=[api_params.EventsQuery],
-        responses={200: api_shapes.EventsShape},
-    )
-    def get(self, request):
-        query = query_params(api_params.EventsQuery, request)
+class EventsView(QueryAPIView):
+    query_class = api_params.EventsQuery
+    summary = "Events and logs in a window"
+    responses = {200: api_shapes.EventsShape}
+
+    def answer(self, query):
         window = query["window"]
         with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
             events = events_list(
@@ -130,17 +124,14 @@ class EventsView(ScopedAPIView):
 # ----------------------------------------------------------------------------- the war room
 
 
-class WarroomCatalogueView(ScopedAPIView):
-    @extend_schema(
-        summary="What the viewer may draw in the war room, and the default lanes",
-        parameters=[api_params.WarroomCatalogueQuery],
-        responses={200: OpenApiTypes.OBJECT},
-    )
-    def get(self, request):
-        query = query_params(api_params.WarroomCatalogueQuery, request)
-        window = query["window"]
-        self.audit_window = (window.start, window.end)
-        catalogue = warroom_catalogue(self.scope, window=window, series_ids=query.get("series") or [])
+class WarroomCatalogueView(QueryAPIView):
+    query_class = api_params.WarroomCatalogueQuery
+    summary = "What the viewer may draw in the war room, and the default lanes"
+    responses = {200: OpenApiTypes.OBJECT}
+
+    def answer(self, query):
+        series_ids = query.get("series") or []
+        catalogue = warroom_catalogue(self.scope, window=query["window"], series_ids=series_ids)
         catalogue["defaults"] = [str(spec) for spec in window_free_defaults(self.scope)]
         return Response(catalogue)
 
@@ -204,14 +195,12 @@ class WarroomLanesView(ScopedAPIView):
             return Response(compute())
 
 
-class WarroomEventsView(ScopedAPIView):
-    @extend_schema(
-        summary="The event list of a window, filtered; with q, a search over names and messages",
-        parameters=[api_params.WarroomEventsQuery],
-        responses={200: OpenApiTypes.OBJECT},
-    )
-    def get(self, request):
-        query = query_params(api_params.WarroomEventsQuery, request)
+class WarroomEventsView(QueryAPIView):
+    query_class = api_params.WarroomEventsQuery
+    summary = "The event list of a window, filtered; with q, a search over names and messages"
+    responses = {200: OpenApiTypes.OBJECT}
+
+    def answer(self, query):
         window = query["window"]
         condition = event_conditions(
             event_id=query.get("id"),
@@ -221,7 +210,6 @@ class WarroomEventsView(ScopedAPIView):
             min_severity=query.get("severity") or None,
             labels=query.get("label", {}),
         )
-        self.audit_window = (window.start, window.end)
         with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
             found = warroom_events(
                 self.scope,

@@ -47,14 +47,25 @@ class LaneShape(serializers.Serializer):
     count = serializers.ListField(child=serializers.IntegerField())
 
 
-class LanesShape(serializers.Serializer):
+# An answer over a window: ``from`` and ``to`` (names Python keeps for itself, so declared in
+# get_fields), the clock the rows were read with, then the rows of ``rows``. (No docstring: the
+# schema would take it as the description of every shape built on it.)
+class _WindowShape(serializers.Serializer):
     def get_fields(self):
         fields = super().get_fields()
         fields["from"] = serializers.CharField()
         fields["to"] = serializers.CharField()
         fields["clock"] = ClockShape()
-        fields["lanes"] = LaneShape(many=True)
+        fields.update(self.rows())
         return fields
+
+    def rows(self) -> dict[str, serializers.Field]:
+        raise NotImplementedError
+
+
+class LanesShape(_WindowShape):
+    def rows(self) -> dict[str, serializers.Field]:
+        return {"lanes": LaneShape(many=True)}
 
 
 class EventShape(serializers.Serializer):
@@ -76,14 +87,9 @@ class EventShape(serializers.Serializer):
     clock_end_shift_us = serializers.IntegerField(required=False)
 
 
-class EventsShape(serializers.Serializer):
-    def get_fields(self):
-        fields = super().get_fields()
-        fields["from"] = serializers.CharField()
-        fields["to"] = serializers.CharField()
-        fields["clock"] = ClockShape()
-        fields["events"] = EventShape(many=True)
-        return fields
+class EventsShape(_WindowShape):
+    def rows(self) -> dict[str, serializers.Field]:
+        return {"events": EventShape(many=True)}
 
 
 class IncidentShape(serializers.Serializer):

@@ -13,9 +13,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from config.api_errors import ErrorSerializer
-from config.api_input import JSONValueField, identifier, query_params, request_body
+from config.api_input import JSONValueField, identifier, request_body
+from config.api_lookup import found
 from core.timeparse import format_rfc3339
-from orgs.api_base import ScopedAPIView
+from orgs.api_base import QueryAPIView, ScopedAPIView
 from timeline import api_params, api_shapes, services
 from timeline import incident_selectors as selectors
 from timeline.api_params import InstantField
@@ -171,14 +172,24 @@ CHANGE_REFUSED = "cannot be changed"
 # ----------------------------------------------------------------------------- views
 
 
-class IncidentListView(ScopedAPIView):
-    @extend_schema(
-        summary="Incidents your organisation owns or takes part in",
-        parameters=[api_params.IncidentsQuery],
-        responses={200: api_shapes.IncidentListShape},
-    )
-    def get(self, request):
-        query = query_params(api_params.IncidentsQuery, request)
+def _incident(scope, incident_id: int) -> Incident:
+    return found(selectors.incident_get(scope, incident_id), "incident")
+
+
+def _permalink(scope, short_id: str) -> Permalink:
+    return found(selectors.permalink_get(scope, short_id), "link")
+
+
+def _snapshot_part(scope, snapshot_id: int) -> SnapshotPart:
+    return found(selectors.snapshot_part_get(scope, snapshot_id), "snapshot")
+
+
+class IncidentListView(QueryAPIView):
+    query_class = api_params.IncidentsQuery
+    summary = "Incidents your organisation owns or takes part in"
+    responses = {200: api_shapes.IncidentListShape}
+
+    def answer(self, query):
         incidents = selectors.incidents_visible(
             self.scope, status=query.get("status") or None, text=query.get("q") or None
         )
@@ -205,21 +216,13 @@ class IncidentListView(ScopedAPIView):
         return Response(incident_json(self.scope, incident), status=201)
 
 
-class _IncidentLookup(ScopedAPIView):
-    def _incident(self, incident_id: int) -> Incident:
-        incident = selectors.incident_get(self.scope, incident_id)
-        if incident is None:
-            raise Http404("no such incident")
-        return incident
-
-
-class IncidentDetailView(_IncidentLookup):
+class IncidentDetailView(ScopedAPIView):
     @extend_schema(
         summary="One incident with its annotations and notes",
         responses={200: api_shapes.IncidentDetailShape},
     )
     def get(self, request, incident_id: int):
-        incident = self._incident(incident_id)
+        incident = _incident(self.scope, incident_id)
         return Response(
             {
                 **incident_json(self.scope, incident),
@@ -236,16 +239,16 @@ class IncidentDetailView(_IncidentLookup):
         responses={200: api_shapes.IncidentShape},
     )
     def patch(self, request, incident_id: int):
-        incident = self._incident(incident_id)
+        incident = _incident(self.scope, incident_id)
         changes = request_body(IncidentUpdateBody, request, partial=True, unknown=CHANGE_REFUSED)
         incident = services.incident_update(incident=incident, user=request.user, **changes)
         return Response(incident_json(self.scope, incident))
 
 
-class AnnotationListView(_IncidentLookup):
+class AnnotationListView(ScopedAPIView):
     @extend_schema(summary="Annotations of an incident", responses={200: api_shapes.AnnotationListShape})
     def get(self, request, incident_id: int):
-        incident = self._incident(incident_id)
+        incident = _incident(self.scope, incident_id)
         return Response(
             {"annotations": [annotation_json(a) for a in incident.annotations.select_related("org")]}
         )
@@ -256,7 +259,7 @@ class AnnotationListView(_IncidentLookup):
         responses={201: api_shapes.AnnotationShape},
     )
     def post(self, request, incident_id: int):
-        incident = self._incident(incident_id)
+        incident = _incident(self.scope, incident_id)
         body = request_body(AnnotationCreateBody, request)
         annotation = services.annotation_create(
             incident=incident,
@@ -276,24 +279,22 @@ class AnnotationDetailView(ScopedAPIView):
         responses={200: api_shapes.AnnotationShape},
     )
     def patch(self, request, annotation_id: int):
-        annotation = selectors.annotation_get(self.scope, annotation_id)
-        if annotation is None:
-            raise Http404("no such annotation")
+        annotation = found(selectors.annotation_get(self.scope, annotation_id), "annotation")
         changes = request_body(AnnotationUpdateBody, request, partial=True, unknown=CHANGE_REFUSED)
         return Response(
             annotation_json(services.annotation_update(annotation=annotation, user=request.user, **changes))
         )
 
 
-class NoteListView(_IncidentLookup):
+class NoteListView(ScopedAPIView):
     @extend_schema(summary="The incident's log of notes", responses={200: api_shapes.NoteListShape})
     def get(self, request, incident_id: int):
-        incident = self._incident(incident_id)
+        incident = _incident(self.scope, incident_id)
         return Response({"notes": [note_json(n) for n in incident.notes.select_related("org", "author")]})
 
     @extend_schema(summary="Add a note", request=NoteBody, responses={201: api_shapes.NoteShape})
     def post(self, request, incident_id: int):
-        incident = self._incident(incident_id)
+        incident = _incident(self.scope, incident_id)
         body = request_body(NoteBody, request)
         note = services.note_add(incident=incident, user=request.user, text=body["text"])
         return Response(note_json(note), status=201)
@@ -319,45 +320,35 @@ class PermalinkCreateView(ScopedAPIView):
         body = request_body(PermalinkBody, request)
         incident = None
         if body.get("incident"):
-            incident = selectors.incident_get(self.scope, body["incident"])
-            if incident is None:
-                raise Http404("no such incident")
+            incident = _incident(self.scope, body["incident"])
         permalink = services.permalink_create(user=request.user, state=body["state"], incident=incident)
         return Response(permalink_json(permalink, state=permalink.state, show_incident=True), status=201)
 
 
-class _PermalinkLookup(ScopedAPIView):
-    def _permalink(self, short_id: str) -> Permalink:
-        permalink = selectors.permalink_get(self.scope, short_id)
-        if permalink is None:
-            raise Http404("no such link")
-        return permalink
-
-
-class PermalinkDetailView(_PermalinkLookup):
+class PermalinkDetailView(ScopedAPIView):
     @extend_schema(
         summary="A permalink's view state, as far as you may read it (placeholders for the rest)",
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request, short_id: str):
-        permalink = self._permalink(short_id)
+        permalink = _permalink(self.scope, short_id)
         show = selectors.incident_participant(self.scope, permalink.incident)
         state = selectors.permalink_state(self.scope, permalink)
         return Response(permalink_json(permalink, state=state, show_incident=show))
 
     @extend_schema(summary="Revoke a permalink (its creator or their admins)")
     def delete(self, request, short_id: str):
-        permalink = self._permalink(short_id)
+        permalink = _permalink(self.scope, short_id)
         if permalink.org_id not in self.scope.own_org_ids:
             raise Http404("no such link")
         services.permalink_revoke(permalink=permalink, user=request.user)
         return Response(status=204)
 
 
-class SnapshotCreateView(_PermalinkLookup):
+class SnapshotCreateView(ScopedAPIView):
     @extend_schema(summary="Freeze a permalink into an evidence snapshot", request=OpenApiTypes.OBJECT)
     def post(self, request, short_id: str):
-        permalink = self._permalink(short_id)
+        permalink = _permalink(self.scope, short_id)
         if permalink.incident_id is not None and not selectors.incident_participant(
             self.scope, permalink.incident
         ):
@@ -367,26 +358,19 @@ class SnapshotCreateView(_PermalinkLookup):
         return Response({"snapshot": snapshot.pk, "sha256": part.sha256}, status=201)
 
 
-def _part_or_404(scope, snapshot_id: int) -> SnapshotPart:
-    part = selectors.snapshot_part_get(scope, snapshot_id)
-    if part is None:
-        raise Http404("no such snapshot")
-    return part
-
-
 class SnapshotDetailView(ScopedAPIView):
     @extend_schema(
         summary="Your organisation's part of a snapshot, with its hash", responses={200: OpenApiTypes.OBJECT}
     )
     def get(self, request, snapshot_id: int):
-        part = _part_or_404(self.scope, snapshot_id)
+        part = _snapshot_part(self.scope, snapshot_id)
         return Response(
             {"snapshot": snapshot_id, "sha256": part.sha256, "content": json.loads(bytes(part.content))}
         )
 
     @extend_schema(summary="Revoke a snapshot (its creator or their admins)")
     def delete(self, request, snapshot_id: int):
-        part = _part_or_404(self.scope, snapshot_id)
+        part = _snapshot_part(self.scope, snapshot_id)
         services.snapshot_revoke(snapshot=part.snapshot, user=request.user)
         return Response(status=204)
 
@@ -396,7 +380,7 @@ class SnapshotVerifyView(ScopedAPIView):
     def get(self, request, snapshot_id: int):
         import hashlib
 
-        part = _part_or_404(self.scope, snapshot_id)
+        part = _snapshot_part(self.scope, snapshot_id)
         actual = hashlib.sha256(bytes(part.content)).hexdigest()
         return Response(
             {
@@ -411,7 +395,7 @@ class SnapshotVerifyView(ScopedAPIView):
 EXPORT_FORMATS = ("json", "csv", "html")
 
 
-class IncidentExportView(_IncidentLookup):
+class IncidentExportView(ScopedAPIView):
     @extend_schema(
         summary="Export an incident: json, csv or html (a self-contained report)",
         parameters=[OpenApiParameter("fmt", str, OpenApiParameter.PATH, enum=list(EXPORT_FORMATS))],
@@ -422,7 +406,7 @@ class IncidentExportView(_IncidentLookup):
         },
     )
     def get(self, request, incident_id: int, fmt: str):
-        incident = self._incident(incident_id)
+        incident = _incident(self.scope, incident_id)
         if fmt not in EXPORT_FORMATS:
             raise Http404("unknown export format")
         export = incident_export(self.scope, incident)

@@ -11,6 +11,7 @@ from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 from django.views.generic import TemplateView, View
 
+from config.api_lookup import found
 from core.timeparse import format_rfc3339
 from orgs.api_base import ScopedPageMixin
 from orgs.models import Organization
@@ -68,25 +69,21 @@ class IncidentPage(ScopedPageMixin, TemplateView):
     template_name = "timeline/incident.html"
 
     def _incident(self):
-        incident = selectors.incident_get(self.scope, self.kwargs["incident_id"])
-        if incident is None:
-            raise Http404("no such incident")
-        return incident
+        return found(selectors.incident_get(self.scope, self.kwargs["incident_id"]), "incident")
+
+    def _view_state(self, incident) -> dict:
+        """The incident's window (three hours while it is open) and its lanes, which the owner wrote in
+        its own terms, as this viewer may read them."""
+        end = incident.window_end or incident.window_start + 3 * 3_600_000_000
+        window = {"from": format_rfc3339(incident.window_start), "to": format_rfc3339(end)}
+        return selectors.view_state_for(
+            self.scope, {**window, "lanes": incident.lanes}, author_org_id=incident.owner_id, with_text=False
+        )
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         incident = self._incident()
-        end = incident.window_end or incident.window_start + 3 * 3_600_000_000
-        state = selectors.view_state_for(
-            self.scope,
-            {
-                "from": format_rfc3339(incident.window_start),
-                "to": format_rfc3339(end),
-                "lanes": incident.lanes,
-            },
-            author_org_id=incident.owner_id,
-            with_text=False,
-        )
+        state = self._view_state(incident)
         state["incident"] = incident.pk
         context.update(
             incident=incident,
@@ -134,18 +131,8 @@ class IncidentPage(ScopedPageMixin, TemplateView):
                     tags=[t.strip() for t in request.POST.get("tags", "").split(",") if t.strip()],
                 )
             elif action == "permalink":
-                end = incident.window_end or incident.window_start + 3 * 3_600_000_000
                 # The link is the creator's view: the owner's lanes as this participant may read them.
-                state = selectors.view_state_for(
-                    self.scope,
-                    {
-                        "from": format_rfc3339(incident.window_start),
-                        "to": format_rfc3339(end),
-                        "lanes": incident.lanes,
-                    },
-                    author_org_id=incident.owner_id,
-                    with_text=False,
-                )
+                state = self._view_state(incident)
                 link = services.permalink_create(user=request.user, state=state, incident=incident)
                 messages.success(request, f"Permalink: {request.build_absolute_uri('/i/' + link.short_id)}")
             elif action == "snapshot":
@@ -172,9 +159,7 @@ class PermalinkPage(ScopedPageMixin, View):
     in force now and says when they differ from the recorded ones, so the URL carries no stale copy."""
 
     def get(self, request, short_id: str):
-        permalink = selectors.permalink_get(self.scope, short_id)
-        if permalink is None:
-            raise Http404("no such link")
+        permalink = found(selectors.permalink_get(self.scope, short_id), "link")
         state = page_state(selectors.permalink_state(self.scope, permalink))
         state.pop("clock", None)
         if selectors.incident_participant(self.scope, permalink.incident):

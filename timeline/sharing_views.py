@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpResponseRedirect
+from django.db.models import QuerySet
+from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.views.generic import TemplateView
 
+from config.api_lookup import found
 from core.records import SIGNALS
 from orgs.api_base import ScopedPageMixin
-from orgs.models import Level, Organization
+from orgs.models import Level, Membership, Organization
 from orgs.selectors import access_requests_visible, audit_rows, grants_visible
 from orgs.services import access_request_create, access_request_decide, grant_create, grant_revoke
 from timeline.incident_selectors import unshared_groups
@@ -44,6 +46,12 @@ def _request_prefill(params) -> dict:
         "reason": params.get("reason", "")[:2000],
         "open": bool(params.get("owner")),
     }
+
+
+def _owned(rows: QuerySet, pk: str | None, membership: Membership, what: str):
+    """The row ``pk`` of ``rows`` that the viewer's organisation owns; 404 for any other, so another
+    organisation's grant or request reads as absent."""
+    return found(rows.filter(pk=pk or 0, owner_id=membership.org_id).first(), what)
 
 
 def _describe(exc: ValidationError) -> str:
@@ -113,23 +121,13 @@ class SharingPage(ScopedPageMixin, TemplateView):
                 )
                 messages.success(request, "Grant created; it applies from the next request.")
             elif action == "revoke":
-                grant = (
-                    grants_visible(self.scope)
-                    .filter(pk=request.POST.get("grant") or 0, owner_id=membership.org_id)
-                    .first()
-                )
-                if grant is None:
-                    raise Http404("no such grant")
+                grant = _owned(grants_visible(self.scope), request.POST.get("grant"), membership, "grant")
                 grant_revoke(grant=grant)
                 messages.success(request, f"Revoked: {grant.name}.")
             elif action in ("approve", "decline"):
-                item = (
-                    access_requests_visible(self.scope)
-                    .filter(pk=request.POST.get("request") or 0, owner_id=membership.org_id)
-                    .first()
+                item = _owned(
+                    access_requests_visible(self.scope), request.POST.get("request"), membership, "request"
                 )
-                if item is None:
-                    raise Http404("no such request")
                 access_request_decide(
                     access_request=item,
                     decided_by=request.user,

@@ -57,6 +57,16 @@ class InvalidPayload(IngestError):
     status = 400
 
 
+def not_json(body: bytes, exc: Exception) -> InvalidPayload:
+    """The refusal of a JSON body that did not decode (``exc``): bytes that are not UTF-8 are named as
+    such, with the byte at fault, since a JSON parser's message would not say so."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return InvalidPayload(f"body is not valid UTF-8: {bad.reason} at byte {bad.start}")
+    return InvalidPayload(f"body is not valid JSON: {exc}")
+
+
 class Problems:
     """The problems found in one request, in document order: every one is counted and the first
     :data:`MAX_REPORTED_ERRORS` are kept, so a systematic problem costs no more memory than a few."""

@@ -34,14 +34,16 @@ attribute; a NUL byte in a line is kept (the store writes it as U+FFFD).
 from __future__ import annotations
 
 import re
+from typing import Unpack
 
 import msgspec
 from google.protobuf.message import DecodeError
 
 from core import timeparse
 from core.records import Batch, EventRecord
+from ingest.protocols.context import MIN_TS_US, PushContext, PushOptions
 from ingest.protocols.decoding import decompress
-from ingest.protocols.errors import InvalidPayload, Problems, UnsupportedMediaType
+from ingest.protocols.errors import InvalidPayload, Problems, UnsupportedMediaType, not_json
 from ingest.protocols.native import (
     MAX_ATTRIBUTES,
     MAX_LABEL_VALUE_CHARS,
@@ -51,9 +53,8 @@ from ingest.protocols.native import (
     SEVERITY_ALIASES,
 )
 from ingest.protocols.proto import loki_push_pb2
-from ingest.protocols.remote_write import MIN_TS_US, SNAPPY_STREAM_IDENTIFIER, accept_bounds
-from ingest.protocols.storable import text_problem
-from ingest.signals import DEFAULT_MAP, SignalMap
+from ingest.protocols.remote_write import SNAPPY_STREAM_IDENTIFIER
+from ingest.protocols.storable import text_problem, utf8_text
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -81,16 +82,16 @@ def parse_push(
     body: bytes,
     *,
     encoding: str,
-    now_us: int,
-    source: str = "loki",
-    future_tolerance_s: float = 600.0,
-    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
     max_entries: int = 2_000_000,
     max_bytes: int = 128 * 2**20,
-    signal_map: SignalMap = DEFAULT_MAP,
+    **options: Unpack[PushOptions],
 ) -> Batch:
-    """Parse a push body: JSON (already decompressed), or protobuf still snappy-compressed."""
-    reader = _Reader(now_us, future_tolerance_s, signal_map, max_age_days)
+    """Parse a push body: JSON (already decompressed), or protobuf still snappy-compressed.
+
+    ``options``: ``now_us``, the accept window, the source (default ``loki``) and the signal map
+    (:class:`~ingest.protocols.context.PushContext`)."""
+    push = PushContext.of("loki", options)
+    reader = _Reader(push)
     if encoding == "protobuf":
         _read_protobuf(body, reader, max_bytes, max_entries)
     else:
@@ -98,7 +99,7 @@ def parse_push(
     reader.found.raise_any("push rejected")
     if not reader.events:
         raise InvalidPayload("push has no log entries")
-    return Batch(source=source, events=reader.events)
+    return Batch(source=push.source, events=reader.events)
 
 
 def parse_label_set(text: str) -> dict[str, str]:
@@ -180,11 +181,7 @@ def _read_json(body: bytes, reader: _Reader, max_entries: int) -> None:
     try:
         document = msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError as bad:
-            raise InvalidPayload(f"body is not valid UTF-8: {bad.reason} at byte {bad.start}") from None
-        raise InvalidPayload(f"body is not valid JSON: {exc}") from None
+        raise not_json(body, exc) from None
     streams = document.get("streams") if isinstance(document, dict) else None
     if not isinstance(streams, list):
         raise InvalidPayload('body must be a JSON object {"streams": [...]}')
@@ -246,14 +243,8 @@ def _nanos_to_us(value: object) -> int | None:
 
 
 class _Reader:
-    def __init__(
-        self, now_us: int, future_tolerance_s: float, signal_map: SignalMap, max_age_days: float | None = None
-    ) -> None:
-        self.now_us = now_us
-        self.tolerance_s = future_tolerance_s
-        self.max_age_days = max_age_days
-        self.floor_us, self.limit_us = accept_bounds(now_us, future_tolerance_s, max_age_days)
-        self.signal_map = signal_map
+    def __init__(self, push: PushContext) -> None:
+        self.push = push
         self.found = Problems()
         self.events: list[EventRecord] = []
 
@@ -262,12 +253,7 @@ class _Reader:
 
     def utf8(self, raw: bytes, field: str, *, nul_allowed: bool = False) -> str | None:
         """``raw`` as text the store can hold (NUL only where ``nul_allowed``), or None after reporting."""
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            self.problem(field, f"is not valid UTF-8: {exc.reason} at byte {exc.start}")
-            return None
-        reason = text_problem(text, nul_allowed=nul_allowed)
+        text, reason = utf8_text(raw, nul_allowed=nul_allowed)
         if reason:
             self.problem(field, reason)
             return None
@@ -299,15 +285,16 @@ class _Reader:
         return labels if self.found.total == problems_before else None
 
     def time(self, ts_us: int | None, field: str) -> int | None:
+        push = self.push
         if ts_us is None:
             self.problem(field, "the timestamp must be a string of nanoseconds since the epoch")
         elif ts_us < MIN_TS_US:
             self.problem(field, "the timestamp is before 2000-01-01; Loki timestamps are nanoseconds")
-        elif ts_us > self.limit_us:
-            self.problem(field, f"the timestamp is more than {self.tolerance_s:g} s in the future")
-        elif ts_us < self.floor_us and self.max_age_days is not None:
+        elif ts_us > push.limit_us:
+            self.problem(field, f"the timestamp is more than {push.future_tolerance_s:g} s in the future")
+        elif ts_us < push.floor_us and push.max_age_days is not None:
             try:
-                timeparse.check_not_too_old(ts_us, now_us=self.now_us, max_age_days=self.max_age_days)
+                timeparse.check_not_too_old(ts_us, now_us=push.now_us, max_age_days=push.max_age_days)
             except timeparse.TimestampError as exc:
                 self.problem(field, str(exc))
         else:
@@ -331,7 +318,7 @@ class _Reader:
         self.events.append(
             EventRecord(
                 ts=ts,
-                signal=self.signal_map.event_signal(name, labels.get("job"), labels.get("service_name")),
+                signal=self.push.signal_map.event_signal(name, labels.get("job"), labels.get("service_name")),
                 kind="log",
                 severity=SEVERITY_ALIASES.get(level.lower(), "info"),
                 name=name[:MAX_NAME_CHARS],

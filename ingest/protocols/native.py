@@ -51,7 +51,7 @@ from core.records import (
     EventRecord,
     SeriesBlock,
 )
-from ingest.protocols.errors import MAX_REPORTED_ERRORS, InvalidPayload, Problems
+from ingest.protocols.errors import MAX_REPORTED_ERRORS, InvalidPayload, Problems, not_json
 from ingest.protocols.storable import (
     MAX_METRIC_CHARS,
     MAX_NAME_CHARS,
@@ -163,7 +163,7 @@ def parse_native(
         batch_in = _decode_untyped(body, typed_error, problems)
         trusted = False
     except msgspec.DecodeError as exc:
-        raise _not_json(body, exc) from None
+        raise not_json(body, exc) from None
     if batch_in is None:
         raise problems.rejection()
     _check_point_budget(batch_in, max_points)
@@ -193,14 +193,6 @@ def batch_to_native(batch: Batch) -> bytes:
 # --------------------------------------------------------------------------- decoding
 
 
-def _not_json(body: bytes, exc: msgspec.DecodeError) -> InvalidPayload:
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError as bad:
-        return InvalidPayload(f"body is not valid UTF-8: {bad.reason} at byte {bad.start}")
-    return InvalidPayload(f"body is not valid JSON: {exc}")
-
-
 def _decode_untyped(
     body: bytes, typed_error: msgspec.ValidationError, problems: _Problems
 ) -> _BatchIn | None:
@@ -213,7 +205,7 @@ def _decode_untyped(
         problems.add(*_msgspec_problem(typed_error))
         return None
     except msgspec.DecodeError as exc:
-        raise _not_json(body, exc) from None
+        raise not_json(body, exc) from None
     return _Walker(problems).batch(document)
 
 
@@ -728,20 +720,21 @@ class _Validator:
         good_texts = self.good_texts
         for name, value in labels.items():
             if name not in good_names:
-                reason = _label_name_problem(name)
-                if reason:
-                    self.problems.add(_key_path(_join(where, field), name), reason)
-                else:
-                    good_names.add(name)
+                self._remember_or_report(name, good_names, _label_name_problem(name), where, field, name)
             if type(value) is not str or len(value) > MAX_LABEL_VALUE_CHARS:
                 self.problems.add(_key_path(_join(where, field), name), _label_value_problem(value))
             elif value not in good_texts:
-                reason = text_problem(value)
-                if reason:
-                    self.problems.add(_key_path(_join(where, field), name), reason)
-                else:
-                    good_texts.add(value)
+                self._remember_or_report(value, good_texts, text_problem(value), where, field, name)
         return labels  # any problem above rejects the whole batch
+
+    def _remember_or_report(
+        self, text: str, good: set[str], reason: str | None, where: str, field: str, name: str
+    ) -> None:
+        """Report ``reason`` at the label ``name`` of ``field``, or remember ``text`` as checked."""
+        if reason:
+            self.problems.add(_key_path(_join(where, field), name), reason)
+        else:
+            good.add(text)
 
 
 def _join(where: str, field: str) -> str:

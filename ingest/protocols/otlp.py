@@ -74,6 +74,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Unpack
 
 import msgspec
 from google.protobuf import json_format
@@ -92,12 +93,12 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from core import timeparse
 from core.records import AttributeValue, Batch, EventRecord, SeriesBlock
-from ingest.protocols.errors import FieldError, InvalidPayload, Problems, UnsupportedMediaType
+from ingest.protocols.context import MIN_TS_US, PushContext, PushOptions
+from ingest.protocols.errors import FieldError, InvalidPayload, Problems, UnsupportedMediaType, not_json
 from ingest.protocols.native import MAX_ATTRIBUTES, MAX_LABEL_VALUE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS
 from ingest.protocols.proto import rpc_status_pb2
-from ingest.protocols.remote_write import MIN_TS_US, accept_bounds
 from ingest.protocols.storable import MAX_METRIC_CHARS, MAX_UNIT_CHARS, labels_problem, text_problem
-from ingest.signals import DEFAULT_MAP, SignalMap, label_name, metric_kind, metric_name
+from ingest.signals import SignalMap, label_name, metric_kind, metric_name
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -183,11 +184,7 @@ def _decode(body: bytes, encoding: str, message: Message) -> Message:
     try:
         document = _json_decoder.decode(body)
     except msgspec.DecodeError as exc:
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError as bad:
-            raise InvalidPayload(f"body is not valid UTF-8: {bad.reason} at byte {bad.start}") from None
-        raise InvalidPayload(f"body is not valid JSON: {exc}") from None
+        raise not_json(body, exc) from None
     if not isinstance(document, dict):
         raise InvalidPayload(f"body must be a JSON object ({name}), got {type(document).__name__}")
     try:
@@ -377,13 +374,13 @@ def _time_us(nanos: int) -> int:
 class _Window:
     """The accept window: reasons are the same for every point of a request, so they group."""
 
-    def __init__(self, now_us: int, future_tolerance_s: float, max_age_days: float | None = None) -> None:
-        self.floor_us, self.limit_us = accept_bounds(now_us, future_tolerance_s, max_age_days)
-        self.tolerance_s = future_tolerance_s
+    def __init__(self, push: PushContext) -> None:
+        self.floor_us, self.limit_us = push.floor_us, push.limit_us
+        self.tolerance_s = push.future_tolerance_s
         self.too_old = ""
-        if max_age_days is not None:
+        if push.max_age_days is not None:
             self.too_old = "with timestamps " + timeparse.too_old_reason(
-                now_us=now_us, max_age_days=max_age_days
+                now_us=push.now_us, max_age_days=push.max_age_days
             )
 
     def problem(self, ts_us: int) -> str | None:
@@ -405,22 +402,21 @@ def parse_metrics(
     body: bytes,
     *,
     encoding: str,
-    now_us: int,
-    source: str = "otlp",
-    future_tolerance_s: float = 600.0,
-    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
     max_points: int = 2_000_000,
-    signal_map: SignalMap = DEFAULT_MAP,
+    **options: Unpack[PushOptions],
 ) -> OtlpResult:
-    """Parse an ``ExportMetricsServiceRequest`` (``encoding`` ``protobuf`` or ``json``).
+    """Parse an ``ExportMetricsServiceRequest`` (``encoding`` ``protobuf`` or ``json``); ``options``
+    are ``now_us``, the accept window, the source (default ``otlp``) and the signal map
+    (:class:`~ingest.protocols.context.PushContext`).
 
     Raises :class:`InvalidPayload` (400) for a body that does not decode, for text the store
     cannot hold (each at its path), and when every data point was rejected; see the module
     docstring for what is rejected (and reported as partial success) instead.
     """
+    push = PushContext.of("otlp", options)
     request = _decode(body, encoding, ExportMetricsServiceRequest())
     problems = _Problems()
-    builder = _SeriesBuilder(signal_map, _Window(now_us, future_tolerance_s, max_age_days), problems)
+    builder = _SeriesBuilder(push.signal_map, _Window(push), problems)
     for r, resource_metrics in enumerate(request.resource_metrics):
         where = f"resourceMetrics[{r}]"
         attributes = resource_metrics.resource.attributes
@@ -436,7 +432,7 @@ def parse_metrics(
     if builder.rejections.count and not builder.blocks:
         raise builder.rejections.refusal()
     return OtlpResult(
-        batch=Batch(source=source, series=list(builder.blocks.values())),
+        batch=Batch(source=push.source, series=list(builder.blocks.values())),
         rejected=builder.rejections.count,
         message=builder.rejections.message(),
     )
@@ -579,45 +575,48 @@ class _SeriesBuilder:
 
     def histogram(self, data, name: str, unit: str, resource: dict[str, str], where: str) -> None:
         kind = "counter" if data.aggregation_temporality == _CUMULATIVE else "gauge"
-        for index, point in enumerate(data.data_points):
-            ts = self.accept(point, where, index)
-            if ts is None:
-                continue
-            bounds_count, counts_count = len(point.explicit_bounds), len(point.bucket_counts)
-            if counts_count != bounds_count + 1 and (counts_count or bounds_count):
-                self.rejections.add(
-                    "histograms whose bucket_counts do not have one entry more than explicit_bounds",
-                    f"{where}[{index}]",
-                    detail=f"{counts_count} bucket_counts for {bounds_count} explicit_bounds",
-                )
-                continue
-            total = point.sum if point.HasField("sum") else 0.0
-            if not self.finite([total], where, index):
-                continue
-            labels = self.labels(resource, point.attributes, where, index)
-            if counts_count:
+        for point, ts, labels, total in self.distributions(data, resource, where, self.buckets_fit):
+            if point.bucket_counts:
                 cumulative = 0
                 bounds = [*(_le(bound) for bound in point.explicit_bounds), "+Inf"]
                 for bound, count in zip(bounds, point.bucket_counts, strict=True):
                     cumulative += count
                     self.add(f"{name}_bucket", kind, unit, {**labels, "le": bound}, ts, float(cumulative))
-            self.add(f"{name}_count", kind, "", labels, ts, float(point.count))
-            if point.HasField("sum"):
-                self.add(f"{name}_sum", kind, unit, labels, ts, total)
+            self.count_and_sum(name, kind, unit, labels, ts, point, total)
 
     def exponential_histogram(self, data, name: str, unit: str, resource: dict[str, str], where: str) -> None:
         kind = "counter" if data.aggregation_temporality == _CUMULATIVE else "gauge"
+        for point, ts, labels, total in self.distributions(data, resource, where):
+            self.count_and_sum(name, kind, unit, labels, ts, point, total)
+
+    def distributions(self, data, resource: dict[str, str], where: str, fits=None):
+        """(point, µs, labels, sum or 0) of each histogram data point to store: in the accept window,
+        passing ``fits`` (reports and answers False for one that does not), with a finite sum."""
         for index, point in enumerate(data.data_points):
             ts = self.accept(point, where, index)
-            if ts is None:
+            if ts is None or (fits is not None and not fits(point, where, index)):
                 continue
             total = point.sum if point.HasField("sum") else 0.0
-            if not self.finite([total], where, index):
-                continue
-            labels = self.labels(resource, point.attributes, where, index)
-            self.add(f"{name}_count", kind, "", labels, ts, float(point.count))
-            if point.HasField("sum"):
-                self.add(f"{name}_sum", kind, unit, labels, ts, total)
+            if self.finite([total], where, index):
+                yield point, ts, self.labels(resource, point.attributes, where, index), total
+
+    def buckets_fit(self, point, where: str, index: int) -> bool:
+        bounds_count, counts_count = len(point.explicit_bounds), len(point.bucket_counts)
+        if counts_count != bounds_count + 1 and (counts_count or bounds_count):
+            self.rejections.add(
+                "histograms whose bucket_counts do not have one entry more than explicit_bounds",
+                f"{where}[{index}]",
+                detail=f"{counts_count} bucket_counts for {bounds_count} explicit_bounds",
+            )
+            return False
+        return True
+
+    def count_and_sum(
+        self, name: str, kind: str, unit: str, labels: dict, ts: int, point, total: float
+    ) -> None:
+        self.add(f"{name}_count", kind, "", labels, ts, float(point.count))
+        if point.HasField("sum"):
+            self.add(f"{name}_sum", kind, unit, labels, ts, total)
 
     def summary(self, data, name: str, unit: str, resource: dict[str, str], where: str) -> None:
         for index, point in enumerate(data.data_points):
@@ -655,23 +654,20 @@ def parse_logs(
     body: bytes,
     *,
     encoding: str,
-    now_us: int,
-    source: str = "otlp",
-    future_tolerance_s: float = 600.0,
-    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
     max_records: int = 2_000_000,
-    signal_map: SignalMap = DEFAULT_MAP,
+    **options: Unpack[PushOptions],
 ) -> OtlpResult:
     """Parse an ``ExportLogsServiceRequest`` (``encoding`` ``protobuf`` or ``json``).
 
     Raises :class:`InvalidPayload` as :func:`parse_metrics` does: undecodable bodies, text the
     store cannot hold (a log body may hold NUL), every record rejected.
     """
+    push = PushContext.of("otlp", options)
     request = _decode(body, encoding, ExportLogsServiceRequest())
     total = sum(len(scope.log_records) for resource in request.resource_logs for scope in resource.scope_logs)
     if total > max_records:
         raise InvalidPayload(f"request has {total} log records; at most {max_records} are accepted")
-    window = _Window(now_us, future_tolerance_s, max_age_days)
+    window = _Window(push)
     rejections = _Rejections("log records")
     problems = _Problems()
     events: list[EventRecord] = []
@@ -691,15 +687,14 @@ def parse_logs(
                     rejections.add(problem, where, detail=detail)
                     continue
                 event = _log_event(
-                    record, ts, resource, resource_attributes, scope_name, signal_map, where, problems
+                    record, ts, resource, resource_attributes, scope_name, push.signal_map, where, problems
                 )
                 events.append(event)
     problems.raise_any()
     if rejections.count and not events:
         raise rejections.refusal()
-    return OtlpResult(
-        batch=Batch(source=source, events=events), rejected=rejections.count, message=rejections.message()
-    )
+    batch = Batch(source=push.source, events=events)
+    return OtlpResult(batch=batch, rejected=rejections.count, message=rejections.message())
 
 
 def _log_event(

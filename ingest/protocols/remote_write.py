@@ -40,22 +40,28 @@ import operator
 import re
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from google.protobuf.message import DecodeError
 
 from core import timeparse
 from core.records import Batch, EventRecord, SeriesBlock
+from ingest.protocols.context import MIN_TS_US, PushContext, PushOptions
 from ingest.protocols.decoding import decompress
 from ingest.protocols.errors import InvalidPayload, Problems, UnsupportedMediaType
 from ingest.protocols.native import MAX_LABEL_VALUE_CHARS, MAX_LABELS
 from ingest.protocols.proto import remote_write_pb2
-from ingest.protocols.storable import MAX_METRIC_CHARS, MAX_UNIT_CHARS, labels_problem, text_problem
-from ingest.signals import DEFAULT_MAP, SignalMap, metric_kind, xid_events
+from ingest.protocols.storable import (
+    MAX_METRIC_CHARS,
+    MAX_UNIT_CHARS,
+    labels_problem,
+    text_problem,
+    utf8_text,
+)
+from ingest.signals import metric_kind, xid_events
 
 CONTENT_TYPE = "application/x-protobuf"
 STALE_NAN_BITS = 0x7FF0000000000002
-MIN_TS_US = 946_684_800_000_000  # 2000-01-01T00:00:00Z: earlier is an unset clock or a wrong unit
 SNAPPY_STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -90,15 +96,6 @@ class WriteResult:
     batch: Batch
     stale_markers: int = 0
     non_finite: int = 0
-
-
-def accept_bounds(now_us: int, future_tolerance_s: float, max_age_days: float | None) -> tuple[int, int]:
-    """The oldest and the newest timestamp (µs) a push may carry: from 2000-01-01 or ``max_age_days``
-    before ``now_us``, whichever is later (None: no age limit), to ``future_tolerance_s`` after it."""
-    newest = now_us + math.floor(future_tolerance_s * 1_000_000)
-    if max_age_days is None:
-        return MIN_TS_US, newest
-    return max(MIN_TS_US, timeparse.oldest_accepted_us(now_us=now_us, max_age_days=max_age_days)), newest
 
 
 def check_headers(content_type: str | None, content_encoding: str | None) -> None:
@@ -140,14 +137,13 @@ def parse_remote_write(body: bytes, *, max_bytes: int = 128 * 2**20, **options: 
 def parse_write_request(
     payload: bytes,
     *,
-    now_us: int,
-    source: str = "remote_write",
-    future_tolerance_s: float = 600.0,
-    max_age_days: float | None = timeparse.DEFAULT_MAX_AGE_DAYS,
     max_points: int = 2_000_000,
-    signal_map: SignalMap = DEFAULT_MAP,
+    **options: Unpack[PushOptions],
 ) -> WriteResult:
-    """Parse an uncompressed protobuf ``WriteRequest`` (see :func:`parse_remote_write`)."""
+    """Parse an uncompressed protobuf ``WriteRequest`` (see :func:`parse_remote_write`); ``options``
+    are ``now_us``, the accept window, the source (default ``remote_write``) and the signal map
+    (:class:`~ingest.protocols.context.PushContext`)."""
+    push = PushContext.of("remote_write", options)
     try:
         request = remote_write_pb2.WriteRequest.FromString(payload)
     except (DecodeError, RuntimeError) as exc:  # RuntimeError: absurd nesting in upb
@@ -158,12 +154,12 @@ def parse_write_request(
             f"request has {total} samples; at most {max_points} are accepted per request, "
             "lower queue_config.max_samples_per_send"
         )
-    reader = _Reader(now_us, future_tolerance_s, signal_map, _declared_kinds(request), max_age_days)
+    reader = _Reader(push, _declared_kinds(request))
     for index, series in enumerate(request.timeseries):
         reader.series(series, index)
     reader.found.raise_any("remote write request rejected")
     return WriteResult(
-        batch=Batch(source=source, series=reader.blocks, events=reader.events),
+        batch=Batch(source=push.source, series=reader.blocks, events=reader.events),
         stale_markers=reader.stale_markers,
         non_finite=reader.non_finite,
     )
@@ -179,20 +175,11 @@ def _declared_kinds(request: remote_write_pb2.WriteRequest) -> dict[str, tuple[i
 class _Reader:
     """Validates series one by one, collecting problems and building blocks."""
 
-    def __init__(
-        self,
-        now_us: int,
-        future_tolerance_s: float,
-        signal_map: SignalMap,
-        declared: dict[str, tuple[int, str, int]],
-        max_age_days: float | None = None,
-    ) -> None:
-        self.now_us = now_us
-        self.tolerance_s = future_tolerance_s
-        self.max_age_days = max_age_days
-        self.floor_us, self.limit_us = accept_bounds(now_us, future_tolerance_s, max_age_days)
+    def __init__(self, push: PushContext, declared: dict[str, tuple[int, str, int]]) -> None:
+        self.push = push
+        self.floor_us, self.limit_us = push.floor_us, push.limit_us  # read for every sample
         self.bad_units: set[int] = set()  # metadata entries whose unit was reported
-        self.signal_map = signal_map
+        self.signal_map = push.signal_map
         self.declared = declared
         self.found = Problems()
         self.blocks: list[SeriesBlock] = []
@@ -296,12 +283,7 @@ class _Reader:
         value = self.values.get(raw)
         if value is not None:
             return value
-        try:
-            value = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            self.problem(field, f"label value is not valid UTF-8: {exc.reason} at byte {exc.start}")
-            return None
-        reason = text_problem(value, max_chars=MAX_LABEL_VALUE_CHARS)
+        value, reason = utf8_text(raw, what="label value", max_chars=MAX_LABEL_VALUE_CHARS)
         if reason:
             self.problem(field, reason)
             return None
@@ -352,11 +334,12 @@ class _Reader:
         return ts, values
 
     def time_problem(self, stamp_ms: int, stamp_us: int) -> str:
+        push = self.push
         try:
-            if stamp_us > self.limit_us:
-                timeparse.check_not_future(stamp_us, now_us=self.now_us, tolerance_s=self.tolerance_s)
-            if stamp_us >= MIN_TS_US and self.max_age_days is not None:
-                timeparse.check_not_too_old(stamp_us, now_us=self.now_us, max_age_days=self.max_age_days)
+            if stamp_us > push.limit_us:
+                timeparse.check_not_future(stamp_us, now_us=push.now_us, tolerance_s=push.future_tolerance_s)
+            if stamp_us >= MIN_TS_US and push.max_age_days is not None:
+                timeparse.check_not_too_old(stamp_us, now_us=push.now_us, max_age_days=push.max_age_days)
         except timeparse.TimestampError as exc:
             return str(exc)
         return (

@@ -90,6 +90,19 @@ def text_problem(value: str, *, max_chars: int | None = None, nul_allowed: bool 
     return None
 
 
+def utf8_text(
+    raw: bytes, *, what: str = "", max_chars: int | None = None, nul_allowed: bool = False
+) -> tuple[str, str | None]:
+    """``raw`` decoded as UTF-8, and why the store cannot hold it (None when it can): bytes that are
+    not UTF-8 (the reason names ``what``, e.g. ``label value is not valid UTF-8 ...``), then
+    :func:`text_problem` of the text."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return "", f"{what} is not valid UTF-8: {exc.reason} at byte {exc.start}".lstrip()
+    return text, text_problem(text, max_chars=max_chars, nul_allowed=nul_allowed)
+
+
 def labels_bytes(labels: dict[str, str]) -> int:
     """UTF-8 size of the text the store identifies a series by (``timeline.store.base.labels_key``)."""
     text = json.dumps(sorted(labels.items()), separators=(",", ":"), ensure_ascii=False)

@@ -16,10 +16,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from config import api_lookup
 from config.api_errors import ErrorSerializer
-from config.api_input import StrictBooleanField, big_integer, query_params, request_body
+from config.api_input import StrictBooleanField, big_integer, request_body
 from core.timeparse import TimestampError, format_rfc3339, parse_timestamp
-from orgs.api_base import ScopedAPIView, ScopedPageMixin
+from orgs.api_base import QueryAPIView, ScopedPageMixin
 from timeline import api_params
 from timeline.api_params import InstantField, WindowQuery
 from timeline.clock import estimation, model, services
@@ -90,14 +91,12 @@ def _visible(scope, correction_id: int) -> tuple[ClockCorrection, dict]:
     return row, shown[0]
 
 
-class ClockCorrectionView(ScopedAPIView):
-    @extend_schema(
-        summary="Clock corrections you may see: active ones; all=1 adds switched-off ones; id=N just one",
-        parameters=[api_params.ClockCorrectionsQuery],
-        responses={200: OpenApiTypes.OBJECT, 404: ErrorSerializer},
-    )
-    def get(self, request):
-        query = query_params(api_params.ClockCorrectionsQuery, request)
+class ClockCorrectionView(QueryAPIView):
+    query_class = api_params.ClockCorrectionsQuery
+    summary = "Clock corrections you may see: active ones; all=1 adds switched-off ones; id=N just one"
+    responses = {200: OpenApiTypes.OBJECT, 404: ErrorSerializer}
+
+    def answer(self, query):
         if query.get("id"):
             return Response(_visible(self.scope, query["id"])[1])
         include = query.get("all", False)
@@ -136,16 +135,13 @@ class ClockCorrectionView(ScopedAPIView):
         return Response(model.present_corrections(self.scope, [row])[0])
 
 
-class ClockEstimateView(ScopedAPIView):
-    @extend_schema(
-        summary="Estimate clock errors from the data you may read",
-        parameters=[api_params.ClockEstimatesQuery],
-        responses={200: OpenApiTypes.OBJECT},
-    )
-    def get(self, request):
-        query = query_params(api_params.ClockEstimatesQuery, request)
+class ClockEstimateView(QueryAPIView):
+    query_class = api_params.ClockEstimatesQuery
+    summary = "Estimate clock errors from the data you may read"
+    responses = {200: OpenApiTypes.OBJECT}
+
+    def answer(self, query):
         window = query["window"]
-        self.audit_window = (window.start, window.end)
         reference = _reference(query.get("reference"))
         found = estimation.estimate_clocks(
             self.scope, start=window.start, end=window.end, reference_orgs=reference
@@ -196,16 +192,13 @@ def _reference(value) -> tuple[str, ...]:
     return names or estimation.REFERENCE_ORGS
 
 
-class ClockOrderingView(ScopedAPIView):
-    @extend_schema(
-        summary="Known anchor pairs of a window shown out of their causal order",
-        parameters=[api_params.ClockOrderingQuery],
-        responses={200: OpenApiTypes.OBJECT},
-    )
-    def get(self, request):
-        query = query_params(api_params.ClockOrderingQuery, request)
+class ClockOrderingView(QueryAPIView):
+    query_class = api_params.ClockOrderingQuery
+    summary = "Known anchor pairs of a window shown out of their causal order"
+    responses = {200: OpenApiTypes.OBJECT}
+
+    def answer(self, query):
         window = query["window"]
-        self.audit_window = (window.start, window.end)
         with model.use_clock(self.scope, aligned=model.aligned_param(query.get("align"))):
             body = estimation.ordering_violations(self.scope, start=window.start, end=window.end)
         return Response({"from": format_rfc3339(window.start), "to": format_rfc3339(window.end), **body})
@@ -242,11 +235,8 @@ class ClockPage(ScopedPageMixin, TemplateView):
         data = request.POST
         try:
             if data.get("action") == "switch":
-                row = ClockCorrection.objects.filter(
-                    pk=_integer(data, "id"), org=request.user.membership.org
-                ).first()
-                if row is None:
-                    raise Http404("no such correction")
+                own = ClockCorrection.objects.filter(org=request.user.membership.org)
+                row = api_lookup.found(own.filter(pk=_integer(data, "id")).first(), "correction")
                 services.clock_correction_set_active(
                     user=request.user, correction=row, active=data.get("active") == "1"
                 )

@@ -81,15 +81,7 @@ def select_members(scope: Scope, spec: LaneSpec, *, metric: str | None = None) -
         if spec.series:
             series = series.filter(pk__in=spec.series)
     members = readable_members(scope, series.order_by("labels_key"))
-    if spec.labels:
-        wanted = dict(spec.labels)
-        members = [
-            m
-            for m in members
-            if m.alone and all(str(m.presented["labels"].get(k)) == v for k, v in wanted.items())
-        ]
-    members.sort(key=lambda m: natural_key(row_label(m)))
-    return members
+    return _labelled_in_order(spec, members)
 
 
 def members_of(spec: LaneSpec, by_id: dict[int, Member]) -> list[Member]:
@@ -103,6 +95,12 @@ def members_of(spec: LaneSpec, by_id: dict[int, Member]) -> list[Member]:
         and by_id[pk].series.signal == spec.signal
         and by_id[pk].series.metric == spec.what
     ]
+    return _labelled_in_order(spec, members)
+
+
+def _labelled_in_order(spec: LaneSpec, members: list[Member]) -> list[Member]:
+    """``members`` that carry every label of ``spec.labels`` (only series shown alone carry labels), in
+    the natural order of their row labels."""
     if spec.labels:
         wanted = dict(spec.labels)
         members = [
@@ -110,8 +108,7 @@ def members_of(spec: LaneSpec, by_id: dict[int, Member]) -> list[Member]:
             for m in members
             if m.alone and all(str(m.presented["labels"].get(k)) == v for k, v in wanted.items())
         ]
-    members.sort(key=lambda m: natural_key(row_label(m)))
-    return members
+    return sorted(members, key=lambda m: natural_key(row_label(m)))
 
 
 def members_by_id(scope: Scope, series_ids: list[int]) -> dict[int, Member]:
