@@ -16,9 +16,8 @@ from django.test import TestCase
 from rest_framework.test import APIClient
 
 from orgs.models import Organization, Role, TokenPurpose
-from orgs.services import organization_create, token_create, user_create
-
-PASSWORD = "correct-horse-battery"
+from orgs.services import organization_create, token_create
+from tests.factories import PASSWORD, member, signed_in  # noqa: F401 (PASSWORD: imported from here)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -63,7 +62,7 @@ def org_b(db) -> Organization:
 
 
 def _member(org: Organization, username: str, role: str = Role.ANALYST):
-    return user_create(org=org, username=username, role=role, password=PASSWORD)[0]
+    return member(org, username, role)
 
 
 @pytest.fixture
@@ -78,16 +77,12 @@ def member_b(org_b):
 
 @pytest.fixture
 def client_a(member_a) -> APIClient:
-    client = APIClient()
-    client.force_login(member_a)
-    return client
+    return signed_in(member_a)
 
 
 @pytest.fixture
 def client_b(member_b) -> APIClient:
-    client = APIClient()
-    client.force_login(member_b)
-    return client
+    return signed_in(member_b)
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ from google.rpc import status_pb2
 from rest_framework.test import APIClient
 
 from orgs.models import Role
-from orgs.services import access_request_create, user_create
-from tests.conftest import PASSWORD, bearer_client
+from orgs.services import access_request_create
+from tests.conftest import bearer_client
+from tests.factories import member, member_client
 from timeline import services as timeline_services
 from timeline.models import Annotation, Incident
 
@@ -40,11 +41,7 @@ def assert_error(response, status: int, field: str | None = None) -> dict:
 
 @pytest.fixture
 def admin_a(org_a) -> APIClient:
-    user = user_create(org=org_a, username="ada", role=Role.ADMIN, password=PASSWORD)[0]
-    client = APIClient()
-    client.force_login(user)
-    client.user = user
-    return client
+    return member_client(org_a, "ada", Role.ADMIN)
 
 
 @pytest.fixture
@@ -138,7 +135,7 @@ def test_a_link_id_no_link_can_have_is_a_404(client_a, method):
 )
 def test_a_bad_body_is_a_400_naming_the_field(admin_a, org_b, incident, annotation, method, url, body, field):
     access_request = access_request_create(
-        requester_user=user_create(org=org_b, username="bo", role=Role.ADMIN, password=PASSWORD)[0],
+        requester_user=member(org_b, "bo"),
         owner=admin_a.user.membership.org,
         reason="the storage lanes",
     )

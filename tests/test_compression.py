@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from core.timeparse import format_rfc3339
 from tests.conftest import bearer_client, nic_batch, post_body
-from tests.timeline.test_lanes import HOUR, S, gauge, write
+from tests.factories import HOUR, S, gauge, write
 from timeline.models import Series
 from timeline.services import incident_create
 

@@ -33,11 +33,12 @@ from schemathesis.specs.openapi.checks import (
 from schemathesis.transport.serialization import serialize_binary
 
 from config.wsgi import application
-from orgs.models import Role, TokenPurpose
-from orgs.services import access_request_create, grant_create, token_create, user_create
-from tests.conftest import PASSWORD, bearer_client, nic_batch, push
+from orgs.models import TokenPurpose
+from orgs.services import access_request_create, grant_create, token_create
+from tests.conftest import bearer_client, nic_batch, push
+from tests.factories import member, snapshotted_link
 from timeline import services as timeline_services
-from timeline.models import ClockCorrection, Series
+from timeline.models import ClockCorrection
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -65,20 +66,14 @@ def world(org_a, org_b, push_token_a, read_token_a) -> dict[str, Credentials]:
     """Data, an incident with an annotation, a permalink with a snapshot, a grant, an access request and
     a clock correction of organisation A; and A's three credentials."""
     push(bearer_client(push_token_a), nic_batch())
-    admin = user_create(org=org_a, username="ada", role=Role.ADMIN, password=PASSWORD)[0]
+    admin = member(org_a, "ada")
     incident = timeline_services.incident_create(
         user=admin, title="Init takes 8 h", window_start=T0, participants=["storage"]
     )
     annotation = timeline_services.annotation_create(incident=incident, user=admin, ts=T0, text="mds")
-    series_ids = list(Series.unscoped.filter(org=org_a).values_list("pk", flat=True))
-    permalink = timeline_services.permalink_create(
-        user=admin,
-        state={"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T06:00:00Z", "lanes": series_ids},
-        incident=incident,
-    )
-    snapshot = timeline_services.snapshot_create(permalink=permalink, user=admin)
+    permalink, snapshot = snapshotted_link(admin, incident)
     grant = grant_create(owner=org_a, grantee=org_b, name="network", signals=["network"])
-    requester = user_create(org=org_b, username="bo", role=Role.ADMIN, password=PASSWORD)[0]
+    requester = member(org_b, "bo")
     access_request = access_request_create(requester_user=requester, owner=org_a, reason="lanes")
     ClockCorrection.objects.create(org=org_a, offset_us=1000, created_by=admin, changed_by=admin)
     other_read_token = token_create(org=org_b, name="ro", purpose=TokenPurpose.READ).secret

@@ -214,16 +214,7 @@ def incident(_reference_incident, live_server) -> Incident:
 @pytest.fixture
 def page(chromium, live_server, incident):
     """A signed-in ``modeldev`` viewer's page, 1600 x 1000; fails the test on any dialog or JS error."""
-    context = chromium.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.problems = []
-    page.on("dialog", lambda dialog: (page.problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
-    page.on("pageerror", lambda error: page.problems.append(f"page error: {error}"))
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", VIEWER)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit], input[type=submit]")
-    page.wait_for_url(lambda url: "/login/" not in url)
+    context, page = signed_in(chromium, live_server, VIEWER)
     yield page
     context.close()
 

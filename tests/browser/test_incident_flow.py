@@ -10,28 +10,13 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from tests.browser.conftest import NEEDLE, PASSWORD, VIEWPORT, wait_drawn
+from tests.browser.conftest import NEEDLE, signed_in, wait_drawn
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "incident.png"
 TITLE = "Init crawl & metadata ceiling <storage>"
 NOTE = "metadata ops pinned <b>at the ceiling</b> & clients wait"
 
 pytestmark = pytest.mark.browser
-
-
-def _signed_in(chromium, live_server, username: str):
-    """A new browser context with ``username`` signed in; the page fails the test on dialogs or JS errors."""
-    context = chromium.new_context(viewport=VIEWPORT, accept_downloads=True)
-    page = context.new_page()
-    page.problems = []
-    page.on("dialog", lambda dialog: (page.problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
-    page.on("pageerror", lambda error: page.problems.append(f"page error: {error}"))
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit], input[type=submit]")
-    page.wait_for_url(lambda url: "/login/" not in url)
-    return context, page
 
 
 def _notes(page) -> list[dict]:
@@ -59,7 +44,7 @@ def test_an_incident_made_annotated_and_shared_from_the_war_room(chromium, live_
 
     colours = dict(Organization.objects.values_list("slug", "colour"))
     start, end = incident.window
-    context, page = _signed_in(chromium, live_server, "modeldev-analyst")
+    context, page = signed_in(chromium, live_server, "modeldev-analyst", accept_downloads=True)
     try:
         page.goto(f"{live_server.url}/timeline/?{urlencode({'from': start, 'to': end})}")
         wait_drawn(page)
@@ -114,7 +99,7 @@ def test_an_incident_made_annotated_and_shared_from_the_war_room(chromium, live_
         assert page.problems == []
 
         # A storage analyst opens the link: same window, same lanes, the note; no modeldev log bodies.
-        other, theirs = _signed_in(chromium, live_server, "storage-analyst")
+        other, theirs = signed_in(chromium, live_server, "storage-analyst", accept_downloads=True)
         try:
             theirs.goto(link)
             wait_drawn(theirs)
@@ -194,7 +179,7 @@ def test_a_link_opens_in_the_openers_terms_with_placeholders_for_the_rest(chromi
     )
     ids = dict(Organization.objects.values_list("slug", "pk"))
     masked = pseudonym(ids["modeldev"], ids["storage"], "node", "node-07")
-    context, page = _signed_in(chromium, live_server, "storage-analyst")
+    context, page = signed_in(chromium, live_server, "storage-analyst", accept_downloads=True)
     try:
         page.goto(f"{live_server.url}/i/{link.short_id}")
         wait_drawn(page)

@@ -80,6 +80,17 @@ def _axes(page) -> dict:
     )
 
 
+def _drag(page, x0: float, x1: float, y: float) -> None:
+    """Drag across the lanes from ``x0`` to ``x1`` at height ``y`` (Plotly zooms to it) and wait for the
+    redraw."""
+    count = renders(page)
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move(x1, y, steps=8)
+    page.mouse.up()
+    wait_drawn(page, count)
+
+
 def test_zooming_any_lane_requeries_every_lane_at_the_finer_resolution(page, live_server, incident):
     open_view(page, live_server, _query(incident))
     before = {lane["spec"]: lane.get("step_ms") for lane in _lanes(page)}
@@ -91,12 +102,7 @@ def test_zooming_any_lane_requeries_every_lane_at_the_finer_resolution(page, liv
     y = box["y"] + axes["top"] + 300  # inside the heatmap lane
     x0 = box["x"] + axes["offset"] + axes["length"] * 0.40
     x1 = box["x"] + axes["offset"] + axes["length"] * 0.50
-    count = renders(page)
-    page.mouse.move(x0, y)
-    page.mouse.down()
-    page.mouse.move(x1, y, steps=8)
-    page.mouse.up()
-    wait_drawn(page, count)
+    _drag(page, x0, x1, y)
     window = page.evaluate("window.jointline.view.window")
     span = window["to_ms"] - window["from_ms"]
     assert span < 0.15 * (axes["range"][1] - axes["range"][0])
@@ -246,12 +252,7 @@ def test_the_pages_run_under_the_content_security_policy_without_a_violation(pag
     x1 = box["x"] + axes["offset"] + axes["length"] * 0.50
     page.mouse.move(x0, y, steps=4)
     page.locator(".wr-title").nth(1).hover()
-    count = renders(page)
-    page.mouse.move(x0, y)
-    page.mouse.down()
-    page.mouse.move(x1, y, steps=8)
-    page.mouse.up()
-    wait_drawn(page, count)
+    _drag(page, x0, x1, y)
     violations += page.evaluate("window.__cspViolations")
     for path in (f"/incidents/{incident.incident_id}/", "/incidents/", "/sharing/", "/clock/"):
         page.goto(f"{live_server.url}{path}")

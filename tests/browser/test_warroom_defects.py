@@ -6,6 +6,7 @@ renders it, and must show as text and never run."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
@@ -19,6 +20,8 @@ EN_DASH = "\u2013"
 
 HOSTILE_LABEL = '<img src=x onerror="window.__pwned = 3">'
 LATENCY = "heatmap:storage/storage/nfs_read_latency_seconds"
+METADATA_OPS = "sum:storage/storage/storage_metadata_ops_per_second@storage_metadata_ops_capacity"
+LINK_AUTHOR = "modeldev-analyst"
 
 
 def _query(found, **extra) -> str:
@@ -54,10 +57,7 @@ def test_a_link_with_lanes_the_opener_cannot_read_shows_placeholders_and_keeps_t
         link = page.input_value("#permalink")
     finally:
         context.close()
-    context, page = signed_in(chromium, live_server, "modeldev-viewer")
-    try:
-        page.goto(link)
-        wait_drawn(page)
+    with _drawn_as(chromium, live_server, "modeldev-viewer", link) as page:
         assert "clock=" not in page.url  # the recorded clock stays with the link
         # the heatmap and storage's own per-node bands of his view: one placeholder each, in place
         placeholders = page.locator(".wr-title.wr-placeholder")
@@ -79,8 +79,6 @@ def test_a_link_with_lanes_the_opener_cannot_read_shows_placeholders_and_keeps_t
         assert page.locator("#request-access input[name=name_patterns]").input_value() == "nfs_read_*"
         assert "per-node NFS read" in page.locator("#request-access textarea").input_value()
         assert page.problems == []
-    finally:
-        context.close()
 
 
 def test_a_lane_matching_nothing_and_a_log_lane_not_shared_keep_their_place(page, live_server, incident):
@@ -136,21 +134,34 @@ def test_clock_corrections_in_force_are_shown_with_their_uncertainty(page, live_
     assert page.problems == []
 
 
-def test_the_opener_is_offered_its_own_lanes_for_the_signals_of_a_link(chromium, live_server, incident):
-    """Defect 4: storage opens modeldev's link and adds its per-node latency with one click."""
+@contextmanager
+def _drawn_as(chromium, live_server, username: str, url: str):
+    """``username``'s page, signed in, on ``url`` once its lanes are drawn; closed at the end."""
+    context, page = signed_in(chromium, live_server, username)
+    try:
+        page.goto(url)
+        wait_drawn(page)
+        yield page
+    finally:
+        context.close()
+
+
+def _modeldev_link(incident, lanes: list[str]):
+    """A permalink to ``lanes`` over the incident's window, made by modeldev's analyst."""
     from django.contrib.auth.models import User
 
     from timeline.services import permalink_create
 
     start, end = incident.window
-    lanes = ["sum:storage/storage/storage_metadata_ops_per_second@storage_metadata_ops_capacity"]
-    link = permalink_create(
-        user=User.objects.get(username="modeldev-analyst"), state={"from": start, "to": end, "lanes": lanes}
-    )
-    context, page = signed_in(chromium, live_server, "storage-analyst")
-    try:
-        page.goto(f"{live_server.url}/i/{link.short_id}")
-        wait_drawn(page)
+    author = User.objects.get(username=LINK_AUTHOR)
+    return permalink_create(user=author, state={"from": start, "to": end, "lanes": lanes})
+
+
+def test_the_opener_is_offered_its_own_lanes_for_the_signals_of_a_link(chromium, live_server, incident):
+    """Defect 4: storage opens modeldev's link and adds its per-node latency with one click."""
+    lanes = [METADATA_OPS]
+    link = _modeldev_link(incident, lanes)
+    with _drawn_as(chromium, live_server, "storage-analyst", f"{live_server.url}/i/{link.short_id}") as page:
         offer = page.locator("[data-notice=related]")
         assert "Your own lanes for the signals of this link" in offer.inner_text()
         assert "nfs_read_latency_seconds" in offer.inner_text()
@@ -161,8 +172,6 @@ def test_the_opener_is_offered_its_own_lanes_for_the_signals_of_a_link(chromium,
         assert shown[0] == lanes[0] and any("nfs_read_latency_seconds" in lane for lane in shown)
         assert page.locator("[data-notice=related]").count() == 0
         assert page.problems == []
-    finally:
-        context.close()
 
 
 def _lanes_of(page) -> list[str]:
@@ -179,19 +188,15 @@ def test_a_link_copied_after_adding_ones_own_lanes_brings_each_openers_own_lanes
     from core.timeparse import parse_timestamp
     from orgs.access import Scope
     from timeline.selectors import Window, warroom_catalogue
-    from timeline.services import permalink_create
 
     start, end = incident.window
-    author = User.objects.get(username="modeldev-analyst")
+    author = User.objects.get(username=LINK_AUTHOR)
     window = Window(parse_timestamp(start), parse_timestamp(end))
     defaults = warroom_catalogue(Scope.for_user(author), window=window)["defaults"]
     nic = next(lane for lane in defaults if lane.startswith("heatmap:cloudops/network/"))
-    base = ["sum:storage/storage/storage_metadata_ops_per_second@storage_metadata_ops_capacity", nic]
-    link = permalink_create(user=author, state={"from": start, "to": end, "lanes": base})
-    context, page = signed_in(chromium, live_server, "storage-analyst")
-    try:
-        page.goto(f"{live_server.url}/i/{link.short_id}")
-        wait_drawn(page)
+    base = [METADATA_OPS, nic]
+    link = _modeldev_link(incident, base)
+    with _drawn_as(chromium, live_server, "storage-analyst", f"{live_server.url}/i/{link.short_id}") as page:
         count = renders(page)
         page.locator("[data-notice=related] button:not(.link)").click()
         wait_drawn(page, count)
@@ -208,12 +213,7 @@ def test_a_link_copied_after_adding_ones_own_lanes_brings_each_openers_own_lanes
         stored = page.request.get(f"{live_server.url}/api/v1/permalinks/{theirs.rsplit('/', 1)[1]}").json()
         assert stored["state"]["mine"] is True and stored["state"]["lanes"] == base
         assert page.problems == []
-    finally:
-        context.close()
-    context, page = signed_in(chromium, live_server, "cloudops-admin")
-    try:
-        page.goto(theirs)
-        wait_drawn(page)
+    with _drawn_as(chromium, live_server, "cloudops-admin", theirs) as page:
         lanes = _lanes_of(page)
         assert lanes[:2] == base
         own = [lane for lane in lanes[2:] if lane.split(":", 1)[1].startswith("cloudops/network/")]
@@ -225,42 +225,22 @@ def test_a_link_copied_after_adding_ones_own_lanes_brings_each_openers_own_lanes
         wait_drawn(page, count)
         assert _lanes_of(page) == base and "mine=1" not in page.url
         assert page.problems == []
-    finally:
-        context.close()
-    context, page = signed_in(chromium, live_server, "modeldev-viewer")
-    try:
-        page.goto(theirs)
-        wait_drawn(page)
+    with _drawn_as(chromium, live_server, "modeldev-viewer", theirs) as page:
         assert _lanes_of(page) == base  # none of modeldev's own series are of these signals
         assert "none of yours match" in page.locator("[data-notice=mine]").inner_text()
         assert not any("nfs_read_latency" in t or "not shared" in t for t in _titles(page))
         assert page.problems == []
-    finally:
-        context.close()
 
 
 def test_reads_through_a_link_are_audited_as_that_link_once_with_a_count(chromium, live_server, incident):
     """Defect 5: the owner's audit names the permalink, one row for repeated reads of the view."""
-    from django.contrib.auth.models import User
-
-    from timeline.services import permalink_create
-
-    start, end = incident.window
-    lanes = ["sum:storage/storage/storage_metadata_ops_per_second@storage_metadata_ops_capacity"]
-    link = permalink_create(
-        user=User.objects.get(username="modeldev-analyst"), state={"from": start, "to": end, "lanes": lanes}
-    )
-    context, page = signed_in(chromium, live_server, "modeldev-viewer")
-    try:
-        page.goto(f"{live_server.url}/i/{link.short_id}")
-        wait_drawn(page)
+    link = _modeldev_link(incident, [METADATA_OPS])
+    with _drawn_as(chromium, live_server, "modeldev-viewer", f"{live_server.url}/i/{link.short_id}") as page:
         for _ in range(2):
             count = renders(page)
             page.click("#apply")
             wait_drawn(page, count)
         page.wait_for_load_state("networkidle")
-    finally:
-        context.close()
     context, page = signed_in(chromium, live_server, "storage-admin")
     try:
         page.goto(f"{live_server.url}/sharing/")

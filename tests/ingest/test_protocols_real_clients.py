@@ -14,7 +14,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -30,6 +29,7 @@ from django.http import HttpResponse
 from ingest.api_protocols import RemoteWriteView
 from orgs.access import Scope
 from tests.ingest.protocol_helpers import PROTOCOL_URLS, stored_events, stored_series
+from tests.processes import free_port, not_installed
 from timeline.models import Series
 from timeline.store import ReadHints, get_store
 
@@ -39,7 +39,6 @@ pytestmark = [
     pytest.mark.usefixtures("transactional_db"),
 ]
 
-CI = os.environ.get("CI", "").lower() == "true"
 RUN_S = 25.0  # how long Prometheus scrapes and writes
 RATE_WINDOW_S = 20
 # Over one wall-clock window (T-20 s, T] the two rates see the same samples but treat the edges
@@ -59,10 +58,7 @@ def binary(*names: str) -> str:
         path = shutil.which(name)
         if path:
             return path
-    reason = f"{names[0]} is not installed: apt-get install prometheus prometheus-node-exporter"
-    if CI:
-        pytest.fail(reason)
-    pytest.skip(reason)
+    not_installed(f"{names[0]} is not installed: apt-get install prometheus prometheus-node-exporter")
 
 
 def client_module(name: str):
@@ -70,16 +66,7 @@ def client_module(name: str):
     try:
         return importlib.import_module(name)
     except ImportError:
-        reason = f"{name} is not installed: pip install -e '.[dev]'"
-        if CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        not_installed(f"{name} is not installed: pip install -e '.[dev]'")
 
 
 def http_get(url: str, timeout: float = 5.0) -> bytes:

@@ -13,7 +13,6 @@ import io
 import json
 import logging
 import os
-import secrets
 import select
 import shutil
 import signal
@@ -36,6 +35,7 @@ from orgs.models import Organization
 from orgs.services import organization_create, token_create
 from tests.conftest import nic_batch, post_body, push
 from tests.ingest.protocol_helpers import now_ms, snappy, write_request
+from tests.processes import database_url, free_port, production_process_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_MAX_BYTES = 64 * 1024  # JOINTLINE_PUSH_MAX_BYTES of the servers started here
@@ -73,43 +73,21 @@ class UnreadBody:
         return self.read(size)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _test_database_url() -> str:
-    db = connection.settings_dict
-    return (
-        f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    )
-
-
 def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """The environment of a production process against the test database and the given Redis."""
-    inherited = {
-        key: val
-        for key, val in os.environ.items()
-        if not key.startswith(("DJANGO_", "JOINTLINE_", "CELERY_", "PROMETHEUS_"))
-        and key not in {"DATABASE_URL", "REDIS_URL"}
-    }
-    return {
-        **inherited,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "DATABASE_URL": _test_database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "JOINTLINE_REDIS_KEY_PREFIX": f"jledge{os.getpid()}:",
-        "JOINTLINE_DATA_DIR": str(tmp_path / "data"),
-        "JOINTLINE_WEB_WORKERS": "1",
-        "JOINTLINE_WEB_ACCESS_LOG": "false",
-        "JOINTLINE_PUSH_MAX_BYTES": str(SERVER_MAX_BYTES),
-        **extra,
-    }
+    return production_process_env(
+        tmp_path,
+        **{
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "JOINTLINE_REDIS_KEY_PREFIX": f"jledge{os.getpid()}:",
+            "JOINTLINE_WEB_WORKERS": "1",
+            "JOINTLINE_WEB_ACCESS_LOG": "false",
+            "JOINTLINE_PUSH_MAX_BYTES": str(SERVER_MAX_BYTES),
+            **extra,
+        },
+    )
 
 
 def _logs(log: Path) -> str:
@@ -210,7 +188,7 @@ class PrivateRedis:
     """A redis-server of this test alone, on a port of its own, without persistence."""
 
     def __init__(self, tmp_path: Path):
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.dir = tmp_path / "redis"
         self.dir.mkdir()
@@ -366,7 +344,7 @@ def _dead_redis_caches() -> dict:
     return {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": f"redis://127.0.0.1:{_free_port()}/0",
+            "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
             "OPTIONS": {"socket_timeout": 1, "socket_connect_timeout": 1},
         }
     }
@@ -409,7 +387,7 @@ def test_redis_down_pushes_are_journaled_then_refused_with_503_and_applied_once_
 ):
     org, _ = organization_create(slug="edge", name="Edge test")
     token = token_create(org=org, name="agent").secret
-    port = _free_port()
+    port = free_port()
     fail_open_s = 4.0
     env = server_env(
         tmp_path,
@@ -484,7 +462,7 @@ def test_a_push_while_redis_hangs_is_journaled_after_bounded_waits(private_redis
     limiter and the enqueue give up after JOINTLINE_REDIS_TIMEOUT_S instead of holding the push."""
     org, _ = organization_create(slug="edge", name="Edge test")
     token = token_create(org=org, name="agent").secret
-    port = _free_port()
+    port = free_port()
     env = server_env(
         tmp_path,
         REDIS_URL=private_redis.url,
@@ -516,7 +494,7 @@ def test_a_push_while_redis_hangs_is_journaled_after_bounded_waits(private_redis
 def edge_server(request, django_db_setup, django_db_blocker, tmp_path_factory):
     """A real server on the test database: gunicorn (production) or the development server."""
     tmp_path = tmp_path_factory.mktemp(request.param)
-    port = _free_port()
+    port = free_port()
     with django_db_blocker.unblock():
         env = server_env(tmp_path, JOINTLINE_BIND=f"127.0.0.1:{port}")
     command = gunicorn_command() if request.param == "gunicorn" else runserver_command(port)

@@ -23,6 +23,7 @@ from core.records import Batch, SeriesBlock
 from ingest.models import BatchStatus, IngestBatch
 from ingest.services import batch_accept, journal_sweep
 from tests.conftest import nic_batch, push
+from tests.processes import database_url as _test_database_url
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,13 +106,6 @@ def _worker_process(log_path: Path) -> subprocess.Popen:
         env=env,
         stdout=log_path.open("ab"),
         stderr=subprocess.STDOUT,
-    )
-
-
-def _test_database_url() -> str:
-    db = connection.settings_dict
-    return (
-        f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     )
 
 

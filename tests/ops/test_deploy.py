@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,13 +26,13 @@ import pytest
 import redis
 import yaml
 from django.conf import settings
-from django.db import connection
 from django.urls import Resolver404, resolve
 
 from ingest.models import BatchStatus, IngestBatch
 from orgs.services import organization_create, token_create
 from tests.conftest import nic_batch
 from tests.ops.conftest import parse_exposition, value
+from tests.processes import database_url, free_port, production_process_env
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker" / "compose.yml"
@@ -142,24 +140,15 @@ def _docker_compose_works() -> bool:
 
 def production_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """A production environment: long random secret, a real host name, HTTPS behind a proxy."""
-    inherited = {
-        key: val
-        for key, val in os.environ.items()
-        if not key.startswith(("DJANGO_", "JOINTLINE_", "CELERY_", "PROMETHEUS_"))
-        and key not in {"DATABASE_URL", "REDIS_URL"}
-    }
-    return {
-        **inherited,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONPATH": str(ROOT),  # as the image sets it
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-        "DJANGO_ALLOWED_HOSTS": HOST,
-        "JOINTLINE_HTTPS": "true",
-        "JOINTLINE_TRUST_X_FORWARDED_PROTO": "true",
-        "JOINTLINE_DATA_DIR": str(tmp_path / "data"),
-        **extra,
-    }
+    return production_process_env(
+        tmp_path,
+        **{
+            "DJANGO_ALLOWED_HOSTS": HOST,
+            "JOINTLINE_HTTPS": "true",
+            "JOINTLINE_TRUST_X_FORWARDED_PROTO": "true",
+            **extra,
+        },
+    )
 
 
 def deploy_issues(env: dict[str, str]) -> list[str]:
@@ -199,19 +188,6 @@ def _ops_wired_in_config() -> bool:
     except Resolver404:
         return False
     return wanted <= set(settings.MIDDLEWARE)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _test_database_url() -> str:
-    db = connection.settings_dict
-    return (
-        f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    )
 
 
 class Site:
@@ -275,10 +251,10 @@ def services_env(tmp_path, redis_key_prefix):
     return production_env(
         tmp_path,
         DJANGO_SETTINGS_MODULE="config.settings" if _ops_wired_in_config() else "tests.ops.wired_settings",
-        DATABASE_URL=_test_database_url(),
+        DATABASE_URL=database_url(),
         REDIS_URL=settings.REDIS_URL,
         JOINTLINE_REDIS_KEY_PREFIX=redis_key_prefix,
-        JOINTLINE_BIND=f"127.0.0.1:{_free_port()}",
+        JOINTLINE_BIND=f"127.0.0.1:{free_port()}",
         JOINTLINE_WEB_WORKERS="2",
         JOINTLINE_BEAT_SCHEDULE_FILE=str(tmp_path / "celerybeat-schedule"),
         JOINTLINE_WORKER_HEARTBEAT_FILE=str(tmp_path / "worker-heartbeat"),
@@ -301,7 +277,7 @@ def test_gunicorn_worker_and_beat_serve_production_with_the_compose_commands(ser
     processes: dict[str, subprocess.Popen] = {}
 
     # ingest runs web's command line on an address of its own (compose gives it its own container)
-    ingest_env = {**env, "JOINTLINE_BIND": f"127.0.0.1:{_free_port()}"}
+    ingest_env = {**env, "JOINTLINE_BIND": f"127.0.0.1:{free_port()}"}
 
     def start(name: str, environment: dict[str, str] = env) -> None:
         log = (tmp_path / f"{name}.log").open("wb")

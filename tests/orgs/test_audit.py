@@ -12,24 +12,21 @@ from rest_framework.test import APIClient
 from orgs.access import AUDIT_COALESCE_GAP, Scope
 from orgs.models import AuditEntry, Role
 from orgs.selectors import audit_rows
-from orgs.services import grant_create, user_create
-from tests.orgs.test_grants import WINDOW, storage_data  # noqa: F401  (the fixture)
+from tests.factories import member_client
+from tests.orgs.test_grants import WINDOW, share, storage_data  # noqa: F401  (the fixtures)
 
 LANES_VIEW = "permalink /i/AbC123xyz9"
 
 
 @pytest.fixture
-def shared(client_a, org_a, storage_data):  # noqa: F811
-    grant_create(owner=storage_data, grantee=org_a, name="all")
+def shared(client_a, storage_data, share):  # noqa: F811
+    share("all")
     return storage_data
 
 
 @pytest.fixture
 def storage_admin(org_b) -> APIClient:
-    client = APIClient()
-    client.user = user_create(org=org_b, username="bea", role=Role.ADMIN, password="pw-audit-1")[0]
-    client.force_login(client.user)
-    return client
+    return member_client(org_b, "bea", Role.ADMIN)
 
 
 def _read(client, view: str = LANES_VIEW, **window):
@@ -112,8 +109,7 @@ def test_another_view_or_a_pause_longer_than_the_gap_starts_a_new_entry(client_a
 
 
 def test_another_reader_is_another_entry(client_a, org_a, shared):
-    other = APIClient()
-    other.force_login(user_create(org=org_a, username="amy", role=Role.ANALYST, password="pw-audit-2")[0])
+    other = member_client(org_a, "amy", Role.ANALYST)
     _read(client_a)
     _read(other)
     assert sorted(AuditEntry.objects.values_list("viewer", "count")) == [("user:alice", 1), ("user:amy", 1)]

@@ -3,32 +3,21 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import transaction
 from django.utils import timezone
 
 from core.labels import glob_to_regex, parse_matcher
-from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import GrantRule, Scope
 from orgs.models import AuditEntry, Grant
 from orgs.services import grant_create, grant_revoke
+from tests.factories import T0, S, gauge, log_line, write
 from timeline.models import Event, Series
-from timeline.store import get_store
 
-T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
-S = 1_000_000
 WINDOW = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T02:00:00Z"}
 
 
-def block(metric, node, signal="storage", values=(1.0, 2.0, 3.0, 4.0)):
-    return SeriesBlock(
-        signal=signal,
-        metric=metric,
-        labels={"node": node},
-        kind="gauge",
-        unit="",
-        ts=[T0 + i * 600 * S for i in range(len(values))],
-        values=list(values),
-    )
+def block(metric, node, values=(1.0, 2.0, 3.0, 4.0)):
+    """Four samples, ten minutes apart, of ``node``."""
+    return gauge(metric, {"node": node}, values, step_s=600)
 
 
 @pytest.fixture
@@ -36,19 +25,27 @@ def storage_data(org_b):
     """org_b (storage) owns per-node latency, fleet metadata ops and a log line."""
     blocks = [block("nfs_read_latency_seconds", f"node-{i:02d}") for i in range(1, 7)]
     blocks.append(block("storage_metadata_ops_per_second", "array-1"))
-    event = EventRecord(
-        ts=T0 + 60 * S,
+    event = log_line(
+        T0 + 60 * S,
+        "metadata service saturated: 4 KiB random reads",
+        node="node-03",
         signal="storage",
-        kind="log",
-        severity="warning",
         name="mds",
-        message="metadata service saturated: 4 KiB random reads",
-        resource={"node": "node-03"},
+        severity="warning",
         attributes={"client": "10.0.0.3"},
     )
-    with transaction.atomic():
-        get_store().write_batch(org_id=org_b.pk, batch=Batch(source="array", series=blocks, events=[event]))
+    write(org_b, series=blocks, events=[event], source="array")
     return org_b
+
+
+@pytest.fixture
+def share(org_a, storage_data):
+    """Grant org_a (modeldev) a view of storage's data: ``share(name, **selector)``."""
+
+    def create(name: str, **selector) -> Grant:
+        return grant_create(owner=storage_data, grantee=org_a, name=name, **selector)
+
+    return create
 
 
 def ids(client, **params):
@@ -63,11 +60,9 @@ def test_without_a_grant_another_organisation_reads_nothing(client_a, storage_da
     assert client_a.get("/api/v1/events", WINDOW).json()["events"] == []
 
 
-def test_a_full_grant_shares_exactly_its_selector(client_a, org_a, storage_data):
-    grant_create(
-        owner=storage_data,
-        grantee=org_a,
-        name="latency of node-01..03",
+def test_a_full_grant_shares_exactly_its_selector(client_a, share):
+    share(
+        "latency of node-01..03",
         signals=["storage"],
         name_patterns=["nfs_*"],
         label_matchers=['node=~"node-0[1-3]"'],
@@ -86,8 +81,8 @@ def test_a_grant_to_everyone_reaches_every_other_organisation(client_a, storage_
     assert ids(client_a) == {"storage_metadata_ops_per_secondarray-1"}
 
 
-def test_a_redacted_grant_pseudonymises_labels_and_hides_log_bodies(client_a, org_a, storage_data):
-    grant_create(owner=storage_data, grantee=org_a, name="storage, redacted", level="redacted")
+def test_a_redacted_grant_pseudonymises_labels_and_hides_log_bodies(client_a, share):
+    share("storage, redacted", level="redacted")
     series = client_a.get("/api/v1/series").json()["series"]
     nodes = {s["labels"]["node"] for s in series}
     assert not nodes & ({f"node-{i:02d}" for i in range(1, 7)} | {"array-1"})
@@ -110,8 +105,8 @@ def test_pseudonyms_differ_between_viewer_organisations(org_a, org_b, storage_da
     )
 
 
-def test_an_aggregate_grant_makes_no_single_series_readable(client_a, org_a, storage_data):
-    grant_create(owner=storage_data, grantee=org_a, name="latency, fleet only", level="aggregate")
+def test_an_aggregate_grant_makes_no_single_series_readable(client_a, org_a, storage_data, share):
+    share("latency, fleet only", level="aggregate")
     assert ids(client_a) == set()
     latency = Series.objects.scoped(Scope.system()).filter(org=storage_data).first()
     assert client_a.get("/api/v1/lanes", {**WINDOW, "series": latency.pk}).json()["lanes"] == []
@@ -121,27 +116,23 @@ def test_an_aggregate_grant_makes_no_single_series_readable(client_a, org_a, sto
     assert Series.unscoped.filter(scope.series_filter(include_aggregate=True)).count() == 7
 
 
-def test_a_revoked_grant_stops_access_on_the_next_request(client_a, org_a, storage_data):
-    grant = grant_create(owner=storage_data, grantee=org_a, name="all")
+def test_a_revoked_grant_stops_access_on_the_next_request(client_a, share):
+    grant = share("all")
     assert ids(client_a)
     grant_revoke(grant=grant)
     assert ids(client_a) == set()
 
 
-def test_an_expired_grant_stops_access(client_a, org_a, storage_data):
-    grant = grant_create(
-        owner=storage_data, grantee=org_a, name="all", expires_at=timezone.now() + timedelta(hours=1)
-    )
+def test_an_expired_grant_stops_access(client_a, share):
+    grant = share("all", expires_at=timezone.now() + timedelta(hours=1))
     assert ids(client_a)
     Grant.objects.filter(pk=grant.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert ids(client_a) == set()
 
 
-def test_a_grant_time_window_cuts_the_data_at_its_edges(client_a, org_a, storage_data):
-    grant_create(
-        owner=storage_data,
-        grantee=org_a,
-        name="first 15 minutes",
+def test_a_grant_time_window_cuts_the_data_at_its_edges(client_a, share):
+    share(
+        "first 15 minutes",
         name_patterns=["storage_metadata_*"],
         data_from=datetime(2026, 6, 15, 0, 5, tzinfo=UTC),
         data_to=datetime(2026, 6, 15, 0, 25, tzinfo=UTC),
@@ -155,8 +146,8 @@ def test_a_grant_time_window_cuts_the_data_at_its_edges(client_a, org_a, storage
     assert client_a.get("/api/v1/events", WINDOW).json()["events"] == []  # the log line is at 00:01
 
 
-def test_reads_of_another_organisation_are_audited(client_a, org_a, storage_data):
-    grant_create(owner=storage_data, grantee=org_a, name="all")
+def test_reads_of_another_organisation_are_audited(client_a, org_a, storage_data, share):
+    share("all")
     client_a.get("/api/v1/events", WINDOW)
     entry = AuditEntry.objects.get(owner=storage_data)
     assert entry.viewer == "user:alice"
@@ -237,20 +228,8 @@ def test_another_organisations_grant_answers_404(client_a, org_b):
 
 
 def test_an_aggregate_grant_lets_fleet_level_series_be_read_as_they_are(org_a, org_b):
-    fleet = SeriesBlock(
-        signal="storage",
-        metric="storage_read_bytes_per_second",
-        labels={"cluster": "c1"},
-        kind="gauge",
-        unit="bytes_per_second",
-        ts=[T0],
-        values=[1e11],
-    )
-    with transaction.atomic():
-        get_store().write_batch(
-            org_id=org_b.pk,
-            batch=Batch(source="array", series=[fleet, block("nfs_rpc_slots_in_use", "node-01")]),
-        )
+    fleet = gauge("storage_read_bytes_per_second", {"cluster": "c1"}, [1e11], unit="bytes_per_second")
+    write(org_b, series=[fleet, block("nfs_rpc_slots_in_use", "node-01")], source="array")
     grant_create(owner=org_b, grantee=org_a, name="fleet", level="aggregate")
     scope = Scope.dangerously_as_org(org_a.pk, "test")
     readable = list(Series.objects.scoped(scope).values_list("metric", flat=True))

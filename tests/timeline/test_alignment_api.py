@@ -9,17 +9,17 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.db import transaction
 
-from core.records import Batch, EventRecord
+from core.records import EventRecord
 from orgs.access import pseudonym
 from orgs.models import Organization, Role
-from orgs.services import grant_create, organization_create, user_create
-from tests.conftest import PASSWORD, push
+from orgs.services import grant_create, organization_create
+from tests import factories
+from tests.conftest import push
+from tests.factories import member_client
 from tests.test_leaks import ALLOWED, LOG_NODE, NOTE_TEXT, SECRET_LABEL, _leaks, _urls, world  # noqa: F401
 from timeline import services as timeline_services
 from timeline.models import ClockCorrection, Snapshot, Source
-from timeline.store import get_store
 
 pytestmark = pytest.mark.urls("tests.timeline.alignment_urls")
 
@@ -44,31 +44,18 @@ def event(ts, name, *, signal="application", node="node-63", session="s1", kind=
     )
 
 
-def write(org, *, events=(), series=(), source="otel-collector"):
-    with transaction.atomic():
-        get_store().write_batch(
-            org_id=org.pk, batch=Batch(source=source, series=list(series), events=list(events))
-        )
-
-
-def client_for(org, username, role):
-    from rest_framework.test import APIClient
-
-    user = user_create(org=org, username=username, role=role, password=PASSWORD)[0]
-    client = APIClient()
-    client.force_login(user)
-    client.user = user
-    return client
+def write(org, *, events=(), source="otel-collector"):
+    factories.write(org, events=events, source=source)
 
 
 @pytest.fixture
 def admin_a(org_a):
-    return client_for(org_a, "ada", Role.ADMIN)
+    return member_client(org_a, "ada", Role.ADMIN)
 
 
 @pytest.fixture
 def viewer_a(org_a):
-    return client_for(org_a, "vic", Role.VIEWER)
+    return member_client(org_a, "vic", Role.VIEWER)
 
 
 @pytest.fixture
@@ -255,7 +242,7 @@ def test_estimates_of_the_data_one_may_read_and_applying_one(org_a, client_a, la
 
 
 def test_only_the_organisation_whose_clock_it_is_may_apply_its_estimate(org_a, infra, launches):
-    infra_analyst = client_for(infra, "ian", Role.ANALYST)
+    infra_analyst = member_client(infra, "ian", Role.ANALYST)
     response = infra_analyst.post(
         "/api/v1/clock/estimates", {**WINDOW, "source": "otel-collector"}, format="json"
     )

@@ -7,11 +7,13 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
-from core.records import Batch, EventRecord, SeriesBlock
+from core.records import SeriesBlock
 from orgs.access import Scope
 from orgs.services import grant_create
+from tests import factories
+from tests.factories import gauge, log_line
 from timeline.clock.model import clock_for, read_hints, resolve_clock, use_clock
 from timeline.models import ClockCorrection, Event, Series, Source
 from timeline.presenters import present_event
@@ -25,35 +27,15 @@ HOUR = 3600 * S
 
 
 def block(values, *, node="node-01", metric="nfs_rpc_slots_in_use", kind="gauge", step_s=15, t0=T0, ts=None):
-    return SeriesBlock(
-        signal="storage",
-        metric=metric,
-        labels={"node": node},
-        kind=kind,
-        unit="",
-        ts=list(ts) if ts is not None else [t0 + i * step_s * S for i in range(len(values))],
-        values=[float(v) for v in values],
-    )
+    return gauge(metric, {"node": node}, values, kind=kind, step_s=step_s, start=t0, ts=ts)
 
 
 def log(ts, *, node="node-01", name="rank_start", end_ts=None):
-    return EventRecord(
-        ts=ts,
-        end_ts=end_ts,
-        signal="application",
-        kind="span" if end_ts else "log",
-        severity="info",
-        name=name,
-        message=f"{name} on {node}",
-        resource={"node": node},
-    )
+    return log_line(ts, f"{name} on {node}", node=node, name=name, end_ts=end_ts)
 
 
 def write(org, *blocks, events=(), source="test-agent"):
-    with transaction.atomic():
-        get_store().write_batch(
-            org_id=org.pk, batch=Batch(source=source, series=list(blocks), events=list(events))
-        )
+    factories.write(org, series=blocks, events=events, source=source)
 
 
 def scope_of(org) -> Scope:

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from core.records import EventRecord, SeriesBlock
-from tests.timeline.test_lanes import HOUR, T0, S, gauge, write
-from timeline.lanes import SeriesGroup, default_specs, pair_capacities
+from core.records import SeriesBlock
+from tests.factories import HOUR, T0, gauge, log_line, nodes, series_group, span, write
+from timeline.lanes import default_specs, pair_capacities
 from timeline.lanes.rules import LaneRulesError, lane_rules
 
 BUSY = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T06:00:00Z"}
@@ -18,15 +18,14 @@ EMPTY = {"from": "2026-06-17T00:00:00Z", "to": "2026-06-17T01:00:00Z"}  # nothin
 
 
 def _nic(node: str, device: str, per_second: float) -> SeriesBlock:
-    ts = [T0 + i * 15 * S for i in range(240)]
-    return SeriesBlock(
+    """An hour of a NIC's received bytes, growing by ``per_second``."""
+    return gauge(
+        "node_network_receive_bytes_total",
+        {"node": node, "device": device},
+        [per_second * 15 * i for i in range(240)],
         signal="network",
-        metric="node_network_receive_bytes_total",
-        labels={"node": node, "device": device},
         kind="counter",
         unit="bytes",
-        ts=ts,
-        values=[per_second * 15 * i for i in range(240)],
     )
 
 
@@ -42,24 +41,8 @@ def story(org_a):
         + [gauge("nfs_rpc_slots_in_use", {"node": node}, [128.0] * 60) for node in nodes]
         + [gauge("nfs_rpc_slot_table_size", {"node": node}, [128.0] * 60) for node in nodes],
         events=[
-            EventRecord(
-                ts=T0 + HOUR,
-                end_ts=T0 + 2 * HOUR,
-                signal="scheduler",
-                kind="span",
-                severity="info",
-                name="session",
-                resource={"node": "node-01"},
-            ),
-            EventRecord(
-                ts=T0 + HOUR,
-                signal="application",
-                kind="log",
-                severity="info",
-                name="shard_load",
-                message="loading shard 1/480 took 40.1 s",
-                resource={"node": "node-01"},
-            ),
+            span(T0 + HOUR, T0 + 2 * HOUR, node="node-01"),
+            log_line(T0 + HOUR, "loading shard 1/480 took 40.1 s", node="node-01"),
         ],
     )
 
@@ -82,23 +65,6 @@ def test_the_catalogue_still_lists_the_event_families_of_its_window(client_a, st
     assert signals == {"scheduler", "application"}
 
 
-def _group(org: str, signal: str, metric: str, *, count: int = 1) -> SeriesGroup:
-    group = SeriesGroup(
-        org=org,
-        org_name=org,
-        colour="#000000",
-        signal=signal,
-        metric=metric,
-        kind="gauge",
-        unit="",
-        count=count,
-        per_series=count,
-    )
-    if count > 1:
-        group.labels["node"] = {f"node-{i}" for i in range(count)}
-    return group
-
-
 def test_a_rules_file_replaces_the_shipped_pairs_lanes_and_titles(tmp_path, settings):
     rules = tmp_path / "lanes.json"
     rules.write_text(
@@ -116,11 +82,11 @@ def test_a_rules_file_replaces_the_shipped_pairs_lanes_and_titles(tmp_path, sett
     )
     settings.JOINTLINE_DEFAULT_LANES_FILE = str(rules)
     groups = [
-        _group("acme", "storage", "pool_used_bytes"),
-        _group("acme", "storage", "pool_size_bytes"),
-        _group("acme", "gpu", "sm_busy_ratio", count=4),
-        _group("acme", "storage", "storage_read_bytes_per_second"),
-        _group("acme", "storage", "storage_read_capacity_bytes_per_second"),
+        series_group("acme/storage/pool_used_bytes"),
+        series_group("acme/storage/pool_size_bytes"),
+        series_group("acme/gpu/sm_busy_ratio", count=4, labels=nodes(4)),
+        series_group("acme/storage/storage_read_bytes_per_second"),
+        series_group("acme/storage/storage_read_capacity_bytes_per_second"),
     ]
     assert pair_capacities(groups)[("acme", "pool_used_bytes")] == "pool_size_bytes"
     assert ("acme", "storage_read_bytes_per_second") not in pair_capacities(groups)

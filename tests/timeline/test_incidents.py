@@ -7,8 +7,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from orgs.models import Organization
-from orgs.services import grant_create, user_create
-from tests.conftest import PASSWORD, nic_batch, push
+from orgs.services import grant_create
+from tests.conftest import nic_batch, push
+from tests.factories import HOUR, T0, gauge, member_client, write
 
 WINDOW = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T02:00:00Z"}
 
@@ -35,10 +36,20 @@ def incident(client_a, pusher_a, org_b):
 @pytest.fixture
 def outsider(db) -> APIClient:
     org = Organization.objects.create(slug="gpuvendor", name="GPU vendor")
-    user = user_create(org=org, username="gus", role="admin", password=PASSWORD)[0]
-    client = APIClient()
-    client.force_login(user)
-    return client
+    return member_client(org, "gus")
+
+
+def _link(client: APIClient, incident: dict, lanes: list) -> dict:
+    """A new permalink of ``incident`` to ``lanes`` over WINDOW."""
+    return client.post(
+        "/api/v1/permalinks", {"state": {**WINDOW, "lanes": lanes}, "incident": incident["id"]}, format="json"
+    ).json()
+
+
+def _snapshot(client: APIClient, incident: dict, lanes: list) -> str:
+    """The id of a snapshot of a new permalink of ``incident`` to ``lanes`` over WINDOW."""
+    link = _link(client, incident, lanes)
+    return client.post(f"/api/v1/permalinks/{link['id']}/snapshots").json()["snapshot"]
 
 
 def test_opening_an_incident_logs_who_opened_it_and_whom_they_invited(client_a, incident):
@@ -102,11 +113,7 @@ def test_a_permalink_freezes_relative_times(client_a):
 
 
 def test_a_permalink_reopens_the_view_and_hides_the_incident_from_outsiders(client_a, outsider, incident):
-    link = client_a.post(
-        "/api/v1/permalinks",
-        {"state": {**WINDOW, "lanes": incident["lanes"]}, "incident": incident["id"]},
-        format="json",
-    ).json()
+    link = _link(client_a, incident, incident["lanes"])
     mine = client_a.get(link["url"])
     assert mine.status_code == 302
     assert f"incident={incident['id']}" in mine["Location"]
@@ -130,11 +137,7 @@ def test_a_revoked_permalink_answers_404(client_a, client_b):
 
 
 def test_a_snapshot_holds_for_each_participant_only_what_it_may_see(client_a, client_b, outsider, incident):
-    link = client_a.post(
-        "/api/v1/permalinks",
-        {"state": {**WINDOW, "lanes": incident["lanes"]}, "incident": incident["id"]},
-        format="json",
-    ).json()
+    link = _link(client_a, incident, incident["lanes"])
     created = client_a.post(f"/api/v1/permalinks/{link['id']}/snapshots").json()
     mine = client_a.get(f"/api/v1/snapshots/{created['snapshot']}").json()
     assert mine["sha256"] == created["sha256"]
@@ -152,12 +155,7 @@ def test_a_snapshot_holds_for_each_participant_only_what_it_may_see(client_a, cl
 
 def test_a_redacted_grant_follows_the_data_into_a_snapshot(client_a, client_b, org_a, org_b, incident):
     grant_create(owner=org_a, grantee=org_b, name="logs, redacted", signals=["application"], level="redacted")
-    link = client_a.post(
-        "/api/v1/permalinks",
-        {"state": {**WINDOW, "lanes": incident["lanes"]}, "incident": incident["id"]},
-        format="json",
-    ).json()
-    snapshot = client_a.post(f"/api/v1/permalinks/{link['id']}/snapshots").json()["snapshot"]
+    snapshot = _snapshot(client_a, incident, incident["lanes"])
     theirs = client_b.get(f"/api/v1/snapshots/{snapshot}").json()["content"]
     assert [e["message"] for e in theirs["events"]] == [""]
 
@@ -185,11 +183,7 @@ def test_the_incident_pages_render_for_participants(client_a, incident):
 
 
 def test_a_snapshot_of_war_room_lanes_holds_the_drawn_lanes(client_a, incident):
-    state = {**WINDOW, "lanes": ["rate:modeldev/network/node_network_receive_bytes_total"]}
-    link = client_a.post(
-        "/api/v1/permalinks", {"state": state, "incident": incident["id"]}, format="json"
-    ).json()
-    snapshot = client_a.post(f"/api/v1/permalinks/{link['id']}/snapshots").json()["snapshot"]
+    snapshot = _snapshot(client_a, incident, ["rate:modeldev/network/node_network_receive_bytes_total"])
     content = client_a.get(f"/api/v1/snapshots/{snapshot}").json()["content"]
     assert len(content["warroom_lanes"]) == 1
     assert [lane["series"]["metric"] for lane in content["lanes"]] == ["node_network_receive_bytes_total"]
@@ -197,26 +191,13 @@ def test_a_snapshot_of_war_room_lanes_holds_the_drawn_lanes(client_a, incident):
 
 def _shifting_gauge(org: Organization, metric: str) -> None:
     """One gauge a minute, 10 in the two hours before WINDOW and 100 within it."""
-    from django.db import transaction
-
-    from core.records import Batch, SeriesBlock
-    from timeline.store import get_store
-
-    start = 1_781_481_600_000_000 - 2 * 3_600_000_000  # 2026-06-14T22:00Z
-    ts = [start + i * 60_000_000 for i in range(240)]
     values = [10.0 if i < 120 else 100.0 for i in range(240)]
-    block = SeriesBlock("storage", metric, {"node": "node-01"}, "gauge", "1", ts, values)
-    with transaction.atomic():
-        get_store().write_batch(org_id=org.pk, batch=Batch(source="exporter", series=[block]))
+    block = gauge(metric, {"node": "node-01"}, values, step_s=60, start=T0 - 2 * HOUR, unit="1")
+    write(org, series=[block], source="exporter")
 
 
 def _snapshot_parts(client_a, client_b, incident) -> tuple[dict, dict]:
-    link = client_a.post(
-        "/api/v1/permalinks",
-        {"state": {**WINDOW, "lanes": incident["lanes"]}, "incident": incident["id"]},
-        format="json",
-    ).json()
-    snapshot = client_a.post(f"/api/v1/permalinks/{link['id']}/snapshots").json()["snapshot"]
+    snapshot = _snapshot(client_a, incident, incident["lanes"])
     return (
         client_a.get(f"/api/v1/snapshots/{snapshot}").json()["content"]["what_changed"],
         client_b.get(f"/api/v1/snapshots/{snapshot}").json()["content"]["what_changed"],

@@ -19,9 +19,8 @@ from rest_framework.test import APIClient
 from core.timeparse import now_us
 from orgs.access import Scope
 from orgs.models import AuditEntry, Role
-from orgs.services import grant_create, grant_revoke, organization_create, user_create
-from tests.conftest import PASSWORD
-from tests.timeline.test_lanes import S, gauge, write
+from orgs.services import grant_create, grant_revoke, organization_create
+from tests.factories import S, gauge, member, member_client, write
 from timeline import lane_cache
 from timeline.clock.services import clock_correction_declare
 from timeline.selectors import Window
@@ -37,11 +36,8 @@ LIVE = {"from": "now-3h", "to": "now", "lane": LANE, "width": 10}
 HOUR = 3600 * S
 
 
-def _client(org, username: str, role: str = Role.VIEWER) -> APIClient:
-    user = user_create(org=org, username=username, role=role, password=PASSWORD)[0]
-    client = APIClient()
-    client.force_login(user)
-    return client
+def _client(org, username: str) -> APIClient:
+    return member_client(org, username, Role.VIEWER)
 
 
 def _plant(org, node: str, *, minutes_ago: int = 120) -> None:
@@ -132,7 +128,7 @@ def test_a_new_grant_shows_on_the_next_request(org_b, org_c, planted):
 def test_a_clock_correction_and_align_off_change_the_answer_at_once(org_a, org_b, grant_b_to_a, planted):
     alice = _client(org_a, "alice")
     assert _get(alice).json()["clock"]["corrections"] == []
-    admin_b = user_create(org=org_b, username="bea", role=Role.ADMIN, password=PASSWORD)[0]
+    admin_b = member(org_b, "bea")
     clock_correction_declare(user=admin_b, source="test", offset_us=-60 * S)
     corrected = _get(alice)
     assert corrected["X-Jointline-Cache"] == "miss"

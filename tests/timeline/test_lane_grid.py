@@ -6,7 +6,8 @@ import pytest
 
 from orgs.access import Scope
 from tests.conftest import nic_batch, push
-from tests.timeline.test_lanes import HOUR, T0, S, gauge, lane, write
+from tests.factories import HOUR, T0, S, gauge, write
+from tests.timeline.test_lanes import lane
 from timeline.lanes import Grid
 
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.records import Batch, EventRecord, SeriesBlock
 from orgs.access import MIN_AGGREGATE_GROUP, Scope
-from orgs.models import Organization
 from orgs.services import grant_create
+from tests.factories import HOUR, T0, S, gauge, log_line, nodes, series_group, span, write
 from timeline.lanes import (
     Grid,
     LaneSpec,
     LaneSpecError,
-    SeriesGroup,
     build_lanes,
     default_specs,
     fleet_band,
@@ -22,30 +20,6 @@ from timeline.lanes import (
     interleave_min_max,
     pair_capacities,
 )
-from timeline.store import get_store
-
-T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z in µs
-S = 1_000_000
-HOUR = 3600 * S
-
-
-def write(org: Organization, *, series: list[SeriesBlock] = (), events: list[EventRecord] = ()) -> None:
-    get_store().write_batch(
-        org_id=org.pk, batch=Batch(source="test", series=list(series), events=list(events))
-    )
-
-
-def gauge(metric: str, labels: dict, values, *, step_s: int = 15, start: int = T0, signal: str = "storage"):
-    values = list(map(float, values))
-    return SeriesBlock(
-        signal=signal,
-        metric=metric,
-        labels=labels,
-        kind="gauge",
-        unit="",
-        ts=[start + i * step_s * S for i in range(len(values))],
-        values=values,
-    )
 
 
 def lane(scope: Scope, spec: str, *, start: int = T0, end: int = T0 + 6 * HOUR, width: int = 800) -> dict:
@@ -114,21 +88,8 @@ def test_fleet_band_and_sum_across_nodes():
 
 
 def test_capacity_series_pair_by_table_and_by_name():
-    def group(metric):
-        return SeriesGroup(
-            org="s",
-            org_name="S",
-            colour="#000000",
-            signal="storage",
-            metric=metric,
-            kind="gauge",
-            unit="",
-            count=1,
-            per_series=1,
-        )
-
     groups = [
-        group(m)
+        series_group(f"s/storage/{m}")
         for m in (
             "nfs_rpc_backlog",
             "nfs_rpc_slots_in_use",
@@ -255,23 +216,12 @@ def test_without_a_grant_another_organisations_lane_is_empty(org_a, org_b):
 # ----------------------------------------------------------------------------- events
 
 
-def _log(ts: int, message: str, severity: str = "info", **resource) -> EventRecord:
-    return EventRecord(
-        ts=ts,
-        signal="application",
-        kind="log",
-        severity=severity,
-        name="shard_load",
-        message=message,
-        resource=resource,
-    )
-
-
 def test_a_logs_lane_lists_few_lines_and_counts_many(org_a, owner_scope):
     write(
         org_a,
         events=[
-            _log(T0 + i * S, f"loading shard {i}/480", "warning" if i % 2 else "info") for i in range(400)
+            log_line(T0 + i * S, f"loading shard {i}/480", severity="warning" if i % 2 else "info")
+            for i in range(400)
         ],
     )
     dense = lane(owner_scope, "logs:modeldev/application", width=200)
@@ -285,29 +235,11 @@ def test_a_logs_lane_lists_few_lines_and_counts_many(org_a, owner_scope):
 
 def test_a_spans_lane_has_a_row_per_node_and_merges_spans_closer_than_a_pixel(org_a, owner_scope):
     spans = [
-        EventRecord(
-            ts=T0 + HOUR + i * S,
-            end_ts=T0 + 3 * HOUR,
-            signal="scheduler",
-            kind="span",
-            severity="info",
-            name="session",
-            message=f"kernel {i}",
-            resource={"node": f"node-{i:02d}"},
-        )
+        span(T0 + HOUR + i * S, T0 + 3 * HOUR, node=f"node-{i:02d}", message=f"kernel {i}")
         for i in range(1, 61)
     ]
     spans += [
-        EventRecord(
-            ts=T0 + 4 * HOUR + k * S,
-            end_ts=T0 + 4 * HOUR + (k + 1) * S,
-            signal="scheduler",
-            kind="span",
-            severity="info",
-            name="session",
-            message="tiny",
-            resource={"node": "node-01"},
-        )
+        span(T0 + 4 * HOUR + k * S, T0 + 4 * HOUR + (k + 1) * S, node="node-01", message="tiny")
         for k in range(50)
     ]
     write(org_a, events=spans)
@@ -322,32 +254,21 @@ def test_a_spans_lane_has_a_row_per_node_and_merges_spans_closer_than_a_pixel(or
 
 
 def test_default_lanes_follow_the_story_by_rules():
-    def group(org, signal, metric, kind="gauge", count=60, labels=None):
-        g = SeriesGroup(
-            org=org,
-            org_name=org,
-            colour="#000000",
-            signal=signal,
-            metric=metric,
-            kind=kind,
-            unit="",
-            count=count,
-            per_series=count,
-        )
-        for name, values in (labels or {"node": {f"node-{i}" for i in range(count)}}).items():
-            g.labels[name] = set(values)
-        return g
-
-    nic_labels = {"node": {f"node-{i}" for i in range(60)}, "device": {"ens1f0", "ens2f0"}}
+    nic_labels = {**nodes(60), "device": {"ens1f0", "ens2f0"}}
     groups = [
-        group("cloudops", "network", "node_network_receive_bytes_total", "counter", 120, nic_labels),
-        group("storage", "storage", "storage_read_bytes_per_second", count=1, labels={}),
-        group("storage", "storage", "storage_read_capacity_bytes_per_second", count=1, labels={}),
-        group("storage", "storage", "storage_metadata_ops_per_second", count=1, labels={}),
-        group("storage", "storage", "storage_metadata_ops_capacity", count=1, labels={}),
-        group("storage", "storage", "nfs_rpc_slots_in_use"),
-        group("storage", "storage", "nfs_rpc_slot_table_size"),
-        group("gpuvendor", "gpu", "node:DCGM_FI_DEV_POWER_USAGE:sum"),
+        series_group(
+            "cloudops/network/node_network_receive_bytes_total",
+            kind="counter",
+            count=120,
+            labels=nic_labels,
+        ),
+        series_group("storage/storage/storage_read_bytes_per_second", labels=nodes(1)),
+        series_group("storage/storage/storage_read_capacity_bytes_per_second", labels=nodes(1)),
+        series_group("storage/storage/storage_metadata_ops_per_second", labels=nodes(1)),
+        series_group("storage/storage/storage_metadata_ops_capacity", labels=nodes(1)),
+        series_group("storage/storage/nfs_rpc_slots_in_use", count=60, labels=nodes(60)),
+        series_group("storage/storage/nfs_rpc_slot_table_size", count=60, labels=nodes(60)),
+        series_group("gpuvendor/gpu/node:DCGM_FI_DEV_POWER_USAGE:sum", count=60, labels=nodes(60)),
     ]
     families = [
         {"org_id": 3, "signal": "scheduler", "kind": "span", "count": 60, "with_duration": 60},

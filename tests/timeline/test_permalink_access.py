@@ -11,20 +11,16 @@ import json
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from django.db import transaction
 from rest_framework.test import APIClient
 
-from core.records import Batch, EventRecord, SeriesBlock
+from core.records import SeriesBlock
 from orgs.access import pseudonym
 from orgs.models import Organization
-from orgs.services import grant_create, user_create
-from tests.conftest import PASSWORD
+from orgs.services import grant_create
+from tests.factories import T0, S, gauge, log_line, member_client, organizations, write
 from timeline.clock.services import clock_correction_declare
 from timeline.models import Permalink, Series
-from timeline.store import get_store
 
-T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
-S = 1_000_000
 WINDOW = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T02:00:00Z"}
 NFS = "nfs_rpc_slots_in_use"
 SECRET = "array_secret_capacity"
@@ -32,52 +28,21 @@ PLACEHOLDER = {"placeholder": True, "org": "storage", "signal": "storage"}
 
 
 def _block(metric: str, labels: dict, signal: str = "storage") -> SeriesBlock:
-    return SeriesBlock(
-        signal=signal,
-        metric=metric,
-        labels=labels,
-        kind="gauge",
-        unit="",
-        ts=[T0 + i * 60 * S for i in range(30)],
-        values=[float(i % 5) for i in range(30)],
-    )
-
-
-def _client(org: Organization, username: str, role: str = "admin") -> APIClient:
-    user = user_create(org=org, username=username, role=role, password=PASSWORD)[0]
-    client = APIClient()
-    client.force_login(user)
-    client.user = user
-    return client
+    """Half an hour of a gauge, a sample a minute."""
+    return gauge(metric, labels, [i % 5 for i in range(30)], step_s=60, signal=signal)
 
 
 @pytest.fixture
 def cast(db) -> dict[str, APIClient]:
-    orgs = {
-        slug: Organization.objects.create(slug=slug, name=slug.title())
-        for slug in ("storage", "infra", "modeldev", "cloudops", "vault")
-    }
+    orgs = organizations("storage", "infra", "modeldev", "cloudops", "vault")
     Organization.objects.filter(slug="vault").update(announce_unshared=False)
     storage = [_block(NFS, {"node": f"node-0{i}", "tenant": "train"}) for i in range(1, 7)]
     storage.append(_block(SECRET, {"array": "a1"}))
-    mds = EventRecord(
-        ts=T0 + 90 * S,
-        signal="storage",
-        kind="log",
-        severity="error",
-        name="mds",
-        message="mds stalled on node-07",
-        resource={"node": "node-07"},
-        attributes={},
+    mds = log_line(
+        T0 + 90 * S, "mds stalled on node-07", node="node-07", signal="storage", name="mds", severity="error"
     )
-    with transaction.atomic():
-        get_store().write_batch(
-            org_id=orgs["storage"].pk, batch=Batch(source="array", series=storage, events=[mds])
-        )
-        get_store().write_batch(
-            org_id=orgs["vault"].pk,
-            batch=Batch(source="hsm", series=[_block("vault_keys_in_use", {"node": "hsm-1"}, "host")]),
-        )
+    write(orgs["storage"], series=storage, events=[mds], source="array")
+    write(orgs["vault"], series=[_block("vault_keys_in_use", {"node": "hsm-1"}, "host")], source="hsm")
     grant_create(
         owner=orgs["storage"],
         grantee=orgs["infra"],
@@ -87,12 +52,12 @@ def cast(db) -> dict[str, APIClient]:
     )
     grant_create(owner=orgs["storage"], grantee=orgs["modeldev"], name="all", level="redacted")
     return {
-        "storage": _client(orgs["storage"], "olga"),
-        "storage_admin": _client(orgs["storage"], "sven"),
-        "infra": _client(orgs["infra"], "ivan"),
-        "modeldev": _client(orgs["modeldev"], "maya"),
-        "cloudops": _client(orgs["cloudops"], "carl"),
-        "vault": _client(orgs["vault"], "vera"),
+        "storage": member_client(orgs["storage"], "olga"),
+        "storage_admin": member_client(orgs["storage"], "sven"),
+        "infra": member_client(orgs["infra"], "ivan"),
+        "modeldev": member_client(orgs["modeldev"], "maya"),
+        "cloudops": member_client(orgs["cloudops"], "carl"),
+        "vault": member_client(orgs["vault"], "vera"),
     }
 
 
@@ -102,6 +67,13 @@ def _link(client: APIClient, lanes: list, **extra) -> dict:
     )
     assert response.status_code == 201, response.content
     return response.json()
+
+
+def _incident(client: APIClient, title: str, participants: list[str], **fields) -> dict:
+    """An incident over WINDOW opened through the API by ``client``'s organisation."""
+    return client.post(
+        "/api/v1/incidents", {"title": title, **WINDOW, "participants": participants, **fields}, format="json"
+    ).json()
 
 
 def _opened(client: APIClient, link: dict) -> dict:
@@ -223,15 +195,7 @@ def test_lanes_in_a_redacted_creators_pseudonyms_open_in_the_owners_terms(cast):
 
 
 def test_search_text_of_a_link_reaches_only_its_incidents_participants(cast):
-    incident = (
-        cast["storage"]
-        .post(
-            "/api/v1/incidents",
-            {"title": "metadata ceiling", **WINDOW, "participants": ["infra"]},
-            format="json",
-        )
-        .json()
-    )
+    incident = _incident(cast["storage"], "metadata ceiling", ["infra"])
     link = (
         cast["storage"]
         .post(
@@ -280,15 +244,7 @@ def test_a_snapshot_made_by_an_outsider_names_no_lane_it_cannot_read(cast):
 
 
 def test_a_snapshot_part_of_a_redacted_participant_is_in_its_own_pseudonyms(cast):
-    incident = (
-        cast["storage"]
-        .post(
-            "/api/v1/incidents",
-            {"title": "metadata ceiling", **WINDOW, "participants": ["modeldev"]},
-            format="json",
-        )
-        .json()
-    )
+    incident = _incident(cast["storage"], "metadata ceiling", ["modeldev"])
     link = _link(cast["storage"], [f"line:storage/storage/{NFS}{{node=node-03}}"], incident=incident["id"])
     snapshot = cast["storage"].post(f"/api/v1/permalinks/{link['id']}/snapshots").json()["snapshot"]
     content = cast["modeldev"].get(f"/api/v1/snapshots/{snapshot}").json()["content"]
@@ -303,15 +259,7 @@ def test_a_snapshot_part_of_a_redacted_participant_is_in_its_own_pseudonyms(cast
 
 def test_an_export_names_a_participants_lanes_in_its_own_pseudonyms(cast):
     lanes = [f"line:storage/storage/{NFS}{{node=node-03}}", "logs:storage/storage/mds{node=node-07}"]
-    incident = (
-        cast["storage"]
-        .post(
-            "/api/v1/incidents",
-            {"title": "ceiling", **WINDOW, "participants": ["modeldev"], "lanes": lanes},
-            format="json",
-        )
-        .json()
-    )
+    incident = _incident(cast["storage"], "ceiling", ["modeldev"], lanes=lanes)
     exported = cast["modeldev"].get(f"/api/v1/incidents/{incident['id']}/export.json").json()
     masked = _mask("storage", "modeldev", "node", "node-03")
     assert exported["state"]["lanes"] == [

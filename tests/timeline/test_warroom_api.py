@@ -7,7 +7,7 @@ import pytest
 from core.records import EventRecord
 from orgs.services import grant_create
 from tests.conftest import bearer_client, nic_batch, push
-from tests.timeline.test_lanes import HOUR, T0, S, gauge, write
+from tests.factories import HOUR, T0, S, gauge, write
 
 WINDOW = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T06:00:00Z"}
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)> loading shard 7/480 took 41.0 s'

@@ -1,0 +1,64 @@
+"""What a test needs to run the project's own processes (gunicorn, Celery, ``manage.py``) or another
+program beside it: a free port, the test database's URL, a production process environment, and the
+rule for a program that is not installed (skip, except under ``CI=true``, where it fails).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+CI = os.environ.get("CI", "").lower() == "true"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on at the moment of asking."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url() -> str:
+    """The URL of the test database this pytest process created, for a process started from it."""
+    db = connection.settings_dict
+    return (
+        f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    )
+
+
+def production_process_env(tmp_path: Path, **values: str) -> dict[str, str]:
+    """The environment of a production process: none of the project's variables inherited from this
+    one (so only ``values`` configure it), this interpreter first on ``PATH``, the repository on
+    ``PYTHONPATH`` as the image sets it, ``config.settings`` with a long random secret, and data kept
+    under ``tmp_path``."""
+    inherited = {
+        key: val
+        for key, val in os.environ.items()
+        if not key.startswith(("DJANGO_", "JOINTLINE_", "CELERY_", "PROMETHEUS_"))
+        and key not in {"DATABASE_URL", "REDIS_URL"}
+    }
+    return {
+        **inherited,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "JOINTLINE_DATA_DIR": str(tmp_path / "data"),
+        **values,
+    }
+
+
+def not_installed(reason: str) -> NoReturn:
+    """Skip the test for a missing program or library, except under ``CI=true``, where it fails: CI
+    must never pass by skipping."""
+    if CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
