@@ -15,6 +15,11 @@ timestamps and values within 1e-9). With ``--corpus``, the compliance corpus of
 The last line is ``promql: <passed>/<total> queries match Prometheus, p50 <ratio>x its latency`` (the
 median over queries of Jointline's median time divided by Prometheus's).
 
+The load refreshes the rollups (as the task after each apply does), so range functions over whole
+minutes read 1-minute rollups where that is exact (docs/decisions/0007-promql-api.md);
+``JOINTLINE_ROLLUPS=false`` measures the raw-sample evaluation. ``--reuse`` measures again on the loaded
+database with a fresh read token.
+
 Needs PostgreSQL (trust auth) on 127.0.0.1 and Debian's ``prometheus`` package. Run from the root::
 
     python bench/promql.py
@@ -86,8 +91,7 @@ def load(database_url: str, series: list) -> str:
     """Fresh database with the samples; returns a read token."""
     from django.core.management import call_command
 
-    from orgs.models import TokenPurpose
-    from orgs.services import organization_create, token_create
+    from orgs.services import organization_create
     from tests.timeline.test_promql_compliance import store_batch
     from timeline.store import get_store
 
@@ -98,16 +102,34 @@ def load(database_url: str, series: list) -> str:
     get_store().write_batch(org_id=org.pk, batch=store_batch(series))
     samples = sum(len(one[3]) for one in series)
     print(f"stored {samples:,} samples in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    return token_create(org=org, name="bench", purpose=TokenPurpose.READ).secret
+    refresh_rollups()
+    return read_token()
 
 
-def read_token() -> str:
-    from orgs.models import Organization, TokenPurpose
+def refresh_rollups() -> None:
+    """Work off the rollup refresh queue, as the task after each apply does in production."""
+    from timeline.store import get_store
+
+    started, taken = time.perf_counter(), 0
+    while batch := get_store().refresh_stale_rollups():
+        taken += batch
+    if taken:
+        print(
+            f"refreshed rollups of {taken:,} ranges in {time.perf_counter() - started:.1f} s", file=sys.stderr
+        )
+
+
+def read_token(slug: str = "bench") -> str:
+    """A fresh read token named ``slug`` of organisation ``slug``: one left by an earlier run (its
+    secret is not kept anywhere) is deleted first, so ``--reuse`` works any number of times."""
+    from orgs.models import IngestToken, Organization, TokenPurpose
     from orgs.services import token_create
 
-    return token_create(
-        org=Organization.objects.get(slug="bench"), name="bench", purpose=TokenPurpose.READ
-    ).secret
+    org = Organization.objects.filter(slug=slug).first()
+    if org is None:
+        raise SystemExit(f"--reuse: the database holds no {slug} data yet; run once without --reuse")
+    IngestToken.objects.filter(org=org, name=slug).delete()
+    return token_create(org=org, name=slug, purpose=TokenPurpose.READ).secret
 
 
 def timed(call) -> tuple[float, dict]:
@@ -156,8 +178,7 @@ def compare(prometheus_url: str, token: str, rounds: int) -> list[float]:
 
 def corpus(workdir: Path) -> tuple[int, int]:
     """The compliance corpus on its own data: (queries that match, queries)."""
-    from orgs.models import TokenPurpose
-    from orgs.services import organization_create, token_create
+    from orgs.services import organization_create
     from tests.timeline.test_promql_compliance import (
         CORPUS,
         _without_owner,
@@ -171,8 +192,9 @@ def corpus(workdir: Path) -> tuple[int, int]:
     from timeline.store import get_store
 
     org = organization_create(slug="corpus", name="Corpus", colour="#f58518")[0]
-    get_store().write_batch(org_id=org.pk, batch=store_batch(dataset()))
-    client = jointline_client(token_create(org=org, name="corpus", purpose=TokenPurpose.READ).secret)
+    get_store().write_batch(org_id=org.pk, batch=store_batch(dataset()))  # a second time stores nothing
+    refresh_rollups()
+    client = jointline_client(read_token("corpus"))
     agreed = 0
     with prometheus_with(dataset(), workdir) as url:
         for query in CORPUS:
@@ -205,8 +227,13 @@ def main() -> None:
     setup_django(args.database_url)
     from tests.timeline.test_promql_compliance import prometheus_with
 
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", file=sys.stderr)
     series = day_of_counters(args.series)
-    token = read_token() if args.reuse else load(args.database_url, series)
+    if args.reuse:
+        refresh_rollups()
+        token = read_token()
+    else:
+        token = load(args.database_url, series)
     with tempfile.TemporaryDirectory(prefix="jointline-bench-promql-") as workdir:
         (Path(workdir) / "day").mkdir()
         with prometheus_with(series, Path(workdir) / "day") as url:
@@ -216,8 +243,9 @@ def main() -> None:
             (Path(workdir) / "corpus").mkdir()
             corpus_agreed, corpus_total = corpus(Path(workdir) / "corpus")
             agreed, total = agreed + corpus_agreed, total + corpus_total
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", file=sys.stderr)
     print(
-        f"promql: {agreed}/{total} queries match Prometheus, p50 {statistics.median(ratios):.1f}x its latency"
+        f"promql: {agreed}/{total} queries match Prometheus, p50 {statistics.median(ratios):.2f}x its latency"
     )
 
 

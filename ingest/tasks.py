@@ -33,7 +33,7 @@ def apply_batch(self, batch_id: str) -> dict | None:
     applied = batch_apply(batch_id=batch_id)
     if applied is None:
         return None
-    if applied.samples_stored:
+    if applied.samples_stored or applied.events_stored:
         refresh_rollups_soon()
     return {
         "entries_applied": applied.entries,

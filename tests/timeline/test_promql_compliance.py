@@ -461,6 +461,57 @@ def test_promql_answers_match_prometheus_on_the_corpus(prometheus_url, org_a, re
     assert len(CORPUS) >= 200
 
 
+ROLLUP_WINDOW = {"start": START_S + 900, "end": START_S + HOURS * 3600 - 600, "step": 60}
+ROLLUP_FUNCTIONS = ("rate", "increase", "delta", "max_over_time", "min_over_time", "sum_over_time")
+ROLLUP_FUNCTIONS += ("avg_over_time", "count_over_time", "last_over_time", "present_over_time")
+ROLLUP_QUERIES = [
+    *SELECTORS[:4],
+    "demo_nan_gauge",
+    *(
+        f"{fn}({target}[{window}])"
+        for fn in ROLLUP_FUNCTIONS
+        for target in ("demo_requests_total", "demo_temperature_celsius", "demo_nan_gauge")
+        for window in ("1m", "5m", "1h")
+    ),
+    "sum by (node) (rate(demo_requests_total[5m]))",
+    "histogram_quantile(0.9, sum by (le) (rate(demo_latency_seconds_bucket[5m])))",
+]
+
+
+@pytest.mark.services
+@pytest.mark.django_db
+def test_range_queries_on_whole_minutes_read_rollups_and_match_prometheus(
+    prometheus_url, org_a, read_token_a
+):
+    """Steps and ranges of whole minutes: Jointline evaluates from its 1-minute rollups (refreshed as
+    after an apply) and still answers what Prometheus answers."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.conftest import bearer_client
+    from timeline.store import get_store
+
+    get_store().write_batch(org_id=org_a.pk, batch=store_batch(dataset()))
+    while get_store().refresh_stale_rollups():
+        pass
+    client = bearer_client(read_token_a)
+    mismatches, raw = {}, []
+    for query in ROLLUP_QUERIES:
+        params = {"query": query, **ROLLUP_WINDOW}
+        with CaptureQueriesContext(connection) as queries:
+            actual = _without_owner(client.get("/prometheus/api/v1/query_range", params).json())
+        if not any("timeline_rollup_1m" in q["sql"] for q in queries.captured_queries):
+            raw.append(query)
+        why = difference(prometheus_get(prometheus_url, "query_range", params), actual)
+        if why:
+            mismatches[query] = why
+    assert not mismatches, "\n".join(f"{q}\n    {why}" for q, why in mismatches.items())
+    # at 15 s scrapes a minute row holds 4 samples: the 6 columns of rate, increase and delta do not pay
+    dense_enough = [q for q in ROLLUP_QUERIES if not any(f in q for f in ("rate(", "increase(", "delta("))]
+    assert not set(raw) & set(dense_enough), f"read raw samples: {sorted(set(raw) & set(dense_enough))}"
+    assert set(raw) == set(ROLLUP_QUERIES) - set(dense_enough)
+
+
 def _without_owner(document: dict) -> dict:
     """Jointline's answer without the ``jl_org`` label every series carries (Prometheus has none)."""
     data = document.get("data")

@@ -354,3 +354,312 @@ def test_the_hour_merge_reads_no_stored_minute_for_appends_and_recomputes_late_o
     late = samples([T0 + 120 * S, T0 + 127 * S, T0 + 135 * S])
     inputs, recompute = rollups.hour_plan(*late, minutes=edge, hours=stored_hour)
     assert recompute == [(7, T0, T0 + HOUR_US)] and len(inputs) == 0
+
+
+# -- event counts: the coarse path of an event lane against the raw count ----------------------------
+
+from django.db.models import Q  # noqa: E402
+
+from core.records import EventRecord  # noqa: E402
+from timeline.store.hints import ClockModel, Correction, EventMatch  # noqa: E402
+
+EVENT_NAMES = ("syslog", "sys.kernel", "train.step", "nfs_retry")
+SEVERITIES = ("info", "warning", "error", "debug")
+DAY_US = 86_400 * S
+
+
+def log_events(rng, n, *, start=T0, span=3 * DAY_US, signal="application"):
+    return [
+        EventRecord(
+            ts=start + rng.randrange(span),
+            signal=signal,
+            kind="log",
+            severity=rng.choice(SEVERITIES),
+            name=rng.choice(EVENT_NAMES),
+            message=f"line {i} {rng.random()}",
+            end_ts=None,
+            resource={"node": f"node-0{rng.randrange(1, 4)}"},
+        )
+        for i in range(n)
+    ]
+
+
+def write_events(org, events, *, source="agent", refresh=True):
+    with transaction.atomic():
+        result = get_store().write_batch(org_id=org.pk, batch=Batch(source=source, events=list(events)))
+    if refresh:
+        get_store().refresh_stale_rollups()
+    return result
+
+
+def event_read(scope, hints, match, *, rollups):
+    with override_settings(JOINTLINE_ROLLUPS=rollups), CaptureQueriesContext(connection) as queries:
+        rows = get_store().event_buckets(scope, hints, match=match)
+    used = any("timeline_event_rollup_1" in q["sql"] for q in queries.captured_queries)
+    return rows, used
+
+
+def assert_same_counts(scope, hints, match, *, counted=True):
+    """The event lane's counts equal the raw count per bucket and severity; ``counted``: and the count
+    rows were read (else: the read counted raw events only)."""
+    raw, used_raw = event_read(scope, hints, match, rollups=False)
+    rows, used = event_read(scope, hints, match, rollups=True)
+    assert not used_raw and used == counted
+    assert rows == raw
+    return rows
+
+
+def lane_hints(start, end, step, clock=None):
+    origin = grid_origin(start, step)
+    return ReadHints(start=origin, end=end, step=step, **({"clock": clock} if clock else {}))
+
+
+def test_event_counts_from_the_count_rows_equal_the_raw_counts_after_repeated_and_late_batches(org_a):
+    rng = random.Random(11)
+    events = log_events(rng, 3000)
+    for first in range(0, 3000, 500):  # each batch overlapping the one before
+        write_events(org_a, events[max(0, first - 100) : first + 500])
+    assert write_events(org_a, events[:800]).events_stored == 0  # re-applied: nothing stored again
+    late = log_events(rng, 200)  # late events inside hours already counted
+    write_events(org_a, late)
+    match = EventMatch(org_slug=org_a.slug, signal="application")
+    for step in (HOUR_US, 3 * HOUR_US, 10 * MINUTE_US):
+        rows = assert_same_counts(
+            own(org_a), lane_hints(T0 + 17 * 60 * S + 3 * S, T0 + 3 * DAY_US, step), match
+        )
+    whole = assert_same_counts(own(org_a), lane_hints(T0, T0 + 3 * DAY_US, 6 * HOUR_US), match)
+    assert sum(count for _b, _s, count in whole) == 3200 and rows
+    prefixed = EventMatch(org_slug=org_a.slug, signal="application", name_prefix="sys")
+    rows = assert_same_counts(own(org_a), lane_hints(T0, T0 + 3 * DAY_US, HOUR_US), prefixed)
+    assert sum(c for _b, _s, c in rows) == sum(1 for e in events + late if e.name.startswith("sys"))
+
+
+def test_event_counts_honour_full_redacted_and_event_level_grants_and_their_windows(org_a, org_b, member_b):
+    rng = random.Random(5)
+    write_events(org_a, log_events(rng, 2000))
+    write_events(org_a, log_events(rng, 300, signal="host"))
+    match = EventMatch(org_slug=org_a.slug, signal="application")
+    hints = lane_hints(T0, T0 + 3 * DAY_US, 2 * HOUR_US)
+    assert event_read(Scope.for_user(member_b), hints, match, rollups=True)[0] == []  # no grant yet
+    grants = [
+        grant_create(owner=org_a, grantee=org_b, name="all", signals=["application"]),
+        grant_create(owner=org_a, grantee=org_b, name="bodies hidden", level="redacted"),
+        grant_create(owner=org_a, grantee=org_b, name="kernel only", name_patterns=["sys.*", "nfs_*"]),
+        grant_create(
+            owner=org_a,
+            grantee=org_b,
+            name="a slice",
+            name_patterns=["train.*"],
+            data_from=datetime.fromtimestamp((T0 + DAY_US + 37 * 60 * S + 7 * S) / S, tz=UTC),
+            data_to=datetime.fromtimestamp((T0 + 2 * DAY_US + 11 * 60 * S) / S, tz=UTC),
+        ),
+        grant_create(
+            owner=org_a,
+            grantee=org_b,
+            name="a window",
+            data_from=datetime.fromtimestamp((T0 + 5 * HOUR_US + 13 * S) / S, tz=UTC),
+        ),
+    ]
+    totals = []
+    for grant in grants:
+        for other in grants:
+            other.revoked_at = None if other.pk == grant.pk else other.revoked_at or datetime.now(tz=UTC)
+            other.save()
+        rows = assert_same_counts(Scope.for_user(member_b), hints, match)
+        totals.append(sum(c for _b, _s, c in rows))
+    assert totals[0] == totals[1] == 2000 and 0 < totals[3] < totals[2] < 2000 and totals[4] < 2000
+
+
+def test_grants_the_counts_cannot_answer_are_counted_raw(org_a, org_b, member_b):
+    rng = random.Random(6)
+    write_events(org_a, log_events(rng, 1000))
+    grant_create(owner=org_a, grantee=org_b, name="one node", label_matchers=['node="node-01"'])
+    grant_create(
+        owner=org_a,
+        grantee=org_b,
+        name="later kernel",
+        name_patterns=["sys.*"],
+        data_from=datetime.fromtimestamp((T0 + DAY_US) / S, tz=UTC),
+    )
+    match = EventMatch(org_slug=org_a.slug, signal="application")
+    rows = assert_same_counts(
+        Scope.for_user(member_b), lane_hints(T0, T0 + 3 * DAY_US, HOUR_US), match, counted=False
+    )
+    assert 0 < sum(c for _b, _s, c in rows) < 1000
+    labelled = EventMatch(org_slug=org_a.slug, signal="application", labels=(("node", "node-02"),))
+    assert_same_counts(own(org_a), lane_hints(T0, T0 + 3 * DAY_US, HOUR_US), labelled, counted=False)
+
+
+def correction(org, *, offset_us, source_id=None, drift=0, cid=1):
+    return Correction(
+        id=cid,
+        org_id=org.pk,
+        source_id=source_id,
+        matcher=None,
+        offset_us=offset_us,
+        drift_us_per_hour=drift,
+        reference_us=T0,
+        valid_from=None,
+        valid_to=None,
+    )
+
+
+def test_clock_corrections_apply_to_the_counts_exactly(org_a):
+    from timeline.models import Source
+
+    rng = random.Random(9)
+    write_events(org_a, log_events(rng, 1500), source="agent-1")
+    write_events(org_a, log_events(rng, 1500), source="agent-2")
+    agent_2 = Source.objects.get(org=org_a, name="agent-2").pk
+    match = EventMatch(org_slug=org_a.slug, signal="application")
+    scope = own(org_a)
+    cases = [
+        ((correction(org_a, offset_us=-HOUR_US),), HOUR_US, True),  # whole hours: the hour rows
+        ((correction(org_a, offset_us=-7 * MINUTE_US),), HOUR_US, True),  # whole minutes: the minute rows
+        ((correction(org_a, offset_us=-30 * S),), HOUR_US, False),  # across minute edges: raw
+        ((correction(org_a, offset_us=2 * MINUTE_US, source_id=agent_2),), 2 * HOUR_US, True),
+        (
+            (
+                correction(org_a, offset_us=-HOUR_US),
+                correction(org_a, offset_us=-45 * S, source_id=agent_2, cid=2),
+            ),
+            HOUR_US,
+            True,  # the agent-2 part raw, the rest from the hour rows
+        ),
+        ((correction(org_a, offset_us=0, drift=3 * S),), HOUR_US, False),  # drifting: raw
+    ]
+    for corrections, step, counted in cases:
+        hints = lane_hints(T0 + HOUR_US, T0 + 3 * DAY_US - HOUR_US, step, ClockModel(corrections=corrections))
+        rows = assert_same_counts(scope, hints, match, counted=counted)
+        assert sum(c for _b, _s, c in rows) > 2500
+    with CaptureQueriesContext(connection) as queries:
+        hints = lane_hints(T0, T0 + 3 * DAY_US, HOUR_US, ClockModel(corrections=cases[1][0]))
+        event_read(scope, hints, match, rollups=True)
+    assert any("timeline_event_rollup_1m" in q["sql"] for q in queries.captured_queries)
+
+
+def test_event_minutes_waiting_for_their_recount_are_counted_raw_until_it_runs(org_a):
+    rng = random.Random(2)
+    write_events(org_a, log_events(rng, 1000))
+    write_events(org_a, log_events(rng, 50, start=T0 + DAY_US, span=HOUR_US), refresh=False)
+    stale = get_store().event_stale_from(org_a.pk, start=T0, end=T0 + 3 * DAY_US)
+    assert T0 + DAY_US <= stale < T0 + DAY_US + HOUR_US
+    match = EventMatch(org_slug=org_a.slug, signal="application")
+    hints = lane_hints(T0, T0 + 3 * DAY_US, HOUR_US)
+    rows = assert_same_counts(own(org_a), hints, match)
+    assert sum(c for _b, _s, c in rows) == 1050
+    assert get_store().refresh_stale_rollups() >= 1 and get_store().stale_count() == 0
+    assert assert_same_counts(own(org_a), hints, match) == rows
+
+
+def stored_event_counts(table):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT org_id, signal, name, severity, bucket, SUM(n) FROM {table} GROUP BY 1, 2, 3, 4, 5"
+        )
+        return {row[:5]: int(row[5]) for row in cursor.fetchall()}
+
+
+def raw_event_counts(width):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT org_id, signal, name, severity, ts FROM timeline_event")
+        out: dict = {}
+        for org_id, signal, name, severity, ts in cursor.fetchall():
+            key = (org_id, signal, name, severity, ts - ts % width)
+            out[key] = out.get(key, 0) + 1
+        return out
+
+
+def test_stored_event_counts_equal_the_raw_events_and_survive_retention_and_rebuild(org_a, org_b):
+    from django.core.management import call_command
+
+    rng = random.Random(4)
+    write_events(org_a, log_events(rng, 1200))
+    write_events(org_b, log_events(rng, 400, signal="storage"))
+    write_events(org_a, log_events(rng, 300))  # late, into hours counted already
+    for width, table in rollups.EVENT_ROLLUPS:
+        assert stored_event_counts(table) == raw_event_counts(width)
+    with connection.cursor() as cursor:
+        for _width, table in rollups.EVENT_ROLLUPS:
+            cursor.execute(f"DELETE FROM {table}")
+    call_command(
+        "rebuild_rollups", "--from", "2026-06-15T00:00:00Z", "--to", "2026-06-18T00:00:00Z", "--no-progress"
+    )
+    for width, table in rollups.EVENT_ROLLUPS:
+        assert stored_event_counts(table) == raw_event_counts(width)
+    with override_settings(JOINTLINE_ROLLUP_1M_DAYS=1, JOINTLINE_ROLLUP_1H_DAYS=1):
+        from ops.services import retention_apply
+
+        retention_apply(now_us=T0 + 30 * DAY_US)  # the counts' own retention: a day before today
+        assert (
+            stored_event_counts("timeline_event_rollup_1h")
+            == stored_event_counts("timeline_event_rollup_1m")
+            == {}
+        )
+        match = EventMatch(org_slug=org_a.slug, signal="application")
+        hints = lane_hints(T0, T0 + 3 * DAY_US, HOUR_US)
+        rows = assert_same_counts(own(org_a), hints, match, counted=False)  # older than kept: raw
+    assert sum(c for _b, _s, c in rows) == 1500
+
+
+def spans_and_points(rng, n, *, start=T0, span=3 * DAY_US):
+    out = []
+    for i in range(n):
+        ts = start + rng.randrange(span)
+        out.append(
+            EventRecord(
+                ts=ts,
+                signal="scheduler",
+                kind="span" if i % 3 else "event",
+                severity="info",
+                name=rng.choice(("job", "step", "drain")),
+                message=f"#{i}",
+                end_ts=ts + rng.randrange(1, 4 * HOUR_US) if i % 3 else None,
+                resource={"node": f"node-0{rng.randrange(1, 4)}"},
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("lines", [120, 2500])
+def test_logs_and_spans_lanes_over_the_counts_equal_the_lanes_over_raw_events(org_a, org_b, member_b, lines):
+    from timeline.lanes.event_lanes import build_logs_lane, build_spans_lane
+    from timeline.lanes.grid import Grid
+    from timeline.lanes.spec import LaneSpec
+
+    rng = random.Random(lines)
+    write_events(org_a, log_events(rng, lines, start=T0 + 5 * HOUR_US, span=DAY_US))
+    write_events(org_a, spans_and_points(rng, 1200))
+    grant_create(owner=org_a, grantee=org_b, name="bodies hidden", level="redacted")
+    for scope in (own(org_a), Scope.for_user(member_b)):
+        for start, end in ((T0, T0 + 3 * DAY_US), (T0 + 7 * HOUR_US + 5 * S, T0 + 9 * HOUR_US)):
+            grid = Grid(start=start, end=end, width=1200)
+            for builder, text in (
+                (build_logs_lane, "logs:modeldev/application"),
+                (build_spans_lane, "spans:modeldev/scheduler"),
+            ):
+                with override_settings(JOINTLINE_ROLLUPS=False):
+                    raw = builder(scope, LaneSpec.parse(text), grid)
+                with CaptureQueriesContext(connection) as queries:
+                    counted = builder(scope, LaneSpec.parse(text), grid)
+                assert counted == raw
+                used = any("timeline_event_rollup_1" in q["sql"] for q in queries.captured_queries)
+                assert used == (end - start > DAY_US)  # steps under a minute count raw events
+    assert raw["total"] > 0
+    # the point events read from the buckets the counts name are the first ones of the whole window
+    grid = Grid(start=T0, end=T0 + 3 * DAY_US, width=1200)
+    marks = [
+        m["event"]["id"]
+        for m in build_spans_lane(own(org_a), LaneSpec.parse("spans:modeldev/scheduler"), grid)["marks"]
+    ]
+    first = (
+        get_store()
+        .select_events(
+            own(org_a),
+            ReadHints(start=grid.start, end=grid.end),
+            filters=Q(signal="scheduler", end_ts__isnull=True),
+        )
+        .order_by("ts", "id")
+        .values_list("pk", flat=True)
+    )
+    assert len(marks) == 300 and marks == list(first[:300])

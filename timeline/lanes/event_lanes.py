@@ -9,6 +9,7 @@ Every event reaches the browser through ``present_event`` (its level, masked fie
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
 import numpy as np
@@ -21,6 +22,7 @@ from timeline.lanes.selection import natural_key
 from timeline.lanes.spec import LaneSpec
 from timeline.presenters import present_event
 from timeline.store import get_store
+from timeline.store.hints import EventMatch
 
 MAX_LOG_MARKERS = 300  # a logs lane lists its lines when at most this many are in the window
 MAX_SPAN_ROWS = 128
@@ -35,14 +37,19 @@ SEVERITY_CLASSES: dict[str, str] = {
 }
 
 
+def event_match(spec: LaneSpec) -> EventMatch:
+    """The events of a spec, as the store reads them (counted from its event counts where it can)."""
+    return EventMatch(
+        org_slug=spec.org,
+        signal=spec.signal,
+        name_prefix=spec.what or "",
+        labels=tuple((key, value) for key, value in spec.labels),
+    )
+
+
 def event_filter(spec: LaneSpec) -> Q:
     """Event rows of a spec, beyond the scope's own filter."""
-    condition = Q(org__slug=spec.org, signal=spec.signal)
-    if spec.what:
-        condition &= Q(name__startswith=spec.what)
-    for key, value in spec.labels:
-        condition &= Q(**{f"resource__{key}": value})
-    return condition
+    return event_match(spec).q()
 
 
 def present_events(scope: Scope, events) -> list[dict]:
@@ -60,32 +67,58 @@ def present_events(scope: Scope, events) -> list[dict]:
     return out
 
 
-def _events_in(scope: Scope, grid: Grid, condition: Q):
-    """Readable events matching ``condition`` that overlap the grid's window (clock-corrected time)."""
-    hints = read_hints(scope, start=grid.start, end=grid.end)
+def _events_in(scope: Scope, grid: Grid, condition: Q, *, start: int | None = None, end: int | None = None):
+    """Readable events matching ``condition`` that overlap the grid's window (clock-corrected time), or
+    the part ``[start, end)`` of it."""
+    hints = read_hints(
+        scope, start=grid.start if start is None else start, end=grid.end if end is None else end
+    )
     return get_store().select_events(scope, hints, filters=condition, overlapping=True).select_related("org")
 
 
 def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
     """Few lines: each one (message in the hover). Many: counts per bucket by severity class."""
-    condition = event_filter(spec)
+    match = event_match(spec)
+    condition = match.q()
     step = grid.step(2)
     n = grid.buckets(step)
     counts = {name: np.zeros(n, dtype=np.int64) for name in ("info", "warning", "error")}
     hints = read_hints(scope, start=grid.start, end=grid.end, step=step)
-    for bucket, severity, count in get_store().event_buckets(scope, hints, filters=condition):
+    filled = []
+    for bucket, severity, count in get_store().event_buckets(scope, hints, match=match):
         if 0 <= bucket < n:
             counts[SEVERITY_CLASSES.get(severity, "info")][bucket] += count
+            filled.append(bucket)
     total = int(sum(c.sum() for c in counts.values()))
     payload: dict = {"status": "ok", "total": total, "group": _event_group(scope, spec)}
-    events = _events_in(scope, grid, condition).filter(ts__gte=grid.start).order_by("ts", "id")
+    # The lines lie in the buckets the counts found: read only those (a window of weeks otherwise
+    # plans and scans every day partition to list a few lines, or to find the first of many).
+    first, last = (min(filled), max(filled)) if filled else (0, -1)
     if total <= MAX_LOG_MARKERS:
-        listed = present_events(scope, events[: MAX_LOG_MARKERS + 1])
+        listed = []
+        if filled:
+            events = _events_in(
+                scope,
+                grid,
+                condition,
+                start=grid.start + first * step,
+                end=min(grid.end, grid.start + (last + 1) * step),
+            )
+            events = events.filter(ts__gte=grid.start).order_by("ts", "id")
+            listed = present_events(scope, events[: MAX_LOG_MARKERS + 1])
         payload["group"]["levels"] = sorted({e["level"] for e in listed})
         payload.update(mode="list", events=listed, points=len(listed))
         return payload
     # the level the lines are shared at, from the first of them (one grant covers an org's signal)
-    payload["group"]["levels"] = sorted({e["level"] for e in present_events(scope, events[:1])})
+    events = _events_in(
+        scope,
+        grid,
+        condition,
+        start=grid.start + first * step,
+        end=min(grid.end, grid.start + (first + 1) * step),
+    )
+    first_line = events.filter(ts__gte=grid.start).order_by("ts", "id")[:1]
+    payload["group"]["levels"] = sorted({e["level"] for e in present_events(scope, first_line)})
     payload.update(
         mode="density",
         t=grid.times_ms(step),
@@ -102,12 +135,7 @@ def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
     condition = event_filter(spec)
     step = grid.step(1)
     spans = list(_events_in(scope, grid, condition & Q(end_ts__isnull=False)).order_by("ts", "id")[:20_000])
-    points = list(
-        _events_in(scope, grid, condition & Q(end_ts__isnull=True))
-        .filter(ts__gte=grid.start)
-        .exclude(kind="log")
-        .order_by("ts", "id")[: MAX_POINT_EVENTS + 1]
-    )
+    points = _point_events(scope, spec, grid, step, condition)
     presented = {e["id"]: e for e in present_events(scope, spans + points)}
     key = spec.row_key or _row_key([presented[e.pk] for e in spans if e.pk in presented])
     rows: dict[str, list[dict]] = defaultdict(list)
@@ -148,6 +176,36 @@ def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
     if notes:
         payload["note"] = "; ".join(notes)
     return payload
+
+
+def _point_events(scope: Scope, spec: LaneSpec, grid: Grid, step: int, condition: Q) -> list:
+    """The first ``MAX_POINT_EVENTS + 1`` events without a duration (log lines aside) in the window, in
+    time order. Where the store keeps event counts and no clock correction is in force (stored and
+    corrected time order then agree), the counts per bucket tell which buckets hold them: only those
+    are read (a window of weeks would otherwise plan and scan every day partition for a few hundred
+    events)."""
+    start, end = grid.start, grid.end
+    hints = read_hints(scope, start=grid.start, end=grid.end, step=step)
+    if get_store().capabilities.event_rollups and not hints.clock.corrections:
+        match = dataclasses.replace(event_match(spec), duration=False, exclude_kinds=("log",))
+        per_bucket: dict[int, int] = defaultdict(int)
+        for bucket, _severity, count in get_store().event_buckets(scope, hints, match=match):
+            per_bucket[bucket] += count
+        if not per_bucket:
+            return []
+        seen, last = 0, max(per_bucket)
+        for bucket in sorted(per_bucket):
+            seen += per_bucket[bucket]
+            if seen > MAX_POINT_EVENTS:
+                last = bucket
+                break
+        start, end = grid.start + min(per_bucket) * step, min(grid.end, grid.start + (last + 1) * step)
+    return list(
+        _events_in(scope, grid, condition & Q(end_ts__isnull=True), start=start, end=end)
+        .filter(ts__gte=grid.start)
+        .exclude(kind="log")
+        .order_by("ts", "id")[: MAX_POINT_EVENTS + 1]
+    )
 
 
 def _row_key(items: list[dict]) -> str:

@@ -11,7 +11,9 @@ the caller may see and with which labels. Invariants, as in Prometheus 2.42:
 * ``offset`` moves the evaluation time back, ``@`` fixes it (``start()``/``end()``: the query's);
 * a subquery evaluates its expression on a grid of multiples of its step (default: one minute) and
   hands the results on as if they were samples;
-* the query stops with :class:`QueryTimeout` when it runs past its deadline, checked at every node.
+* the query stops with :class:`QueryTimeout` when it runs past its deadline, checked at every node;
+* where every window is made of whole minutes, range functions and instant selectors are evaluated
+  from the store's 1-minute rollups when that gives the raw answer (:mod:`timeline.promql.rollups`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import promql_parser as pp
 
-from timeline.promql import aggregate, binary, fleet, functions
+from timeline.promql import aggregate, binary, fleet, functions, rollups
 from timeline.promql.values import (
     NAME,
     BadData,
@@ -67,6 +69,14 @@ class SeriesData(NamedTuple):
     values: np.ndarray
 
 
+class SeriesRows(NamedTuple):
+    """One selected series: its labels as the caller may see them, and its 1-minute rollup rows in the
+    span asked for (:mod:`timeline.promql.rollups`), by minute."""
+
+    labels: Labels
+    rows: np.ndarray
+
+
 class SeriesSource(Protocol):
     def select(
         self, matchers: list[list[Matcher]], start: int, end: int, *, fleet_aggregate: bool = False
@@ -74,6 +84,9 @@ class SeriesSource(Protocol):
         """The series matching any of the ``matchers`` groups (all matchers of a group), with their
         samples in ``[start, end]`` (µs, both included). ``fleet_aggregate``: the selector sits inside
         a fleet aggregation (:func:`timeline.promql.fleet.fleet_selectors`)."""
+
+    # Optional: ``select_rollups(matchers, start, end, columns, *, fleet_aggregate)`` answers the series
+    # with their minute rollup rows and those to read raw, or None (see ScopedSeries.select_rollups).
 
 
 def microseconds(delta: timedelta | None) -> int:
@@ -164,7 +177,19 @@ class Evaluator:
         instead of its value (``timestamp()``), without the metric name."""
         at = self._eval_times(node, ctx)
         labels, values, present = [], [], []
-        for series in self._select(node, int(at.min()) - LOOKBACK_US, int(at.max())):
+        selected = None if sample_times else self._from_rollups(node, at, LOOKBACK_US, rollups.INSTANT)
+        if selected is not None and selected[0]:
+            found, where = rollups.instant([series.rows for series in selected[0]], at, LOOKBACK_US)
+            for row, series in enumerate(selected[0]):
+                if where[row].any():
+                    labels.append(series.labels)
+                    values.append(found[row])
+                    present.append(where[row])
+        for series in (
+            self._select(node, int(at.min()) - LOOKBACK_US, int(at.max()))
+            if selected is None
+            else selected[1]
+        ):
             if not len(series.times):
                 continue
             index = np.searchsorted(series.times, at, side="right") - 1
@@ -184,8 +209,14 @@ class Evaluator:
         selector = node.vector_selector
         ends = self._eval_times(selector, ctx)
         range_us = microseconds(node.range)
+        selected = self._select(selector, int(ends.min()) - range_us, int(ends.max()))
+        return self._range_input(selected, ends, range_us, ctx)
+
+    @staticmethod
+    def _range_input(selected: list[SeriesData], ends: np.ndarray, range_us: int, ctx: Context) -> RangeInput:
+        """The samples of a range selector's series for a function, staleness markers left out."""
         labels, times, samples = [], [], []
-        for series in self._select(selector, int(ends.min()) - range_us, int(ends.max())):
+        for series in selected:
             fresh = series.values.view(np.uint64) != STALE_NAN_BITS
             labels.append(series.labels)
             times.append(series.times[fresh] if not fresh.all() else series.times)
@@ -209,9 +240,60 @@ class Evaluator:
         samples = [inner.values[row][inner.present[row]] for row in range(len(inner))]
         return RangeInput(list(inner.labels), times, samples, ends, range_us, eval_times=ctx.times)
 
+    def _from_rollups(self, selector, ends: np.ndarray, range_us: int, function: str):
+        """``SeriesSource.select_rollups`` for a selector whose windows ``[e - range, e]`` end at
+        ``ends``, where they are whole minutes; None: read samples."""
+        select = getattr(self.source, "select_rollups", None)
+        if select is None or not rollups.whole_minutes(ends, range_us):
+            return None
+        start, end = rollups.span(ends, range_us)
+        fleet_aggregate = id(selector) in self.fleet_selectors
+        return select(
+            selector_matchers(selector),
+            start,
+            end,
+            rollups.COLUMNS[function],
+            fleet_aggregate=fleet_aggregate,
+        )
+
+    def _range_from_rollups(self, name: str, node, ctx: Context) -> Vector | None:
+        """A range function of a range selector evaluated from minute rollups, where exact
+        (:mod:`timeline.promql.rollups`); None: evaluate it from samples."""
+        arg = node.args[0] if len(node.args) == 1 else None
+        if name not in rollups.FUNCTIONS or not isinstance(arg, pp.MatrixSelector):
+            return None
+        ends = self._eval_times(arg.vector_selector, ctx)
+        range_us = microseconds(arg.range)
+        selected = self._from_rollups(arg.vector_selector, ends, range_us, name)
+        if selected is None:
+            return None
+        with_rows, raw = selected
+        keep_name = name == "last_over_time"
+        vector = Vector.empty(len(ctx.times))
+        if with_rows:
+            found, where = rollups.range_function(name, [series.rows for series in with_rows], ends, range_us)
+            keep = where.any(axis=1)
+            labels = [
+                dict(series.labels) if keep_name else without_name(series.labels)
+                for series, kept in zip(with_rows, keep, strict=True)
+                if kept
+            ]
+            vector = Vector(labels, found[keep].astype(np.float64), where[keep])
+        if raw:
+            rest = RANGE_FUNCTIONS[name](self._range_input(raw, ends, range_us, ctx))
+            vector = Vector(
+                vector.labels + rest.labels,
+                np.concatenate([vector.values, rest.values]),
+                np.concatenate([vector.present, rest.present]),
+            )
+        return vector
+
     # -- functions --------------------------------------------------------------
     def _eval_Call(self, node, ctx: Context) -> Value:
         name = node.func.name
+        from_rollups = self._range_from_rollups(name, node, ctx)
+        if from_rollups is not None:
+            return from_rollups.merged()
         if name == "timestamp":
             return self._timestamp(node.args[0], ctx)
         if name in ("absent", "absent_over_time"):

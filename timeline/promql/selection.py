@@ -32,9 +32,11 @@ from timeline.clock.model import clock_for
 from timeline.lanes.reads import run_reads
 from timeline.models import Series
 from timeline.promql import fleet
-from timeline.promql.engine import Matcher, SeriesData
+from timeline.promql.engine import Matcher, SeriesData, SeriesRows
+from timeline.promql.rollups import HOUR_US, MINUTE_US, has_nan, worth_it
 from timeline.promql.values import NAME, BadData, ExecutionError, Labels
 from timeline.store import ReadHints, get_store
+from timeline.store.rollups import ROW
 
 ORG_LABEL = "jl_org"
 # Fewer series than this are read in one go: a read of its own would cost more than it saves.
@@ -60,6 +62,28 @@ def read_samples(
 
 def _read(scope: Scope, series_ids: list[int], hints: ReadHints) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     return get_store().select_sample_arrays(scope, series_ids, hints)
+
+
+def read_rollups(
+    scope: Scope, series_ids: list[int], hints: ReadHints, columns: tuple[str, ...]
+) -> dict[int, np.ndarray] | None:
+    """``columns`` of the rollup rows of ``series_ids`` (``StoreBackend.select_rollup_rows``), read as
+    :func:`read_samples` reads samples: in a few independent reads side by side where the store allows
+    it, never for a fleet read. None if the store declines for any of them."""
+    parts = 1 if hints.fleet else min(settings.JOINTLINE_PARALLEL_READS, len(series_ids) // SERIES_PER_READ)
+    if parts <= 1:
+        return get_store().select_rollup_rows(scope, series_ids, hints, columns)
+    jobs = [partial(_read_rows, scope, series_ids[part::parts], hints, columns) for part in range(parts)]
+    found: dict[int, np.ndarray] = {}
+    for result in run_reads(jobs):
+        if result is None:
+            return None
+        found.update(result)
+    return found
+
+
+def _read_rows(scope: Scope, series_ids: list[int], hints: ReadHints, columns: tuple[str, ...]):
+    return get_store().select_rollup_rows(scope, series_ids, hints, columns)
 
 
 def visible_labels(scope: Scope, series: Series) -> Labels:
@@ -136,6 +160,8 @@ class ScopedSeries:
         self._resolved: dict[tuple, list[tuple[Series, Labels]]] = {}
         self._read: dict[tuple, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self._fleet_only: dict[tuple, list[tuple[Series, Labels]]] = {}
+        self._rows: dict[tuple, dict[int, np.ndarray] | None] = {}
+        self._density: dict[tuple, tuple[int, int] | None] = {}
 
     def series(self, groups: list[list[Matcher]]) -> list[tuple[Series, Labels]]:
         """The readable series matching any group, with their visible labels, in a stable order."""
@@ -185,9 +211,12 @@ class ScopedSeries:
         sizes = Counter((series.org_id, series.metric) for series, _ in found)
         return [(s, labels) for s, labels in found if sizes[(s.org_id, s.metric)] >= MIN_AGGREGATE_GROUP]
 
-    def select(
-        self, matchers: list[list[Matcher]], start: int, end: int, *, fleet_aggregate: bool = False
-    ) -> list[SeriesData]:
+    def chosen(
+        self, matchers: list[list[Matcher]], *, fleet_aggregate: bool = False
+    ) -> tuple[list[tuple[Series, Labels]], bool]:
+        """The series a selector reads, with their labels, and whether some are readable only inside a
+        fleet aggregate (then the group rule applies to the read); refuses a selector that would show
+        such series one by one."""
         chosen = self.series(matchers)
         hidden = self.fleet_only(matchers)
         if hidden and not fleet_aggregate:
@@ -196,21 +225,97 @@ class ScopedSeries:
             hidden = []
         if hidden and any(m[0] not in (NAME, ORG_LABEL) for group in matchers for m in group):
             raise fleet.refuse(_written_name(matchers))
-        chosen = chosen + hidden
+        return chosen + hidden, bool(hidden)
+
+    def _count(self, chosen: list[tuple[Series, Labels]]) -> None:
         self.selected += len(chosen)
         if self.selected > self.max_series:
             raise ExecutionError(
                 f"the query selects more than {self.max_series} series (JOINTLINE_PROMQL_MAX_SERIES); "
                 "narrow its selectors"
             )
-        ids = [series.pk for series, _ in chosen]
-        read_key = (tuple(ids), start, end)
-        if read_key not in self._read:  # a query that repeats a selector reads its samples once
-            self._read[read_key] = read_samples(self.scope, ids, start, end + 1, fleet_only=bool(hidden))
-        samples = self._read[read_key]
         self.note(series for series, _ in chosen)
+
+    def select(
+        self, matchers: list[list[Matcher]], start: int, end: int, *, fleet_aggregate: bool = False
+    ) -> list[SeriesData]:
+        chosen, fleet_only = self.chosen(matchers, fleet_aggregate=fleet_aggregate)
+        self._count(chosen)
+        ids = [series.pk for series, _ in chosen]
+        samples = self._samples(ids, start, end + 1, fleet_only)
         empty = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
         return [SeriesData(labels, *samples.get(series.pk, empty)) for series, labels in chosen]
+
+    def _samples(self, ids: list[int], start: int, end: int, fleet_only: bool) -> dict:
+        read_key = (tuple(ids), start, end)
+        if read_key not in self._read:  # a query that repeats a selector reads its samples once
+            self._read[read_key] = read_samples(self.scope, ids, start, end, fleet_only=fleet_only)
+        return self._read[read_key]
+
+    def select_rollups(
+        self,
+        matchers: list[list[Matcher]],
+        start: int,
+        end: int,
+        columns: tuple[str, ...],
+        *,
+        fleet_aggregate: bool = False,
+    ) -> tuple[list[SeriesRows], list[SeriesData]] | None:
+        """The series of a selector with their 1-minute rollup rows (``columns``) in ``[start, end)``
+        (whole minutes), and those of them to evaluate from raw samples instead (a NaN in their rows);
+        None where the store declines or rows would not be fewer numbers than the samples
+        (:func:`timeline.promql.rollups.worth_it`): the caller then reads samples (:meth:`select`)."""
+        chosen, fleet_only = self.chosen(matchers, fleet_aggregate=fleet_aggregate)
+        ids = [series.pk for series, _ in chosen]
+        if not ids or not self._rollups_pay(ids, start, end, len(columns), fleet_only):
+            return None
+        key = (tuple(ids), start, end, columns)
+        if key not in self._rows:
+            hints = ReadHints(
+                start=start, end=end, step=MINUTE_US, clock=clock_for(self.scope), fleet=fleet_only
+            )
+            self._rows[key] = read_rollups(self.scope, ids, hints, columns)
+        found = self._rows[key]
+        if found is None:
+            return None
+        self._count(chosen)
+        empty = np.empty(0, dtype=[(name, ROW[name]) for name in columns])
+        rows = [SeriesRows(labels, found.get(series.pk, empty)) for series, labels in chosen]
+        raw_ids = [series.pk for (series, _), one in zip(chosen, rows, strict=True) if has_nan(one.rows)]
+        if not raw_ids:
+            return rows, []
+        samples = self._samples(raw_ids, start, end, fleet_only)
+        empty_samples = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        raw_set = set(raw_ids)
+        return (
+            [one for (series, _), one in zip(chosen, rows, strict=True) if series.pk not in raw_set],
+            [
+                SeriesData(labels, *samples.get(s.pk, empty_samples))
+                for s, labels in chosen
+                if s.pk in raw_set
+            ],
+        )
+
+    def _rollups_pay(self, ids: list[int], start: int, end: int, columns: int, fleet_only: bool) -> bool:
+        """Whether the minute rows of ``[start, end)`` are fewer numbers than its samples, judged by the
+        sample counts of the whole hours inside it (a window without a whole hour reads raw)."""
+        first, last = -(-start // HOUR_US) * HOUR_US, end // HOUR_US * HOUR_US
+        if last - first < HOUR_US:
+            return False
+        key = (tuple(ids), first, last)
+        if key not in self._density:
+            hints = ReadHints(
+                start=first, end=last, step=HOUR_US, clock=clock_for(self.scope), fleet=fleet_only
+            )
+            hours = get_store().select_rollup_rows(self.scope, ids, hints, ("first_ts", "n"))
+            if hours is None:
+                self._density[key] = None
+            else:
+                samples = sum(int(rows["n"].sum()) for rows in hours.values())
+                minutes = len(hours) * (last - first) // MINUTE_US  # at most one row a minute per series
+                self._density[key] = (samples, minutes)
+        found = self._density[key]
+        return found is not None and worth_it(found[0], found[1], columns)
 
     def note(self, series: Iterable[Series]) -> None:
         """Note every presented series of another organisation for the audit."""

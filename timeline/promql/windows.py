@@ -54,11 +54,48 @@ def _reset_prefix(samples: np.ndarray) -> np.ndarray:
     return np.concatenate(([0.0], np.cumsum(drops)))
 
 
+def extrapolate(
+    first_t: np.ndarray,
+    first: np.ndarray,
+    last_t: np.ndarray,
+    last: np.ndarray,
+    count: np.ndarray,
+    result: np.ndarray,
+    range_start: np.ndarray,
+    range_end: np.ndarray,
+    range_us: int,
+    *,
+    counter: bool,
+    per_second: bool,
+) -> np.ndarray:
+    """Prometheus's ``extrapolatedRate`` of a window's increase ``result`` between its first and last
+    sample (µs times, values) over ``count`` samples: extrapolated to the window's edges when the
+    first/last sample lies within 1.1 average intervals of them (else by half an interval), never below
+    a counter's zero point; per second of the range with ``per_second``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        to_start = (first_t - range_start) / US_PER_S
+        to_end = (range_end - last_t) / US_PER_S
+        sampled = (last_t - first_t) / US_PER_S
+        average = sampled / (count - 1)
+        if counter:
+            to_zero = sampled * (first / result)
+            clip = (result > 0) & (first >= 0) & (to_zero < to_start)
+            to_start = np.where(clip, to_zero, to_start)
+        threshold = average * 1.1
+        interval = (
+            sampled
+            + np.where(to_start < threshold, to_start, average / 2)
+            + np.where(to_end < threshold, to_end, average / 2)
+        )
+        result = result * (interval / sampled)
+        if per_second:
+            result = result / (range_us / US_PER_S)
+    return result
+
+
 def _extrapolated(counter: bool, per_second: bool) -> Callable:
-    """``rate``, ``increase`` and ``delta``: Prometheus's ``extrapolatedRate``. The increase between
-    the window's first and last sample (resets added back for counters) is extrapolated to the
-    window's edges when the first/last sample lies within 1.1 average intervals of them (else by half
-    an interval), never below a counter's zero point."""
+    """``rate``, ``increase`` and ``delta``: the increase between the window's first and last sample
+    (resets added back for counters), extrapolated by :func:`extrapolate`."""
 
     def compute(times, samples, lo, hi, rng: RangeInput):
         count = hi - lo
@@ -69,26 +106,11 @@ def _extrapolated(counter: bool, per_second: bool) -> Callable:
         if counter:
             prefix = _reset_prefix(samples)
             result = result + prefix[hi] - prefix[np.minimum(lo + 1, len(samples))]
-        range_start, range_end = rng.ends - rng.range_us, rng.ends
-        with np.errstate(divide="ignore", invalid="ignore"):
-            to_start = (times[first_at] - range_start) / US_PER_S
-            to_end = (range_end - times[last_at]) / US_PER_S
-            sampled = (times[last_at] - times[first_at]) / US_PER_S
-            average = sampled / (count - 1)
-            if counter:
-                to_zero = sampled * (first / result)
-                clip = (result > 0) & (first >= 0) & (to_zero < to_start)
-                to_start = np.where(clip, to_zero, to_start)
-            threshold = average * 1.1
-            interval = (
-                sampled
-                + np.where(to_start < threshold, to_start, average / 2)
-                + np.where(to_end < threshold, to_end, average / 2)
-            )
-            result = result * (interval / sampled)
-            if per_second:
-                result = result / (rng.range_us / US_PER_S)
-        return result, ok
+        values = extrapolate(
+            times[first_at], first, times[last_at], last, count, result,
+            rng.ends - rng.range_us, rng.ends, rng.range_us, counter=counter, per_second=per_second,
+        )  # fmt: skip
+        return values, ok
 
     return _edge_function(compute)
 

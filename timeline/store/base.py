@@ -17,10 +17,11 @@ from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Va
 from django.db.transaction import TransactionManagementError
 
 from core.records import Batch, EventRecord, SeriesBlock
-from orgs.access import Scope, require_scope
+from orgs.access import LEVEL_AGGREGATE, Scope, require_scope
+from orgs.models import Organization
 from timeline.models import Event, Series, Source
 from timeline.store import rollups
-from timeline.store.hints import Capabilities, ReadHints
+from timeline.store.hints import Capabilities, EventMatch, ReadHints
 
 DAY_US = 86_400_000_000
 # One raw sample as :meth:`StoreBackend.select_sample_arrays` reads it.
@@ -263,16 +264,39 @@ class StoreBackend:
             cursor.execute(
                 f"CREATE INDEX IF NOT EXISTS {rollups.DIRTY}_series ON {rollups.DIRTY} (series_id, lo)"
             )
+        self.create_event_rollup_schema()
 
     dirty_schema = f"""CREATE TABLE IF NOT EXISTS {rollups.DIRTY} (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         series_id BIGINT NOT NULL, lo BIGINT NOT NULL, hi BIGINT NOT NULL)"""
+    event_dirty_schema = f"""CREATE TABLE IF NOT EXISTS {rollups.EVENT_DIRTY} (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        org_id BIGINT NOT NULL, lo BIGINT NOT NULL, hi BIGINT NOT NULL)"""
+
+    def create_event_rollup_schema(self) -> None:
+        """The event count tables (``timeline.store.rollups.EVENT_ROLLUPS``), empty, and their refresh
+        queue; :meth:`rebuild_event_rollups` fills them from the stored events."""
+        with self.connection.cursor() as cursor:
+            for _width, table in rollups.EVENT_ROLLUPS:
+                for statement in rollups.event_schema(table):
+                    cursor.execute(statement)
+            cursor.execute(self.event_dirty_schema)
+            cursor.execute(
+                f"CREATE INDEX IF NOT EXISTS {rollups.EVENT_DIRTY}_org ON {rollups.EVENT_DIRTY} (org_id, lo)"
+            )
+
+    def drop_event_rollup_schema(self) -> None:
+        with self.connection.cursor() as cursor:
+            for _width, table in rollups.EVENT_ROLLUPS:
+                cursor.execute(f"DROP TABLE IF EXISTS {table}")
+            cursor.execute(f"DROP TABLE IF EXISTS {rollups.EVENT_DIRTY}")
 
     def drop_rollup_schema(self) -> None:
         with self.connection.cursor() as cursor:
             for _width, table in rollups.ROLLUPS:
                 cursor.execute(f"DROP TABLE IF EXISTS {table}")
             cursor.execute(f"DROP TABLE IF EXISTS {rollups.DIRTY}")
+        self.drop_event_rollup_schema()
 
     @staticmethod
     def rollups_kept_from() -> dict[int, int]:
@@ -400,6 +424,12 @@ class StoreBackend:
                 for series_id, block in zip(part.series_ids, part.blocks, strict=True)
             )
         events = self._write_events(event_parts, len(batches)) if event_parts else [0] * len(batches)
+        if any(events) and self.capabilities.event_rollups:
+            self.mark_event_rollups_stale(
+                (part.org_id, [event.ts for event in part.events])
+                for part in event_parts
+                if events[part.batch]
+            )
         return [
             WriteResult(
                 samples_received=batch.sample_count,
@@ -422,9 +452,31 @@ class StoreBackend:
             self._queue_stale(ranges)
         return len(ranges)
 
-    def _queue_stale(self, ranges: list[tuple[int, int, int]]) -> None:
+    def mark_event_rollups_stale(self, org_ts) -> int:
+        """Queue the minute ranges holding the given ``(org id, event times)`` for a recount of their
+        event counts, in the caller's transaction (as :meth:`mark_rollups_stale` for samples); count
+        reads stop at the first queued minute of an organisation (:meth:`event_stale_from`)."""
+        ranges = rollups.touched_ranges(org_ts, rollups.MINUTE_US)
+        if ranges:
+            self._queue_stale(ranges, table=rollups.EVENT_DIRTY, key="org_id")
+        return len(ranges)
+
+    def _queue_stale(
+        self, ranges: list[tuple[int, int, int]], *, table: str = rollups.DIRTY, key: str = "series_id"
+    ) -> None:
         with self.connection.cursor() as cursor:
-            cursor.executemany(f"INSERT INTO {rollups.DIRTY} (series_id, lo, hi) VALUES (%s, %s, %s)", ranges)
+            cursor.executemany(f"INSERT INTO {table} ({key}, lo, hi) VALUES (%s, %s, %s)", ranges)
+
+    def event_stale_from(self, org_id: int, *, start: int, end: int) -> int | None:
+        """The first time in ``[start, end)`` (stored time) whose event counts of ``org_id`` wait for
+        a recount; None."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT MIN(lo) FROM {rollups.EVENT_DIRTY} WHERE org_id = %s AND hi > %s AND lo < %s",
+                [org_id, start, end],
+            )
+            row = cursor.fetchone()
+        return None if row is None or row[0] is None else max(int(row[0]), start)
 
     def stale_from(self, series_ids: Sequence[int], *, start: int, end: int) -> int | None:
         """The first time in ``[start, end)`` whose rollups of ``series_ids`` wait for a refresh; None."""
@@ -456,13 +508,56 @@ class StoreBackend:
             rows = cursor.fetchall()
             if rows:
                 self.refresh_rollups(ranges=rows)
-        return len(rows)
+            event_rows = []
+            if self.capabilities.event_rollups:
+                cursor.execute(
+                    f"""DELETE FROM {rollups.EVENT_DIRTY} WHERE id IN (
+                            SELECT id FROM {rollups.EVENT_DIRTY} ORDER BY id LIMIT %s{self.skip_locked})
+                        RETURNING org_id, lo, hi""",
+                    [limit],
+                )
+                event_rows = cursor.fetchall()
+                if event_rows:
+                    self.refresh_event_rollups(event_rows)
+        return len(rows) + len(event_rows)
 
     def stale_count(self) -> int:
-        """How many minute ranges wait for their rollup refresh."""
+        """How many minute ranges (of samples, and of events) wait for their rollup refresh."""
+        tables = [rollups.DIRTY, *([rollups.EVENT_DIRTY] if self.capabilities.event_rollups else [])]
+        waiting = 0
         with self.connection.cursor() as cursor:
-            cursor.execute(f"SELECT COUNT(*) FROM {rollups.DIRTY}")
-            return int(cursor.fetchone()[0])
+            for table in tables:
+                cursor.execute(f"SELECT COUNT(*) FROM {table}")
+                waiting += int(cursor.fetchone()[0])
+        return waiting
+
+    def refresh_event_rollups(self, ranges: Sequence[tuple[int, int, int]]) -> int:
+        """Recount the event counts of the ``(org id, lo, hi)`` minute ranges from the raw events:
+        the minute rows of the ranges, and the hour rows of the whole hours around them. In the
+        caller's transaction (one of its own outside one), under the refresh lock: two recounts of
+        one range at once would each delete the rows, then each insert theirs. Returns how many
+        minute count rows it wrote."""
+        counted = 0
+        merged = rollups.coarser_ranges(list(ranges), rollups.MINUTE_US)
+        with transaction.atomic(using=self.connection.alias):
+            self._begin_refresh()
+            with self.connection.cursor() as cursor:
+                for width, table in rollups.EVENT_ROLLUPS:
+                    for org_id, lo, hi in rollups.coarser_ranges(merged, width):
+                        for sql, params in rollups.event_refresh_sql(table, width, org_id, lo, hi):
+                            cursor.execute(sql, params)
+                        if width == rollups.MINUTE_US:
+                            counted += max(cursor.rowcount, 0)
+        return counted
+
+    def rebuild_event_rollups(self, org_ids: Sequence[int], *, start: int, end: int) -> int:
+        """Recount the event counts of ``org_ids`` over the whole hours around ``[start, end)`` from
+        the raw events (existing installations, after events were written around the store); count
+        rows of buckets without raw events are deleted, so run it only over hours whose events are
+        all still there. Returns how many count rows of a minute it wrote."""
+        hour = rollups.HOUR_US
+        lo, hi = rollups.floor_to(start, hour), rollups.ceil_to(end, hour)
+        return self.refresh_event_rollups([(org_id, lo, hi) for org_id in org_ids])
 
     skip_locked = ""  # PostgreSQL: " FOR UPDATE SKIP LOCKED", so two workers take different entries
 
@@ -577,7 +672,13 @@ class StoreBackend:
         table = dict(rollups.ROLLUPS)[width]
         with self.connection.cursor() as cursor:
             cursor.execute(f"DELETE FROM {table} WHERE bucket < %s", [before_ts])
-            return max(cursor.rowcount, 0)
+            deleted = max(cursor.rowcount, 0)
+            if self.capabilities.event_rollups:
+                # the event counts of that resolution follow the same policy
+                cursor.execute(
+                    f"DELETE FROM {dict(rollups.EVENT_ROLLUPS)[width]} WHERE bucket < %s", [before_ts]
+                )
+            return deleted
 
     def clear_rollups(self, series_ids: list[int], *, start: int, end: int) -> None:
         """Delete the rollup rows of ``series_ids`` in the whole hours around ``[start, end)``."""
@@ -947,12 +1048,41 @@ class StoreBackend:
         return hints.clock.filter_window(events, hints.start, hints.end, overlapping=overlapping)
 
     def event_buckets(
-        self, scope: Scope, hints: ReadHints, *, filters: Q | None = None
+        self,
+        scope: Scope,
+        hints: ReadHints,
+        *,
+        filters: Q | None = None,
+        match: EventMatch | None = None,
     ) -> list[tuple[int, str, int]]:
         """Readable events starting in ``[start, end)`` (corrected time), counted per bucket and severity:
-        ``(bucket, severity, count)`` rows with ``bucket = (ts - start) // step``."""
+        ``(bucket, severity, count)`` rows with ``bucket = (ts - start) // step``, ordered by bucket and
+        severity. ``match``: the lane's events; ``filters``: any other condition over ``Event`` fields.
+
+        With a ``match`` without labels and no ``filters``, on an engine with event counts
+        (``capabilities.event_rollups``), the counts come from the count rows where those answer
+        exactly (:meth:`_counted_event_buckets`) and from the raw events elsewhere; the result is the
+        same as the raw count."""
         if hints.empty or hints.step <= 0:
             return []
+        condition = match.q() if match is not None else None
+        if filters is not None:
+            condition = filters if condition is None else condition & filters
+        if (
+            match is not None
+            and filters is None
+            and not match.labels
+            and self.capabilities.event_rollups
+            and self.rollups_enabled
+        ):
+            counted = self._counted_event_buckets(scope, hints, match)
+            if counted is not None:
+                return counted
+        return self._raw_event_buckets(scope, hints, condition)
+
+    def _raw_event_buckets(
+        self, scope: Scope, hints: ReadHints, filters: Q | None
+    ) -> list[tuple[int, str, int]]:
         bucket = ExpressionWrapper(
             (F("aligned_ts") - Value(hints.start)) / Value(hints.step), output_field=BigIntegerField()
         )
@@ -964,6 +1094,184 @@ class StoreBackend:
             .order_by("bucket", "severity")
         )
         return [(int(r["bucket"]), r["severity"], int(r["count"])) for r in rows]
+
+    def _counted_event_buckets(
+        self, scope: Scope, hints: ReadHints, match: EventMatch
+    ) -> list[tuple[int, str, int]] | None:
+        """:meth:`event_buckets` of one lane from the event counts where they answer exactly; None
+        where they cannot answer at all (the caller counts raw events).
+
+        The events are split by clock shift (constant corrections, per source); for each part, the
+        coarsest count table whose buckets each land inside one grid bucket after the shift
+        (:func:`rollups.choose_event_rollup`; none: that part is counted raw) counts the whole
+        buckets inside the window, the grant's time window (:meth:`_event_count_access`), retention
+        and the refresh watermark (:meth:`event_stale_from`); the raw events count the edges, through
+        the scope as on the raw read. Drifting or label-matched corrections, grants with label
+        matchers, and grants whose name patterns differ in time window need each event: None."""
+        scope = require_scope(scope)
+        org_id = Organization.objects.filter(slug=match.org_slug).values_list("pk", flat=True).first()
+        if org_id is None:
+            return None
+        access = self._event_count_access(scope, org_id, match.signal)
+        if access is None:
+            return None
+        lo, hi, by_name = access
+        if lo is not None and hi is not None and lo >= hi:
+            return []  # nothing of this organisation's signal is readable
+        corrections = [c for c in hints.clock.corrections if c.org_id == org_id]
+        if any(c.matcher is not None or not c.constant for c in corrections):
+            return None
+        general = sum(c.offset_us for c in corrections if c.source_id is None)
+        shifts: dict[int, int] = {}
+        for correction in corrections:
+            if correction.source_id is not None:
+                shifts[correction.source_id] = (
+                    shifts.get(correction.source_id, general) + correction.offset_us
+                )
+        parts: list[tuple[str, list, Q, int]] = [
+            ("source_id = %s", [source_id], Q(source_id=source_id), shift)
+            for source_id, shift in shifts.items()
+        ]
+        if shifts:
+            others = ",".join(["%s"] * len(shifts))
+            parts.append(
+                (
+                    f"(source_id IS NULL OR source_id NOT IN ({others}))",
+                    list(shifts),
+                    Q(source_id__isnull=True) | ~Q(source_id__in=list(shifts)),
+                    general,
+                )
+            )
+        else:
+            parts.append(("1 = 1", [], Q(), general))
+        kept = self.rollups_kept_from()
+        condition = match.q()
+        totals: dict[tuple[int, str], int] = {}
+
+        def add(rows) -> None:
+            for bucket, severity, count in rows:
+                totals[(int(bucket), severity)] = totals.get((int(bucket), severity), 0) + int(count)
+
+        for source_sql, source_params, source_q, shift in parts:
+            origin = hints.start - shift
+            chosen = rollups.choose_event_rollup(hints.step, origin)
+            if chosen is None:
+                add(self._raw_event_buckets(scope, hints, condition & source_q))
+                continue
+            width, table = chosen
+            stored_lo, stored_hi = origin, hints.end - shift
+            if lo is not None:
+                stored_lo = max(stored_lo, lo)
+            if hi is not None:
+                stored_hi = min(stored_hi, hi)
+            a, b = rollups.ceil_to(stored_lo, width), rollups.floor_to(stored_hi, width)
+            if width in kept:
+                a = max(a, rollups.ceil_to(kept[width], width))
+            stale = self.event_stale_from(org_id, start=a, end=b) if a < b else None
+            if stale is not None:
+                b = min(b, rollups.floor_to(stale, width))
+            if b <= a:
+                add(self._raw_event_buckets(scope, hints, condition & source_q))
+                continue
+            add(self._raw_event_buckets(scope, hints, condition & source_q & Q(ts__lt=a)))
+            add(self._raw_event_buckets(scope, hints, condition & source_q & Q(ts__gte=b)))
+            add(
+                self._count_rows(
+                    table,
+                    org_id,
+                    match,
+                    hints,
+                    origin=origin,
+                    a=a,
+                    b=b,
+                    source=(source_sql, source_params),
+                    scope=scope if by_name else None,
+                )
+            )
+        return [(bucket, severity, count) for (bucket, severity), count in sorted(totals.items()) if count]
+
+    def _count_rows(
+        self,
+        table: str,
+        org_id: int,
+        match: EventMatch,
+        hints: ReadHints,
+        *,
+        origin: int,
+        a: int,
+        b: int,
+        source: tuple[str, list],
+        scope: Scope | None,
+    ) -> list[tuple]:
+        """``(grid bucket, severity, count)`` of the count rows of ``table`` with bucket in ``[a, b)``
+        (stored time) for one lane and source condition, the grid beginning at ``origin`` (stored time).
+        With ``scope``, only the names it may read (its grants name patterns): each distinct name is
+        asked of :meth:`orgs.access.Scope.event_level`, as of an event at ``a``."""
+        where = ["org_id = %s", "signal = %s", "bucket >= %s", "bucket < %s", source[0]]
+        params: list = [org_id, match.signal, a, b, *source[1]]
+        if match.name_prefix:
+            # Django's ``startswith`` on either engine (SQLite's LIKE ignores ASCII case, as there)
+            where.append("name LIKE %s ESCAPE '\\'")
+            params.append(self.connection.ops.prep_for_like_query(match.name_prefix) + "%")
+        if match.exclude_kinds:
+            where.append(f"kind NOT IN ({','.join(['%s'] * len(match.exclude_kinds))})")
+            params.extend(match.exclude_kinds)
+        counted = {None: "n", True: "spans", False: "n - spans"}[match.duration]
+        with self.connection.cursor() as cursor:
+            if scope is not None:
+                cursor.execute(f"SELECT DISTINCT name FROM {table} WHERE {' AND '.join(where)}", params)
+                names = [
+                    name
+                    for (name,) in cursor.fetchall()
+                    if scope.event_level(_CountedEvent(org_id, match.signal, name, a)) is not None
+                ]
+                if not names:
+                    return []
+                where.append(f"name IN ({','.join(['%s'] * len(names))})")
+                params.extend(names)
+            cursor.execute(
+                f"""SELECT (bucket - %s) / %s AS step_bucket, severity, SUM({counted}) FROM {table}
+                    WHERE {" AND ".join(where)} GROUP BY step_bucket, severity""",
+                [origin, hints.step, *params],
+            )
+            return cursor.fetchall()
+
+    @staticmethod
+    def _event_count_access(
+        scope: Scope, org_id: int, signal: str
+    ) -> tuple[int | None, int | None, bool] | None:
+        """What of ``org_id``'s ``signal`` events ``scope`` may read, in terms the counts can answer:
+        ``(lo, hi, by_name)``, the stored-time window (None: unbounded; ``lo >= hi``: nothing) and
+        whether the names must be asked one by one (every grant names patterns). None: the grants
+        depend on the events' resource labels, or differ in time window by name; count raw."""
+        if scope.is_system or org_id in scope.own_org_ids:
+            return None, None, False
+        rules = [
+            rule
+            for rule in scope.rules
+            if rule.owner_id == org_id
+            and rule.level != LEVEL_AGGREGATE
+            and (not rule.signals or signal in rule.signals)
+        ]
+        if not rules:
+            return 0, 0, False
+        if any(rule.matchers for rule in rules):
+            return None
+        by_name = all(rule.name_patterns for rule in rules)
+        windows = {(rule.data_from, rule.data_to) for rule in rules}
+        if len(windows) == 1:
+            lo, hi = windows.pop()
+            return lo, hi, by_name
+        if any(rule.name_patterns for rule in rules):
+            return None
+        low, high = -(2**63), 2**63
+        spans = sorted((low if a is None else a, high if b is None else b) for a, b in windows)
+        start, end = spans[0]
+        for a, b in spans[1:]:
+            if a > end:
+                return None  # readable in two separate windows: count raw
+            end = max(end, b)
+        return (None if start == low else start), (None if end == high else end), False
 
     def event_families(self, scope: Scope, hints: ReadHints) -> list[dict]:
         """What kinds of readable events exist in ``[start, end)`` (stored time): one row per (org,
@@ -1057,6 +1365,87 @@ class StoreBackend:
         """Bytes of the sample and event tables and of ``extra_tables``; None where the engine cannot
         tell."""
         return dict.fromkeys(("timeline_sample", "timeline_event", *extra_tables))
+
+    def select_rollup_rows(
+        self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: Sequence[str]
+    ) -> dict[int, np.ndarray] | None:
+        """The stored rollup rows of width ``hints.step`` (a resolution of :data:`rollups.ROLLUPS`) with
+        bucket in ``[hints.start, hints.end)``, of each series of ``series_ids`` the scope may read (with
+        ``hints.fleet``, under the group rule of :meth:`select_buckets`): per series an array of the
+        ``columns`` of :data:`rollups.ROW` (``first_ts`` among them, not the nullable rates), by bucket;
+        a series without a row is left out. None where the rows may not stand for the raw samples of
+        that window, so the caller reads samples: rollups off or not kept from ``start``, a window not
+        of whole buckets, a refresh pending, a grant's time window or a clock correction inside it, or
+        an engine whose rollups live elsewhere."""
+        tables = dict(rollups.ROLLUPS)
+        width, start, end = hints.step, hints.start, hints.end
+        if (
+            not self.rollups_enabled
+            or self.vendor not in ("postgresql", "sqlite")
+            or width not in tables
+            or hints.empty
+            or start % width
+            or end % width
+            or start < self.rollups_kept_from().get(width, start)
+        ):
+            return None
+        if "first_ts" not in columns or set(columns) & set(rollups.RATE_FIELDS):
+            raise ValueError(f"columns {columns!r}: first_ts and no nullable rate, please")
+        scope = require_scope(scope)
+        readable = self.readable_series_for_lane(scope, series_ids, fleet=hints.fleet)
+        groups = self._bucket_groups(scope, readable, hints)
+        if any(key[:2] != (start, end) or key[3] for key in groups):
+            return None
+        ids = sorted(sid for group in groups.values() for sid in group)
+        if not ids or self.stale_from(ids, start=start, end=end) is not None:
+            return None if ids else {}
+        dtype = np.dtype([(name, rollups.ROW[name]) for name in columns])
+        out: dict[int, np.ndarray] = {}
+        with self.connection.cursor() as cursor:
+            if self.vendor == "postgresql":  # one binary string per series and column, no row objects
+                sends = ", ".join(
+                    f"string_agg({'float8send' if dtype[name].kind == 'f' else 'int8send'}({name}), '')"
+                    for name in columns
+                )
+                cursor.execute(
+                    f"""SELECT wanted.id, found.* FROM unnest(%s::bigint[]) AS wanted (id)
+                        CROSS JOIN LATERAL (SELECT {sends}
+                            FROM {tables[width]} WHERE series_id = wanted.id AND bucket >= %s AND bucket < %s
+                        ) AS found ({", ".join(f"c{i}" for i in range(len(columns)))})
+                        WHERE found.c0 IS NOT NULL""",
+                    [ids, start, end],
+                )
+                for series_id, *blobs in cursor.fetchall():
+                    rows = np.empty(len(blobs[0]) // 8, dtype=dtype)
+                    for name, blob in zip(columns, blobs, strict=True):
+                        rows[name] = np.frombuffer(blob, dtype=dtype[name].newbyteorder(">"))
+                    order = rows["first_ts"]  # inside its bucket: orders the rows as the bucket does
+                    out[int(series_id)] = rows if (np.diff(order) > 0).all() else rows[np.argsort(order)]
+                return out
+            cursor.execute(
+                f"""SELECT series_id, {", ".join(columns)} FROM {tables[width]}
+                    WHERE series_id IN ({",".join(["%s"] * len(ids))}) AND bucket >= %s AND bucket < %s
+                    ORDER BY series_id, bucket""",
+                [*ids, start, end],
+            )
+            table = np.array(cursor.fetchall(), dtype=[("series_id", "<i8"), *dtype.descr])
+        cuts = np.flatnonzero(np.diff(table["series_id"])) + 1
+        return {
+            int(part["series_id"][0]): part[list(columns)].copy()
+            for part in np.split(table, cuts)
+            if len(part)
+        }
+
+
+class _CountedEvent(NamedTuple):
+    """What :meth:`orgs.access.Scope.event_level` reads of an event, for a name of the event counts
+    (grants with label matchers never reach it: those events are counted raw)."""
+
+    org_id: int
+    signal: str
+    name: str
+    ts: int
+    resource: dict = {}  # never written
 
 
 @dataclass(frozen=True)

@@ -259,6 +259,8 @@ class Capabilities:
     statistics (percentiles across series per bucket) computed in the engine. ``text_index``:
     substring search through an index rather than a scan. ``concurrent_reads``: independent reads of
     one request may run at once, each on its own connection. ``lateral_joins``: ``JOIN LATERAL``.
+    ``event_rollups``: event counts per minute and hour kept beside the events (maintained by the
+    rollup refresh), which event count reads over long windows use; without, they count raw events.
     """
 
     partitions: bool = False
@@ -266,3 +268,32 @@ class Capabilities:
     lateral_joins: bool = False
     fleet_percentiles: bool = False
     text_index: bool = False
+    event_rollups: bool = False
+
+
+@dataclass(frozen=True)
+class EventMatch:
+    """The events of one lane: one organisation (by slug) and signal, optionally names starting with
+    ``name_prefix``, resource labels equal to the given values, only events with (``duration`` true)
+    or without (false) an end, and none of the kinds ``exclude_kinds``. The store reads it as a ``Q``
+    (:meth:`q`) or, without labels, from its event counts (the counts keep no resource labels)."""
+
+    org_slug: str
+    signal: str
+    name_prefix: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    duration: bool | None = None
+    exclude_kinds: tuple[str, ...] = ()
+
+    def q(self) -> Q:
+        """The condition over ``Event`` fields, beyond the scope's own filter."""
+        condition = Q(org__slug=self.org_slug, signal=self.signal)
+        if self.name_prefix:
+            condition &= Q(name__startswith=self.name_prefix)
+        for key, value in self.labels:
+            condition &= Q(**{f"resource__{key}": value})
+        if self.duration is not None:
+            condition &= Q(end_ts__isnull=not self.duration)
+        if self.exclude_kinds:
+            condition &= ~Q(kind__in=list(self.exclude_kinds))
+        return condition

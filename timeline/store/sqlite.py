@@ -6,6 +6,7 @@ import json
 
 from core.records import EventRecord
 from timeline.store.base import EventPart, SamplePart, StoreBackend, event_fingerprint
+from timeline.store.hints import Capabilities
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS timeline_sample (
@@ -36,6 +37,7 @@ SCHEMA = [
 
 class SQLiteStore(StoreBackend):
     vendor = "sqlite"
+    capabilities = Capabilities(event_rollups=True)
     least, greatest = "MIN", "MAX"  # SQLite's scalar min()/max() of several arguments
 
     def create_schema(self) -> None:
