@@ -370,13 +370,13 @@ def main() -> None:
     print(f"{args.events} log lines an hour: {events:,} events")
     print(f"load average at start: {os.getloadavg()[0]:.1f} (figures are of this machine as loaded)")
     pg_write, pg_refresh, pg_stored, pg_events = write_all(postgres, org.pk, ts, values, args.events)
-    # the same organisation and series: ClickHouse's own tables start empty, its events' Django rows
-    # are there already (found, not stored again: events_stored counts 0), as after a move
-    ch_write, ch_refresh, ch_stored, _ = write_all(clickhouse, org.pk, ts, values, args.events)
+    # the same organisation and series; ClickHouse's tables start empty (its events are not in the
+    # Django database's table: it stores every one of them itself, ids from the same sequence)
+    ch_write, ch_refresh, ch_stored, ch_events = write_all(clickhouse, org.pk, ts, values, args.events)
     assert pg_stored == ch_stored == samples, (pg_stored, ch_stored, samples)
-    assert pg_events == events, (pg_events, events)
+    assert pg_events == ch_events == events, (pg_events, ch_events, events)
     pg_s, ch_s = pg_write + pg_refresh, ch_write + ch_refresh
-    print("\n## ingest through write_batch, end to end (series and events resolved in PostgreSQL for both)")
+    print("\n## ingest through write_batch, end to end (series resolved in PostgreSQL for both)")
     print(f"{'':22} {'write s':>8} {'rollups s':>10} {'samples/s':>12}")
     print(f"{'PostgreSQL (COPY)':22} {pg_write:8.1f} {pg_refresh:10.1f} {samples / pg_s:12,.0f}")
     print(f"{'ClickHouse (chdb)':22} {ch_write:8.1f} {ch_refresh:10.1f} {samples / ch_s:12,.0f}")
@@ -395,17 +395,12 @@ def main() -> None:
         cursor.execute("VACUUM ANALYZE timeline_event")
     for table in ("timeline_sample", "timeline_event", "timeline_rollup_1m", "timeline_rollup_1h"):
         engine.command(f"OPTIMIZE TABLE {table} FINAL")
-    pg_bytes = postgres.table_bytes()["timeline_sample"]
-    ch_bytes = clickhouse.table_bytes()["timeline_sample"]
-    pg_event_bytes = postgres.table_bytes()["timeline_event"]
-    ch_event_bytes = sum(size for _month, size, _rows in clickhouse._months("timeline_event"))
-    pg_rollups = sum(
-        postgres.table_bytes(["timeline_rollup_1m", "timeline_rollup_1h"])[t] or 0
-        for t in ("timeline_rollup_1m", "timeline_rollup_1h")
-    )
-    ch_rollups = sum(
-        size for t in ("timeline_rollup_1m", "timeline_rollup_1h") for _m, size, _r in clickhouse._months(t)
-    )
+    rollup_tables = ["timeline_rollup_1m", "timeline_rollup_1h"]
+    pg_sizes, ch_sizes = postgres.table_bytes(rollup_tables), clickhouse.table_bytes(rollup_tables)
+    pg_bytes, ch_bytes = pg_sizes["timeline_sample"], ch_sizes["timeline_sample"]
+    pg_event_bytes, ch_event_bytes = pg_sizes["timeline_event"], ch_sizes["timeline_event"]
+    pg_rollups = sum(pg_sizes[t] or 0 for t in rollup_tables)
+    ch_rollups = sum(ch_sizes[t] or 0 for t in rollup_tables)
     print("\n## bytes on disk (PostgreSQL: table + indexes; ClickHouse: merged parts)")
     print(f"{'':22} {'PostgreSQL':>11} {'ClickHouse':>11} {'CH/PG':>7}")
     print(

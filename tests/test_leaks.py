@@ -25,22 +25,33 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from django.db import transaction
+from django.db.models import Q
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from core.records import Batch, EventRecord, SeriesBlock
+from core.records import Batch, SeriesBlock
 from ingest.services import batch_accept
-from orgs.models import AccessRequest, Organization
-from orgs.services import access_request_create, grant_create, token_create, user_create
-from tests.conftest import PASSWORD
+from orgs.access import Scope
+from orgs.models import AccessRequest
+from orgs.services import access_request_create, grant_create, token_create
+from tests.conftest import bearer_client
+from tests.factories import (
+    FIRST_SIX_HOURS,
+    T0,
+    S,
+    gauge,
+    log_line,
+    member_client,
+    organizations,
+    snapshotted_link,
+    write,
+)
 from timeline import services as timeline_services
+from timeline.clock.model import ALL_STORED_TIME
 from timeline.lanes import LaneSpec, LaneSpecError
-from timeline.models import Event, Series
+from timeline.models import Series
 from timeline.store import get_store
 
-T0 = 1_781_481_600_000_000
-S = 1_000_000
 WINDOW = "from=2026-06-15T00:00:00Z&to=2026-06-15T06:00:00Z"
 
 SECRET_METRIC = "canary_secret_metric"
@@ -99,53 +110,25 @@ class World:
 
 
 def _series(metric: str, node: str, extra: dict | None = None) -> SeriesBlock:
-    return SeriesBlock(
-        signal="storage",
-        metric=metric,
-        labels={"node": node, **(extra or {})},
-        kind="gauge",
-        unit="",
-        ts=[T0 + i * 60 * S for i in range(30)],
-        values=[float(i % 7) for i in range(30)],
-    )
-
-
-def _member(org: Organization, username: str, role: str = "admin") -> APIClient:
-    user = user_create(org=org, username=username, role=role, password=PASSWORD)[0]
-    client = APIClient()
-    client.force_login(user)
-    client.user = user
-    return client
-
-
-def _bearer(secret: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
-    return client
+    return gauge(metric, {"node": node, **(extra or {})}, [i % 7 for i in range(30)], step_s=60)
 
 
 @pytest.fixture
 def world(db) -> World:
-    orgs = {
-        slug: Organization.objects.create(slug=slug, name=slug.title())
-        for slug in ("storage", "infra", "modeldev", "gpuvendor", "cloudops")
-    }
+    orgs = organizations("storage", "infra", "modeldev", "gpuvendor", "cloudops")
     owner = orgs["storage"]
     blocks = [_series("nfs_rpc_slots_in_use", f"node-0{i}", {"tenant": SHARED_LABEL}) for i in range(1, 7)]
     blocks.append(_series(SECRET_METRIC, SECRET_LABEL))
-    event = EventRecord(
-        ts=T0 + 90 * S,
+    event = log_line(
+        T0 + 90 * S,
+        LOG_BODY,
+        node=LOG_NODE,
         signal="storage",
-        kind="log",
-        severity="error",
         name="mds",
-        message=LOG_BODY,
-        resource={"node": LOG_NODE},
+        severity="error",
         attributes={"client": LOG_ATTRIBUTE},
     )
-    batch = Batch(source="array", series=blocks, events=[event])
-    with transaction.atomic():
-        get_store().write_batch(org_id=owner.pk, batch=batch)
+    write(owner, series=blocks, events=[event], source="array")
     journal = batch_accept(org=owner, batch=Batch(source="array", series=blocks[:1]))
     grant_create(
         owner=owner, grantee=orgs["infra"], name="nfs", signals=["storage"], name_patterns=["nfs_*", "mds"]
@@ -165,13 +148,15 @@ def world(db) -> World:
     )
 
     clients = {
-        "owner": _member(owner, "olga"),
-        "full": _member(orgs["infra"], "ivan"),
-        "redacted": _member(orgs["modeldev"], "maya"),
-        "aggregate": _member(orgs["gpuvendor"], "gina"),
-        "none": _member(orgs["cloudops"], "carl"),
-        "read_token_none": _bearer(token_create(org=orgs["cloudops"], name="ro", purpose="read").secret),
-        "push_token": _bearer(token_create(org=owner, name="agent").secret),
+        "owner": member_client(owner, "olga"),
+        "full": member_client(orgs["infra"], "ivan"),
+        "redacted": member_client(orgs["modeldev"], "maya"),
+        "aggregate": member_client(orgs["gpuvendor"], "gina"),
+        "none": member_client(orgs["cloudops"], "carl"),
+        "read_token_none": bearer_client(
+            token_create(org=orgs["cloudops"], name="ro", purpose="read").secret
+        ),
+        "push_token": bearer_client(token_create(org=owner, name="agent").secret),
         "anonymous": APIClient(),
     }
     owner_user = clients["owner"].user
@@ -182,25 +167,20 @@ def world(db) -> World:
         incident=incident, user=owner_user, ts=T0, text=ANNOTATION_TEXT
     )
     timeline_services.note_add(incident=incident, user=owner_user, text=NOTE_TEXT)
-    series_ids = list(Series.unscoped.filter(org=owner).values_list("pk", flat=True))
-    permalink = timeline_services.permalink_create(
-        user=owner_user,
-        state={"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T06:00:00Z", "lanes": series_ids},
-        incident=incident,
+    permalink, snapshot = snapshotted_link(owner_user, incident)
+    event_id = (
+        get_store().select_events(Scope.system(), ALL_STORED_TIME, filters=Q(message=LOG_BODY)).get().pk
     )
-    snapshot = timeline_services.snapshot_create(permalink=permalink, user=owner_user)
-    event_id = Event.unscoped.get(message=LOG_BODY).pk
     spec_links = [
         timeline_services.permalink_create(
             user=owner_user,
-            state={"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T06:00:00Z", "lanes": LANE_SPECS},
+            state={**FIRST_SIX_HOURS, "lanes": LANE_SPECS},
             incident=incident,
         ),
         timeline_services.permalink_create(
             user=owner_user,
             state={
-                "from": "2026-06-15T00:00:00Z",
-                "to": "2026-06-15T06:00:00Z",
+                **FIRST_SIX_HOURS,
                 "lanes": LANE_SPECS,
                 "q": LOG_BODY,
                 "ev_text": LOG_ATTRIBUTE,
@@ -222,6 +202,7 @@ def world(db) -> World:
         "fmt": ["json", "csv", "html"],
         "name": ["node", "__name__", "jl_org"],
     }
+    series_ids = Series.unscoped.filter(org=owner).values_list("pk", flat=True)
     queries = {"lanes": f"{WINDOW}&series={','.join(map(str, series_ids))}", "events": WINDOW}
     every = "query=%7B__name__%3D~%22.%2B%22%7D&match[]=%7B__name__%3D~%22.%2B%22%7D"  # {__name__=~".+"}
     queries["query"] = f"{every}&time=1781485200"  # the Prometheus API (timeline/promql)

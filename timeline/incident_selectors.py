@@ -13,11 +13,10 @@ from core.records import EVENT_KINDS, SEVERITIES, SIGNALS
 from core.timeparse import TimestampError, parse_timestamp
 from orgs.access import LEVEL_AGGREGATE, Scope, require_scope
 from orgs.models import Organization
-from timeline.clock.model import aligned_param
+from timeline.clock.model import ALL_STORED_TIME, aligned_param
 from timeline.models import (
     Annotation,
     ClockCorrection,
-    Event,
     Incident,
     Permalink,
     Series,
@@ -26,6 +25,7 @@ from timeline.models import (
 )
 from timeline.presenters import present_event, present_series
 from timeline.selectors import EVENT_ORDERS
+from timeline.store import ReadHints, get_store
 
 
 def incidents_visible(
@@ -137,7 +137,7 @@ def view_state_for(scope: Scope, state: dict, *, author_org_id: int, with_text: 
         shown["width"] = state["width"]
     if state.get("mine") is True:
         shown["mine"] = True
-    if type(state.get("sel")) is int and Event.objects.scoped(scope).filter(pk=state["sel"]).exists():
+    if type(state.get("sel")) is int and _readable_events(scope).filter(pk=state["sel"]).exists():
         shown["sel"] = state["sel"]
     slugs = {org.slug for org in scope.organizations()}
     for key, known in (
@@ -312,14 +312,14 @@ class _LaneReader:
             return spec
         if not any(rule.owner_id == org.pk and rule.level != LEVEL_AGGREGATE for rule in self.scope.rules):
             return None
-        events = (
-            Event.objects.scoped(self.probe)
-            .filter(event_filter(spec), org_id=org.pk)
-            .select_related("org")
-            .order_by()
-        )
+        matching = event_filter(spec) & Q(org_id=org.pk)
         start, end = self.window
-        probe = list(events.filter(ts__gte=start, ts__lt=end)[:EVENT_PROBE]) or list(events[:EVENT_PROBE])
+        store = get_store()
+        probe = list(
+            store.select_events(self.probe, ReadHints(start=start, end=end), filters=matching)
+            .select_related("org")
+            .order_by()[:EVENT_PROBE]
+        ) or list(_readable_events(self.probe, matching).select_related("org").order_by()[:EVENT_PROBE])
         if not probe:
             return None
         presented = [present_event(self.probe, event) for event in probe]
@@ -493,7 +493,13 @@ def event_sharing(scope: Scope) -> list[dict]:
 
 def latest_event_us(scope: Scope) -> int | None:
     """The time of the latest event this viewer may read (stored time), or None."""
-    return Event.objects.scoped(require_scope(scope)).order_by("-ts").values_list("ts", flat=True).first()
+    return _readable_events(require_scope(scope)).order_by("-ts").values_list("ts", flat=True).first()
+
+
+def _readable_events(scope: Scope, filters: Q | None = None):
+    """The events ``scope`` may read, of all stored time, through the store (on ClickHouse they are not
+    in the Django database)."""
+    return get_store().select_events(scope, ALL_STORED_TIME, filters=filters)
 
 
 def open_incidents(scope: Scope, *, limit: int = 5) -> list[Incident]:

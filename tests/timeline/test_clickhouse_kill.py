@@ -43,11 +43,14 @@ COUNTS = """
 import json, django
 django.setup()
 import numpy as np
-from timeline.models import Series
+from timeline.models import Series, Source
 from timeline.store import get_store
 
 engine = get_store().engine
-held = {"s": list(Series.unscoped.values_list("pk", flat=True))}
+held = {
+    "s": list(Series.unscoped.values_list("pk", flat=True)),
+    "src": list(Source.objects.values_list("pk", flat=True)),
+}
 
 
 def count(sql):
@@ -68,6 +71,9 @@ out = {
         "SELECT toInt64(uniqExact(org_id, ts, fingerprint)) FROM timeline_event"
     ),
     "timeline_event.ids": count("SELECT toInt64(uniqExact(id)) FROM timeline_event FINAL"),
+    "timeline_event.sources": count(
+        "SELECT toInt64(count()) FROM timeline_event FINAL WHERE source_id NOT IN {src:Array(Int64)}"
+    ),
 }
 engine.command("OPTIMIZE TABLE timeline_event FINAL")
 engine.command("OPTIMIZE TABLE timeline_sample FINAL")
@@ -187,8 +193,9 @@ def assert_one_copy_of_each(clickhouse: Path, entries: int) -> dict[str, int]:
     # samples: never inserted twice (a re-apply finds the rows a dead attempt left and inserts the rest)
     assert counts["timeline_sample.rows"] == counts["timeline_sample.distinct"] == samples
     assert counts["timeline_sample.final"] == counts["timeline_sample.merged"] == samples
-    # events: rows a dead attempt inserted under ids that never committed are hidden by FINAL and
-    # merged away; each event is read once, under its committed id
+    # events: a dead attempt's rows name the source it created (each entry has its own agent), which
+    # rolled back with it: the re-apply stores them again under the committed source and new ids, FINAL
+    # hides the old rows and the merge drops them; each event is read once, under its committed source
     assert counts["timeline_event.final"] == counts["timeline_event.distinct"] == events
     assert counts["timeline_event.ids"] == counts["timeline_event.merged"] == events
     assert counts["timeline_event.rows"] >= events
@@ -253,3 +260,4 @@ def test_a_worker_killed_after_its_clickhouse_inserts_before_its_commit_leaves_o
         stop(recovering, signal.SIGTERM)
     counts = assert_one_copy_of_each(clickhouse, entries)
     assert counts["timeline_event.rows"] > entries * EVENTS  # the dead attempt's rows were there to hide
+    assert counts["timeline_event.sources"] == 0  # no event read names a source that rolled back

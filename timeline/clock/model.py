@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 
 from core.labels import parse_matcher
-from core.timeparse import format_rfc3339
+from core.timeparse import MAX_US, MIN_US, format_rfc3339
 from orgs.access import (
     LEVEL_AGGREGATE,
     LEVEL_FULL,
@@ -25,8 +25,13 @@ from orgs.access import (
     pseudonym,
     require_scope,
 )
-from timeline.models import ClockCorrection, Event, Series
+from timeline.models import ClockCorrection, Series
+from timeline.store import get_store
 from timeline.store.hints import ClockModel, Correction, ReadHints
+
+# Every time an event can be stored at, in stored time: reads of events wherever they are (the store
+# decides whether they live in the Django database or elsewhere), not of one window.
+ALL_STORED_TIME = ReadHints(start=MIN_US, end=MAX_US + 1)
 
 
 def correction_from_row(row: ClockCorrection) -> Correction:
@@ -118,7 +123,9 @@ def _visible_level(scope: Scope, row: ClockCorrection) -> tuple[str | None, tupl
             continue
         readable = Series.unscoped.filter(rule.series_q() & correction.q("labels")).exists()
         if not readable and rule.level != LEVEL_AGGREGATE:
-            readable = Event.unscoped.filter(rule.event_q() & correction.q("resource")).exists()
+            # the viewer's events under this rule (the rule is one of the scope's: nothing else is added)
+            shifted = rule.event_q() & correction.q("resource")
+            readable = get_store().select_events(scope, ALL_STORED_TIME, filters=shifted).exists()
         if readable and not (rule.level == LEVEL_AGGREGATE and correction.matcher is not None):
             best, masked = rule.level, rule.masked_labels
     return best, masked

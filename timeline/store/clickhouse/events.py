@@ -53,9 +53,10 @@ EVENT_COLUMNS = (
     "fingerprint",
 )
 
-# ReplacingMergeTree keyed by the event's identity (organisation, time, fingerprint): a write that
-# inserted an event and whose transaction rolled back leaves a row the next apply inserts again under
-# the id the Django database then gives it; the version keeps the greater id, FINAL hides the other.
+# ReplacingMergeTree keyed by the event's identity (organisation, time, fingerprint): a write stores
+# only the identities the table does not hold, but two writers racing on one identity both insert it,
+# and a rolled-back write's row naming a source that went with it is stored again; the version keeps
+# the greater id, FINAL hides the other, the next merge drops it.
 # n-gram bloom filters over the lower-cased name and message serve the war room's substring search.
 EVENT_SCHEMA = f"""CREATE TABLE IF NOT EXISTS {EVENT_TABLE} (
     id Int64 CODEC(ZSTD(1)),

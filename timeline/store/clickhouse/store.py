@@ -1,9 +1,8 @@
 """ClickHouse backend: samples and events in ClickHouse ``ReplacingMergeTree`` tables, everything
 relational (series, sources, organisations, grants) in the Django database, through that database's
-own store (:attr:`ClickHouseStore.relational`). Every event read of the store runs in ClickHouse
-(:mod:`timeline.store.clickhouse.events`); events are also written to the Django database's event
-table, which code reading the ``Event`` model directly still uses
-(docs/decisions/0012-clickhouse-events.md).
+own store (:attr:`ClickHouseStore.relational`). Events live in ClickHouse only: every event read
+goes through the store and runs there (:mod:`timeline.store.clickhouse.events`); their ids come from
+the Django database's event id counter (docs/decisions/0012-clickhouse-events.md).
 
 Writes resolve series in the Django transaction as every backend does, then insert the samples into
 ClickHouse at once (not at commit: a worker that dies between the insert and the commit has stored
@@ -23,10 +22,10 @@ import msgspec
 import numpy as np
 from django.db.models import Count, Q
 
-from core.records import Batch
+from core.records import Batch, EventRecord
 from orgs.access import Scope, require_scope
 from orgs.models import Organization
-from timeline.models import Event, Series
+from timeline.models import Series, Source
 from timeline.store import rollups
 from timeline.store.base import (
     DAY_US,
@@ -65,8 +64,10 @@ ROW = np.dtype([("org_id", "<i8"), ("series_id", "<i8"), ("ts", "<i8"), ("value"
 SAMPLE_ROW = np.dtype([("series_id", "<i8"), ("ts", "<i8"), ("value", "<f8")])
 KEY = np.dtype([("series_id", "<i8"), ("ts", "<i8")])
 INSERT_CHUNK_ROWS = 1_000_000
-EVENT_CHUNK = 5000  # identities per lookup of the events a write stored
+EVENT_CHUNK = 5000  # identities per lookup of the events a write holds already
+EVENT_INSERT_ROWS = 50_000
 TABLES = (SAMPLE_TABLE, EVENT_TABLE)
+ROLLUP_TABLES = tuple(table for _width, table in rollups.ROLLUPS)
 _json_rows = msgspec.json.Encoder()
 
 
@@ -153,7 +154,9 @@ class ClickHouseStore(StoreBackend):
         return Series.unscoped.order_by("-pk").values_list("pk", flat=True).first() or 0
 
     def _greatest_event_id(self) -> int:
-        return Event.unscoped.order_by("-pk").values_list("pk", flat=True).first() or 0
+        """The last event id given out (SQLite only: its counter is in the write's transaction)."""
+        with self.connection.cursor() as cursor:
+            return self._event_counter(cursor) or 0
 
     def _drop_orphans(self, series_ids: np.ndarray) -> None:
         """Delete the samples stored under ``series_ids``, ids this write just created, whatever their
@@ -246,6 +249,14 @@ class ClickHouseStore(StoreBackend):
         for _width, table in rollups.ROLLUPS:
             self.engine.command(f"DROP TABLE IF EXISTS {table}")
 
+    def create_event_rollup_schema(self) -> None:
+        """The relational store's event count tables, so its migrations run unchanged; they stay empty
+        (``capabilities.event_rollups`` is false: event counts are read from ClickHouse's events)."""
+        self.relational.create_event_rollup_schema()
+
+    def drop_event_rollup_schema(self) -> None:
+        self.relational.drop_event_rollup_schema()
+
     def mark_rollups_stale(self, series_ts) -> int:
         """Nothing to queue: the write recomputed its buckets already."""
         return 0
@@ -328,60 +339,143 @@ class ClickHouseStore(StoreBackend):
         return out
 
     def _write_events(self, parts: list[EventPart], batches: int) -> list[int]:
-        """The Django database's event write counts what was new (its unique identity decides, in the
-        write's transaction); the events of ``parts`` are then read back from it, ids included, and
-        those ClickHouse does not hold under the same id are inserted. A write whose transaction rolls
-        back after that insert leaves rows its journal entry's next apply inserts again under their new
-        ids; the table keeps the greatest id per identity (on SQLite, which gives a rolled-back id out
-        again, the rows above the greatest id at the start of the write are deleted first)."""
-        stored = self.relational._write_events(parts, batches)
+        """Store the events of ``parts`` in ClickHouse only. An event is new when no row of its identity
+        (organisation, time, fingerprint) is in the table: the first batch of the write carrying it
+        stores it, under an id from the Django database's event id counter
+        (:meth:`_allocate_event_ids`). A row that a write whose transaction rolled back left behind
+        is found and kept, with its id, unless the source it names was rolled back with it (then the
+        event is stored again under a new id, which ``FINAL`` reads: the table keeps the greatest).
+        On SQLite, whose counter rolls back and gives the ids out again, the rows above the counter
+        at the start of the write are deleted first (SQLite writes are serialised)."""
+        stored = [0] * batches
         if self._events_above is not None:
             p = Params()
             self._delete(EVENT_TABLE, f"id > {p(self._events_above)}", p)
-        rows = self._stored_events(parts)
-        if not rows:
+        wanted: dict[tuple[int, int, int], tuple[EventPart, EventRecord]] = {}
+        for part in parts:
+            for event in part.events:
+                wanted.setdefault((part.org_id, event.ts, event_fingerprint(event)), (part, event))
+        held = self._held_event_keys(wanted)
+        fresh = [(key, part, event) for key, (part, event) in wanted.items() if key not in held]
+        if not fresh:
             return stored
-        p = Params()
-        ids = [row[0] for row in rows]
-        found = self.engine.query(
-            f"""SELECT id, org_id, ts, fingerprint FROM {EVENT_TABLE}
-                WHERE org_id IN {p(sorted({row[1] for row in rows}), "Array(Int64)")}
-                  AND ts >= {p(min(row[4] for row in rows))} AND ts <= {p(max(row[4] for row in rows))}
-                  AND id IN {p(ids, "Array(Int64)")}""",
-            p.values,
-        )
-        there = {tuple(key) for key in np.frombuffer(found, dtype=np.int64).reshape(-1, 4).tolist()}
-        fresh = [row for row in rows if (row[0], row[1], row[4], row[12]) not in there]
-        if fresh:
-            lines = []
-            for row in sorted(fresh, key=lambda r: (r[1], r[4], r[12])):
-                record = dict(zip(EVENT_COLUMNS, row, strict=True))
-                record["resource"] = json.dumps(record["resource"], ensure_ascii=False)
-                record["attributes"] = json.dumps(record["attributes"], ensure_ascii=False)
-                lines.append(_json_rows.encode(record))
-            self.engine.insert(EVENT_TABLE, EVENT_COLUMNS, b"\n".join(lines), fmt="JSONEachRow")
+        ids = self._allocate_event_ids(len(fresh))
+        lines = []
+        for event_id, ((org_id, ts, fingerprint), part, event) in zip(ids, fresh, strict=True):
+            stored[part.batch] += 1
+            record = {
+                "id": event_id,
+                "org_id": org_id,
+                "source_id": part.source_id,
+                "signal": event.signal,
+                "ts": ts,
+                "end_ts": event.end_ts,
+                "kind": event.kind,
+                "severity": event.severity,
+                "name": event.name,
+                "message": event.message,
+                "resource": json.dumps(event.resource, ensure_ascii=False),
+                "attributes": json.dumps(event.attributes, ensure_ascii=False),
+                "fingerprint": fingerprint,
+            }
+            lines.append(_json_rows.encode(record))
+        self._insert_event_rows(lines)
         return stored
 
-    def _stored_events(self, parts: list[EventPart]) -> list[tuple]:
-        """The Django database's rows (:data:`EVENT_COLUMNS`) of the events in ``parts``."""
-        wanted: dict[int, set[tuple[int, int]]] = {}
-        for part in parts:
-            wanted.setdefault(part.org_id, set()).update(
-                (event_fingerprint(event), event.ts) for event in part.events
+    def _insert_event_rows(self, lines: list[bytes]) -> None:
+        """Insert event rows (``JSONEachRow`` lines of :data:`EVENT_COLUMNS`, ``resource`` and
+        ``attributes`` as JSON text), in chunks."""
+        for first in range(0, len(lines), EVENT_INSERT_ROWS):
+            block = b"\n".join(lines[first : first + EVENT_INSERT_ROWS])
+            self.engine.insert(EVENT_TABLE, EVENT_COLUMNS, block, fmt="JSONEachRow")
+
+    def _held_event_keys(self, keys) -> set[tuple[int, int, int]]:
+        """Which identities ``(org id, ts, fingerprint)`` of ``keys`` the table holds: any row counts
+        (merged or not), except one naming a source the Django database does not hold (a rolled-back
+        write's, whose source went with it)."""
+        by_org: dict[int, list[tuple[int, int]]] = {}
+        for org_id, ts, fingerprint in keys:
+            by_org.setdefault(org_id, []).append((ts, fingerprint))
+        found: dict[tuple[int, int, int], set[int]] = {}
+        for org_id, pairs in by_org.items():
+            pairs.sort()
+            for first in range(0, len(pairs), EVENT_CHUNK):
+                chunk = pairs[first : first + EVENT_CHUNK]
+                p = Params()
+                raw = self.engine.query(
+                    f"""SELECT ts, fingerprint, ifNull(source_id, -1) FROM {EVENT_TABLE}
+                        WHERE org_id = {p(org_id)} AND ts >= {p(chunk[0][0])} AND ts <= {p(chunk[-1][0])}
+                          AND fingerprint IN {p(sorted({fp for _ts, fp in chunk}), "Array(Int64)")}""",
+                    p.values,
+                )
+                wanted = set(chunk)
+                for ts, fingerprint, source_id in np.frombuffer(raw, dtype=np.int64).reshape(-1, 3).tolist():
+                    if (ts, fingerprint) in wanted:
+                        found.setdefault((org_id, ts, fingerprint), set()).add(source_id)
+        sources = {source_id for named in found.values() for source_id in named if source_id >= 0}
+        live = set(Source.objects.filter(pk__in=sorted(sources)).values_list("pk", flat=True))
+        live.add(-1)  # an event without a source
+        return {key for key, named in found.items() if named & live}
+
+    def _allocate_event_ids(self, count: int) -> list[int]:
+        """``count`` new event ids, ascending, from the counter of the Django database's event table:
+        its identity sequence on PostgreSQL (never rolled back, never given out twice, shared by
+        every worker without a lock), its ``sqlite_sequence`` row on SQLite (in the write's
+        transaction). One numbering for the installation, so the ids of events copied from the
+        Django database (``manage.py copy_store``) and those written since never meet."""
+        if count <= 0:
+            return []
+        with self.connection.cursor() as cursor:
+            if self.relational.vendor == "postgresql":
+                cursor.execute(
+                    "SELECT nextval(pg_get_serial_sequence('timeline_event', 'id'))"
+                    " FROM generate_series(1, %s)",
+                    [count],
+                )
+                return sorted(int(row[0]) for row in cursor.fetchall())
+            last = self._event_counter(cursor)
+            if last is None:
+                cursor.execute(
+                    "INSERT INTO sqlite_sequence (name, seq) VALUES ('timeline_event', %s)", [count]
+                )
+                last = 0
+            else:
+                cursor.execute(
+                    "UPDATE sqlite_sequence SET seq = %s WHERE name = 'timeline_event'", [last + count]
+                )
+            return list(range(last + 1, last + count + 1))
+
+    @staticmethod
+    def _event_counter(cursor) -> int | None:
+        """The last event id SQLite gave out (None before the first)."""
+        cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = 'timeline_event'")
+        row = cursor.fetchone()
+        return None if row is None else int(row[0])
+
+    # -- copies from the Django database's tables (timeline.store.clickhouse.copy) ----------
+    def import_samples(self, rows: np.ndarray) -> int:
+        """Insert the samples of ``rows`` (:data:`ROW` records, sorted by series and time, no key twice)
+        that the table does not hold, and recompute the rollups of every bucket they fall in (also
+        where nothing was new: a copy that died between the two finds its samples stored); returns
+        how many were new."""
+        if not len(rows):
+            return 0
+        fresh = rows[~self._stored(rows)]
+        for start in range(0, len(fresh), INSERT_CHUNK_ROWS):
+            self.engine.insert(
+                SAMPLE_TABLE, SAMPLE_COLUMNS, fresh[start : start + INSERT_CHUNK_ROWS].tobytes()
             )
-        rows = []
-        for org_id, keys in wanted.items():
-            ordered = sorted(keys)
-            for first in range(0, len(ordered), EVENT_CHUNK):
-                chunk = ordered[first : first + EVENT_CHUNK]
-                found = Event.unscoped.filter(
-                    org_id=org_id,
-                    ts__gte=min(ts for _fp, ts in chunk),
-                    ts__lte=max(ts for _fp, ts in chunk),
-                    fingerprint__in=sorted({fp for fp, _ts in chunk}),
-                ).values_list(*EVENT_COLUMNS)
-                rows += [row for row in found if (row[12], row[4]) in keys]
-        return rows
+        cuts = np.flatnonzero(np.diff(rows["series_id"])) + 1
+        self.refresh_rollups((int(chunk["series_id"][0]), chunk["ts"]) for chunk in np.split(rows, cuts))
+        return len(fresh)
+
+    def import_events(self, records: list[dict]) -> int:
+        """Insert the events of ``records`` (rows of :data:`EVENT_COLUMNS`, ids included, ``resource``
+        and ``attributes`` as JSON text) whose identity the table does not hold; returns how many."""
+        held = self._held_event_keys([(r["org_id"], r["ts"], r["fingerprint"]) for r in records])
+        fresh = [r for r in records if (r["org_id"], r["ts"], r["fingerprint"]) not in held]
+        self._insert_event_rows([_json_rows.encode(record) for record in fresh])
+        return len(fresh)
 
     # -- reads: series ------------------------------------------------------------
     def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame:
@@ -528,9 +622,8 @@ class ClickHouseStore(StoreBackend):
         return None
 
     def create_search_indexes(self) -> bool:
-        """The Django database's indexes for its event table; substring search runs on ClickHouse's
-        n-gram indexes, part of its table."""
-        self.relational.create_search_indexes()
+        """Nothing to create: substring search runs on ClickHouse's n-gram indexes, part of its table
+        (the Django database's event table stays empty)."""
         return True
 
     def event_counts(self) -> list[tuple[int, str, int]]:
@@ -546,7 +639,7 @@ class ClickHouseStore(StoreBackend):
         return [tuple(row) for row in EventQuery._decode(raw)]
 
     def drop_search_indexes(self) -> None:
-        self.relational.drop_search_indexes()
+        """The n-gram indexes are part of the table: nothing to drop."""
 
     # -- retention and size -------------------------------------------------------
     def drop_partitions_before(self, day: int, *, lock_timeout_s: float | None = None) -> list[str]:
@@ -568,9 +661,13 @@ class ClickHouseStore(StoreBackend):
 
     def delete_org_rows_before(self, kind: str, org_id: int, before_ts: int) -> int:
         if kind == "events":
-            deleted = self.relational.delete_org_rows_before(kind, org_id, before_ts)
+            # rows an installation kept in the Django database from before its move go too
+            self.relational.delete_org_rows_before(kind, org_id, before_ts)
             p = Params()
-            self._delete(EVENT_TABLE, f"org_id = {p(org_id)} AND ts < {p(before_ts)}", p)
+            where = f"org_id = {p(org_id)} AND ts < {p(before_ts)}"
+            deleted = self._count(where, p, EVENT_TABLE)
+            if deleted:
+                self.engine.command(f"DELETE FROM {EVENT_TABLE} WHERE {where}", p.values)
             return deleted
         if kind != "samples":
             raise ValueError(f"kind must be samples or events, not {kind!r}")
@@ -627,15 +724,21 @@ class ClickHouseStore(StoreBackend):
         return [(org_id, signal, n) for (org_id, signal), n in sorted(totals.items())]
 
     def partition_sizes(self) -> list[PartitionSize]:
-        """The relational store's partitions, then ClickHouse's months (rows counted before merges)."""
-        months = [PartitionSize(f"{SAMPLE_TABLE}_m{m}", size, rows) for m, size, rows in self._months()]
+        """The relational store's partitions, then ClickHouse's months of samples and events (rows
+        counted before merges)."""
+        months = [
+            PartitionSize(f"{table}_m{month}", size, rows)
+            for table in TABLES
+            for month, size, rows in self._months(table)
+        ]
         return [*self.relational.partition_sizes(), *months]
 
     def table_bytes(self, extra_tables: Sequence[str] = ()) -> dict[str, int | None]:
-        """Events and ``extra_tables`` as the relational store measures them; samples as ClickHouse
-        stores them (compressed, on disk)."""
+        """Samples, events and the rollup tables as ClickHouse stores them (compressed, on disk, every
+        active part); other ``extra_tables`` as the relational store measures them."""
         out = self.relational.table_bytes(extra_tables)
-        out[SAMPLE_TABLE] = sum(size for _month, size, _rows in self._months())
+        for table in (*TABLES, *(name for name in extra_tables if name in ROLLUP_TABLES)):
+            out[table] = sum(size for _month, size, _rows in self._months(table))
         return out
 
 
