@@ -18,11 +18,25 @@ series; ``compact`` for a quick run) with the walkthrough's grants, it measures:
 
 The last line is ``analysis: <ms> ms to rank <n> series, cause in top <k> on <m>/<total> variants``.
 
+``--causes`` measures instead the ranking and the onsets over every root cause the generator knows
+(``ingest.scenario.causes``) and ``--seeds`` seeds each (compact profile). Each scenario is stored up
+to the end of its incident (what comes after cannot change a ranking of the incident) in a database
+copied from a template with the five organisations, the walkthrough's grants and one viewer each;
+then, as every organisation's viewer, the incident window (the manifest's ``cause``) is ranked
+against the hour before. A viewer who may read at least one of the cause's lanes passes "in top 3"
+when every lane it may read is among the first three entries; "onset" passes when the earliest
+onset of the cause's signals it sees is at or before the earliest onset of the symptoms, or at the
+same time within their uncertainty (a viewer who may not read the symptoms is compared with the
+onsets the training job's own organisation sees). One line per cause::
+
+    cause <name>: in top 3 for viewers who can see it <x>/<y>, onset precedes symptoms <x>/<y>
+
 Run from the project root::
 
     python bench/analysis.py                  # full profile, loads it first (half an hour)
     python bench/analysis.py --reuse          # measure again on the loaded database
     python bench/analysis.py --profile compact
+    python bench/analysis.py --causes --seeds 5
 """
 
 from __future__ import annotations
@@ -208,18 +222,195 @@ def measure_templates(profile: str) -> None:
     print(f"templates: mask and drain agree on {agree:.1%} of {len(pairs)} line pairs")
 
 
+# --------------------------------------------------------------------------- every cause, several seeds
+
+SYMPTOM_OWNER = "modeldev"
+
+
+def _template_database(database_url: str) -> str:
+    """Migrate, create the organisations, grants and viewers once; keep them as a template database."""
+    from django.core.management import call_command
+    from django.db import connections
+
+    from ingest.scenario_loading import demo_organisations_create
+    from orgs.models import Role
+    from orgs.services import user_create
+
+    call_command("migrate", interactive=False, verbosity=0)
+    for slug, org in demo_organisations_create().items():
+        user_create(org=org, username=f"{slug}-bench", role=Role.VIEWER, password=None)
+    connections.close_all()
+    template = _harness.database_name(database_url) + "_template"
+    _sql(database_url, f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+    _sql(database_url, f'CREATE DATABASE "{template}" TEMPLATE "{_harness.database_name(database_url)}"')
+    return template
+
+
+def _sql(database_url: str, statement: str) -> None:
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    maintenance = urlsplit(database_url)._replace(path="/postgres").geturl()
+    with psycopg.connect(maintenance, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(statement)
+
+
+def _fresh_database(database_url: str, template: str) -> None:
+    from django.db import connections
+
+    connections.close_all()
+    name = _harness.database_name(database_url)
+    _sql(database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _sql(database_url, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+
+
+def _matches(entry, lane: dict) -> bool:
+    if entry.org.slug != lane["org"] or entry.title != lane["title"]:
+        return False
+    return all(entry.labels.get(key, value) == value for key, value in lane["labels"].items())
+
+
+def _lane_visible(scope, lane: dict, window) -> bool:
+    """May ``scope`` read ``lane`` at all (a series one by one or as a fleet, or the event family)?"""
+    from django.db.models import Q
+
+    from timeline.clock.model import read_hints
+    from timeline.lanes import readable_series
+    from timeline.store import get_store
+
+    title = lane["title"]
+    if title.endswith(")") and " (" in title:  # an event family: "name (severity class)"
+        hints = read_hints(scope, start=window.start, end=window.end)
+        found = get_store().select_events(
+            scope, hints, filters=Q(org__slug=lane["org"], name=title.split(" (")[0])
+        )
+        return found.exists()
+    series = readable_series(scope, include_aggregate=True).filter(org__slug=lane["org"], metric=title)
+    if lane["labels"]:
+        series = series.filter(labels__contains=lane["labels"])
+    series = list(series)
+    return bool(series) and scope.fleet_readable(series)
+
+
+def _earliest(found: list, lanes: list[dict]):
+    timed = [o for o in found if o.t_us is not None and any(_matches(o.entry, lane) for lane in lanes)]
+    return min(timed, key=lambda o: o.t_us, default=None)
+
+
+def _precedes(cause, symptom) -> bool:
+    """At or before the symptom, or at the same time within both onsets' uncertainty."""
+    slack = cause.uncertainty_us + symptom.uncertainty_us
+    return cause.t_us <= symptom.t_us + slack
+
+
+def rank_cause(truth: dict) -> dict[str, dict]:
+    """Per organisation's viewer: which cause lanes it may read, their ranks, and the onsets."""
+    from django.contrib.auth import get_user_model
+
+    from orgs.access import Scope
+    from timeline.analysis.changes import Period, rank_changes
+    from timeline.analysis.onsets import onsets
+
+    window, baseline = Period(*truth["window_us"]), Period(*truth["baseline_us"])
+    out = {}
+    for user in get_user_model().objects.filter(username__endswith="-bench").order_by("username"):
+        scope = Scope.for_user(user)
+        ranking = rank_changes(scope, window=window, baseline=baseline, limit=30)
+        visible = [lane for lane in truth["lanes"] if _lane_visible(scope, lane, window)]
+        ranks = {}
+        for lane in visible:
+            ranks[lane["title"]] = next(
+                (i for i, e in enumerate(ranking.entries, start=1) if _matches(e, lane)), None
+            )
+        found = onsets(scope, ranking, top=len(ranking.entries))
+        out[user.username.removesuffix("-bench")] = {
+            "ranks": ranks,
+            "top": [f"{e.org.slug}/{e.title}" for e in ranking.entries[:3]],
+            "cause_onset": _earliest(found, truth["signals"]),
+            "symptom_onset": _earliest(found, truth["symptoms"]),
+        }
+    return out
+
+
+def measure_causes(database_url: str, seeds: int) -> None:
+    """Every cause with ``seeds`` seeds, compact profile: the ranking and the onsets as every viewer."""
+    from ingest.scenario import CAUSES, ScenarioConfig, cause_truth, generate
+    from ingest.scenario_loading import store_until
+
+    template = _template_database(database_url)
+    figures = {}
+    for cause in CAUSES:
+        top3 = [0, 0]
+        onset = [0, 0]
+        for seed in range(ScenarioConfig.seed, ScenarioConfig.seed + seeds):
+            scenario = generate(ScenarioConfig.compact(cause=cause, seed=seed))
+            truth = cause_truth(scenario.manifest)
+            _fresh_database(database_url, template)
+            started = time.perf_counter()
+            store_until(scenario.batches(), truth["window_us"][1])
+            stored = time.perf_counter() - started
+            views = rank_cause(truth)
+            owner = views[SYMPTOM_OWNER]["symptom_onset"]
+            for slug, view in views.items():
+                if not view["ranks"]:
+                    continue
+                ok = all(rank is not None and rank <= 3 for rank in view["ranks"].values())
+                top3[0] += ok
+                top3[1] += 1
+                first, symptom = view["cause_onset"], view["symptom_onset"] or owner
+                timed = first is not None and symptom is not None
+                precedes = timed and _precedes(first, symptom)
+                onset[0] += precedes
+                onset[1] += 1
+                lead = "no onset"
+                if timed:
+                    lead = (
+                        f"{(symptom.t_us - first.t_us) / 1e6:+.0f} s (onsets vs the manifest: cause "
+                        f"{(first.t_us - truth['onset_us']) / 1e6:+.0f} s, symptoms "
+                        f"{(symptom.t_us - truth['symptom_onset_us']) / 1e6:+.0f} s)"
+                    )
+                print(
+                    f"  {cause} seed {seed} {slug:>9}: ranks {view['ranks']} {'ok' if ok else 'MISSED'}; "
+                    f"cause leads symptoms by {lead}{'' if precedes else ' LATE'}; top 3 {view['top']}"
+                )
+            print(f"  {cause} seed {seed}: stored in {stored:.0f} s")
+        figures[cause] = _cause_line(cause, top3, onset)
+        print(figures[cause], flush=True)
+    print("\n".join(figures.values()))
+
+
+def _cause_line(cause: str, top3: list[int], onset: list[int]) -> str:
+    return (
+        f"cause {cause}: in top 3 for viewers who can see it {top3[0]}/{top3[1]}, "
+        f"onset precedes symptoms {onset[0]}/{onset[1]}"
+    )
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--profile", choices=["full", "compact"], default="full")
     parser.add_argument("--reuse", action="store_true", help="measure on the already loaded database")
     parser.add_argument("--runs", type=int, default=3)
-    return parser.parse_args()
+    parser.add_argument(
+        "--causes", action="store_true", help="every root cause, --seeds seeds each (compact)"
+    )
+    parser.add_argument("--seeds", type=int, default=5, help="with --causes: seeds per cause")
+    args = parser.parse_args()
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
+    return args
 
 
 def main() -> None:
     args = parse_args()
     _harness.require_loopback(args.database_url)
+    if args.causes:
+        _harness.recreate_database(args.database_url)
+        _harness.setup_django(args.database_url, "analysis")
+        measure_causes(args.database_url, args.seeds)
+        return
     if not args.reuse:
         _harness.recreate_database(args.database_url)
     _harness.setup_django(args.database_url, "analysis")

@@ -1,17 +1,22 @@
 """Loading the reference scenario into Jointline: straight into the journal (load) or over HTTP (replay).
 
 Both paths go through the same journal and writer as any push, so what the war
-room shows of the scenario is exactly what agents pushing it would produce.
+room shows of the scenario is exactly what agents pushing it would produce. For an
+analysis of one stretch (a benchmark, a test), :func:`store_until` writes a scenario
+up to a moment straight into the store.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+
+import msgspec
 
 from core.records import Batch, EventRecord, SeriesBlock
 from ingest.services import batch_accept
@@ -142,6 +147,45 @@ def shift_batch(batch: Batch, offset_us: int) -> Batch:
     )
 
 
+def batch_until(batch: Batch, end_us: int) -> Batch:
+    """The part of a batch stamped before ``end_us``. Each block's stamps are in order, as agents
+    send them."""
+    cut = ((block, bisect.bisect_left(block.ts, end_us)) for block in batch.series)
+    series = [msgspec.structs.replace(b, ts=b.ts[:n], values=b.values[:n]) for b, n in cut if n]
+    return Batch(source=batch.source, series=series, events=[e for e in batch.events if e.ts < end_us])
+
+
+def demo_organisations_create() -> dict[str, Organization]:
+    """The five organisations of the reference war room and its grants (what exists is kept)."""
+    from orgs.services import organization_create
+
+    orgs = {
+        slug: organization_create(slug=slug, name=name, colour=colour)[0]
+        for slug, (name, colour) in ORGANISATIONS.items()
+    }
+    demo_grants_apply()
+    return orgs
+
+
+def store_until(batches: Iterable[tuple[str, Batch]], end_us: int) -> int:
+    """Write every (org slug, batch), cut at ``end_us``, straight into the store in one transaction
+    (not through the journal): a scenario up to a moment, for an analysis of what happened before
+    it. Returns how many batches were written."""
+    from django.db import transaction
+
+    from timeline.store import get_store
+
+    orgs = {org.slug: org for org in Organization.objects.filter(slug__in=ORGANISATIONS)}
+    store, written = get_store(), 0
+    with transaction.atomic():
+        for slug, batch in batches:
+            part = batch_until(batch, end_us)
+            if part.series or part.events:
+                store.write_batch(org_id=orgs[slug].pk, batch=part)
+                written += 1
+    return written
+
+
 def split_batch(batch: Batch, max_points: int) -> Iterator[Batch]:
     """Cut a batch into pushes of at most ``max_points`` samples (events go with the first)."""
     current: list[SeriesBlock] = []
@@ -204,6 +248,9 @@ def demo_incident_create(manifest: dict) -> bool:
     from timeline.models import Incident
     from timeline.services import annotation_create, incident_create, incident_update
 
+    if "cause" in manifest:
+        cause = manifest["cause"]["name"]
+        raise ValueError(f"the demo incident tells the reference cause; this manifest's cause is {cause}")
     if Incident.objects.filter(title=DEMO_INCIDENT_TITLE).exists():
         return False
     episodes = {episode["kind"]: episode for episode in manifest["episodes"]}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ingest.scenario import activity as act
+from ingest.scenario import causes
 from ingest.scenario.config import AGGREGATE_READ_LIMIT, GIB, NODE_BURST_MAX_BPS, READ_CAPACITY_BPS
 from ingest.scenario.plan import MINUTE, Plan
 from ingest.scenario.rng import stream
@@ -89,7 +90,8 @@ class Codes:
 
     # ---- job-wide step time
     def _step_factor(self) -> np.ndarray:
-        """Multiplier on the training step time: straggler precursors slow every rank."""
+        """Multiplier on the training step time: straggler precursors slow every rank, and so does an
+        alternative cause of the incident."""
         factor = np.ones(self.steps)
         for failure in self.plan.shown_failures():
             if failure.precursor != "step_time":
@@ -97,6 +99,8 @@ class Codes:
             k0, k1 = self.index(failure.precursor_start), self.index(failure.ts)
             ramp = (self.ts[k0:k1] - failure.precursor_start) / (failure.ts - failure.precursor_start)
             factor[k0:k1] += 0.045 * failure.magnitude * ramp
+        if self.plan.incident is not None and self.config.has("init_slowdown"):
+            factor += causes.step_factor(self.plan.incident, self.ts)
         return factor
 
     def _warmup(self) -> np.ndarray:

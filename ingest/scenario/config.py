@@ -20,6 +20,12 @@ EPISODE_ORDER: tuple[str, ...] = (
 )
 ALL_EPISODES: frozenset[str] = frozenset(EPISODE_ORDER)
 
+# Root causes of the incident in the ``init_slowdown`` episode's slot (see :mod:`ingest.scenario.causes`):
+# the reference storage-metadata saturation, or one of the alternatives, whose 60-node job initialises
+# fine and then trains slowly for a reason another organisation's signals show first.
+REFERENCE_CAUSE = "storage_metadata"
+CAUSES: tuple[str, ...] = (REFERENCE_CAUSE, "tor_link_flap", "gpu_thermal", "checkpoint_write")
+
 # Episodes that live inside the training that runs after the fix.
 _NEEDS_FIX_REINIT = ("checkpoints", "gpu_failures", "exclusions", "retries")
 
@@ -40,6 +46,7 @@ CHECKPOINT_LINK_MIN = 0.014  # checkpoint transmit as a fraction of the storage 
 CHECKPOINT_LINK_MAX = 0.104
 SLOW_INIT_REAL_S = 8 * 3600 + 12 * 60  # the slowdown took "more than 8 hours": 8 h 12 min here
 REINIT_LIMIT_S = 8 * 60  # after the fix: "under 8 minutes"
+STEP_SECONDS = 9.6  # healthy training step
 AUTO_RETRY_SUCCESS = 1 / 3
 MANUAL_RECOVERY_SUCCESS = 1 / 8
 RETRY_INTERVAL_MEDIAN_S = 11 * 60
@@ -63,6 +70,9 @@ class ScenarioConfig:
     that trains afterwards) comes back with its clock ``node_clock_fault`` off
     (negative: behind), which the training job's records from that node carry.
     Zero disables a fault.
+
+    ``cause`` (one of :data:`CAUSES`) is the root cause of the incident; the default is the
+    reference incident, whose output does not depend on the alternatives existing.
     """
 
     seed: int = 20260615
@@ -78,6 +88,7 @@ class ScenarioConfig:
     modeldev_clock_skew: timedelta = field(default=timedelta(seconds=2.7))
     gpuvendor_clock_drift_ms_per_hour: float = 40.0
     node_clock_fault: timedelta = field(default=timedelta(seconds=-90))
+    cause: str = REFERENCE_CAUSE
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -140,6 +151,11 @@ class ScenarioConfig:
     def has(self, episode: str) -> bool:
         return episode in self.episodes
 
+    @property
+    def reference_cause(self) -> bool:
+        """Is the incident the reference storage-metadata saturation?"""
+        return self.cause == REFERENCE_CAUSE
+
 
 def to_us(moment: datetime) -> int:
     delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
@@ -185,4 +201,6 @@ def _problems(config: ScenarioConfig) -> list[str]:
         problems.append("gpuvendor_clock_drift_ms_per_hour must be within 1000 ms per hour")
     if abs(config.node_clock_fault) > timedelta(hours=1):
         problems.append("node_clock_fault must be within 1 hour")
+    if config.cause not in CAUSES:
+        problems.append(f"cause must be one of {', '.join(CAUSES)}, got {config.cause!r}")
     return problems

@@ -12,6 +12,10 @@ the scheduler's ``workers_launched`` on a node and the training job's first
 ``rank_start`` there 5-50 ms later; the scheduler's per-node ``session`` span and
 gpuvendor's ``job_stats_started`` (its prolog starts DCGM job statistics) 5-50 ms
 later; a ``xid`` and the session's ``session_failed``.
+
+An alternative root cause (:mod:`ingest.scenario.causes`) adds the events of the
+organisation that carries it (link flaps in syslog, DCGM throttling warnings, the
+array's write throttling), the training job's warnings downstream, and its fixes.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 from core.records import EventRecord
 from ingest.scenario import activity as act
+from ingest.scenario import causes
 from ingest.scenario.clocks import Clocks
 from ingest.scenario.codes import Codes
 from ingest.scenario.plan import MINUTE, SHARDS, STEP_SECONDS, XID_TEXT, Plan, S, Session
@@ -31,6 +36,7 @@ from ingest.scenario.rng import stream
 JOB = "solar-pretrain"
 PCI_BUS = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 CRITICAL_XIDS = {48, 79, 95}
+RACK_PEER = 4  # NCCL's ring: the peer of a rank's node is on the next rack
 TOKENS_PER_STEP = 4.19e6  # global batch of the 480-rank job
 
 
@@ -64,6 +70,19 @@ class _Sink:
         send = record.ts if send_ts is None else send_ts
         self.items.append(Emitted(send, len(self.items), org, agent, record))
 
+    def record(
+        self,
+        org: str,
+        agent: str,
+        fields: tuple[int, str, str, str, str, str],
+        resource: dict,
+        attributes: dict,
+        send_ts: int | None = None,
+    ) -> None:
+        """:meth:`add` an event made of ``fields`` (ts, signal, kind, severity, name, message)."""
+        event = EventRecord(*fields, resource=resource, attributes=_attrs(**attributes))
+        self.add(org, agent, event, send_ts)
+
 
 def build_events(plan: Plan, codes: Codes) -> list[Emitted]:
     """All events, sorted by (send time, creation order)."""
@@ -71,6 +90,8 @@ def build_events(plan: Plan, codes: Codes) -> list[Emitted]:
     _Scheduler(plan, sink).emit()
     _Training(plan, codes, sink).emit()
     _Hardware(plan, sink).emit()
+    if not plan.config.reference_cause:
+        _Cause(plan, codes, sink).emit()
     return sorted(sink.items, key=lambda e: (e.send_ts, e.seq))
 
 
@@ -117,17 +138,8 @@ class _Scheduler:
     def event(
         self, ts: int, name: str, severity: str, message: str, resource=None, send_ts=None, **attributes
     ):
-        record = EventRecord(
-            ts=ts,
-            signal=self.signal,
-            kind="event",
-            severity=severity,
-            name=name,
-            message=message,
-            resource=resource or {},
-            attributes=_attrs(**attributes),
-        )
-        self.sink.add(self.org, self.agent, record, send_ts)
+        fields = (ts, self.signal, "event", severity, name, message)
+        self.sink.record(self.org, self.agent, fields, resource or {}, attributes, send_ts)
 
     def emit(self) -> None:
         cfg = self.config
@@ -267,25 +279,29 @@ class _Scheduler:
                     interval_s=chain.intervals_s[number - 1],
                 )
                 previous_end = session.end if session.end is not None else previous_end
+            attempts = len(chain.sessions)
             if chain.success:
+                text, outcome = f"chain {chain.cid}: attempt {attempts} is training", "succeeded"
                 self.event(
                     chain.end,
                     "retry_chain_succeeded",
                     "info",
-                    f"chain {chain.cid}: attempt {len(chain.sessions)} is training",
+                    text,
                     chain=chain.cid,
-                    attempts=len(chain.sessions),
-                    outcome="succeeded",
+                    attempts=attempts,
+                    outcome=outcome,
                 )
             else:
+                text, outcome = f"chain {chain.cid} gave up after {attempts} attempts", "exhausted"
+                ts = chain.end + 5 * S
                 self.event(
-                    chain.end + 5 * S,
+                    ts,
                     "retry_chain_exhausted",
                     "error",
-                    f"chain {chain.cid} gave up after {len(chain.sessions)} attempts",
+                    text,
                     chain=chain.cid,
-                    attempts=len(chain.sessions),
-                    outcome="exhausted",
+                    attempts=attempts,
+                    outcome=outcome,
                 )
         for recovery in plan.recoveries:
             self.event(
@@ -349,17 +365,11 @@ class _Training:
     def log(
         self, ts: int, name: str, severity: str, message: str, session: Session, node: int, rank: int, **attrs
     ):
-        record = EventRecord(
-            ts=ts,
-            signal=self.signal,
-            kind="log",
-            severity=severity,
-            name=name,
-            message=message,
-            resource={"node": self.plan.node_name(node), "rank": str(rank)},
-            attributes=_attrs(job=JOB, session=session.sid, **attrs),
+        resource = {"node": self.plan.node_name(node), "rank": str(rank)}
+        attributes = {"job": JOB, "session": session.sid, **attrs}
+        self.sink.record(
+            self.org, self.agent, (ts, self.signal, "log", severity, name, message), resource, attributes
         )
-        self.sink.add(self.org, self.agent, record)
 
     def emit(self) -> None:
         cfg, plan = self.config, self.plan
@@ -367,7 +377,7 @@ class _Training:
             if session.kind == "burn-in" or not cfg.has(session.episode):
                 continue
             self._ranks(session)
-            if session.episode == "init_slowdown":
+            if session.episode == "init_slowdown" and cfg.reference_cause:
                 self._slow_init(session)
             elif session.init_done is not None:
                 self._init(session)
@@ -377,7 +387,7 @@ class _Training:
                 self._failure(session)
         if cfg.has("checkpoints"):
             self._checkpoints()
-        if cfg.has("fix_reinit"):
+        if cfg.has("fix_reinit") and cfg.reference_cause:
             ts = next(ts for ts, org, _what in plan.fixes if org == "modeldev")
             reinit = plan.reinit
             self.log(
@@ -454,16 +464,8 @@ class _Training:
             t += 15 * MINUTE
         if session.init_done is not None and session.init_done < stop:
             took = (session.init_done - session.ranks_at) / S
-            self.log(
-                session.init_done,
-                "init_done",
-                "warning",
-                f"initialisation finished after {_hm(took)} ({SHARDS}/{SHARDS} shards)",
-                session,
-                session.nodes[0],
-                0,
-                seconds=round(took),
-            )
+            text = f"initialisation finished after {_hm(took)} ({SHARDS}/{SHARDS} shards)"
+            self._init_done(session, session.init_done, took, "warning", text)
 
     def _init(self, session: Session) -> None:
         """Healthy initialisation: a summary per node (and its checkpoint load), then rank 0's total."""
@@ -506,16 +508,13 @@ class _Training:
                 )
         if session.train_start is not None:
             took = (session.train_start - session.start) / S
-            self.log(
-                session.train_start,
-                "init_done",
-                "info",
-                f"initialisation finished in {_hm(took)}",
-                session,
-                session.nodes[0],
-                0,
-                seconds=round(took),
+            self._init_done(
+                session, session.train_start, took, "info", f"initialisation finished in {_hm(took)}"
             )
+
+    def _init_done(self, session: Session, ts: int, took: float, severity: str, message: str) -> None:
+        """Rank 0 reports the end of the initialisation, ``took`` seconds after it began."""
+        self.log(ts, "init_done", severity, message, session, session.nodes[0], 0, seconds=round(took))
 
     def _steps(self, session: Session) -> None:
         plan, codes = self.plan, self.codes
@@ -593,33 +592,38 @@ class _Training:
 
     def _checkpoints(self) -> None:
         plan = self.plan
-        for checkpoint in plan.checkpoints:
-            session = plan.session(checkpoint.session)
-            seconds = (checkpoint.end - checkpoint.start) / S
-            for index, node in enumerate(checkpoint.nodes):
-                rank = index * self.gpus
-                gib = checkpoint.link_fraction[index] * 25e9 * seconds / 2**30
-                self.log(
-                    checkpoint.start,
-                    "checkpoint_begin",
-                    "info",
-                    f"checkpoint begin step {checkpoint.step}",
-                    session,
-                    node,
-                    rank,
-                    step=checkpoint.step,
-                )
-                self.log(
-                    checkpoint.end,
-                    "checkpoint_end",
-                    "info",
-                    f"checkpoint end step {checkpoint.step}: wrote {gib:.1f} GiB in {seconds:.0f} s",
-                    session,
-                    node,
-                    rank,
-                    step=checkpoint.step,
-                    gib=round(float(gib), 1),
-                )
+        for c in plan.checkpoints:
+            self.checkpoint_logs(plan.session(c.session), c.step, c.start, c.end, c.nodes, c.link_fraction)
+
+    def checkpoint_logs(
+        self, session: Session, step: int, start: int, end: int, nodes: tuple[int, ...], fraction: np.ndarray
+    ) -> None:
+        """Each node's rank 0 logs the begin and the end of a checkpoint save, with what it wrote."""
+        seconds = (end - start) / S
+        for index, node in enumerate(nodes):
+            rank = index * self.gpus
+            gib = fraction[index] * 25e9 * seconds / 2**30
+            self.log(
+                start,
+                "checkpoint_begin",
+                "info",
+                f"checkpoint begin step {step}",
+                session,
+                node,
+                rank,
+                step=step,
+            )
+            self.log(
+                end,
+                "checkpoint_end",
+                "info",
+                f"checkpoint end step {step}: wrote {gib:.1f} GiB in {seconds:.0f} s",
+                session,
+                node,
+                rank,
+                step=step,
+                gib=round(float(gib), 1),
+            )
 
     def _benign(self) -> None:
         plan = self.plan
@@ -662,17 +666,7 @@ class _Hardware:
         resource: dict,
         **attributes,
     ) -> None:
-        record = EventRecord(
-            ts=ts,
-            signal=signal,
-            kind=kind,
-            severity=severity,
-            name=name,
-            message=message,
-            resource=resource,
-            attributes=_attrs(**attributes),
-        )
-        self.sink.add(org, agent, record)
+        self.sink.record(org, agent, (ts, signal, kind, severity, name, message), resource, attributes)
 
     def emit(self) -> None:
         cfg, plan = self.config, self.plan
@@ -725,7 +719,7 @@ class _Hardware:
                 )
         if cfg.has("baseline"):
             self._benign(rng)
-        if cfg.has("fix_reinit"):
+        if cfg.has("fix_reinit") and cfg.reference_cause:
             texts = {
                 "async_delete": "config change: unlink/rm on /datasets now asynchronous",
                 "readahead": "config change: NFS readahead on export /datasets set to 4 MiB",
@@ -819,3 +813,211 @@ class _Hardware:
                     f"snapshot created: /datasets@auto-{stamp:04d}",
                     {"cluster": "b200-pod1"},
                 )
+
+
+# --------------------------------------------------------------------------- an alternative cause
+
+CLUSTER = {"cluster": "b200-pod1"}
+FIX_EVENTS: dict[str, tuple[str, str, str, str, str]] = {
+    # change: (agent, signal, kind, name, message)
+    "tor_replaced": (
+        "syslog",
+        "network",
+        "log",
+        "change",
+        "lldpd: new chassis on ens1f0 of the rack ({rack})",
+    ),
+    "links_verified": (
+        "syslog",
+        "network",
+        "log",
+        "change",
+        "ethtool: ens1f0 on the rack ({rack}): 0 CRC errors in 5 min",
+    ),
+    "cooling_restored": (
+        "syslog",
+        "host",
+        "log",
+        "change",
+        "ipmi: rack {rack} coolant pump replaced, flow nominal",
+    ),
+    "gpus_verified": (
+        "dcgm-exporter",
+        "gpu",
+        "event",
+        "diag",
+        "dcgmi diag -r 3 passed on the nodes of rack {rack}",
+    ),
+    "checkpoint_throttled": (
+        "otel-collector",
+        "application",
+        "log",
+        "checkpoint_config_changed",
+        "checkpoint config changed: full optimizer state every 4th save, 4 writers per node",
+    ),
+    "write_qos": (
+        "storage-array",
+        "storage",
+        "event",
+        "config_change",
+        "config change: per-client write QoS on /checkpoints",
+    ),
+}
+
+
+class _Cause:
+    """The events of an alternative cause: what its organisation's agents log while it strikes, the
+    training job's warnings downstream, and the fixes rolled out before the re-initialisation."""
+
+    def __init__(self, plan: Plan, codes: Codes, sink: _Sink) -> None:
+        self.plan, self.config = plan, plan.config
+        self.hardware = _Hardware(plan, sink)
+        self.training = _Training(plan, codes, sink)
+        self.rng = stream(plan.config.seed, "events", "cause", plan.config.cause)
+
+    def emit(self) -> None:
+        incident = self.plan.incident
+        if self.config.has("init_slowdown"):
+            session = self.plan.session(incident.session)
+            {
+                "tor_link_flap": self._flaps,
+                "gpu_thermal": self._throttling,
+                "checkpoint_write": self._saves,
+            }[incident.cause](incident, session)
+        if self.config.has("fix_reinit"):
+            self._fixes(incident)
+
+    def _node(self, node: int) -> dict:
+        return {"node": self.plan.node_name(node)}
+
+    def _flaps(self, incident: causes.Incident, session: Session) -> None:
+        for down, up in incident.flaps:
+            for node in incident.nodes:
+                for ts, name, severity, state in (
+                    (down, "link_down", "warning", "down"),
+                    (up, "link_up", "info", "up"),
+                ):
+                    self.hardware.add(
+                        "cloudops",
+                        "syslog",
+                        ts + round(self.rng.uniform(0, 0.2) * S),
+                        "network",
+                        "log",
+                        severity,
+                        name,
+                        f"kernel: mlx5_core 0000:17:00.0 ens1f0: Link {state}",
+                        self._node(node),
+                        device="ens1f0",
+                    )
+            if self.rng.random() < 0.15:  # most retries succeed quietly; some exhaust and are logged
+                index = session.nodes.index(incident.nodes[int(self.rng.integers(len(incident.nodes)))])
+                peer = session.nodes[(index + RACK_PEER) % len(session.nodes)]
+                self.training.log(
+                    up + round(self.rng.uniform(2, 9) * S),
+                    "nccl_net_error",
+                    "warning",
+                    f"NCCL WARN NET/IB : Got completion from peer {self.plan.node_name(peer)} with status=12 "
+                    "opcode=0 len=0 vendor err 129 (Recv) hca mlx5_1, retrying",
+                    session,
+                    session.nodes[index],
+                    index * self.training.gpus,
+                )
+
+    def _throttling(self, incident: causes.Incident, session: Session) -> None:
+        gpus = self.config.gpus_per_node
+        t = incident.ramp_end
+        while t < incident.end:
+            for node in incident.nodes:
+                for gpu in range(gpus):
+                    since = (t - incident.ramp_end) / S + self.rng.uniform(1, 6)
+                    self.hardware.add(
+                        "gpuvendor",
+                        "dcgm-exporter",
+                        t + round(self.rng.uniform(0, 3) * S),
+                        "gpu",
+                        "event",
+                        "warning",
+                        "clock_throttle",
+                        f"Clocks are being throttled for GPU {gpu} because of clock throttling starting "
+                        f"{since:.1f} seconds ago: SW thermal slowdown (GPU temperature "
+                        f"{causes.SLOWDOWN_TEMP_C:.0f} C, slowdown threshold {causes.SLOWDOWN_TEMP_C:.0f} C)",
+                        {**self._node(node), "gpu": str(gpu)},
+                        gpu=str(gpu),
+                        reason="sw_thermal_slowdown",
+                    )
+            t += 10 * MINUTE
+        t = incident.symptom_onset + 3 * MINUTE
+        while t < incident.end:
+            node = incident.nodes[int(self.rng.integers(len(incident.nodes)))]
+            index = session.nodes.index(node)
+            slower = incident.stall * 100 * self.rng.uniform(0.95, 1.1)
+            self.training.log(
+                t,
+                "straggler",
+                "warning",
+                f"straggler detector: ranks {index * gpus}-{(index + 1) * gpus - 1} on "
+                f"{self.plan.node_name(node)} are {slower:.0f} % slower than the median rank",
+                session,
+                session.nodes[0],
+                0,
+                straggler=self.plan.node_name(node),
+            )
+            t += round(self.rng.uniform(8, 12) * MINUTE)
+
+    def _saves(self, incident: causes.Incident, session: Session) -> None:
+        change = incident.onset - round(self.rng.uniform(1, 4) * MINUTE)
+        self.training.log(
+            change,
+            "checkpoint_config_changed",
+            "notice",
+            "checkpoint config changed: full optimizer state on every save, 16 writers per node",
+            session,
+            session.nodes[0],
+            0,
+        )
+        for save in incident.saves:
+            self.training.checkpoint_logs(
+                session, save.step, save.start, save.end, session.nodes, save.link_fraction
+            )
+            if not save.oversized:
+                continue
+            t = save.start + 30 * S
+            while t < save.end:
+                capacity = causes.WRITE_CAPACITY_BPS / 1e9
+                served = capacity * self.rng.uniform(0.975, 0.995)
+                self.hardware.add(
+                    "storage",
+                    "storage-array",
+                    t,
+                    "storage",
+                    "event",
+                    "warning",
+                    "write_throttled",
+                    f"write path at capacity: {served:.0f} of {capacity:.0f} GB/s, client writes throttled",
+                    CLUSTER,
+                )
+                t += 2 * MINUTE
+            t = save.start + (incident.symptom_onset - incident.onset) + round(self.rng.uniform(10, 40) * S)
+            while t < save.end:
+                index = int(self.rng.integers(len(session.nodes)))
+                self.training.log(
+                    t,
+                    "dataloader_slow",
+                    "warning",
+                    f"dataloader worker {int(self.rng.integers(8))} is slow: batch took "
+                    f"{self.rng.uniform(4.5, 9.0):.1f} s",
+                    session,
+                    session.nodes[index],
+                    index * self.training.gpus,
+                )
+                t += round(self.rng.uniform(40, 110) * S)
+
+    def _fixes(self, incident: causes.Incident) -> None:
+        rack = f"r{incident.rack + 1:02d}" if incident.rack is not None else ""
+        for ts, org, what in self.plan.fixes:
+            agent, signal, kind, name, message = FIX_EVENTS[what]
+            text = message.format(rack=rack)
+            if org == "modeldev":
+                self.training.log(ts, name, "notice", text, self.plan.reinit, 0, 0, change=what)
+            else:
+                self.hardware.add(org, agent, ts, signal, kind, "notice", name, text, CLUSTER, change=what)

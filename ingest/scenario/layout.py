@@ -60,16 +60,35 @@ class Layout:
         return round(shown * 60 / SLOW_INIT_REAL_S, 4)
 
 
+# The figures of both layouts side by side, (full, compact): minutes from the start of the scenario.
+_FIGURES: dict[str, tuple[object, object]] = {
+    "nominal_minutes": (24 * 60, 12 * 60),
+    "validations": (((20, 38, 4), (45, 57, 2)), ((12, 27, 4), (32, 42, 2))),
+    "maintenance_reboot": (30, 20),
+    "slow_start": (75, 60),
+    "slow_end": (75 + 1 + SLOW_INIT_REAL_S / 60 + 7, 245),  # full: 7 min after the init completes
+    "slow_completes": (True, False),
+    "fixes": ((578, 585, 591), (248, 252, 257)),
+    "reinit": (600, 263),
+    "burnin_segments": ((2,), (1, 2, 3)),
+    "sudden_xids": (4, 4),
+    "precursor_minutes": ((15, 35), (10, 20)),
+    "clear_precursor_minutes": ((30, 40), (18, 24)),
+    "checkpoint_every": (20, 15),
+    "checkpoint_minutes": (4, 3),
+    "manual_delay": ((5, 10), (5, 8)),
+    "benign_every_hours": (2.0, 2.0),
+}
+
+
+def _figures(name: str) -> dict[str, object]:
+    """The :data:`_FIGURES` of the ``full`` or the ``compact`` layout."""
+    column = ("full", "compact").index(name)
+    return {field: values[column] for field, values in _FIGURES.items()}
+
+
 FULL = Layout(
     name="full",
-    nominal_minutes=24 * 60,
-    validations=((20, 38, 4), (45, 57, 2)),
-    maintenance_reboot=30,
-    slow_start=75,
-    slow_end=75 + 1 + SLOW_INIT_REAL_S / 60 + 7,
-    slow_completes=True,
-    fixes=(578, 585, 591),
-    reinit=600,
     script=(
         ("C+1",),
         ("C-4", "M-", "C-3", "M-", "C+2"),
@@ -85,26 +104,11 @@ FULL = Layout(
         ("ecc_sbe", False),
     ),
     burnin_precursors=(("temperature", False),),
-    burnin_segments=(2,),
-    sudden_xids=4,
-    precursor_minutes=(15, 35),
-    clear_precursor_minutes=(30, 40),
-    checkpoint_every=20,
-    checkpoint_minutes=4,
-    manual_delay=(5, 10),
-    benign_every_hours=2.0,
+    **_figures("full"),
 )
 
 COMPACT = Layout(
     name="compact",
-    nominal_minutes=12 * 60,
-    validations=((12, 27, 4), (32, 42, 2)),
-    maintenance_reboot=20,
-    slow_start=60,
-    slow_end=245,
-    slow_completes=False,
-    fixes=(248, 252, 257),
-    reinit=263,
     script=(
         ("C+1",),
         ("C-2", "M-", "M-", "C-2", "M-", "C+1"),
@@ -112,14 +116,7 @@ COMPACT = Layout(
     ),
     trigger_precursors=(("ecc_sbe", True), ("step_time", False), ("power", False)),
     burnin_precursors=(("temperature", True), ("temperature", False), ("ecc_sbe", False)),
-    burnin_segments=(1, 2, 3),
-    sudden_xids=4,
-    precursor_minutes=(10, 20),
-    clear_precursor_minutes=(18, 24),
-    checkpoint_every=15,
-    checkpoint_minutes=3,
-    manual_delay=(5, 8),
-    benign_every_hours=2.0,
+    **_figures("compact"),
 )
 
 

@@ -5,7 +5,9 @@ Times appear twice, as RFC 3339 strings (``start``) and integer microseconds
 stamped them (:mod:`ingest.scenario.clocks`). Only what the selected episodes put in the data is listed, so a
 consumer can check its analysis against the manifest. Retry intervals are the
 time from the failure that triggered a chain (or from the previous attempt's
-start) to the next attempt's start.
+start) to the next attempt's start. With an alternative root cause the incident is the
+``incident`` episode and ``cause`` holds its ground truth (:func:`ingest.scenario.causes.cause_truth`
+reads either form).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from ingest.scenario import activity as act
 from ingest.scenario import config as figures
+from ingest.scenario.causes import INFO, incident_truth
 from ingest.scenario.clocks import clock_faults
 from ingest.scenario.codes import Codes
 from ingest.scenario.config import EPISODE_ORDER, GIB, READ_CAPACITY_BPS
@@ -75,7 +78,7 @@ def build_manifest(plan: Plan, codes: Codes, event_names: dict[str, list[str]]) 
         "time_scale": lay.time_scale if cfg.has("init_slowdown") else 1.0,
         "clock_skew_s": {"modeldev": cfg.skew_us / S},
         "clock_faults": [fault.as_json() for fault in clock_faults(plan)],
-        "orgs": _orgs(cfg.per_gpu_metrics, event_names),
+        "orgs": _orgs(cfg.per_gpu_metrics, cfg.cause, event_names),
         "nodes": {
             "all": names,
             "training": names[: cfg.training_nodes],
@@ -101,7 +104,7 @@ def build_manifest(plan: Plan, codes: Codes, event_names: dict[str, list[str]]) 
     }
     builders = {
         "baseline": _baseline,
-        "init_slowdown": _slowdown,
+        "init_slowdown": _slowdown if cfg.reference_cause else _incident,
         "fix_reinit": _reinit,
         "checkpoints": _checkpoints,
         "gpu_failures": _gpu_failures,
@@ -148,8 +151,8 @@ def _figures() -> dict:
     }
 
 
-def _orgs(per_gpu: bool, event_names: dict[str, list[str]]) -> list[dict]:
-    metrics = catalog(per_gpu)
+def _orgs(per_gpu: bool, cause: str, event_names: dict[str, list[str]]) -> list[dict]:
+    metrics = catalog(per_gpu, cause)
     out = []
     for slug, info in ORGS.items():
         agents = []
@@ -274,6 +277,32 @@ def _slowdown(plan: Plan, codes: Codes, manifest: dict) -> None:
     )
 
 
+def _incident(plan: Plan, codes: Codes, manifest: dict) -> None:
+    """An alternative cause: the incident episode and the manifest's ``cause``, its ground truth."""
+    incident, session = plan.incident, plan.slowdown
+    truth = incident_truth(incident, plan.node_name, plan.config.per_gpu_metrics)
+    manifest["cause"] = truth
+    manifest["episodes"].append(
+        _episode(
+            "incident",
+            session.start,
+            session.end,
+            [plan.node_name(n) for n in session.nodes],
+            {
+                "session": session.sid,
+                "cause": incident.cause,
+                "summary": truth["summary"],
+                **_when("train_start", session.train_start),
+                **_when("onset", incident.onset),
+                **_when("symptom_onset", incident.symptom_onset),
+                "cause_nodes": truth["nodes"],
+                "step_seconds": STEP_SECONDS,
+                "step_time_factor": truth["step_time_factor"],
+            },
+        )
+    )
+
+
 def _reinit(plan: Plan, codes: Codes, manifest: dict) -> None:
     session = plan.reinit
     first_fix = min(ts for ts, _org, _what in plan.fixes)
@@ -286,7 +315,7 @@ def _reinit(plan: Plan, codes: Codes, manifest: dict) -> None:
             [plan.node_name(n) for n in session.nodes],
             {
                 "fixes": [{**_when("ts", ts), "org": org, "change": what} for ts, org, what in plan.fixes],
-                "notes": "rank-sharded Arrow files; asynchronous deletes; readahead tuned",
+                "notes": INFO[plan.config.cause].fix_note,
                 "session": session.sid,
                 **_when("reinit_start", session.start),
                 **_when("train_start", session.train_start),

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ingest.scenario import activity as act
+from ingest.scenario.causes import INFO, Incident, plan_incident
 from ingest.scenario.config import (
     CHECKPOINT_LINK_MAX,
     CHECKPOINT_LINK_MIN,
     SLOW_INIT_REAL_S,
+    STEP_SECONDS,
     ScenarioConfig,
 )
 from ingest.scenario.layout import Layout, Precursor, choose_layout
@@ -25,7 +27,6 @@ from ingest.scenario.rng import stream
 S = 1_000_000
 MINUTE = 60 * S
 EXCLUSION_TTL = 30 * MINUTE  # the scheduler lifts a session-scoped exclusion after this
-STEP_SECONDS = 9.6  # healthy training step
 SHARDS = 480
 XIDS_BY_PRECURSOR = {"ecc_sbe": (48, 94), "temperature": (79,), "power": (119, 79), "step_time": (74,)}
 SUDDEN_XIDS = (79, 94, 119, 95)
@@ -180,10 +181,28 @@ class _Pool:
         return [n for n in range(self.count) if n not in blocked]
 
 
-class Plan:
+@dataclass(eq=False)
+class _Outcomes:
+    """What walking the scenario's time produces: sessions and what befell them."""
+
+    sessions: list[Session] = field(default_factory=list)
+    failures: list[GpuFailure] = field(default_factory=list)
+    exclusions: list[Exclusion] = field(default_factory=list)
+    chains: list[Chain] = field(default_factory=list)
+    recoveries: list[Recovery] = field(default_factory=list)
+    reboots: list[Reboot] = field(default_factory=list)
+
+    def take(self, other: _Outcomes) -> None:
+        """Add everything ``other`` produced to these lists."""
+        for name in ("sessions", "failures", "exclusions", "chains", "recoveries", "reboots"):
+            getattr(self, name).extend(getattr(other, name))
+
+
+class Plan(_Outcomes):
     """Build with ``Plan(config)``; everything is then plain data on the instance."""
 
     def __init__(self, config: ScenarioConfig) -> None:
+        super().__init__()
         self.config = config
         self.layout: Layout = choose_layout(config)
         self.start = config.start_us
@@ -192,19 +211,17 @@ class Plan:
         self.flaky: tuple[int, ...] = tuple(
             sorted(int(n) for n in nodes_rng.choice(config.training_nodes, 3, replace=False))
         )
-        self.sessions: list[Session] = []
-        self.failures: list[GpuFailure] = []
-        self.exclusions: list[Exclusion] = []
         self.readmissions: list[Readmission] = []
-        self.chains: list[Chain] = []
-        self.recoveries: list[Recovery] = []
-        self.reboots: list[Reboot] = []
         self.checkpoints: list[Checkpoint] = []
         self.benign: list[Benign] = []
         self.fixes: list[tuple[int, str, str]] = []  # (ts, org, what)
         self.shards: dict[int, np.ndarray] = {}  # node -> end time of each shard of the slowdown
+        self.incident: Incident | None = None  # an alternative cause's plan (None: the reference)
         self._baseline()
-        self._slowdown()
+        if config.reference_cause:
+            self._slowdown()
+        else:
+            self._incident()
         self._reinit()
         self._operations()
         self._checkpoints()
@@ -328,27 +345,54 @@ class Plan:
             ends = ranks + np.round(np.cumsum(seconds) / seconds.sum() * (real_end - ranks) * finish)
             self.shards[node] = ends.astype(np.int64)
 
+    def _incident(self) -> None:
+        """An alternative cause: the 60-node session initialises in minutes, trains, then slows."""
+        cfg, lay = self.config, self.layout
+        rng = stream(cfg.seed, "plan", "incident")
+        start = self.at(lay.slow_start)
+        session = self._sharded_session(
+            rng,
+            start,
+            name="solar-pretrain-001",
+            episode="init_slowdown",
+            created=start - 20 * S,
+            end=self.at(lay.slow_end),
+            outcome="terminated",
+            reason="stopped by user to roll out the fix",
+        )
+        self.sessions.append(session)
+        self.incident = plan_incident(
+            cfg.cause,
+            cfg.seed,
+            session,
+            step_us=cfg.step_us,
+            checkpoint_every=lay.checkpoint_every,
+            checkpoint_minutes=lay.checkpoint_minutes,
+        )
+
     def _reinit(self) -> None:
         cfg, lay = self.config, self.layout
         rng = stream(cfg.seed, "plan", "fix_reinit")
+        offsets = [round(rng.uniform(0, 50) * S) for _ in lay.fixes]
+        changes = INFO[cfg.cause].fixes
         self.fixes = [
-            (self.at(lay.fixes[0]) + round(rng.uniform(0, 50) * S), "storage", "async_delete"),
-            (self.at(lay.fixes[1]) + round(rng.uniform(0, 50) * S), "storage", "readahead"),
-            (self.at(lay.fixes[2]) + round(rng.uniform(0, 50) * S), "modeldev", "rank_sharding"),
+            (self.at(minute) + offset, org, what)
+            for minute, offset, (org, what) in zip(lay.fixes, offsets, changes, strict=False)
         ]
         start = self.at(lay.reinit)
         self.sessions.append(
-            _staged_session(
-                rng,
-                start,
-                tuple(range(cfg.training_nodes)),
-                init=act.FAST_INIT,
-                stage_seconds=((60, 75), (245, 285), (40, 60)),
-                name="solar-pretrain-002",
-                kind="training",
-                episode="fix_reinit",
-                created=start - 15 * S,
+            self._sharded_session(
+                rng, start, name="solar-pretrain-002", episode="fix_reinit", created=start - 15 * S
             )
+        )
+
+    def _sharded_session(self, rng: np.random.Generator, start: int, **fields) -> Session:
+        """A training session of every training node that reads rank-sharded files: it initialises
+        in minutes (the draws of :func:`_staged_session`)."""
+        nodes = tuple(range(self.config.training_nodes))
+        stages = ((60, 75), (245, 285), (40, 60))
+        return _staged_session(
+            rng, start, nodes, init=act.FAST_INIT, stage_seconds=stages, kind="training", **fields
         )
 
     # ---- after the fix: training, failures, exclusions, retries
@@ -366,13 +410,8 @@ class Plan:
         segments = [m + round(spare * w / weights.sum()) for m, w in zip(mins, weights, strict=True)]
         ops = _Operations(self, draws, segments)
         ops.run()
-        self.sessions.extend(ops.sessions)
-        self.failures.extend(ops.failures)
-        self.exclusions.extend(ops.exclusions)
+        self.take(ops)
         self.readmissions.extend(ops.pool.readmissions)
-        self.chains.extend(ops.chains)
-        self.recoveries.extend(ops.recoveries)
-        self.reboots.extend(ops.reboots)
         self.failures.sort(key=lambda f: f.ts)
         self.exclusions.sort(key=lambda e: (e.ts, e.node))
         self.readmissions.sort(key=lambda r: (r.ts, r.node))
@@ -609,10 +648,11 @@ def _retry_intervals(rng: np.random.Generator, count: int) -> list[float]:
     return [float(s) for s in rng.permutation(seconds)]
 
 
-class _Operations:
+class _Operations(_Outcomes):
     """Walks the outage scripts forward in time, keeping the scheduler's node pool."""
 
     def __init__(self, plan: Plan, draws: _OperationDraws, segments: list[int]) -> None:
+        super().__init__()
         self.plan = plan
         self.config = plan.config
         self.draws = draws
@@ -620,12 +660,6 @@ class _Operations:
         self.ids = stream(plan.config.seed, "plan", "operations", "ids")
         self.pool = _Pool(plan.config.nodes)
         self.pool.down = [(r.node, r.start, r.end) for r in plan.reboots]
-        self.sessions: list[Session] = []
-        self.failures: list[GpuFailure] = []
-        self.exclusions: list[Exclusion] = []
-        self.chains: list[Chain] = []
-        self.recoveries: list[Recovery] = []
-        self.reboots: list[Reboot] = []
         self.counter = 2  # solar-pretrain-002 is the re-init
         self.sudden = 0
         self.last_failed: Session | None = None

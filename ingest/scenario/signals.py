@@ -16,6 +16,7 @@ import numpy as np
 
 from core.records import SeriesBlock
 from ingest.scenario import activity as act
+from ingest.scenario import causes
 from ingest.scenario.clocks import Clocks
 from ingest.scenario.codes import Codes
 from ingest.scenario.config import (
@@ -27,14 +28,17 @@ from ingest.scenario.config import (
     MIB,
     NFS_RPC_SLOTS,
     READ_CAPACITY_BPS,
+    REFERENCE_CAUSE,
     STORAGE_LINK_BPS,
     WRITE_CAPACITY_BPS,
 )
-from ingest.scenario.plan import STEP_SECONDS, Plan
+from ingest.scenario.plan import MINUTE, STEP_SECONDS, Plan
 from ingest.scenario.rng import Noise, stream
 
 RPC_HEADER_BYTES = 100  # NFS-over-RDMA READ call + reply header bytes per request on the wire
 CODES = 10
+LINK_ERROR_COUNTERS = ("receive_errs", "receive_frame", "carrier_changes")  # node_network_<name>_total
+FRAME_SHARE = 0.64  # of the CRC errors a bad optic causes, those the NIC also counts as frame errors
 
 
 @dataclass(frozen=True)
@@ -51,24 +55,32 @@ class Metric:
     labels: tuple[tuple[str, str], ...] = ()
 
 
-def catalog(per_gpu: bool) -> list[Metric]:
-    """Every metric of the scenario, in emission order."""
-    out = [
+def _nic_counters(names: tuple[str, ...], unit: str) -> list[Metric]:
+    """node-exporter's ``node_network_<name>_total`` counters of both NICs (storage, then collective)."""
+    return [
         Metric(
             "cloudops",
             "node-exporter",
             "network",
-            f"node_network_{way}_bytes_total",
+            f"node_network_{name}_total",
             "counter",
-            "bytes",
+            unit,
             "main",
             "node",
             "up",
             (("device", device),),
         )
         for device in ("ens2f0", "ens1f0")
-        for way in ("receive", "transmit")
+        for name in names
     ]
+
+
+def catalog(per_gpu: bool, cause: str = REFERENCE_CAUSE) -> list[Metric]:
+    """Every metric of the scenario, in emission order; an alternative ``cause`` adds the series of
+    the exporters that show it (they exist all day, flat until the cause strikes)."""
+    out = _nic_counters(("receive_bytes", "transmit_bytes"), "bytes")
+    if cause == "tor_link_flap":
+        out += _nic_counters(LINK_ERROR_COUNTERS, "")
     exporter_job, training_job = (("job", "node-exporter"),), (("job", "solar-pretrain"),)
     out += [
         Metric("cloudops", "node-exporter", "host", "node_load1", "gauge", "", "main", "node", "up"),
@@ -129,6 +141,11 @@ def catalog(per_gpu: bool) -> list[Metric]:
         ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "", "sum"),
         ("DCGM_FI_DEV_XID_ERRORS", "gauge", "", "max"),
     ]
+    if cause == "gpu_thermal":
+        gpu += [
+            ("DCGM_FI_DEV_SM_CLOCK", "gauge", "MHz", "min"),
+            ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "", "max"),
+        ]
     for name, kind, unit, rule in gpu:
         metric = name if per_gpu else f"node:{name}:{rule}"
         out.append(
@@ -266,6 +283,19 @@ GPU_POWER = _table(
         A.BURNIN: 955,
     }
 )
+SM_CLOCK = _table(
+    {
+        A.IDLE: 345,
+        A.STARTING: 1410,
+        A.OLD_INIT: 1410,
+        A.SLOW_INIT: 1410,
+        A.FAST_INIT: 1410,
+        A.CKPT_LOAD: 1755,
+        A.TRAIN: causes.BOOST_CLOCK_MHZ,
+        A.CHECKPOINT: 1755,
+        A.BURNIN: causes.BOOST_CLOCK_MHZ,
+    }
+)
 TRAINING = (act.TRAIN, act.CHECKPOINT)
 
 
@@ -295,7 +325,8 @@ class Signals:
         self.plan, self.codes, self.config = plan, codes, cfg
         self.noise = Noise(cfg.seed)
         self.clocks = Clocks(plan)
-        self.metrics = catalog(cfg.per_gpu_metrics)
+        self.metrics = catalog(cfg.per_gpu_metrics, cfg.cause)
+        self.incident = plan.incident if cfg.has("init_slowdown") else None  # an alternative cause
         self.ratio = cfg.detail_step // cfg.step_s
         self.gpus = cfg.gpus_per_node
         rng = stream(cfg.seed, "signals", "static")
@@ -311,6 +342,8 @@ class Signals:
             "ecc": _Counter(self._initial_ecc(g)),
         }
         self.labels = [{"node": cfg.node_name(i)} for i in range(n)]
+        if cfg.cause == "tor_link_flap":
+            self.counters.update(_link_error_counters(cfg.seed, n))
 
     def _initial_ecc(self, gpus: int) -> np.ndarray:
         initial = np.zeros(gpus)
@@ -418,6 +451,9 @@ class Signals:
         ):
             increments = np.where(mid == act.DOWN, 0.0, np.floor(rate * self.config.step_s))
             out[key] = self.counters[key].advance(increments, reset)
+        if self.config.cause == "tor_link_flap":
+            for key, increments in self._link_errors(k0, k1, mid).items():
+                out[key] = self.counters[key].advance(increments, reset)
         out["node_load1"] = self._load(k0, k1, at)
         out["up"] = np.where(at == act.DOWN, 0.0, 1.0)
         out["train_step_seconds"] = self._step_time(k0, k1)
@@ -451,7 +487,39 @@ class Signals:
             )
             rx[flap.node, span] *= 0.02
             tx[flap.node, span] *= 0.02
+        if self.incident is not None and self.incident.flaps:
+            nodes = np.asarray(self.incident.nodes)[:, None]
+            for down, up in self.incident.flaps:
+                span = _span(codes.index(down, mid=True), codes.index(up + self.config.step_us, mid=True), k0)
+                rx[nodes, span] *= 0.02
+                tx[nodes, span] *= 0.02
         return rx, tx
+
+    def _link_errors(self, k0: int, k1: int, mid: np.ndarray) -> dict[str, np.ndarray]:
+        """Increments of the link error counters per scrape interval: CRC (and frame) errors on the
+        cause's rack from the onset, two carrier changes per flap (the benign flaps' too)."""
+        n, step = self.config.nodes, self.config.step_us
+        ts = self.codes.ts[k0:k1]
+        zeros = np.zeros((n, k1 - k0))
+        errors, frames, carrier = zeros.copy(), zeros.copy(), zeros.copy()
+        incident = self.incident
+        if incident is not None:
+            rows = np.asarray(incident.nodes)
+            seconds = (
+                np.clip(np.minimum(ts, incident.end) - np.maximum(ts - step, incident.onset), 0, step) / 1e6
+            )
+            lam = incident.error_rate[:, None] * seconds[None, :]
+            errors[rows] = self.noise.poisson("cause/crc_errors", lam, k0)
+            frames[rows] = self.noise.poisson("cause/frame_errors", FRAME_SHARE * lam, k0)
+            carrier[rows] = 2 * causes.flap_counts(incident, ts, step)[None, :]
+        for flap in self._benign("link_flap"):
+            carrier[flap.node] += 2 * ((ts - step < flap.start) & (flap.start <= ts))
+        up = mid != act.DOWN
+        return {
+            f"node_network_{name}_total/{device}": np.where(up, values, 0.0) if device == "ens1f0" else zeros
+            for device in ("ens2f0", "ens1f0")
+            for name, values in zip(LINK_ERROR_COUNTERS, (errors, frames, carrier), strict=True)
+        }
 
     def _load(self, k0: int, k1: int, at: np.ndarray) -> np.ndarray:
         n, noise = self.config.nodes, self.noise
@@ -475,6 +543,7 @@ class Signals:
         read = payload.sum(axis=0) * (1 + 0.004 * self.noise.normal("storage/read", 1, k0, k1)[0])
         logs = np.where(mid == act.TRAIN, 0.9 * TX_STORAGE_BASE[act.TRAIN], 0.0).sum(axis=0)
         write = (writes.sum(axis=0) + logs) * (1 + 0.004 * self.noise.normal("storage/write", 1, k0, k1)[0])
+        write = np.minimum(write, WRITE_CAPACITY_BPS)  # the array serves no more than its write path
         constant = np.ones((1, k1 - k0))
         return {
             "storage_read_bytes_per_second": np.round(read)[None, :],
@@ -492,21 +561,31 @@ class Signals:
         return [b for b in self.plan.benign if b.kind == kind]
 
     def _checkpoint_writes(self, k0: int, k1: int, mid: np.ndarray) -> np.ndarray:
-        """Bytes/s each node writes to NFS while saving: 1.4-10.4 % of its 25 GB/s link."""
+        """Bytes/s each node writes to NFS while saving: 1.4-10.4 % of its 25 GB/s link (an oversized
+        save of the ``checkpoint_write`` incident: its share of the array's write capacity)."""
         writes = np.zeros(mid.shape)
-        if not self.config.has("checkpoints"):
+        saves = [
+            (c.start, c.end, c.nodes, c.link_fraction, True)
+            for c in (self.plan.checkpoints if self.config.has("checkpoints") else ())
+        ]
+        if self.incident is not None:
+            saves += [
+                (v.start, v.end, self.incident.nodes, v.link_fraction, not v.oversized)
+                for v in self.incident.saves
+            ]
+        if not saves:
             return writes
         low = (CHECKPOINT_LINK_MIN + 0.0005) * STORAGE_LINK_BPS
         high = (CHECKPOINT_LINK_MAX - 0.0015) * STORAGE_LINK_BPS
         jitter = 1 + 0.03 * self.noise.normal("cloudops/checkpoint", mid.shape[0], k0, k1)
-        for checkpoint in self.plan.checkpoints:
-            a = max(self.codes.index(checkpoint.start, mid=True), k0) - k0
-            b = min(self.codes.index(checkpoint.end, mid=True), k1) - k0
+        for start, end, nodes, fraction, clip in saves:
+            a = max(self.codes.index(start, mid=True), k0) - k0
+            b = min(self.codes.index(end, mid=True), k1) - k0
             if b <= a:
                 continue
-            nodes = np.asarray(checkpoint.nodes)
-            rate = checkpoint.link_fraction[:, None] * STORAGE_LINK_BPS * jitter[nodes, a:b]
-            writes[nodes, a:b] = np.clip(rate, low, high)
+            rows = np.asarray(nodes)
+            rate = fraction[:, None] * STORAGE_LINK_BPS * jitter[rows, a:b]
+            writes[rows, a:b] = np.clip(rate, low, high) if clip else rate
         return writes
 
     def _metadata(self, k0: int, k1: int, mid: np.ndarray) -> np.ndarray:
@@ -535,13 +614,16 @@ class Signals:
         step_s = cfg.detail_step
 
         pinned = (at == act.SLOW_INIT) | (at == act.CHECKPOINT)
+        saving = self._saving(ts)
+        pinned |= saving
         busy = np.isin(at, (act.OLD_INIT, act.FAST_INIT, act.CKPT_LOAD))
         light = noise.poisson("nfs/slots_light", SLOTS[at], j0)
         heavy = np.clip(
             np.round(SLOTS[at] * (1 + 0.15 * noise.normal("nfs/slots", n, j0, j1))), 8, NFS_RPC_SLOTS - 4
         )
         slots = np.where(pinned, float(NFS_RPC_SLOTS), np.where(busy, heavy, light))
-        backlog = np.round(BACKLOG[at] * np.exp(0.35 * noise.normal("nfs/backlog", n, j0, j1)))
+        backlog_level = np.where(saving, BACKLOG[act.CHECKPOINT], BACKLOG[at])
+        backlog = np.round(backlog_level * np.exp(0.35 * noise.normal("nfs/backlog", n, j0, j1)))
         retrans = self.counters["retransmits"].advance(
             np.where(down, 0.0, noise.poisson("nfs/retransmits", RETRANSMITS_PER_S[at] * step_s, j0)), reset
         )
@@ -562,6 +644,13 @@ class Signals:
         }
         out.update(self._gpu(j0, j1, at, ts, reset))
         return out
+
+    def _saving(self, ts: np.ndarray) -> np.ndarray:
+        """(nodes x ``ts``) True where a node of the incident session saves an asynchronous checkpoint."""
+        mask = np.zeros((self.config.nodes, len(ts)), dtype=bool)
+        if self.incident is not None and self.incident.saves:
+            mask[np.asarray(self.incident.nodes)] = causes.saving(self.incident, ts)
+        return mask
 
     def _gpu(
         self, j0: int, j1: int, at: np.ndarray, ts: np.ndarray, node_reset: np.ndarray
@@ -595,21 +684,52 @@ class Signals:
         ecc = self.counters["ecc"].advance(
             np.where(code == act.DOWN, 0.0, ecc_inc), np.repeat(node_reset, g, axis=0)
         )
+        values = {"DCGM_FI_DEV_XID_ERRORS": xid}
+        if cfg.cause == "gpu_thermal":
+            values.update(self._thermal(j0, j1, code, ts, temp, power))
         temp, power = np.round(temp), np.round(np.maximum(power, 60.0), 3)
+        values.update(
+            DCGM_FI_DEV_GPU_TEMP=temp, DCGM_FI_DEV_POWER_USAGE=power, DCGM_FI_DEV_ECC_SBE_VOL_TOTAL=ecc
+        )
         if cfg.per_gpu_metrics:
-            return {
-                "DCGM_FI_DEV_GPU_TEMP": temp,
-                "DCGM_FI_DEV_POWER_USAGE": power,
-                "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ecc,
-                "DCGM_FI_DEV_XID_ERRORS": xid,
-            }
-        shape = (cfg.nodes, g, -1)
+            return values
         return {
-            "node:DCGM_FI_DEV_GPU_TEMP:max": temp.reshape(shape).max(axis=1),
-            "node:DCGM_FI_DEV_POWER_USAGE:sum": np.round(power.reshape(shape).sum(axis=1), 3),
-            "node:DCGM_FI_DEV_ECC_SBE_VOL_TOTAL:sum": ecc.reshape(shape).sum(axis=1),
-            "node:DCGM_FI_DEV_XID_ERRORS:max": xid.reshape(shape).max(axis=1),
+            metric.name: _per_node(metric.name, values, cfg.nodes, g)
+            for metric in self.metrics
+            if metric.rows == "node" and metric.agent == "dcgm-exporter"
         }
+
+    def _thermal(
+        self, j0: int, j1: int, code: np.ndarray, ts: np.ndarray, temp: np.ndarray, power: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """The ``gpu_thermal`` incident on the GPUs of its rack: they heat up to the slowdown
+        temperature from the onset, then throttle (clocks down, power down, the thermal reason set)
+        while the controller holds them there. Changes ``temp`` and ``power`` in place; returns the
+        clock and throttle-reason matrices of every GPU."""
+        g, rows = self.gpus, code.shape[0]
+        clock = SM_CLOCK[code].copy()
+        reasons = np.where(code == act.IDLE, float(causes.THROTTLE_IDLE), 0.0)
+        incident = self.incident
+        if incident is None:
+            return {"DCGM_FI_DEV_SM_CLOCK": clock, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": reasons}
+        hot = (ts >= incident.onset) & (ts < incident.end)
+        ramp = np.clip((ts - incident.onset) / (incident.ramp_end - incident.onset), 0.0, 1.0)
+        throttled = hot & (ts >= incident.ramp_end)
+        settle = np.clip((ts - incident.ramp_end) / (2 * MINUTE), 0.0, 1.0)
+        hold = causes.SLOWDOWN_TEMP_C - 0.3 * np.abs(self.noise.normal("cause/hold", rows, j0, j1))
+        depth_spread = stream(self.config.seed, "signals", "cause", "throttle").uniform(
+            0.85, 1.0, (len(incident.nodes), g)
+        )
+        for index, node in enumerate(incident.nodes):
+            r = slice(node * g, (node + 1) * g)
+            heated = temp[r] + (causes.SLOWDOWN_TEMP_C + 3 - temp[r]) * ramp**1.3
+            temp[r] = np.where(hot, np.minimum(heated, hold[r]), temp[r])
+            depth = incident.throttle[index] * depth_spread[index][:, None] * settle[None, :]
+            power[r] = np.where(throttled, power[r] * (1 - 0.85 * depth), power[r])
+            lowered = np.round(causes.BOOST_CLOCK_MHZ * (1 - depth) / 15) * 15
+            clock[r] = np.where(throttled, np.minimum(clock[r], lowered), clock[r])
+            reasons[r] = np.where(throttled, float(causes.THROTTLE_THERMAL), reasons[r])
+        return {"DCGM_FI_DEV_SM_CLOCK": clock, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": reasons}
 
     @staticmethod
     def _precursor(failure, row, window, ramp, ts, temp, power, ecc_rate) -> None:
@@ -642,6 +762,29 @@ def _resets(at: np.ndarray, first: int, last: int, stride: int) -> np.ndarray:
 def _span(a: int, b: int, offset: int) -> slice:
     """Grid steps ``a <= k < b`` as a slice of a chunk starting at step ``offset``."""
     return slice(max(a - offset, 0), max(b - offset, 0))
+
+
+def _per_node(name: str, per_gpu: dict[str, np.ndarray], nodes: int, gpus: int) -> np.ndarray:
+    """The per-node recording rule ``node:<field>:<rule>`` over a node's GPUs."""
+    _prefix, field, rule = name.split(":")
+    values = per_gpu[field].reshape(nodes, gpus, -1)
+    if rule == "max":
+        return values.max(axis=1)
+    if rule == "min":
+        return values.min(axis=1)
+    return np.round(values.sum(axis=1), 3) if field == "DCGM_FI_DEV_POWER_USAGE" else values.sum(axis=1)
+
+
+def _link_error_counters(seed: int, nodes: int) -> dict[str, _Counter]:
+    """Link error counters since boot: a few old errors and the carrier changes of past boots."""
+    rng = stream(seed, "signals", "cause", "link_errors")
+    out = {}
+    for device in ("ens2f0", "ens1f0"):
+        errors = np.round(rng.uniform(0, 40, nodes))
+        initial = (errors, np.round(errors * FRAME_SHARE), 2 * rng.integers(1, 4, nodes).astype(np.float64))
+        for name, values in zip(LINK_ERROR_COUNTERS, initial, strict=True):
+            out[f"node_network_{name}_total/{device}"] = _Counter(values)
+    return out
 
 
 def _metric_key(metric: Metric) -> str:

@@ -5,18 +5,24 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from ingest.protocols.native import batch_to_native
-from ingest.scenario import ALL_EPISODES, ScenarioConfig, generate, manifest_json
+from ingest.scenario import ALL_EPISODES, CAUSES, REFERENCE_CAUSE, ScenarioConfig, generate, manifest_json
 
 
 class Command(BaseCommand):
     help = (
         "Generate the reference scenario into a directory: manifest.json (ground truth) and one native "
-        "push body per organisation and chunk (<org>/<chunk>.json), ready for curl or any HTTP client."
+        "push body per organisation and chunk (<org>/<chunk>.json), ready for curl or any HTTP client. "
+        "--cause picks the incident's root cause (the manifest's 'cause' holds its ground truth)."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("output", type=Path)
         parser.add_argument("--seed", type=int, default=ScenarioConfig.seed)
+        parser.add_argument(
+            "--cause",
+            default=REFERENCE_CAUSE,
+            help=f"root cause of the incident, one of: {', '.join(CAUSES)} (default: {REFERENCE_CAUSE})",
+        )
         profile = parser.add_mutually_exclusive_group()
         profile.add_argument("--compact", action="store_true", help="the quickstart profile (12 h)")
         profile.add_argument("--long", action="store_true", help="55 days at 5 min scrapes")
@@ -29,7 +35,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, output: Path, **options):
-        overrides = {"seed": options["seed"]}
+        if options["cause"] not in CAUSES:
+            raise CommandError(f"--cause: unknown {options['cause']!r}; known: {', '.join(CAUSES)}")
+        overrides = {"seed": options["seed"], "cause": options["cause"]}
         if options["nodes"]:
             overrides["nodes"] = options["nodes"]
         if options["hours"]:

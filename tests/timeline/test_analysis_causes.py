@@ -1,0 +1,91 @@
+"""Every alternative root cause of the scenario is found by the "what changed" ranking: stored with the
+walkthrough's grants up to the end of its incident, the incident window (the manifest's ``cause``)
+against the hour before puts the cause's lanes in the top 3 for every organisation's viewer who may
+read them, and the onset of the cause's signals is not later than the symptoms' (within their
+uncertainty)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db.models import Q
+
+from ingest.scenario import CAUSES, REFERENCE_CAUSE, ScenarioConfig, cause_truth, generate
+from ingest.scenario_loading import demo_organisations_create, store_until
+from orgs.access import Scope
+from orgs.models import Role
+from orgs.services import user_create
+from tests.conftest import PASSWORD
+from timeline.analysis.changes import Period, rank_changes
+from timeline.analysis.onsets import onsets
+from timeline.clock.model import read_hints
+from timeline.lanes import readable_series
+from timeline.store import get_store
+
+ALTERNATIVES = [c for c in CAUSES if c != REFERENCE_CAUSE]
+
+
+def _store(cause: str):
+    """The compact scenario of ``cause`` (60 s scrapes) stored up to the end of its incident, with the
+    walkthrough's grants and one viewer per organisation; returns (truth, viewers)."""
+    scenario = generate(ScenarioConfig.compact(step_s=60, detail_step_s=60, cause=cause))
+    truth = cause_truth(scenario.manifest)
+    orgs = demo_organisations_create()
+    store_until(scenario.batches(), truth["window_us"][1])
+    viewers = {
+        slug: user_create(org=org, username=f"{slug}-viewer", role=Role.VIEWER, password=PASSWORD)[0]
+        for slug, org in orgs.items()
+    }
+    return truth, viewers
+
+
+def _matches(entry, lane: dict) -> bool:
+    return (
+        entry.org.slug == lane["org"]
+        and entry.title == lane["title"]
+        and all(entry.labels.get(k, v) == v for k, v in lane["labels"].items())
+    )
+
+
+def _visible(scope: Scope, lane: dict, window: Period) -> bool:
+    title = lane["title"]
+    if title.endswith(")") and " (" in title:
+        hints = read_hints(scope, start=window.start, end=window.end)
+        name = title.split(" (")[0]
+        return get_store().select_events(scope, hints, filters=Q(org__slug=lane["org"], name=name)).exists()
+    series = readable_series(scope, include_aggregate=True).filter(org__slug=lane["org"], metric=title)
+    if lane["labels"]:
+        series = series.filter(labels__contains=lane["labels"])
+    series = list(series)
+    return bool(series) and scope.fleet_readable(series)
+
+
+def _earliest(found, lanes):
+    timed = [o for o in found if o.t_us is not None and any(_matches(o.entry, lane) for lane in lanes)]
+    return min(timed, key=lambda o: o.t_us, default=None)
+
+
+@pytest.mark.parametrize("cause", ALTERNATIVES)
+def test_each_alternative_cause_ranks_on_top_for_the_viewers_who_may_read_it(db, cause):
+    truth, viewers = _store(cause)
+    window, baseline = Period(*truth["window_us"]), Period(*truth["baseline_us"])
+    seen_by = []
+    symptom_onsets = {}
+    for slug, user in viewers.items():
+        scope = Scope.for_user(user)
+        ranking = rank_changes(scope, window=window, baseline=baseline, limit=30)
+        top = [(e.org.slug, e.title, e.labels, round(e.score, 3)) for e in ranking.entries[:6]]
+        visible = [lane for lane in truth["lanes"] if _visible(scope, lane, window)]
+        found = onsets(scope, ranking, top=len(ranking.entries))
+        symptom_onsets[slug] = _earliest(found, truth["symptoms"])
+        if not visible:
+            continue
+        seen_by.append(slug)
+        for lane in visible:
+            assert any(_matches(e, lane) for e in ranking.entries[:3]), (slug, lane["title"], top)
+        first = _earliest(found, truth["signals"])
+        symptom = symptom_onsets[slug] or symptom_onsets.get("modeldev")
+        assert first is not None, (slug, top)
+        if symptom is not None:
+            slack = first.uncertainty_us + symptom.uncertainty_us
+            assert first.t_us <= symptom.t_us + slack, (slug, first.t_us, symptom.t_us)
+    assert truth["org"] in seen_by
