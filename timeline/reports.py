@@ -4,8 +4,10 @@ Every value comes through the viewer's scope, so an export holds exactly what th
 lanes are the war room's (``timeline.selectors.warroom_lanes``, the function its lanes API draws with):
 the incident's lanes, or the war room's default lanes when the incident names none. The HTML report
 draws them with the war room's own figure code, inlined with a cartesian-only Plotly bundle, so the
-file opens from disk offline and shows the incident as the war room does. Text from other
-organisations is escaped in the HTML, in Plotly hover text and in CSV cells.
+file opens from disk offline and shows the incident as the war room does. Each export carries the
+"what changed" ranking of the incident's window against as long just before it, as an evidence
+snapshot stores it. Text from other organisations is escaped in the HTML, in Plotly hover text and in
+CSV cells.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ REPORT_MODULES = ("format.js", "figure.js", "report.js")
 _IMPORT = re.compile(r"^import [^;]+;\n", re.MULTILINE)
 _EXPORT = re.compile(r"^export ", re.MULTILINE)
 MARKS_LIMIT = 40
+RANKING_ENTRIES = 20
 
 
 def report_lanes(scope: Scope, state: dict, incident: Incident) -> tuple[list[dict], list[dict]]:
@@ -61,6 +64,7 @@ def incident_export(scope: Scope, incident: Incident) -> dict:
     data = view_data(scope, state, incident=incident)
     data["warroom_lanes"], data["marks"] = report_lanes(scope, state, incident)
     data["not_shared"] = unshared_groups(scope)
+    data["what_changed"] = export_ranking(scope, incident.window_start, end)
     scope.flush_audit(via=f"export incident {incident.pk}", window=(incident.window_start, end))
     return {
         "incident": {
@@ -89,12 +93,27 @@ def incident_export(scope: Scope, incident: Incident) -> dict:
     }
 
 
+def export_ranking(scope: Scope, start_us: int, end_us: int) -> dict:
+    """What changed from ``start_us`` to ``end_us`` against as long just before it, ranked through
+    ``scope`` (the ranking an evidence snapshot stores, in the API's shape): only what the viewer may
+    read is scored, so an export names no series the viewer could not open itself."""
+    from timeline.analysis.api import ranking_json
+    from timeline.analysis.changes import Period, rank_changes
+
+    window = Period(start_us, end_us)
+    baseline = Period(start_us - window.length, start_us)
+    with use_clock(scope, aligned=True):
+        ranking = rank_changes(scope, window=window, baseline=baseline, limit=RANKING_ENTRIES)
+    return ranking_json(ranking)
+
+
 def _now_us() -> int:
     return int(datetime.now(tz=UTC).timestamp() * 1_000_000)
 
 
 def incident_csv_rows(export: dict) -> list[list]:
-    """One table: a row per lane bucket, event, annotation and note, with a ``record`` column."""
+    """One table: a row per lane bucket, event, ranked change, annotation and note, with a ``record``
+    column."""
     rows: list[list] = [
         ["record", "time", "end_time", "org", "signal", "name", "labels", "min", "max", "mean", "text"]
     ]
@@ -149,6 +168,22 @@ def incident_csv_rows(export: dict) -> list[list]:
                 "",
                 "",
                 annotation["text"],
+            ]
+        )
+    for entry in (export.get("what_changed") or {}).get("entries", []):
+        rows.append(
+            [
+                "change",
+                export["what_changed"]["from"],
+                export["what_changed"]["to"],
+                entry["org"],
+                entry["signal"],
+                entry["title"],
+                json.dumps(entry["labels"], sort_keys=True),
+                "",
+                "",
+                "",
+                f"#{entry['rank']} (score {entry['score']}): {entry['explanation']}",
             ]
         )
     for note in export["notes"]:
@@ -328,6 +363,23 @@ def _clock_items(clock: dict) -> str:
     return "".join(items) or "<li>no correction in force</li>"
 
 
+def _ranking_section(ranking: dict | None) -> str:
+    """The "what changed" ranking as an ordered list: organisation, signal, what, and its explanation."""
+    if not ranking:
+        return ""
+    e = html.escape
+    items = "".join(
+        f'<li value="{entry["rank"]}"><b>{e(entry["org_name"])}</b> · {e(entry["signal"])} · '
+        f"{e(entry['title'])}: {e(entry['explanation'])}</li>"
+        for entry in ranking["entries"]
+    )
+    return (
+        f"<section><h2>What changed, {e(ranking['from'])} to {e(ranking['to'])} against "
+        f"{e(ranking['baseline_from'])} to {e(ranking['baseline_to'])}</h2>"
+        f'<ol id="what-changed">{items or "<li>nothing you may read changed</li>"}</ol></section>'
+    )
+
+
 def _duration(ms: float) -> str:
     """A clock offset as the war room writes it (``format.js`` ``durationText``): "2.71 s", "46.3 ms"."""
     size = abs(ms)
@@ -398,6 +450,7 @@ participants {e(", ".join(incident["participants"]))} · window {e(export["windo
 <div id="figure"></div>
 <section><h2>Annotations, in time order (numbered as on the figure)</h2>
 <ol id="annotations">{noted or "<li>none</li>"}</ol></section>
+{_ranking_section(export.get("what_changed"))}
 <section><h2>Notable events</h2><ul id="notable">{notable or "<li>none</li>"}</ul></section>
 <section><h2>Clock corrections in force</h2>
 <ul id="clock">{_clock_items(export.get("clock") or {})}</ul></section>

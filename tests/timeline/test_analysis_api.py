@@ -284,3 +284,46 @@ def test_the_lag_of_a_lane_behind_another_is_found_with_its_correlation(client_b
 def test_the_lag_of_a_lane_the_viewer_may_not_read_answers_404(client_a, storage):
     a = quote("band:storage/storage/nfs_rpc_slots_in_use")
     assert client_a.get(f"/api/v1/analysis/lag?a={a}&b={a}&{WINDOW}").status_code == 404
+
+
+def _incident(client, participants: list[str] | None = None) -> int:
+    response = client.post(
+        "/api/v1/incidents",
+        {
+            "title": "slots pinned",
+            "window_start": T0 + HOUR,
+            "window_end": T0 + 2 * HOUR,
+            "participants": participants or [],
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def test_an_incident_export_carries_the_ranking_of_its_window_against_as_long_before(client_b, storage):
+    made = _incident(client_b)
+    exported = client_b.get(f"/api/v1/incidents/{made}/export.json").json()
+    ranking = exported["what_changed"]
+    api = _ranking(client_b, f"{WINDOW}&limit=20")
+    assert [(e["rank"], e["lane"], e["explanation"]) for e in ranking["entries"]] == [
+        (e["rank"], e["lane"], e["explanation"]) for e in api["entries"]
+    ]
+    assert ranking["baseline_from"] == api["baseline_from"] and ranking["entries"][0]["title"] == (
+        "nfs_rpc_slots_in_use"
+    )
+    rows = client_b.get(f"/api/v1/incidents/{made}/export.csv").content.decode().splitlines()
+    change = next(row for row in rows if row.startswith("change,"))
+    assert "nfs_rpc_slots_in_use" in change and "#1 (score" in change
+    html = client_b.get(f"/api/v1/incidents/{made}/export.html").content.decode()
+    assert 'id="what-changed"' in html and ranking["entries"][0]["explanation"] in html
+
+
+def test_a_participants_export_ranks_only_what_it_may_read(client_a, client_b, org_a, storage):
+    _modeldev_data(org_a)
+    made = _incident(client_b, participants=["modeldev"])
+    exported = client_a.get(f"/api/v1/incidents/{made}/export.json")
+    assert exported.status_code == 200, exported.content
+    entries = exported.json()["what_changed"]["entries"]
+    assert entries and {e["org"] for e in entries} == {org_a.slug}
+    assert SECRET not in exported.content.decode()

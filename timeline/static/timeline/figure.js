@@ -152,6 +152,7 @@ export function buildFigure(view) {
   if (hits && hits.length && hits.length <= 80) {
     for (const hit of hits) shapes.push(vline(hit.t, hexToRgba(HIT_COLOUR, 0.45), 1, "solid"));
   }
+  analysisShapes(view, geometry.rows, domainOf, shapes, annotations);
   if (highlight) {
     shapes.push(vline(highlight.t, HIGHLIGHT_COLOUR, 1.6, "solid"));
     if (highlight.end_t) {
@@ -160,6 +161,32 @@ export function buildFigure(view) {
     }
   }
   return { traces, layout, geometry };
+}
+
+// The analysis drawn on the lanes: a selected stretch shaded on its lane, and each onset of "which
+// moved first" as a tick on its lane with its uncertainty shaded around it and its rank beside it.
+function analysisShapes(view, rows, domainOf, shapes, annotations) {
+  const rowOf = (lane) => rows.find((row) => row.lane && row.lane === lane);
+  const stretch = view.stretch;
+  const stretchRow = stretch && rowOf(stretch.lane);
+  if (stretchRow) {
+    const [y0, y1] = domainOf(stretchRow);
+    shapes.push({ type: "rect", xref: "x", yref: "paper", x0: stretch.from_ms, x1: stretch.to_ms, y0, y1,
+      fillcolor: "rgba(29,78,216,0.12)", line: { color: "rgba(29,78,216,0.85)", width: 1 }, layer: "above" });
+  }
+  for (const onset of view.onsets || []) {
+    const row = rowOf(onset.lane);
+    if (!row) continue;
+    const [y0, y1] = domainOf(row);
+    const colour = (onset.lane.title && onset.lane.title.colour) || "#475467";
+    shapes.push({ type: "rect", xref: "x", yref: "paper", x0: onset.onset_ms - onset.uncertainty_ms, x1: onset.onset_ms + onset.uncertainty_ms,
+      y0, y1, fillcolor: hexOrRgba(colour, 0.1), line: { width: 0 }, layer: "below" });
+    shapes.push({ type: "line", xref: "x", yref: "paper", x0: onset.onset_ms, x1: onset.onset_ms, y0, y1,
+      line: { color: colour, width: 1.6 }, layer: "above" });
+    annotations.push({ xref: "x", x: onset.onset_ms, xanchor: "left", xshift: 2, yref: "paper", y: y1, yanchor: "top", showarrow: false,
+      text: `onset #${Number(onset.rank)}`, font: { size: 9, color: "#101828" }, bgcolor: "rgba(255,255,255,0.85)",
+      hovertext: escapeHtml(`${onset.org} · ${onset.title}: onset ± ${Math.round(onset.uncertainty_ms / 1000)} s`) });
+  }
 }
 
 function vline(x, colour, width, dash) {

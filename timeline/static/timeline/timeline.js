@@ -5,7 +5,8 @@
 // Data never reaches the DOM as HTML: text nodes only, and Plotly's hover text is escaped (format.js).
 import { buildFigure, clockNote, laneEmpty, laneNotes, MARGIN, noteNumbers, readout } from "./figure.js";
 import { durationText, formatSpan, formatTime, labelText, readableColour, unitLabel } from "./format.js";
-import { formatSpec, hasFlag, orderPinned, parseSpec, specProblem, withFlag, withKind } from "./spec.js";
+import { canonicalSpec, formatSpec, hasFlag, orderPinned, parseSpec, specProblem, withFlag, withKind } from "./spec.js";
+import { ANALYSIS_PARAMS, analysisPanels } from "./analysis/warroom.js";
 
 const LIVE_REFRESH_MS = 15000;
 const ZOOM_DEBOUNCE_MS = 200;
@@ -50,17 +51,19 @@ function readUrl() {
   state.from = p.get("from") || state.from;
   state.to = p.get("to") || state.to;
   // A lane spec that is not understood is named, with the reason, above the lanes (never dropped unsaid).
+  // Every lane read is put in its canonical text, so one lane named twice (labels in another order)
+  // is drawn once.
   state.rejected = [];
-  state.lanes = p.getAll("lane").filter((text) => {
+  state.lanes = uniqueLanes(p.getAll("lane").filter((text) => {
     const why = specProblem(text);
     if (why) state.rejected.push({ text, why });
     return !why;
-  });
+  }));
   // Links made before lane specs named series by id: lanes=12,13 (resolved through the catalogue).
   // A permalink's or an incident's page sends its lane specs as one comma-joined `lanes` parameter.
   const joined = p.get("lanes") || "";
   const specs = /^[\d,\s]*$/.test(joined) ? [] : splitSpecs(joined);
-  if (!state.lanes.length && specs.length) state.lanes = specs;
+  if (!state.lanes.length && specs.length) state.lanes = uniqueLanes(specs);
   state.legacySeries = specs.length ? [] : joined.split(",").map(Number).filter((n) => Number.isInteger(n) && n > 0);
   state.incident = Number(p.get("incident")) || null;
   // Lanes of a permalink this viewer may not read arrive as placeholders: owner/signal@position.
@@ -73,6 +76,13 @@ function readUrl() {
   state.q = p.get("q") || "";
   state.sel = p.get("sel") ? Number(p.get("sel")) : null;
   for (const key of Object.keys(state.ev)) state.ev[key] = p.get(`ev_${key}`) || "";
+  analysis.readParams(p);
+}
+
+// Lane specs in canonical text, each once, in their first order.
+function uniqueLanes(specs) {
+  const seen = new Set();
+  return specs.map((text) => canonicalSpec(text) || text).filter((spec) => !seen.has(spec) && seen.add(spec));
 }
 
 // "kind:org/signal/what{a=1,b=2}!pin,log,kind:org/…" → its specs: a comma outside braces starts a new
@@ -95,7 +105,7 @@ function splitSpecs(text) {
 }
 
 // Parameters this page owns; any other (incident, permalink, …) is kept as it came.
-const OWN_PARAMS = ["from", "to", "lane", "lanes", "live", "mine", "q", "sel", "align", "clock", ...Object.keys(state.ev).map((k) => `ev_${k}`)];
+const OWN_PARAMS = ["from", "to", "lane", "lanes", "live", "mine", "q", "sel", "align", "clock", ...Object.keys(state.ev).map((k) => `ev_${k}`), ...ANALYSIS_PARAMS];
 
 function writeUrl() {
   const p = new URLSearchParams(window.location.search);
@@ -110,6 +120,7 @@ function writeUrl() {
   if (state.q) p.set("q", state.q);
   if (state.sel) p.set("sel", String(state.sel));
   for (const [key, value] of Object.entries(state.ev)) if (value) p.set(`ev_${key}`, value);
+  analysis.writeParams(p);
   const url = `${window.location.pathname}?${p}`;
   if (url !== `${window.location.pathname}${window.location.search}`) window.history.replaceState(null, "", url);
 }
@@ -583,7 +594,7 @@ function findEvent(id) {
 async function render() {
   view.drawn = displayLanes();
   const figure = buildFigure({ lanes: view.drawn, marks: view.marks, hits: view.hits, highlight: view.highlight,
-    window: view.window, colours, width: plotWidth() });
+    window: view.window, colours, width: plotWidth(), ...analysisMarks() });
   view.geometry = figure.geometry;
   const plot = $("plot");
   ignoreRelayout = true;
@@ -611,6 +622,7 @@ async function render() {
   renderInView();
   renderNotices();
   renderClock();
+  analysis.viewDrawn(view.drawn);
   document.body.dataset.ready = "1";
   document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
   document.body.dataset.window = `${view.window.from_ms},${view.window.to_ms}`;
@@ -735,7 +747,24 @@ function removeLane(index) {
 }
 
 function addLane(spec) {
-  if (!state.lanes.includes(spec)) setLanes([...state.lanes, spec]);
+  const canonical = canonicalSpec(spec) || spec;
+  if (!hasLane(canonical)) setLanes([...state.lanes, canonical]);
+}
+
+function hasLane(spec) {
+  const canonical = canonicalSpec(spec) || spec;
+  return state.lanes.some((lane) => (canonicalSpec(lane) || lane) === canonical);
+}
+
+// Bring a lane in view to the eye: scroll to its title and flash it.
+function showLane(spec) {
+  const canonical = canonicalSpec(spec) || spec;
+  const title = [...document.querySelectorAll(".wr-title")].find((t) => (canonicalSpec(t.dataset.spec) || t.dataset.spec) === canonical);
+  if (!title) return;
+  title.scrollIntoView({ block: "center", behavior: "smooth" });
+  title.classList.remove("wr-flash");
+  void title.offsetWidth;
+  title.classList.add("wr-flash");
 }
 
 // ------------------------------------------------------------------ zoom, pan, crosshair
@@ -858,6 +887,124 @@ function onPlotClick(data) {
     const event = findEvent(id);
     if (event) selectEvent(event, { centre: false });
   }
+}
+
+// ------------------------------------------------------------------ analysis: what changed, stretches
+
+const analysis = analysisPanels({
+  getJson,
+  addLane,
+  hasLane,
+  showLane,
+  viewWindow: () => view.window,
+  aligned: () => state.align,
+  changed: () => writeUrl(),
+  redraw: () => {
+    if (view.window) render();
+  },
+});
+
+function laneOfSpec(spec) {
+  return spec ? view.drawn.find((lane) => !lane.placeholder && (canonicalSpec(lane.spec) || lane.spec) === spec) : null;
+}
+
+// What the figure draws of the analysis: the selected stretch on its lane, the onsets on theirs.
+function analysisMarks() {
+  const marks = analysis.figureMarks();
+  const stretch = marks.stretch && laneOfSpec(marks.stretch.spec);
+  return {
+    stretch: stretch ? { lane: stretch, from_ms: marks.stretch.from_ms, to_ms: marks.stretch.to_ms } : null,
+    onsets: marks.onsets.map((o) => ({ ...o, lane: laneOfSpec(o.spec) })).filter((o) => o.lane),
+  };
+}
+
+// Drag across a lane to select a stretch of it, in select mode (the Select button) or with Shift held;
+// any other drag zooms, as before. The drag is taken before Plotly sees it.
+let drag = null;
+const MIN_DRAG_PX = 4;
+
+function laneRowAt(clientY) {
+  if (!view.geometry) return null;
+  const y = clientY - $("figure").getBoundingClientRect().top - MARGIN.t;
+  return view.geometry.rows.find((row) => row.lane && y >= row.top && y <= row.top + row.height) || null;
+}
+
+function onDragStart(event) {
+  if (event.button !== 0 || !(state.selecting || event.shiftKey)) return;
+  if (event.target.closest(".wr-title, button, a, input, select")) return;
+  const t = timeAt(event.clientX);
+  const row = laneRowAt(event.clientY);
+  if (t === null || !row) return;
+  event.preventDefault();
+  event.stopPropagation();
+  const lane = row.lane;
+  if (lane.placeholder || lane.status !== "ok" || !analysis.seriesKind(lane.kind)) {
+    setStatus("statistics are of series lanes: drag across a line, rate, band, sum or heatmap lane", true);
+    return;
+  }
+  drag = { row, startX: event.clientX, startMs: t, endX: event.clientX, endMs: t };
+  const band = stretchBand();
+  band.style.top = `${MARGIN.t + row.top}px`;
+  band.style.height = `${row.height}px`;
+  moveBand(band);
+  band.hidden = false;
+  document.addEventListener("mousemove", onDragMove, true);
+  document.addEventListener("mouseup", onDragEnd, true);
+}
+
+function stretchBand() {
+  let band = $("stretch-band");
+  if (!band) {
+    band = document.createElement("div");
+    band.id = "stretch-band";
+    band.className = "wr-stretch-band";
+    band.hidden = true;
+    $("figure").appendChild(band);
+  }
+  return band;
+}
+
+function moveBand(band) {
+  const left = $("figure").getBoundingClientRect().left;
+  band.style.left = `${Math.min(drag.startX, drag.endX) - left}px`;
+  band.style.width = `${Math.abs(drag.endX - drag.startX)}px`;
+}
+
+function clampedTime(clientX) {
+  const area = plotArea();
+  const left = $("figure").getBoundingClientRect().left + area.left;
+  const x = Math.max(left, Math.min(left + area.width, clientX));
+  return { x, t: timeAt(Math.min(x, left + area.width - 0.01)) ?? area.range[1] };
+}
+
+function onDragMove(event) {
+  if (!drag) return;
+  event.preventDefault();
+  event.stopPropagation();
+  const { x, t } = clampedTime(event.clientX);
+  drag.endX = x;
+  drag.endMs = t;
+  moveBand(stretchBand());
+}
+
+function onDragEnd(event) {
+  document.removeEventListener("mousemove", onDragMove, true);
+  document.removeEventListener("mouseup", onDragEnd, true);
+  if (!drag) return;
+  event.preventDefault();
+  event.stopPropagation();
+  const { row, startX, startMs, endX, endMs } = drag;
+  drag = null;
+  stretchBand().hidden = true;
+  if (Math.abs(endX - startX) < MIN_DRAG_PX || endMs === startMs) return;
+  analysis.selectStretch({ spec: row.lane.spec, lane: row.lane, from_ms: Math.min(startMs, endMs), to_ms: Math.max(startMs, endMs) });
+}
+
+function setSelecting(on) {
+  state.selecting = on;
+  $("select-mode").setAttribute("aria-pressed", String(on));
+  $("select-mode").classList.toggle("on", on);
+  $("figure").classList.toggle("wr-selecting", on);
 }
 
 // ------------------------------------------------------------------ events, search, selection
@@ -1211,6 +1358,8 @@ function bindControls() {
     });
   }
   $("zoom-out").addEventListener("click", () => zoomOut(2));
+  $("select-mode").addEventListener("click", () => setSelecting(!state.selecting));
+  $("figure").addEventListener("mousedown", onDragStart, true);
   // Double-click zooms out anywhere on the lanes (Plotly's own double-click, which it hints at, is off).
   const doubleClick = () => {
     if (performance.now() - lastDouble < 400) return;
@@ -1292,6 +1441,8 @@ function bindControls() {
       if (plotReady && Math.abs(width - queriedWidth) > queriedWidth * 0.1) {
         queriedWidth = width;
         refresh({ reason: "resized" });
+      } else if (plotReady) {
+        Plotly.Plots.resize($("plot"));
       }
     }, 400);
   }).observe($("figure"));
@@ -1312,7 +1463,7 @@ function onFigureKey(event) {
 function closePanels() {
   const open = [["incident-form", () => toggleForm("incident-form", false)], ["annotate-form", () => toggleForm("annotate-form", false)],
     ["clock-panel", () => { $("clock-panel").hidden = true; $("clock-chip").setAttribute("aria-expanded", "false"); }],
-    ["picker", () => $("toggle-picker").click()]].filter(([id]) => !$(id).hidden);
+    ["picker", () => $("toggle-picker").click()], ["changes-panel", () => analysis.close()]].filter(([id]) => !$(id).hidden);
   if (open.length) {
     for (const [, close] of open) close();
     return;
@@ -1333,7 +1484,7 @@ const CAN_WRITE = ["analyst", "admin"].includes(ROLE);
 
 // The view's state as a permalink stores it: absolute window, lanes in order, search and filters.
 function linkState() {
-  const linked = { from: state.from, to: state.to, lanes: chosenLanes() };
+  const linked = { from: state.from, to: state.to, lanes: chosenLanes(), ...analysis.linkState() };
   if (state.mine) linked.mine = true;
   if (view.window && (state.live || state.from.startsWith("now") || state.to.startsWith("now"))) {
     linked.from = new Date(Math.round(view.window.from_ms)).toISOString();

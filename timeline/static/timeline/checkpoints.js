@@ -1,0 +1,79 @@
+// The checkpoint I/O path of the window the lanes show, from the scoped API: link utilisation, RPC-slot
+// saturation and duration of each checkpoint. Text nodes only: entity and organisation names come from
+// other organisations. The panel follows the view: it asks again whenever the lanes are drawn anew.
+
+const API = "/api/v1/analyses/checkpoints";
+const PAGE = "/analyses/checkpoints/";
+const $ = (id) => document.getElementById(id);
+
+let asked = "";
+
+function percent(value) {
+  return value === null || value === undefined ? "–" : `${(100 * value).toFixed(1)} %`;
+}
+
+function range(pair) {
+  return Array.isArray(pair) && pair.length === 2 ? `${percent(pair[0])} – ${percent(pair[1])}` : "–";
+}
+
+function cell(row, value) {
+  const td = document.createElement("td");
+  td.textContent = value;
+  row.appendChild(td);
+}
+
+function slotShare(checkpoint) {
+  const shares = (checkpoint.writes || []).map((w) => w.slot_full_share).filter((s) => typeof s === "number");
+  if (shares.length) return percent(shares.sort((a, b) => a - b)[Math.floor(shares.length / 2)]);
+  return percent(checkpoint.fleet_slot_full_share);
+}
+
+export function render(found) {
+  const rows = $("checkpoint-rows");
+  rows.replaceChildren();
+  const checkpoints = found.checkpoints || [];
+  const summary = found.summary || {};
+  $("checkpoint-panel").hidden = checkpoints.length === 0;
+  $("checkpoint-count").textContent = checkpoints.length ? `(${checkpoints.length})` : "";
+  $("checkpoint-summary").textContent = checkpoints.length
+    ? `${summary.writes} writes; storage link ${range(summary.link_fraction)} used (median ${percent(summary.link_fraction_median)})`
+    : "";
+  for (const checkpoint of checkpoints) {
+    const row = document.createElement("tr");
+    row.dataset.start = checkpoint.start;
+    cell(row, String(checkpoint.start).replace("T", " ").replace("Z", ""));
+    cell(row, `${Number(checkpoint.duration_s).toFixed(0)} s`);
+    cell(row, String(checkpoint.entities));
+    cell(row, range(checkpoint.link_fraction));
+    cell(row, slotShare(checkpoint));
+    cell(row, String(checkpoint.attribution || ""));
+    rows.appendChild(row);
+  }
+}
+
+async function refresh() {
+  const view = window.jointline && window.jointline.view && window.jointline.view.window;
+  if (!view) return;
+  const query = new URLSearchParams({
+    from: new Date(Math.round(view.from_ms)).toISOString(),
+    to: new Date(Math.round(view.to_ms)).toISOString(),
+  }).toString();
+  if (query === asked) return;
+  asked = query;
+  $("checkpoint-page").href = `${PAGE}?${query}`;
+  const response = await fetch(`${API}?${query}`, { credentials: "same-origin" });
+  if (query !== asked) return; // the view moved on while this was asked
+  if (!response.ok) {
+    render({});
+    return;
+  }
+  render(await response.json());
+}
+
+function start() {
+  if (!$("checkpoint-panel")) return;
+  new MutationObserver(() => refresh()).observe(document.body, { attributes: true, attributeFilter: ["data-renders"] });
+  refresh();
+}
+
+start();
