@@ -14,6 +14,7 @@ from core.timeparse import TimestampError, parse_timestamp
 from orgs.access import LEVEL_AGGREGATE, Scope, require_scope
 from orgs.models import Organization
 from timeline.clock.model import ALL_STORED_TIME, aligned_param
+from timeline.lanes.spec import capacity_is_number
 from timeline.models import (
     Annotation,
     ClockCorrection,
@@ -277,7 +278,7 @@ class _LaneReader:
             planned = plan_series_lane(self.probe, candidate, self.grid, BucketCache(self.probe, self.grid))
             if planned.problem:
                 continue
-            if candidate.capacity and not planned.capacity and not _is_number(candidate.capacity):
+            if candidate.capacity and not planned.capacity and not capacity_is_number(candidate.capacity):
                 candidate = replace(candidate, capacity="")  # the capacity names a metric it cannot read
             for member in planned.members:
                 what = "series" if member.alone else "aggregate"
@@ -330,14 +331,6 @@ class _LaneReader:
             if all(str(event["resource"].get(name)) == value for event in presented)
         )
         return replace(spec, labels=labels)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _clock_for(scope: Scope, clock: dict) -> dict:

@@ -37,7 +37,7 @@ from timeline.lanes.downsample import (
 from timeline.lanes.grid import Grid
 from timeline.lanes.reads import run_reads
 from timeline.lanes.selection import Member, aggregate_allowed, group_presented, row_label, select_members
-from timeline.lanes.spec import FLEET_KINDS, LaneSpec
+from timeline.lanes.spec import FLEET_KINDS, LaneSpec, capacity_is_number
 from timeline.store import LaneBuckets, ReadHints, get_store
 
 FLEET_STATS_MIN = 8  # from this many series, bands and sums are computed by the database
@@ -185,7 +185,7 @@ def plan_series_lane(
     if planned.problem:
         planned.members = []
         return planned
-    if spec.capacity and not _is_number(spec.capacity):
+    if spec.capacity and not capacity_is_number(spec.capacity):
         planned.capacity = _capacity_members(scope, spec, spec.capacity)
     rates = {uses_rate(spec, m) for m in planned.members}
     stats = spec.kind in FLEET_KINDS and "nodes" not in spec.flags and len(planned.members) >= FLEET_STATS_MIN
@@ -206,14 +206,6 @@ def _capacity_members(scope: Scope, spec: LaneSpec, metric: str) -> list[Member]
     aggregate-only series follows the same group rule as the lane (one series alone is not enough)."""
     members = select_members(scope, replace(spec, labels=()), metric=metric)
     return members if members and aggregate_allowed(members) else []
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def build_series_lane(
@@ -374,7 +366,7 @@ def capacity_line(planned: PlannedSeriesLane, cache: BucketCache, t_ms, n: int) 
     text = spec.capacity
     if not text:
         return None
-    if _is_number(text):
+    if capacity_is_number(text):
         value = float(text)
         return {"label": text, "t": [t_ms[0], t_ms[-1]], "y": [value, value], "points": 2}
     if not planned.capacity:

@@ -119,3 +119,12 @@ class LaneSpec:
         if on:
             flags.add(flag)
         return replace(self, flags=tuple(sorted(flags)))
+
+
+def capacity_is_number(text: str) -> bool:
+    """Whether a lane's ``@capacity`` is a number (a fixed line) rather than a metric to read."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
