@@ -3,6 +3,8 @@ directly, or imported from a CSV file), with detections written as the organisat
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from django.core.management import call_command
@@ -10,7 +12,7 @@ from django.db import transaction
 from django.test import TestCase
 from rest_framework.test import APIClient
 
-from core.records import Batch, SeriesBlock
+from core.records import Batch, EventRecord, SeriesBlock
 from core.timeparse import format_rfc3339
 from orgs.access import Scope
 from orgs.models import Organization, Role
@@ -81,6 +83,108 @@ def test_one_family_far_out_for_long_enough_is_a_detection():
     scores[20:24] = 4.0
     (found,) = detection.fuse({"gpu": scores}, {}, entity="n", origin=0, config=config)
     assert found.ts == 23 * 60 * S and found.families == ["gpu"]
+
+
+def test_a_change_that_starts_on_two_entities_at_once_is_theirs_together():
+    signed = np.zeros((6, 40))
+    signed[[1, 2], 20:] = -30.0  # a two-node job ends on both at the same minute
+    signed[3, 21:] = -30.0  # ... and a third one bucket later
+    signed[4, 30:] = 30.0  # one node alone moves the other way
+    shared = detection.shared_onsets(signed, threshold=8, min_entities=2, spread=1)
+    assert shared[[1, 2, 3], 25].all() and shared[1, 20:].all()
+    assert not shared[4].any() and not shared[0].any()
+
+
+def test_a_change_on_one_entity_is_not_shared_by_a_peer_already_changed_the_same_way():
+    signed = np.zeros((4, 60))
+    signed[0, 10:] = 40.0  # an earlier fault that stays
+    signed[1, 40:] = 40.0  # a new one, starting alone
+    shared = detection.shared_onsets(signed, threshold=8, min_entities=2, spread=1)
+    assert not shared.any()
+
+
+def test_the_shared_onset_rule_is_off_with_a_cohort_of_one():
+    signed = np.full((3, 10), 20.0)
+    assert not detection.shared_onsets(signed, threshold=8, min_entities=1, spread=1).any()
+
+
+def test_an_entity_whose_series_all_stop_at_once_is_down_for_that_time_and_after():
+    counts = np.ones((5, 30))
+    counts[:, 10:14] = 0  # a reboot: every series silent for 4 buckets
+    counts[0, 20:23] = 0  # one exporter missing a while: not an outage
+    down = detection.outages(counts, share=0.5, after=2)
+    assert np.flatnonzero(down).tolist() == list(range(10, 16))
+
+
+def test_series_that_never_reported_do_not_make_an_entity_down():
+    counts = np.zeros((4, 20))
+    counts[0] = 1
+    assert not detection.outages(counts, share=0.5).any()
+
+
+def _fleet(rng, entities=20, buckets=240):
+    return 60 + rng.normal(0, 0.5, (entities, buckets))
+
+
+def test_deviation_scores_one_entity_moving_alone_and_not_its_return_to_the_peers():
+    config = detection.DetectionConfig(step_s=60, baseline_s=7200)
+    matrix = _fleet(np.random.default_rng(5))
+    matrix[4, 150:200] += 30  # a gauge raised on one node, cleared at 200
+    scores = np.nan_to_num(detection.deviation(matrix, config))
+    assert scores[4, 152:160].min() > config.threshold
+    assert scores[4, 201:].max() < config.threshold  # back with its peers: a repair, not a fault
+    assert np.delete(scores, 4, axis=0).max() < config.threshold
+
+
+def test_deviation_leaves_out_a_change_two_entities_start_together():
+    config = detection.DetectionConfig(step_s=60, baseline_s=7200)
+    matrix = _fleet(np.random.default_rng(6))
+    matrix[[2, 3], 150:] -= 30  # a two-node job ends on both at once
+    assert np.nan_to_num(detection.deviation(matrix, config)).max() < config.threshold
+    apart = replace(config, cohort_min=1)
+    assert np.nan_to_num(detection.deviation(matrix, apart))[[2, 3], 152].min() > config.threshold
+
+
+def test_runs_bridge_short_pauses():
+    mask = np.array([0, 1, 1, 0, 1, 0, 0, 0, 1], dtype=bool)
+    assert detection.runs(mask) == [(1, 3), (4, 5), (8, 9)]
+    assert detection.runs(mask, bridge=2) == [(1, 5), (8, 9)]
+    assert detection.run_starts(mask[None, :], bridge=2).tolist() == [[-2, 1, 1, -2, 1, -2, -2, -2, 8]]
+
+
+def test_a_deviation_that_goes_on_is_one_detection_not_one_per_cooldown():
+    config = detection.DetectionConfig(step_s=60, k_of_n=2, fusion_s=300, cooldown_s=600, strong=99)
+    gauge = np.zeros(100)
+    gauge[10:] = 1.5  # raised from bucket 10 until the end
+    other = np.zeros(100)
+    other[[10, 70]] = 1.2
+    firings = {
+        "gpu": [(gauge * config.threshold, "gauge", "peer+self")],
+        "host": [(other * config.threshold, "load", "peer+self")],
+    }
+    found = detection.fuse({"gpu": gauge, "host": other}, firings, entity="n", origin=0, config=config)
+    assert [d.ts // (60 * S) for d in found] == [11]  # at 70 only the load is new: one family
+    fresh = np.zeros(100)
+    fresh[70] = 1.5
+    firings["gpu"].append((fresh * config.threshold, "temperature", "peer+self"))
+    found = detection.fuse(
+        {"gpu": np.fmax(gauge, fresh), "host": other}, firings, entity="n", origin=0, config=config
+    )
+    assert [d.ts // (60 * S) for d in found] == [11, 71]  # a new series of the family starts
+
+
+def test_event_families_count_as_one_towards_k_of_n():
+    config = detection.DetectionConfig(step_s=60, k_of_n=2, fusion_s=300, strong=99)
+    hit = np.zeros(30)
+    hit[12] = 2.0
+    firings = {
+        "scheduler events": [(hit * config.threshold, "infra/session_failed", "event")],
+        "application events": [(hit * config.threshold, "job/nccl_timeout", "event")],
+    }
+    families = {"scheduler events": hit, "application events": hit}
+    assert detection.fuse(families, firings, entity="n", origin=0, config=config) == []
+    apart = replace(config, events_as_one=False)
+    assert len(detection.fuse(families, firings, entity="n", origin=0, config=apart)) == 1
 
 
 # ----------------------------------------------------------------------------- through the store
@@ -201,6 +305,25 @@ def test_a_detection_is_shared_by_grant_like_any_event(owner):
     assert seen() == 0
     grant_create(owner=owner, grantee=viewer, name="detections", signals=["other"])
     assert seen() == 1
+
+
+def test_a_failed_span_counts_when_it_ends_not_from_its_start(owner):
+    span = EventRecord(
+        ts=START + 30 * STEP,
+        end_ts=START + 50 * STEP,
+        signal="scheduler",
+        kind="span",
+        severity="error",
+        name="session",
+        message="session failed",
+        resource={"node": "node-03"},
+    )
+    with transaction.atomic():
+        get_store().write_batch(org_id=owner.pk, batch=Batch(source="scheduler", events=[span]))
+    config = detection.DetectionConfig()
+    found = detection._event_families(scope_of(owner), config, start=START + 40 * STEP, n=20, step=STEP)
+    ((hits, name),) = found["node-03"]["scheduler events"]
+    assert name == "fleetops/session" and np.flatnonzero(hits).tolist() == [10]
 
 
 # ----------------------------------------------------------------------------- a CSV import

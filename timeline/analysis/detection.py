@@ -13,13 +13,20 @@ entity), over buckets of ``step_s``:
   (a spare left behind when the fleet changes phase, or the whole fleet changing, does not), kept only
   where it lasts ``persist_buckets`` (:func:`persistent`) and where fewer than ``fleet_share`` of the
   peers deviate at once;
+* :func:`shared_onsets`: a change of its own past that starts on ``cohort_min`` entities within
+  ``cohort_buckets`` of one another, in the same direction, is a phase of what they run together (a
+  job starting or ending on all its nodes) and does not count for any of them;
 * :func:`cusum_scores` over that layer (capped at the threshold), for smaller deviations that persist;
-* :func:`gap_scores` — a series that stops reporting while its peers go on.
+* :func:`gap_scores` — a series that stops reporting while its peers go on;
+* :func:`outages` — where most of an entity's series stop at once, the entity is down (a reboot): its
+  series' layers do not count there (one fact, not one signal per series).
 
 A family's score at a bucket is the largest layer score of its series divided by ``threshold``; it
 *fires* at 1. :func:`fuse` declares a detection on an entity when at least ``k_of_n`` families fired
-within ``fusion_s``, or one family stayed at ``strong`` or more for ``persist`` buckets; after a
-detection the entity is quiet for ``cooldown_s``; detections that more than ``fleet_share`` of the
+within ``fusion_s`` (event families counting as one: the logs of one incident repeat each other), or
+one family stayed at ``strong`` or more for ``persist`` buckets; after a detection the entity is quiet
+for ``cooldown_s``, and a series counts again only once it starts firing anew (a gauge that stays
+raised until the node is repaired is one detection). Detections that more than ``fleet_share`` of the
 entities share within ``fusion_s`` are a change of the fleet and dropped (:func:`without_fleet_events`).
 Each detection lists the families and series that fired, with their scores.
 
@@ -67,14 +74,18 @@ class DetectionConfig:
     cusum_slack: float = 0.5  # of the threshold, per bucket
     cusum_limit: float = 80.0
     persist_buckets: int = 2
+    cohort_min: int = 2  # a change that starts on this many entities at once is a phase of what they run
+    cohort_buckets: int = 1  # ... within this many buckets of one another
     gap_buckets: int = 3
+    outage_share: float = 0.5  # an entity with this share of its series silent at once is down
     event_severity: str = "error"
     event_score: float = 2.0
     k_of_n: int = 2
+    events_as_one: bool = True  # event families count as one family towards k_of_n
     fusion_s: int = 600
     strong: float = 2.0
     persist: int = 3
-    cooldown_s: int = 3600
+    cooldown_s: int = 1800
     name: str = "failure_suspected"
     source: str = "jointline-detector"
     organisations: tuple[str, ...] = ()  # slugs whose detector the periodic task runs
@@ -148,6 +159,16 @@ class Detection:
         }
 
 
+def run_starts(fired: np.ndarray, *, bridge: int) -> np.ndarray:
+    """``fired[series, bucket]`` → at each firing bucket the bucket its run of firing began (firings at
+    most ``bridge`` buckets apart are one run), -2 where it does not fire."""
+    out = np.full(fired.shape, -2, dtype=np.int64)
+    for row in range(fired.shape[0]):
+        for start, end in runs(fired[row], bridge=bridge):
+            out[row, start:end] = np.where(fired[row, start:end], start, -2)
+    return out
+
+
 def fuse(
     families: dict[str, np.ndarray],
     firings: dict[str, list[tuple[np.ndarray, str, str]]],
@@ -158,43 +179,63 @@ def fuse(
     first: int = 0,
 ) -> list[Detection]:
     """Detections of one entity from its family scores (``family → score per bucket``, 1 = fired) at
-    buckets from ``first`` on; ``firings``: per family the per-series scores that make it up."""
+    buckets from ``first`` on; ``firings``: per family the per-series scores that make it up.
+
+    A detection needs ``k_of_n`` families firing within ``fusion_s`` (event families counting as one
+    with ``events_as_one``: logs of one incident repeat each other), or one family at ``strong`` or more
+    for ``persist`` buckets. After a detection the entity is quiet for ``cooldown_s``, and afterwards a
+    series counts again only once it has *started* firing anew after the cooldown: one deviation that
+    goes on (a gauge that stays raised until the node is repaired), or what follows it within the
+    cooldown, is one detection, not one per cooldown."""
     if not families:
         return []
     names = sorted(families)
     scores = np.vstack([np.nan_to_num(families[f], nan=0.0) for f in names])
-    fired = scores >= 1.0
     window = max(1, config.fusion_s // config.step_s)
     cooldown = max(1, config.cooldown_s // config.step_s)
+    series_of, starts = [], []
+    for index, family in enumerate(names):
+        per_series: dict[str, np.ndarray] = {}
+        for raw, series, layer in firings.get(family, []):
+            scaled = np.nan_to_num(_scaled(raw, layer, config), nan=0.0)
+            per_series[series] = np.fmax(per_series.get(series, scaled), scaled)
+        # one series' layers (its deviation, the drift alarms that repeat while it lasts) are one run
+        rows = np.vstack(list(per_series.values())) if per_series else scores[index : index + 1]
+        starts.append(run_starts(rows >= 1.0, bridge=window))
+        series_of.append(rows)
+    is_event = np.asarray(
+        [
+            config.events_as_one and bool(firings.get(f)) and all(x[2] == "event" for x in firings[f])
+            for f in names
+        ]
+    )
     out: list[Detection] = []
-    quiet_until = -1
+    quiet_until, last = -1, -1
     for t in range(first, scores.shape[1]):
         if t < quiet_until:
             continue
         lo = max(0, t - window + 1)
-        recent = fired[:, lo : t + 1].any(axis=1)
-        strong = (
-            t + 1 >= config.persist
-            and (scores[:, t + 1 - config.persist : t + 1] >= config.strong).all(axis=1)
-            if t + 1 >= config.persist
-            else np.zeros(len(names), dtype=bool)
-        )
-        if recent.sum() >= config.k_of_n or strong.any():
+        recent = np.asarray([(s[:, lo : t + 1] > last).any() for s in starts])
+        strong = np.zeros(len(names), dtype=bool)
+        if t + 1 >= config.persist:
+            held = (scores[:, t + 1 - config.persist : t + 1] >= config.strong).all(axis=1)
+            strong = held & np.asarray([(s[:, t + 1 - config.persist : t + 1] > last).any() for s in starts])
+        count = int(recent[~is_event].sum()) + int(recent[is_event].any())
+        if count >= config.k_of_n or strong.any():
             chosen = [names[i] for i in np.flatnonzero(recent | strong)]
             detail = []
             for family in chosen:
                 for per_bucket, series, layer in firings.get(family, []):
-                    peak = (
-                        float(np.nanmax(per_bucket[lo : t + 1]))
-                        if np.any(~np.isnan(per_bucket[lo : t + 1]))
-                        else 0
-                    )
+                    part = per_bucket[lo : t + 1]
+                    peak = float(np.nanmax(part)) if np.any(~np.isnan(part)) else 0
                     if peak >= config.threshold or (layer == "gap" and peak >= 1):
                         detail.append(Firing(family, series, layer, peak))
             total = float(scores[:, lo : t + 1].max(axis=1).sum())
             # stamped at the end of the bucket: when its data is complete, not before
             out.append(Detection(entity, origin + (t + 1) * config.step_s * S, total, chosen, detail))
+            # what starts firing during the cooldown belongs to this detection's incident too
             quiet_until = t + cooldown
+            last = quiet_until - 1
     return out
 
 
@@ -263,8 +304,8 @@ def _matrix(
 def _event_families(
     scope: Scope, config: DetectionConfig, *, start: int, n: int, step: int
 ) -> dict[str, dict[str, list[tuple[np.ndarray, str]]]]:
-    """Per entity, per ``<signal> events`` family: per-bucket scores of each event name (template) of
-    at least ``event_severity`` the scope may read."""
+    """Per entity, per ``<signal> events`` family: per-bucket hits (1 where it occurs; a span where it
+    ends) of each event name (template) of at least ``event_severity`` the scope may read."""
     severe = list(SEVERITIES[SEVERITIES.index(config.event_severity) :])
     events = (
         get_store()
@@ -272,6 +313,7 @@ def _event_families(
             scope,
             read_hints(scope, start=start, end=start + n * step),
             filters=Q(severity__in=severe, resource__has_key=config.entity_label),
+            overlapping=True,
         )
         .select_related("org")
     )
@@ -280,15 +322,54 @@ def _event_families(
     for event in events.exclude(name=config.name).order_by("aligned_ts", "id")[:100_000]:
         shown = present_event(scope, event)
         entity = shown["resource"].get(config.entity_label)
-        bucket = (event.ts + clock.event_shift(event)[0] - start) // step
+        shift, end_shift, _applied = clock.event_shift(event)
+        # a span's severity is its outcome, known when it ends: it counts then, not from its start
+        when = event.ts + shift if event.end_ts is None else event.end_ts + end_shift
+        bucket = (when - start) // step
         if entity is None or not 0 <= bucket < n:
             continue
         key = (entity, f"{shown['signal']} events", f"{shown['org']}/{shown['name']}")
-        hits.setdefault(key, np.zeros(n))[bucket] = config.event_score * config.threshold
+        hits.setdefault(key, np.zeros(n))[bucket] = 1.0
     out: dict[str, dict[str, list[tuple[np.ndarray, str]]]] = defaultdict(lambda: defaultdict(list))
     for (entity, family, name), scores in hits.items():
         out[entity][family].append((scores, name))
     return out
+
+
+@dataclass
+class Observations:
+    """What the detector reads through a scope, bucketed: one row of ``means``/``counts`` per member
+    series over ``n`` buckets from ``origin``; ``events[entity][family]`` the (event name, per-bucket
+    0/1 hits) of the readable severe events; scoring starts at bucket ``first``."""
+
+    members: list[_Member]
+    means: np.ndarray
+    counts: np.ndarray
+    events: dict[str, dict[str, list[tuple[np.ndarray, str]]]]
+    origin: int
+    first: int
+
+
+def observe(
+    scope: Scope,
+    *,
+    start: int,
+    end: int,
+    config: DetectionConfig,
+    selectors: Q | None = None,
+) -> Observations:
+    """Read what ``scope`` may read for a run over ``[start, end)``, with the ``baseline_s`` before it."""
+    step = config.step_s * S
+    origin = start - config.baseline_s * S
+    origin -= origin % step
+    n = -(-(end - origin) // step)
+    members = _members(scope, config, selectors)
+    means, counts = _matrix(scope, members, start=origin, n=n, step=step)
+    events = {
+        entity: dict(families)
+        for entity, families in _event_families(scope, config, start=origin, n=n, step=step).items()
+    }
+    return Observations(members, means, counts, events, origin, (start - origin) // step)
 
 
 def detect(
@@ -302,29 +383,46 @@ def detect(
     """Detections in ``[start, end)`` from what ``scope`` may read (the baseline before ``start`` is read
     too), oldest first. ``selectors``: an optional ``Q`` over ``Series`` narrowing the series used."""
     config = config or DetectionConfig.load()
-    step = config.step_s * S
-    origin = start - config.baseline_s * S
-    origin -= origin % step
-    n = -(-(end - origin) // step)
-    first = (start - origin) // step
-    members = _members(scope, config, selectors)
-    means, counts = _matrix(scope, members, start=origin, n=n, step=step)
+    return detect_observed(observe(scope, start=start, end=end, config=config, selectors=selectors), config)
+
+
+def detect_observed(observed: Observations, config: DetectionConfig) -> list[Detection]:
+    """The detections of :func:`detect` from what was read: layers per group of peers, fusion per
+    entity, fleet-wide detections dropped."""
+    members, first = observed.members, observed.first
     layers: dict[str, dict[str, list[tuple[np.ndarray, str, str]]]] = defaultdict(lambda: defaultdict(list))
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, member in enumerate(members):
         groups[member.group].append(i)
     for rows in groups.values():
-        _score_group(members, rows, means, counts, first, config, layers)
-    for entity, families in _event_families(scope, config, start=origin, n=n, step=step).items():
+        _score_group(members, rows, observed.means, observed.counts, first, config, layers)
+    by_entity: dict[str, list[int]] = defaultdict(list)
+    for i, member in enumerate(members):
+        by_entity[member.entity].append(i)
+    for entity, rows in by_entity.items():
+        down = outages(observed.counts[rows], share=config.outage_share, after=config.gap_buckets)
+        if down.any():
+            layers[entity] = defaultdict(
+                list,
+                {
+                    family: [(np.where(down, np.nan, scores), name, layer) for scores, name, layer in items]
+                    for family, items in layers[entity].items()
+                },
+            )
+    for entity, families in observed.events.items():
         for family, items in families.items():
-            layers[entity][family].extend((scores, name, "event") for scores, name in items)
+            layers[entity][family].extend(
+                (hits * config.event_score * config.threshold, name, "event") for hits, name in items
+            )
     detections = []
     for entity, families in sorted(layers.items()):
         family_scores = {
             family: np.nanmax(np.vstack([_scaled(s, layer, config) for s, _n, layer in items]), axis=0)
             for family, items in families.items()
         }
-        detections += fuse(family_scores, families, entity=entity, origin=origin, config=config, first=first)
+        detections += fuse(
+            family_scores, families, entity=entity, origin=observed.origin, config=config, first=first
+        )
     entities = len({m.entity for m in members}) or 1
     return without_fleet_events(sorted(detections, key=lambda d: (d.ts, d.entity)), entities, config)
 
@@ -356,27 +454,8 @@ def _scaled(scores: np.ndarray, layer: str, config: DetectionConfig) -> np.ndarr
 
 def _score_group(members, rows, means, counts, first, config, layers) -> None:
     """The layers of one group of peers (one metric and other labels, one row per entity)."""
-    matrix = means[rows]
-    window = max(3, config.baseline_s // config.step_s)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        median = np.nanmedian(matrix, axis=0)
-        residual = matrix - median
-        floor = group_scale(residual)
-        peer = rolling_change(residual, window=window, floor=floor)
-        peer[:, np.sum(~np.isnan(matrix), axis=0) < config.min_peers] = np.nan
-        own = rolling_change(
-            matrix,
-            window=window,
-            floor=max(floor, config.peer_floor * float(np.nanmedian(np.abs(matrix)) or 0)),
-        )
-        fleet_wide = np.nanmean(own >= config.threshold, axis=0) >= config.fleet_share
-        peer[:, np.nanmean(peer >= config.threshold, axis=0) >= config.fleet_share] = np.nan
-        present = np.mean(counts[rows] > 0, axis=0)
-    # An entity counts as deviating where it moved away from its peers *and* from its own recent past:
-    # a spare left behind when the fleet changes phase has not moved from its own past, and a
-    # fleet-wide change moves every entity with its peers.
-    both = persistent(np.fmax(np.minimum(peer, np.where(fleet_wide, np.nan, own)), 0), config.persist_buckets)
+    both = deviation(means[rows], config)
+    present = np.mean(counts[rows] > 0, axis=0)
     for j, i in enumerate(rows):
         member = members[i]
         family = layers[member.entity][member.family]
@@ -385,6 +464,87 @@ def _score_group(members, rows, means, counts, first, config, layers) -> None:
         drift = cusum_scores(capped, slack=config.cusum_slack * config.threshold, limit=config.cusum_limit)
         family.append((drift, member.name, "cusum"))
         family.append((gap_scores(counts[i], present, buckets=config.gap_buckets), member.name, "gap"))
+
+
+def deviation(matrix: np.ndarray, config: DetectionConfig) -> np.ndarray:
+    """``matrix[entity, bucket]`` of one group of peers → the ``peer+self`` layer, in robust units.
+
+    An entity counts as deviating where it moved away from its peers *and* from its own recent past:
+    a spare left behind when the fleet changes phase has not moved from its own past, and a fleet-wide
+    change moves every entity with its peers. The change of its distance to the peers counts only where
+    it is away from them now (one coming back to its peers, a gauge cleared on repair, does not), and
+    a change that starts on several entities at once (:func:`shared_onsets`: a job they run together
+    starting or ending) is theirs together, not one's fault. Kept where it lasts ``persist_buckets``."""
+    window = max(3, config.baseline_s // config.step_s)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        residual = matrix - np.nanmedian(matrix, axis=0)
+        floor = group_scale(residual)
+        peer = rolling_change(residual, window=window, floor=floor)
+        peer[np.abs(residual) < config.threshold * floor] = np.nan
+        peer[:, np.sum(~np.isnan(matrix), axis=0) < config.min_peers] = np.nan
+        own = rolling_change(
+            matrix,
+            window=window,
+            floor=max(floor, config.peer_floor * float(np.nanmedian(np.abs(matrix)) or 0)),
+            signed=True,
+        )
+        fleet_wide = np.nanmean(np.abs(own) >= config.threshold, axis=0) >= config.fleet_share
+        peer[:, np.nanmean(peer >= config.threshold, axis=0) >= config.fleet_share] = np.nan
+    shared = shared_onsets(
+        own, threshold=config.threshold, min_entities=config.cohort_min, spread=config.cohort_buckets
+    )
+    own = np.where(fleet_wide[None, :] | shared, np.nan, np.abs(own))
+    return persistent(np.fmax(np.minimum(peer, own), 0), config.persist_buckets)
+
+
+def runs(mask: np.ndarray, *, bridge: int = 0) -> list[tuple[int, int]]:
+    """The ``[start, end)`` runs of True in a 1-d ``mask``; runs at most ``bridge`` buckets apart are one."""
+    out: list[tuple[int, int]] = []
+    for index in np.flatnonzero(mask):
+        if out and index - out[-1][1] <= bridge:
+            out[-1] = (out[-1][0], int(index) + 1)
+        else:
+            out.append((int(index), int(index) + 1))
+    return out
+
+
+def shared_onsets(signed: np.ndarray, *, threshold: float, min_entities: int, spread: int) -> np.ndarray:
+    """``signed[entity, bucket]`` (each entity's change from its own past, robust units) → True over each
+    run of change of at least ``threshold`` that began within ``spread`` buckets of the start of runs in
+    the same direction on at least ``min_entities`` entities (itself included): a phase of something
+    they run together, like a job starting or ending on all its nodes at once. A fault begins on one."""
+    out = np.zeros(signed.shape, dtype=bool)
+    if min_entities <= 1:
+        return out
+    with np.errstate(invalid="ignore"):
+        directions = (np.nan_to_num(signed) >= threshold, np.nan_to_num(signed) <= -threshold)
+    for moved in directions:
+        per_entity = [runs(row, bridge=spread + 1) for row in moved]
+        starts = np.zeros(signed.shape[1] + 2 * spread + 1, dtype=int)
+        for entity_runs in per_entity:
+            for start, _end in entity_runs:
+                starts[start] += 1
+        near = np.convolve(starts, np.ones(2 * spread + 1, dtype=int), mode="same")
+        for row, entity_runs in enumerate(per_entity):
+            for start, end in entity_runs:
+                if near[start] >= min_entities:
+                    out[row, start:end] = True
+    return out
+
+
+def outages(counts: np.ndarray, *, share: float, after: int = 0) -> np.ndarray:
+    """``counts[series, bucket]`` of one entity's series → True where at least ``share`` of those that
+    have reported are silent at once (the entity is down: rebooting, powered off), and ``after`` buckets
+    past it. Every series stopping together is one fact, not a signal per series."""
+    reported = np.maximum.accumulate(counts > 0, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        silent = np.sum(reported & (counts == 0), axis=0) / np.maximum(np.sum(reported, axis=0), 1)
+    down = silent >= share
+    out = down.copy()
+    for lag in range(1, after + 1):
+        out[lag:] |= down[:-lag]
+    return out
 
 
 def group_scale(residual: np.ndarray) -> float:
@@ -398,9 +558,10 @@ def group_scale(residual: np.ndarray) -> float:
     return max(candidates) if candidates else 1.0
 
 
-def rolling_change(rows: np.ndarray, *, window: int, floor: float) -> np.ndarray:
+def rolling_change(rows: np.ndarray, *, window: int, floor: float, signed: bool = False) -> np.ndarray:
     """``rows[entity, bucket]`` → how far each value is from the median of the ``window`` buckets before
-    it, in units of their MAD (never less than ``floor``); NaN until a third of the window has data."""
+    it, in units of their MAD (never less than ``floor``; with ``signed``, negative below it); NaN until
+    a third of the window has data."""
     n = rows.shape[1]
     out = np.full(rows.shape, np.nan)
     if n <= 1:
@@ -412,7 +573,8 @@ def rolling_change(rows: np.ndarray, *, window: int, floor: float) -> np.ndarray
         median = np.nanmedian(views, axis=2)
         mad = _MAD_TO_SIGMA * np.nanmedian(np.abs(views - median[..., None]), axis=2)
         enough = np.sum(~np.isnan(views), axis=2) >= window // 3
-        out = np.abs(rows - median) / np.maximum(mad, floor)
+        out = (rows - median) / np.maximum(mad, floor)
+    out = out if signed else np.abs(out)
     out[~enough] = np.nan
     return out
 
