@@ -33,22 +33,12 @@ ON_CLICKHOUSE = settings.JOINTLINE_STORE_BACKEND == "clickhouse"
 # ClickHouse those tables stay empty); the tests below check the same through the store.
 ON_CLICKHOUSE_TESTS = [
     "tests/timeline/test_store_contract.py",
-    "--deselect",
-    "tests/timeline/test_store_contract.py::test_writing_the_same_batch_twice_stores_nothing_the_second_time",
-    "--deselect",
-    "tests/timeline/test_store_contract.py::test_events_keep_their_text_and_labels_exactly",
-    "--deselect",
-    "tests/timeline/test_store_contract.py::test_event_labels_that_spell_an_escape_are_stored_as_sent",
     "tests/timeline/test_read_api.py",
     "tests/ingest/test_push_api.py",
     "tests/timeline/test_alignment_store.py",
     "--deselect",
     "tests/timeline/test_alignment_store.py::"
     "test_a_correction_moves_samples_between_buckets_and_leaves_stored_times_alone",
-    "--deselect",
-    "tests/timeline/test_alignment_store.py::test_event_times_are_shifted_in_what_the_viewer_gets",
-    "--deselect",
-    "tests/timeline/test_alignment_store.py::test_a_drifting_event_is_shifted_exactly_as_its_samples_would_be",
     "tests/timeline/test_alignment_api.py",
     "tests/test_leaks.py",
     "tests/timeline/test_alignment_scenario.py",
