@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from django.db import connection
 
 from core.records import SeriesBlock
 from orgs.access import Scope
@@ -77,9 +76,8 @@ def test_a_correction_moves_samples_between_buckets_and_leaves_stored_times_alon
     shifted = lane(scope_of(org_a), series.pk, start=T0 - MINUTE)
     assert shifted.bucket == [0, 1, 2] and shifted.count == [2, 4, 2]
     assert shifted.min == [0.0, 2.0, 6.0]
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT MIN(ts), MAX(ts) FROM timeline_sample WHERE series_id = %s", [series.pk])
-        assert cursor.fetchone() == (T0, T0 + 105 * S)
+    stored = get_store().sample_times([series.pk], start=T0 - HOUR, end=T0 + HOUR)[series.pk]
+    assert (int(stored.min()), int(stored.max()), len(stored)) == (T0, T0 + 105 * S, 8)
 
 
 def test_reading_with_align_off_or_a_switched_off_correction_shows_the_data_as_sent(org_a):

@@ -36,9 +36,6 @@ ON_CLICKHOUSE_TESTS = [
     "tests/timeline/test_read_api.py",
     "tests/ingest/test_push_api.py",
     "tests/timeline/test_alignment_store.py",
-    "--deselect",
-    "tests/timeline/test_alignment_store.py::"
-    "test_a_correction_moves_samples_between_buckets_and_leaves_stored_times_alone",
     "tests/timeline/test_alignment_api.py",
     "tests/test_leaks.py",
     "tests/timeline/test_alignment_scenario.py",
