@@ -127,13 +127,10 @@ class Command(BaseCommand):
 
 def _postgres_store():
     """The Django database's own store, which must be PostgreSQL's (the copy reads its tables)."""
-    store = get_store()
-    source = store.relational if isinstance(store, ClickHouseStore) else store
-    if source.vendor != "postgresql":
-        raise CommandError(
-            f"the copy reads the samples and events of PostgreSQL; the Django database is {source.vendor}"
-        )
-    return source
+    try:
+        return store_copy.copy_source(get_store())
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _organisations(slugs: list[str] | None) -> dict[int, str]:

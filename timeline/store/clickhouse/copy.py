@@ -61,6 +61,17 @@ class Count:
         return self.postgres == self.clickhouse
 
 
+def copy_source(store) -> object:
+    """The store a copy reads from: the Django database's own (behind ClickHouse's, where that is the
+    store in force), which must be PostgreSQL's, as the copy reads its tables; ValueError otherwise."""
+    source = store.relational if isinstance(store, ClickHouseStore) else store
+    if source.vendor != "postgresql":
+        raise ValueError(
+            f"the copy reads the samples and events of PostgreSQL; the Django database is {source.vendor}"
+        )
+    return source
+
+
 def org_series(org_id: int) -> list[int]:
     """The ids of the organisation's series, ascending."""
     return list(Series.unscoped.filter(org_id=org_id).order_by("pk").values_list("pk", flat=True))
