@@ -1,6 +1,7 @@
 """What a test needs to run the project's own processes (gunicorn, Celery, ``manage.py``) or another
-program beside it: a free port, the test database's URL, a production process environment, and the
-rule for a program that is not installed (skip, except under ``CI=true``, where it fails).
+program beside it: a free port, the test database's URL, a production process environment, the
+rule for a program that is not installed (skip, except under ``CI=true``, where it fails), and tests
+run again in a pytest process of their own with other settings (another database or store backend).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -62,3 +64,18 @@ def not_installed(reason: str) -> NoReturn:
     if CI:
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def pytest_in_subprocess(tests: list[str], env: dict[str, str], *, timeout_s: float) -> None:
+    """Run ``tests`` (paths and pytest options) in a pytest process of their own with ``env`` over this
+    one's environment, from the project root; fails with the end of its output unless they pass."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout

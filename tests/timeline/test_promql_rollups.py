@@ -16,10 +16,6 @@ The main run uses PostgreSQL; :func:`test_the_same_holds_on_sqlite` runs this fi
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,10 +25,10 @@ from django.test.utils import CaptureQueriesContext, override_settings
 
 from core.records import Batch, SeriesBlock
 from tests.conftest import bearer_client
+from tests.processes import pytest_in_subprocess
 from timeline.store import get_store
 
 pytestmark = pytest.mark.django_db
-ROOT = Path(__file__).resolve().parents[2]
 API = "/prometheus/api/v1/query_range"
 T0_S = 1_781_481_600  # 2026-06-15T00:00:00Z
 HOURS = 4
@@ -238,17 +234,8 @@ def test_series_scraped_once_a_minute_read_raw_samples(org_a, read_token_a):
     not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"), reason="already on SQLite"
 )
 def test_the_same_holds_on_sqlite(tmp_path):
-    env = {**os.environ, "JOINTLINE_TEST_DATABASE_URL": f"sqlite:///{tmp_path / 'promql.sqlite3'}"}
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout
+    database = f"sqlite:///{tmp_path / 'promql.sqlite3'}"
+    pytest_in_subprocess([__file__], {"JOINTLINE_TEST_DATABASE_URL": database}, timeout_s=900)
 
 
 def _nodes(metric: str, count: int, *, seed: int = 9) -> list[SeriesBlock]:

@@ -7,11 +7,6 @@ size report."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from django.conf import settings
@@ -23,11 +18,11 @@ from ingest.models import BatchStatus, IngestBatch
 from ingest.services import batch_accept, batch_apply
 from orgs.access import Scope
 from orgs.services import grant_create
+from tests.processes import pytest_in_subprocess
 from timeline.models import Event, Series, Source
 from timeline.store import ReadHints, get_store
 from timeline.store.base import DAY_US
 
-ROOT = Path(__file__).resolve().parents[2]
 ON_CLICKHOUSE = settings.JOINTLINE_STORE_BACKEND == "clickhouse"
 # Run whole on ClickHouse: every check in them reads through the store, never the Django database's
 # sample or event table (on ClickHouse those stay empty).
@@ -55,20 +50,10 @@ S = 1_000_000
 def test_the_store_contract_lanes_and_leak_test_pass_with_samples_events_and_rollups_in_clickhouse(tmp_path):
     pytest.importorskip("chdb", reason="the embedded ClickHouse engine is the clickhouse-embedded extra")
     env = {
-        **os.environ,
         "JOINTLINE_STORE_BACKEND": "clickhouse",
         "JOINTLINE_CLICKHOUSE_URL": f"chdb://{tmp_path / 'clickhouse'}",
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ON_CLICKHOUSE_TESTS],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout
+    pytest_in_subprocess(ON_CLICKHOUSE_TESTS, env, timeout_s=1500)
 
 
 on_clickhouse = pytest.mark.skipif(not ON_CLICKHOUSE, reason="runs in the ClickHouse subprocess above")

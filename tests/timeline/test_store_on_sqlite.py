@@ -1,15 +1,11 @@
 """The store contract and everything whose SQL differs by engine, run again on the embedded SQLite
 backend (the main run uses PostgreSQL)."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from django.conf import settings
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.processes import pytest_in_subprocess
+
 ENGINE_SENSITIVE_TESTS = [
     "tests/timeline/test_store_contract.py",
     "tests/timeline/test_read_api.py",
@@ -24,14 +20,5 @@ ENGINE_SENSITIVE_TESTS = [
     not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"), reason="already on SQLite"
 )
 def test_the_store_contract_and_query_time_corrections_pass_on_sqlite(tmp_path):
-    env = {**os.environ, "JOINTLINE_TEST_DATABASE_URL": f"sqlite:///{tmp_path / 'contract.sqlite3'}"}
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ENGINE_SENSITIVE_TESTS],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout
+    database = f"sqlite:///{tmp_path / 'contract.sqlite3'}"
+    pytest_in_subprocess(ENGINE_SENSITIVE_TESTS, {"JOINTLINE_TEST_DATABASE_URL": database}, timeout_s=900)
