@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from ingest.scenario import ScenarioConfig, generate  # noqa: E402
 from timeline.clock import anchors  # noqa: E402
 from timeline.clock import estimators as est  # noqa: E402
+from timeline.clock.rules import clock_rules  # noqa: E402
 
 S = 1_000_000
 REFERENCE = ("infra",)
@@ -95,7 +96,7 @@ def corrected(stamp: anchors.Stamp, estimates: list[est.Estimate]) -> int:
 
 
 def ordering(stamps: list[anchors.Stamp], estimates: list[est.Estimate] | None) -> list[anchors.Pair]:
-    rule = next(r for r in anchors.ANCHOR_RULES if r.name == "session_to_rank")
+    rule = next(r for r in clock_rules().anchor_rules if r.name == "session_to_rank")
     shown = stamps
     if estimates is not None:
         shown = [

@@ -237,6 +237,9 @@ JOINTLINE_ORDERING_CACHE_S = env_float("JOINTLINE_ORDERING_CACHE_S", 60.0, minim
 # A JSON file replacing sections of the default-lane rules (timeline/lanes/rules.py); "": the shipped
 # timeline/lanes/defaults.json.
 JOINTLINE_DEFAULT_LANES_FILE = env_str("JOINTLINE_DEFAULT_LANES_FILE", "")
+# A JSON file replacing sections of the clock rules: anchor events, restart events, reference
+# organisations, signals that move together (timeline/clock/rules.py); "": timeline/clock/rules.json.
+JOINTLINE_CLOCK_RULES_FILE = env_str("JOINTLINE_CLOCK_RULES_FILE", "")
 # Where samples, events and rollups live: "" in the Django database's own store, "clickhouse" in ClickHouse at
 # JOINTLINE_CLICKHOUSE_URL (http(s)://user:password@host:8123/database, or chdb:///path in-process).
 JOINTLINE_STORE_BACKEND = env_str("JOINTLINE_STORE_BACKEND", "")

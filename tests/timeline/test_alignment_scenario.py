@@ -13,9 +13,10 @@ from orgs.access import Scope
 from orgs.models import Organization, Role
 from orgs.services import organization_create, user_create
 from tests.conftest import PASSWORD
-from timeline.clock import anchors, estimation
+from timeline.clock import estimation
 from timeline.clock import model as clock_model
 from timeline.clock import services as clock_services
+from timeline.clock.rules import clock_rules
 from timeline.store import get_store
 
 S = 1_000_000
@@ -78,7 +79,7 @@ def test_applied_estimates_restore_the_order_of_every_nodes_session_start_and_fi
         for estimate in estimates:
             if estimate.org == slug and not estimate.bound:
                 clock_services.clock_correction_apply(user=user, estimate=estimate, source=estimate.source)
-    rules = [r for r in anchors.ANCHOR_RULES if r.name == "session_to_rank"]
+    rules = [r for r in clock_rules().anchor_rules if r.name == "session_to_rank"]
     corrected = estimation.ordering_violations(Scope.system(), start=start, end=end, rules=rules, limit=1000)
     assert corrected["violations"] == [] and corrected["checked"] > 800
     scope = Scope.system()

@@ -3,7 +3,8 @@
 An agent stamps a moment with its own clock: ``stamped = true + error``. An :class:`AnchorRule` names
 two events that record one moment (the scheduler spawning a node's workers and the first worker's
 "rank started" log) with a causal delay between them; :func:`anchor_pairs` pairs the stamps by the
-rules. No database, no Django.
+rules. The rules themselves are data (:mod:`timeline.clock.rules`). No database; Django's settings
+only to find the rules in force when none are passed.
 """
 
 from __future__ import annotations
@@ -54,47 +55,6 @@ class AnchorRule:
         return None
 
 
-ANCHOR_RULES: tuple[AnchorRule, ...] = (
-    AnchorRule(
-        "launch_to_rank",
-        ("scheduler", "workers_launched"),
-        ("application", "rank_start"),
-        (("node", "node"),),
-        (("session", "session"),),
-        description="the scheduler's node agent spawns a node's first worker; the worker logs "
-        "'rank N started' right away",
-    ),
-    AnchorRule(
-        "session_to_job_stats",
-        ("scheduler", "session"),
-        ("gpu", "job_stats_started"),
-        (("node", "node"),),
-        (("session", "job"),),
-        description="the scheduler's prolog on a node starts DCGM job statistics as the session starts",
-    ),
-    AnchorRule(
-        "session_to_rank",
-        ("scheduler", "session"),
-        ("application", "rank_start"),
-        (("node", "node"),),
-        (("session", "session"),),
-        max_delay_us=15 * 60 * S,
-        estimate=False,
-        description="the scheduler's session start on a node precedes the application's first rank there",
-    ),
-    AnchorRule(
-        "xid_to_failure",
-        ("gpu", "xid"),
-        ("scheduler", "session_failed"),
-        (("node", "culprit"),),
-        max_delay_us=10 * 60 * S,
-        estimate=False,
-        pick="nearest",
-        description="a GPU's XID error precedes the scheduler failing the session it broke",
-    ),
-)
-
-
 @dataclass(frozen=True)
 class Pair:
     rule: AnchorRule
@@ -116,11 +76,16 @@ class Pair:
         return max(0, self.rule.min_delay_us - self.diff_us)
 
 
-def anchor_pairs(stamps: Iterable[Stamp], rules: Sequence[AnchorRule] = ANCHOR_RULES) -> list[Pair]:
-    """Pairs of every rule among ``stamps``: each earlier event with a later event of the same join keys
+def anchor_pairs(stamps: Iterable[Stamp], rules: Sequence[AnchorRule] | None = None) -> list[Pair]:
+    """Pairs of every rule (by default the rules in force, :func:`timeline.clock.rules.clock_rules`)
+    among ``stamps``: each earlier event with a later event of the same join keys
     within the rule's delay widened by :data:`SEARCH_US` both ways. Of those, the ones whose ``match``
     keys agree (the first, or the nearest to the expected delay); where the keys are not shown, the
     first from :data:`UNMATCHED_LOOKBACK_US` before the earlier event on."""
+    if rules is None:
+        from timeline.clock.rules import clock_rules  # the rules file is read through Django's settings
+
+        rules = clock_rules().anchor_rules
     by_kind: dict[tuple[str, str], list[Stamp]] = defaultdict(list)
     for stamp in stamps:
         by_kind[(stamp.signal, stamp.name)].append(stamp)

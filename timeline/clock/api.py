@@ -24,6 +24,7 @@ from orgs.api_base import QueryAPIView, ScopedPageMixin
 from timeline import api_params
 from timeline.api_params import InstantField, WindowQuery
 from timeline.clock import estimation, model, services
+from timeline.clock.rules import clock_rules
 from timeline.models import ClockCorrection
 from timeline.selectors import QueryError, Window
 
@@ -189,7 +190,7 @@ class ClockEstimateView(QueryAPIView):
 
 def _reference(value) -> tuple[str, ...]:
     names = tuple(v.strip() for v in (value or "").split(",") if v.strip())
-    return names or estimation.REFERENCE_ORGS
+    return names or clock_rules().reference_orgs
 
 
 class ClockOrderingView(QueryAPIView):

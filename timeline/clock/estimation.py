@@ -19,12 +19,11 @@ from timeline import presenters
 from timeline.clock import anchors
 from timeline.clock import estimators as est
 from timeline.clock.model import clock_for, clock_state, read_hints, use_clock
+from timeline.clock.rules import SignalPair, clock_rules
 from timeline.models import ClockCorrection, Event, Series
 from timeline.store import get_store
 from timeline.store.hints import ReadHints
 
-REFERENCE_ORGS: tuple[str, ...] = ("infra",)  # whose clock the estimates are relative to, by default
-RESTART_EVENTS: tuple[str, ...] = ("boot",)  # events that date a node's clock step (syslog "booted")
 ORDERING_EVENT_LIMIT = 20_000
 
 
@@ -75,7 +74,7 @@ def ordering_violations(
     *,
     start: int,
     end: int,
-    rules: Iterable[anchors.AnchorRule] = anchors.ANCHOR_RULES,
+    rules: Iterable[anchors.AnchorRule] | None = None,
     limit: int = 50,
 ) -> dict:
     """Known anchor pairs in ``[start, end)`` whose order, as the viewer sees it (with the request's clock
@@ -142,35 +141,14 @@ def ordering_violations(
 # --------------------------------------------------------------------------- estimating
 
 
-@dataclass
-class SignalPair:
-    """Two signals that must move together, for the lagged cross-correlation: per node, ``node_metric``
-    (a rate) against the fleet-level ``fleet_metric`` of another organisation."""
-
-    name: str
-    node_org: str
-    node_metric: str
-    node_labels: dict
-    fleet_org: str
-    fleet_metric: str
-
-
-SIGNAL_PAIRS: tuple[SignalPair, ...] = (
-    SignalPair(
-        "storage_nic_vs_array_read",
-        "cloudops",
-        "node_network_receive_bytes_total",
-        {"device": "ens2f0"},
-        "storage",
-        "storage_read_bytes_per_second",
-    ),
-)
-
-
-def anchor_stamps(scope: Scope, *, start: int, end: int, rules=anchors.ANCHOR_RULES) -> list[anchors.Stamp]:
+def anchor_stamps(
+    scope: Scope, *, start: int, end: int, rules: Iterable[anchors.AnchorRule] | None = None
+) -> list[anchors.Stamp]:
     """Every anchor event (and node restart) ``scope`` may read in ``[start, end)``, as stored."""
+    in_force = clock_rules()
+    rules = in_force.anchor_rules if rules is None else rules
     stamps = []
-    for event in _anchor_events(scope, start, end, rules, extra=RESTART_EVENTS):
+    for event in _anchor_events(scope, start, end, rules, extra=in_force.restart_events):
         presented = (
             None
             if (scope.is_system or event.org_id in scope.own_org_ids)
@@ -181,9 +159,10 @@ def anchor_stamps(scope: Scope, *, start: int, end: int, rules=anchors.ANCHOR_RU
 
 
 def restarts_of(stamps: Iterable[anchors.Stamp]) -> dict[str, list[int]]:
+    restart_events = clock_rules().restart_events
     out: dict[str, list[int]] = {}
     for stamp in stamps:
-        if stamp.name in RESTART_EVENTS and "node" in stamp.keys:
+        if stamp.name in restart_events and "node" in stamp.keys:
             out.setdefault(stamp.keys["node"], []).append(stamp.ts)
     return {node: sorted(times) for node, times in out.items()}
 
@@ -218,7 +197,7 @@ class Correlation:
 
 
 def xcorr_estimates(
-    scope: Scope, *, start: int, end: int, width: int = 1000, pairs: Iterable[SignalPair] = SIGNAL_PAIRS
+    scope: Scope, *, start: int, end: int, width: int = 1000, pairs: Iterable[SignalPair] | None = None
 ) -> list[Correlation]:
     """Per node, how far the node signal's clock leads the fleet signal's, from the lagged correlation on
     the view's grid (``width`` buckets, empty buckets left empty), read with corrections off."""
@@ -227,7 +206,7 @@ def xcorr_estimates(
     n = -(-(end - start) // step)
     out = []
     with use_clock(scope, aligned=False):
-        for pair in pairs:
+        for pair in clock_rules().signal_pairs if pairs is None else pairs:
             fleet = (
                 Series.objects.scoped(scope)
                 .filter(org__slug=pair.fleet_org, metric=pair.fleet_metric)
@@ -269,11 +248,14 @@ def estimate_clocks(
     *,
     start: int,
     end: int,
-    reference_orgs: Iterable[str] = REFERENCE_ORGS,
+    reference_orgs: Iterable[str] | None = None,
     receive_times: bool = True,
 ) -> list[est.Estimate]:
-    """Anchor estimates of every agent ``scope`` can pair with the reference organisations in
-    ``[start, end)``, then receive-time bounds of the viewer's own agents."""
+    """Anchor estimates of every agent ``scope`` can pair with the reference organisations (by
+    default the rules' ``reference_orgs``) in ``[start, end)``, then receive-time bounds of the
+    viewer's own agents."""
+    if reference_orgs is None:
+        reference_orgs = clock_rules().reference_orgs
     stamps = anchor_stamps(scope, start=start, end=end)
     pairs = anchors.anchor_pairs(stamps)
     found = est.estimate_from_anchors(pairs, reference_orgs=reference_orgs, restarts=restarts_of(stamps))

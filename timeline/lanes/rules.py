@@ -25,14 +25,13 @@ raises :class:`LaneRulesError` naming the file, the field and the reason.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
+
+from core import rulefiles
 
 SHIPPED = Path(__file__).with_name("defaults.json")
 SECTIONS = ("max_lanes", "capacity_pairs", "capacity_names", "lanes", "titles")
@@ -47,7 +46,7 @@ RULE_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-class LaneRulesError(ValueError):
+class LaneRulesError(rulefiles.RulesFileError):
     pass
 
 
@@ -75,105 +74,42 @@ class LaneRules:
 def lane_rules() -> LaneRules:
     """The rules in force: the shipped file, with the sections of ``JOINTLINE_DEFAULT_LANES_FILE``
     (when set) replacing its own. Read again when a file changes (path and modification time)."""
-    path = getattr(settings, "JOINTLINE_DEFAULT_LANES_FILE", None) or ""
-    files = [SHIPPED, Path(path)] if path else [SHIPPED]
-    versions = []
-    for file in files:
-        try:
-            versions.append((str(file), os.stat(file).st_mtime_ns))
-        except OSError as exc:
-            raise LaneRulesError(f"default lanes file {str(file)!r} cannot be read: {exc}") from None
-    return _rules_of(tuple(versions))
+    override = getattr(settings, "JOINTLINE_DEFAULT_LANES_FILE", None) or ""
+    return rulefiles.rules_in_force(SHIPPED, override, SECTIONS, build=rules_from, error=LaneRulesError)
 
 
-@lru_cache(maxsize=4)
-def _rules_of(versions: tuple[tuple[str, int], ...]) -> LaneRules:
-    document: dict = {}
-    for path, _ in versions:
-        document.update(read_rules_file(path))
-    return rules_from(document, where=versions[-1][0])
-
-
-def read_rules_file(path: str | os.PathLike) -> dict:
-    """The sections of one rules file, checked to be known (their contents are checked together)."""
-    try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LaneRulesError(f"default lanes file {str(path)!r} cannot be read: {exc}") from None
-    if not isinstance(document, dict):
-        raise LaneRulesError(f"{path}: must hold a JSON object with sections {', '.join(SECTIONS)}")
-    unknown = sorted(set(document) - set(SECTIONS))
-    if unknown:
-        raise LaneRulesError(f"{path}: {unknown[0]}: unknown section; known: {', '.join(SECTIONS)}")
-    return document
-
-
-def rules_from(document: dict, *, where: str) -> LaneRules:
+def rules_from(document: dict, where: str) -> LaneRules:
     """:class:`LaneRules` of a document holding every section; raises :class:`LaneRulesError`."""
-    missing = [name for name in SECTIONS if name not in document]
-    if missing:
-        raise LaneRulesError(f"{where}: {missing[0]}: missing")
+    check = rulefiles.Fields(where, LaneRulesError)
+    check.sections(document, SECTIONS)
     max_lanes = document["max_lanes"]
     if not isinstance(max_lanes, int) or isinstance(max_lanes, bool) or max_lanes < 0:
-        raise LaneRulesError(f"{where}: max_lanes: must be a whole number, 0 or more")
+        raise check.fail("max_lanes", "must be a whole number, 0 or more")
+    items = check.items(document["lanes"], "lanes")
     return LaneRules(
         max_lanes=max_lanes,
-        capacity_pairs=_names(document["capacity_pairs"], "capacity_pairs", where),
-        capacity_names=_pattern(document["capacity_names"], "capacity_names", where),
-        lanes=tuple(
-            _rule(item, f"lanes[{i}]", where) for i, item in enumerate(_list(document, "lanes", where))
-        ),
-        titles=_names(document["titles"], "titles", where),
+        capacity_pairs=check.text_map(document["capacity_pairs"], "capacity_pairs"),
+        capacity_names=check.pattern(document["capacity_names"], "capacity_names"),
+        lanes=tuple(_rule(check, item, f"lanes[{i}]") for i, item in enumerate(items)),
+        titles=check.text_map(document["titles"], "titles"),
     )
 
 
-def _list(document: dict, name: str, where: str) -> list:
-    value = document[name]
-    if not isinstance(value, list):
-        raise LaneRulesError(f"{where}: {name}: must be a list")
-    return value
-
-
-def _names(value, name: str, where: str) -> dict[str, str]:
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise LaneRulesError(f"{where}: {name}: must be an object of metric names to text")
-    return dict(value)
-
-
-def _pattern(value, name: str, where: str) -> re.Pattern:
-    if not isinstance(value, str):
-        raise LaneRulesError(f"{where}: {name}: must be a regular expression (text)")
-    try:
-        return re.compile(value)
-    except re.error as exc:
-        raise LaneRulesError(f"{where}: {name}: not a regular expression: {exc}") from None
-
-
-def _strings(value, name: str, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise LaneRulesError(f"{where}: {name}: must be a list of names")
-    return tuple(value)
-
-
-def _rule(item, name: str, where: str) -> LaneRule:
+def _rule(check: rulefiles.Fields, item, name: str) -> LaneRule:
     if not isinstance(item, dict) or item.get("rule") not in RULE_KEYS:
-        raise LaneRulesError(f"{where}: {name}.rule: must be one of {', '.join(RULE_KEYS)}")
+        raise check.fail(f"{name}.rule", f"must be one of {', '.join(RULE_KEYS)}")
     kind = item["rule"]
     allowed = RULE_KEYS[kind]
     unknown = sorted(set(item) - {"rule", *allowed})
     if unknown:
-        raise LaneRulesError(f"{where}: {name}.{unknown[0]}: not a key of a {kind} rule")
+        raise check.fail(f"{name}.{unknown[0]}", f"not a key of a {kind} rule")
     missing = [key for key in allowed if key not in item]
     if missing:
-        raise LaneRulesError(f"{where}: {name}.{missing[0]}: missing")
+        raise check.fail(f"{name}.{missing[0]}", "missing")
     signal = item.get("signal", "")
     if "signal" in allowed and (not isinstance(signal, str) or not signal):
-        raise LaneRulesError(f"{where}: {name}.signal: must be a signal name")
-    metrics = tuple(
-        _pattern(p, f"{name}.metrics[{i}]", where)
-        for i, p in enumerate(
-            _strings(item.get("metrics", []), f"{name}.metrics", where) if "metrics" in allowed else ()
-        )
-    )
-    signals = _strings(item["signals"], f"{name}.signals", where) if "signals" in allowed else ()
+        raise check.fail(f"{name}.signal", "must be a signal name")
+    patterns = check.names(item["metrics"], f"{name}.metrics") if "metrics" in allowed else ()
+    metrics = tuple(check.pattern(p, f"{name}.metrics[{i}]") for i, p in enumerate(patterns))
+    signals = check.names(item["signals"], f"{name}.signals") if "signals" in allowed else ()
     return LaneRule(rule=kind, signal=signal, signals=signals, metrics=metrics)

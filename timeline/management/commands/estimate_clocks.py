@@ -6,6 +6,7 @@ from core.timeparse import format_rfc3339
 from orgs.access import Scope
 from timeline.clock import estimation
 from timeline.clock import services as clock_services
+from timeline.clock.rules import clock_rules
 from timeline.selectors import QueryError, Window
 
 
@@ -19,7 +20,11 @@ class Command(BaseCommand):
         parser.add_argument("--from", dest="start", default="now-24h", help="RFC 3339, epoch or now-24h")
         parser.add_argument("--to", dest="end", default="now")
         parser.add_argument("--org", help="estimate from what this organisation may read (default: all data)")
-        parser.add_argument("--reference", default=",".join(estimation.REFERENCE_ORGS))
+        parser.add_argument(
+            "--reference",
+            default="",
+            help="organisation slugs, comma-separated (default: the clock rules')",
+        )
         parser.add_argument("--xcorr", action="store_true", help="also correlate signals that move together")
         parser.add_argument("--apply", action="store_true")
         parser.add_argument("--as", dest="username", help="the analyst or admin who applies")
@@ -31,6 +36,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         scope = self._scope(options)
         reference = tuple(r.strip() for r in options["reference"].split(",") if r.strip())
+        reference = reference or clock_rules().reference_orgs
         found = estimation.best_estimates(
             estimation.estimate_clocks(scope, start=window.start, end=window.end, reference_orgs=reference)
         )
