@@ -84,7 +84,7 @@ def ordering_violations(
     A pair counts when its shown gap is below the rule's least delay by more than the uncertainty of
     the corrections applied to it. Returns ``{"checked": n pairs, "violations": [...]}``."""
     scope = require_scope(scope)
-    rules = tuple(rules)
+    rules = tuple(clock_rules().anchor_rules if rules is None else rules)
     model = clock_for(scope)
     margin = anchors.SEARCH_US + max(r.max_delay_us for r in rules)
     stamps = []
