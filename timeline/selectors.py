@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -16,8 +16,7 @@ from orgs.models import Level
 from timeline.clock.model import read_hints
 from timeline.models import Event, Series
 from timeline.presenters import present_series, unshared_summary
-from timeline.store import LaneBuckets, ReadHints, get_store
-from timeline.store.hints import grid_origin, nice_step
+from timeline.store import ReadHints, get_store
 
 _RELATIVE = re.compile(r"now(?:-([0-9]{1,12})([smhdw]))?")
 _UNIT_US = {"s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000, "w": 604_800_000_000}
@@ -96,49 +95,6 @@ def series_list(
     return series.order_by("org__slug", "signal", "metric", "labels_key")
 
 
-@dataclass(frozen=True)
-class Lane:
-    series: Series
-    step: int
-    start: int
-    fn: str
-    buckets: LaneBuckets
-
-
-def lanes_read(
-    scope: Scope, *, series_ids: list[int], window: Window, width: int, fn: str = "auto"
-) -> list[Lane]:
-    """Per-series buckets over ``window``, at most ``width`` buckets (each with min and max, so a
-    single-sample spike stays visible). ``fn``: ``auto`` (rate for counters, value for gauges),
-    ``rate`` or ``value``."""
-    scope = require_scope(scope)
-    if width < 1 or width > settings.JOINTLINE_LANE_MAX_WIDTH:
-        raise QueryError("width", f"must be between 1 and {settings.JOINTLINE_LANE_MAX_WIDTH}")
-    if fn not in ("auto", "rate", "value"):
-        raise QueryError("fn", "must be auto, rate or value")
-    step = nice_step(max(1, math.ceil((window.end - window.start) / width)))
-    window = Window(grid_origin(window.start, step), window.end)
-    series = {s.pk: s for s in series_list(scope).filter(pk__in=series_ids)}
-    store = get_store()
-    wanted_rate = {sid for sid, s in series.items() if fn == "rate" or (fn == "auto" and s.kind == "counter")}
-    lanes: dict[int, LaneBuckets] = {}
-    for ids, fn in ((sorted(wanted_rate), "rate"), (sorted(set(series) - wanted_rate), "value")):
-        if ids:
-            hints = read_hints(scope, start=window.start, end=window.end, step=step, fn=fn)
-            lanes.update(store.select_buckets(scope, ids, hints).per_series())
-    return [
-        Lane(
-            series=series[sid],
-            step=step,
-            start=window.start,
-            fn="rate" if sid in wanted_rate else "value",
-            buckets=lanes[sid],
-        )
-        for sid in series_ids
-        if sid in series
-    ]
-
-
 SEVERITY_ORDER = ("debug", "info", "notice", "warning", "error", "critical")
 
 
@@ -190,8 +146,9 @@ def visible_text_match(scope: Scope, text: str) -> Q:
 
 def warroom_catalogue(scope: Scope, *, window: Window, series_ids: list[int] | None = None) -> dict:
     """What the viewer may draw: series groups (with the lane kinds each allows), event families in
-    ``window``, and the default lanes chosen by rules over both."""
-    from timeline.lanes import busiest_label_value, default_specs, pair_capacities, series_groups
+    ``window``, and the default lanes (:func:`timeline.lanes.default_lanes`: the same whatever the
+    window, so an empty window opens on the lanes a busy one does)."""
+    from timeline.lanes import default_lanes, pair_capacities, series_groups
 
     scope = require_scope(scope)
     groups = series_groups(scope)
@@ -199,11 +156,8 @@ def warroom_catalogue(scope: Scope, *, window: Window, series_ids: list[int] | N
     orgs = {org.pk: org for org in scope.organizations()}
     slugs = {pk: org.slug for pk, org in orgs.items()}
     pairs = pair_capacities(groups)
-
-    def busiest(group, label):
-        return busiest_label_value(scope, group, label, start=window.start, end=window.end)
-
-    defaults = default_specs(groups, families, slugs, busiest=busiest)
+    # The defaults present only series this catalogue presents already: their reads are not noted twice.
+    defaults = default_lanes(dataclasses.replace(scope, reads=[]), groups=groups)
     return {
         "organizations": [
             {"slug": org.slug, "name": org.name, "colour": org.colour}
