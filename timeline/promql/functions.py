@@ -173,13 +173,7 @@ def _label_replace(args, times) -> Vector:
         if match is None:
             labels.append(dict(row))
             continue
-        changed = dict(row)
-        value = _go_expand(replacement, match)
-        if value:
-            changed[destination] = value
-        else:
-            changed.pop(destination, None)
-        labels.append(changed)
+        labels.append(_with_label(row, destination, _go_expand(replacement, match)))
     return Vector(labels, vector.values.copy(), vector.present.copy())
 
 
@@ -191,14 +185,18 @@ def _label_join(args, times) -> Vector:
         raise BadData(f'invalid destination label name in label_join(): "{destination}"')
     labels = []
     for row in vector.labels:
-        changed = dict(row)
-        value = separator.join(row.get(name, "") for name in sources)
-        if value:
-            changed[destination] = value
-        else:
-            changed.pop(destination, None)
-        labels.append(changed)
+        labels.append(_with_label(row, destination, separator.join(row.get(name, "") for name in sources)))
     return Vector(labels, vector.values.copy(), vector.present.copy())
+
+
+def _with_label(row: dict, name: str, value: str) -> dict:
+    """A copy of ``row`` with label ``name`` set to ``value``; an empty value removes it (Prometheus)."""
+    changed = dict(row)
+    if value:
+        changed[name] = value
+    else:
+        changed.pop(name, None)
+    return changed
 
 
 def bucket_quantile(phi: float, buckets: list[tuple[float, float]]) -> float:
