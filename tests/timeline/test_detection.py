@@ -18,7 +18,7 @@ from orgs.access import Scope
 from orgs.models import Organization, Role
 from orgs.services import grant_create, organization_create, user_create
 from tests.conftest import PASSWORD
-from timeline.analysis import detection
+from timeline.analysis import detection, layers
 from timeline.store import get_store
 
 S = 1_000_000
@@ -36,7 +36,7 @@ def test_rolling_change_measures_each_value_against_the_window_before_it():
     rng = np.random.default_rng(1)
     rows = 50 + rng.normal(0, 0.5, (3, 60))
     rows[1, 40:] += 10
-    scores = detection.rolling_change(rows, window=30, floor=0.1)
+    scores = layers.rolling_change(rows, window=30, floor=0.1)
     assert np.isnan(scores[:, :10]).all()  # not a third of the window yet
     assert scores[1, 40] > 8 and np.nanmax(np.delete(scores, 1, axis=0)) < 6
 
@@ -44,26 +44,26 @@ def test_rolling_change_measures_each_value_against_the_window_before_it():
 def test_group_scale_never_lets_a_mostly_constant_group_divide_by_zero():
     residual = np.zeros((10, 50))
     residual[3, 20] = 40.0
-    assert detection.group_scale(residual) > 0.1
-    assert detection.group_scale(np.zeros((4, 4))) == 1.0
+    assert layers.group_scale(residual) > 0.1
+    assert layers.group_scale(np.zeros((4, 4))) == 1.0
 
 
 def test_persistence_drops_a_one_bucket_flicker():
     scores = np.array([0, 9, 0, 9, 9, 9, 0], dtype=float)
-    assert np.nan_to_num(detection.persistent(scores, 2)).tolist() == [0, 0, 0, 0, 9, 9, 0]
+    assert np.nan_to_num(layers.persistent(scores, 2)).tolist() == [0, 0, 0, 0, 9, 9, 0]
 
 
 def test_cusum_accumulates_a_small_persistent_deviation_and_forgets_noise():
-    noise = detection.cusum_scores(np.array([1.0, 0.5, 1.5, 0.0] * 5), slack=2.0)
-    drift = detection.cusum_scores(np.full(20, 3.0), slack=2.0)
+    noise = layers.cusum_scores(np.array([1.0, 0.5, 1.5, 0.0] * 5), slack=2.0)
+    drift = layers.cusum_scores(np.full(20, 3.0), slack=2.0)
     assert noise.max() == 0 and drift[-1] == pytest.approx(20.0)
 
 
 def test_a_series_that_stops_reporting_while_its_peers_go_on_is_a_gap():
     counts = np.array([1, 1, 1, 0, 0, 0, 0, 1])
-    gaps = detection.gap_scores(counts, np.ones(8), buckets=3)
+    gaps = layers.gap_scores(counts, np.ones(8), buckets=3)
     assert gaps.tolist() == [0, 0, 0, 0, 0, 1, 1, 0]
-    assert detection.gap_scores(np.zeros(8), np.ones(8), buckets=3).max() == 0  # never reported
+    assert layers.gap_scores(np.zeros(8), np.ones(8), buckets=3).max() == 0  # never reported
 
 
 def test_fusion_needs_k_of_n_families_and_keeps_a_cooldown():
@@ -90,7 +90,7 @@ def test_a_change_that_starts_on_two_entities_at_once_is_theirs_together():
     signed[[1, 2], 20:] = -30.0  # a two-node job ends on both at the same minute
     signed[3, 21:] = -30.0  # ... and a third one bucket later
     signed[4, 30:] = 30.0  # one node alone moves the other way
-    shared = detection.shared_onsets(signed, threshold=8, min_entities=2, spread=1)
+    shared = layers.shared_onsets(signed, threshold=8, min_entities=2, spread=1)
     assert shared[[1, 2, 3], 25].all() and shared[1, 20:].all()
     assert not shared[4].any() and not shared[0].any()
 
@@ -99,27 +99,27 @@ def test_a_change_on_one_entity_is_not_shared_by_a_peer_already_changed_the_same
     signed = np.zeros((4, 60))
     signed[0, 10:] = 40.0  # an earlier fault that stays
     signed[1, 40:] = 40.0  # a new one, starting alone
-    shared = detection.shared_onsets(signed, threshold=8, min_entities=2, spread=1)
+    shared = layers.shared_onsets(signed, threshold=8, min_entities=2, spread=1)
     assert not shared.any()
 
 
 def test_the_shared_onset_rule_is_off_with_a_cohort_of_one():
     signed = np.full((3, 10), 20.0)
-    assert not detection.shared_onsets(signed, threshold=8, min_entities=1, spread=1).any()
+    assert not layers.shared_onsets(signed, threshold=8, min_entities=1, spread=1).any()
 
 
 def test_an_entity_whose_series_all_stop_at_once_is_down_for_that_time_and_after():
     counts = np.ones((5, 30))
     counts[:, 10:14] = 0  # a reboot: every series silent for 4 buckets
     counts[0, 20:23] = 0  # one exporter missing a while: not an outage
-    down = detection.outages(counts, share=0.5, after=2)
+    down = layers.outages(counts, share=0.5, after=2)
     assert np.flatnonzero(down).tolist() == list(range(10, 16))
 
 
 def test_series_that_never_reported_do_not_make_an_entity_down():
     counts = np.zeros((4, 20))
     counts[0] = 1
-    assert not detection.outages(counts, share=0.5).any()
+    assert not layers.outages(counts, share=0.5).any()
 
 
 def _fleet(rng, entities=20, buckets=240):
@@ -147,9 +147,9 @@ def test_deviation_leaves_out_a_change_two_entities_start_together():
 
 def test_runs_bridge_short_pauses():
     mask = np.array([0, 1, 1, 0, 1, 0, 0, 0, 1], dtype=bool)
-    assert detection.runs(mask) == [(1, 3), (4, 5), (8, 9)]
-    assert detection.runs(mask, bridge=2) == [(1, 5), (8, 9)]
-    assert detection.run_starts(mask[None, :], bridge=2).tolist() == [[-2, 1, 1, -2, 1, -2, -2, -2, 8]]
+    assert layers.runs(mask) == [(1, 3), (4, 5), (8, 9)]
+    assert layers.runs(mask, bridge=2) == [(1, 5), (8, 9)]
+    assert layers.run_starts(mask[None, :], bridge=2).tolist() == [[-2, 1, 1, -2, 1, -2, -2, -2, 8]]
 
 
 def test_a_deviation_that_goes_on_is_one_detection_not_one_per_cooldown():

@@ -19,6 +19,10 @@ Invariants (the access rules of ``orgs.access``, applied here by construction):
 * every shown entry names its organisation and labels as the presenters show them (masked labels
   stay pseudonyms; only the series an entry shows are presented), and every scored entry of another
   organisation is noted for that organisation's audit.
+
+One module of about 800 lines on purpose: every read the ranking makes (series alone, fleet groups,
+event families, template bodies) is in it, so the invariants above can be checked in one file; the
+scoring itself is :mod:`timeline.analysis.scoring`, log templates :mod:`timeline.analysis.templates_mining`.
 """
 
 from __future__ import annotations
