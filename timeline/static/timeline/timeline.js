@@ -1591,17 +1591,7 @@ function bindIncidentControls() {
     if (!$("incident-form").hidden) $("incident-new-title").focus();
   });
   $("incident-cancel").addEventListener("click", () => toggleForm("incident-form", false));
-  $("incident-form").addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const title = $("incident-new-title").value.trim();
-    if (!title) return;
-    setStatus("opening the incident…");
-    try {
-      await createIncident(title);
-    } catch (error) {
-      setStatus(`incident not opened: ${error.message}`, true);
-    }
-  });
+  onTextSubmit("incident-form", "incident-new-title", "opening the incident…", "incident not opened", createIncident);
   $("annotate").addEventListener("click", () => {
     const open = $("annotate-form").hidden;
     toggleForm("annotate-form", open);
@@ -1619,18 +1609,26 @@ function bindIncidentControls() {
     $("annotate-time").value = new Date(Math.round(t)).toISOString();
     $("annotate-text").focus();
   });
-  $("annotate-form").addEventListener("submit", async (event) => {
+  onTextSubmit("annotate-form", "annotate-text", "annotating…", "annotation not added", async (text) => {
+    await addAnnotation(text, $("annotate-time").value.trim());
+    $("annotate-text").value = "";
+    toggleForm("annotate-form", false);
+    await refresh({ reason: "annotated" });
+  });
+}
+
+// A form of one text field: on submit, unless the text is blank, say `busy` and run `action(text)`;
+// a failure is said after `failed`.
+function onTextSubmit(formId, inputId, busy, failed, action) {
+  $(formId).addEventListener("submit", async (event) => {
     event.preventDefault();
-    const text = $("annotate-text").value.trim();
+    const text = $(inputId).value.trim();
     if (!text) return;
-    setStatus("annotating…");
+    setStatus(busy);
     try {
-      await addAnnotation(text, $("annotate-time").value.trim());
-      $("annotate-text").value = "";
-      toggleForm("annotate-form", false);
-      await refresh({ reason: "annotated" });
+      await action(text);
     } catch (error) {
-      setStatus(`annotation not added: ${error.message}`, true);
+      setStatus(`${failed}: ${error.message}`, true);
     }
   });
 }
