@@ -127,7 +127,7 @@ def main() -> None:
     scenario = generate(config)
     stamps = stamps_of(scenario)
     generated = time.perf_counter() - started
-    pairs = anchors.anchor_pairs(stamps)
+    pairs = anchors.anchor_pairs(stamps, clock_rules().anchor_rules)
     estimates = est.estimate_from_anchors(pairs, reference_orgs=REFERENCE, restarts=restarts_of(stamps))
     spent = time.perf_counter() - started - generated
     manifest = scenario.manifest

@@ -10,11 +10,17 @@ import pytest
 
 from timeline.clock import anchors
 from timeline.clock import estimators as est
+from timeline.clock.rules import clock_rules
 
 S = 1_000_000
 MINUTE = 60 * S
 HOUR = 3600 * S
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
+
+
+def pairs_of(stamps: list[anchors.Stamp]) -> list[anchors.Pair]:
+    """The anchor pairs of ``stamps`` by the shipped clock rules."""
+    return anchors.anchor_pairs(stamps, clock_rules().anchor_rules)
 
 
 def series(load_step_s: int, values: list[float], t0: int = 0) -> tuple[list[int], list[float]]:
@@ -227,7 +233,7 @@ def launches_and_ranks(
 
 def test_pairs_join_on_node_and_session():
     stamps = launches_and_ranks(sessions=2, nodes=3)
-    pairs = [p for p in anchors.anchor_pairs(stamps) if p.rule.name == "launch_to_rank"]
+    pairs = [p for p in pairs_of(stamps) if p.rule.name == "launch_to_rank"]
     assert len(pairs) == 6
     assert all(p.earlier.keys == p.later.keys and 5_000 <= p.diff_us <= 50_000 for p in pairs)
 
@@ -238,13 +244,13 @@ def test_only_the_first_later_event_of_a_key_pairs():
         stamp("modeldev", "rank_start", T0 + 30_000, "node-01", "s1"),
         stamp("modeldev", "rank_start", T0 + 600_000, "node-01", "s1"),
     ]
-    (pair,) = [p for p in anchors.anchor_pairs(stamps) if p.rule.name == "launch_to_rank"]
+    (pair,) = [p for p in pairs_of(stamps) if p.rule.name == "launch_to_rank"]
     assert pair.diff_us == 30_000
 
 
 def test_a_constant_offset_is_read_from_the_lower_envelope_within_the_delay():
     stamps = launches_and_ranks(error_us=lambda t: 2_700_000)
-    (estimate,) = est.estimate_from_anchors(anchors.anchor_pairs(stamps), reference_orgs=["infra"])
+    (estimate,) = est.estimate_from_anchors(pairs_of(stamps), reference_orgs=["infra"])
     assert (estimate.org, estimate.source, estimate.node) == ("modeldev", "agent", None)
     # Late by at most the anchors' delay, never early: a pair cannot arrive before its cause.
     assert 2_700_000 <= estimate.offset_us <= 2_700_000 + 20_000
@@ -253,14 +259,14 @@ def test_a_constant_offset_is_read_from_the_lower_envelope_within_the_delay():
 
 def test_the_median_would_be_biased_by_the_delay_but_the_envelope_is_not():
     stamps = launches_and_ranks(delay=(5_000, 2_000_000))
-    (estimate,) = est.estimate_from_anchors(anchors.anchor_pairs(stamps), reference_orgs=["infra"])
-    median = np.median([p.diff_us for p in anchors.anchor_pairs(stamps) if p.rule.estimate])
+    (estimate,) = est.estimate_from_anchors(pairs_of(stamps), reference_orgs=["infra"])
+    median = np.median([p.diff_us for p in pairs_of(stamps) if p.rule.estimate])
     assert median > 900_000 and estimate.offset_us < 250_000
 
 
 def test_a_drift_is_found_as_a_slope_through_the_envelope():
     stamps = launches_and_ranks(error_us=lambda t: round(40_000 * (t - T0) / HOUR), sessions=24)
-    (estimate,) = est.estimate_from_anchors(anchors.anchor_pairs(stamps), reference_orgs=["infra"])
+    (estimate,) = est.estimate_from_anchors(pairs_of(stamps), reference_orgs=["infra"])
     assert estimate.drift_us_per_hour == pytest.approx(40_000, abs=3_000)
     for t in (T0, T0 + 6 * HOUR, T0 + 12 * HOUR):
         assert abs(estimate.error_at(t) - 40_000 * (t - T0) / HOUR) < 30_000
@@ -268,7 +274,7 @@ def test_a_drift_is_found_as_a_slope_through_the_envelope():
 
 def test_no_drift_is_reported_where_there_is_none():
     stamps = launches_and_ranks(error_us=lambda t: -1_500_000, sessions=24)
-    (estimate,) = est.estimate_from_anchors(anchors.anchor_pairs(stamps), reference_orgs=["infra"])
+    (estimate,) = est.estimate_from_anchors(pairs_of(stamps), reference_orgs=["infra"])
     assert estimate.drift_us_per_hour == 0
 
 
@@ -280,7 +286,9 @@ def test_a_node_whose_clock_stepped_after_a_restart_is_found_and_dated_by_it():
 
     stamps = launches_and_ranks(error_us=lambda t: 2_700_000, node_error=node_error)
     estimates = est.estimate_from_anchors(
-        anchors.anchor_pairs(stamps), reference_orgs=["infra"], restarts={"node-07": [T0 + HOUR, restart]}
+        pairs_of(stamps),
+        reference_orgs=["infra"],
+        restarts={"node-07": [T0 + HOUR, restart]},
     )
     agent, node = estimates
     assert agent.node is None and abs(agent.offset_us - 2_700_000) < 20_000 and agent.pairs == 311
@@ -296,7 +304,7 @@ def test_a_node_fault_that_ends_is_bounded_on_both_sides():
         return 30_000_000 if node == "node-03" and T0 + 4 * HOUR <= t < T0 + 7 * HOUR else 0
 
     stamps = launches_and_ranks(node_error=node_error)
-    (_agent, node) = est.estimate_from_anchors(anchors.anchor_pairs(stamps), reference_orgs=["infra"])
+    (_agent, node) = est.estimate_from_anchors(pairs_of(stamps), reference_orgs=["infra"])
     assert node.node == "node-03" and abs(node.offset_us - 30_000_000) < 50_000
     assert T0 + 3 * HOUR + 30 * MINUTE <= node.valid_from <= T0 + 4 * HOUR + MINUTE
     assert T0 + 6 * HOUR + 30 * MINUTE <= node.valid_to <= T0 + 7 * HOUR + MINUTE
@@ -322,7 +330,7 @@ def test_keys_a_viewer_cannot_see_fall_back_to_the_nearest_later_event():
     launch = anchors.Stamp("infra", "s", "scheduler", "workers_launched", T0, {"node": "n1", "session": "a"})
     hidden = anchors.Stamp("modeldev", "o", "application", "rank_start", T0 + 40_000, {"node": "n1"})
     older = anchors.Stamp("modeldev", "o", "application", "rank_start", T0 - 10 * MINUTE, {"node": "n1"})
-    pairs = [p for p in anchors.anchor_pairs([launch, hidden, older]) if p.rule.name == "launch_to_rank"]
+    pairs = [p for p in pairs_of([launch, hidden, older]) if p.rule.name == "launch_to_rank"]
     assert [p.later for p in pairs] == [hidden]
 
 
@@ -331,7 +339,7 @@ def test_an_order_that_breaks_a_rule_is_a_violation_by_its_size():
         stamp("infra", "session", T0, "n1", "a"),
         stamp("modeldev", "rank_start", T0 - 27 * S, "n1", "a"),
     ]
-    (pair,) = [p for p in anchors.anchor_pairs(stamps) if p.rule.name == "session_to_rank"]
+    (pair,) = [p for p in pairs_of(stamps) if p.rule.name == "session_to_rank"]
     assert pair.violation_us == 27 * S
 
 

@@ -63,7 +63,9 @@ def test_a_deployment_names_its_own_anchor_events_in_a_file(tmp_path, settings):
         stamp("lab", "application", "worker_up", T0 + 2 * S + 100_000, hostname="n1"),
         stamp("lab", "application", "rank_start", T0 + 100_000, node="n1", session="s"),
     ]
-    (pair,) = anchors.anchor_pairs(stamps)  # the rules in force: the file's, not the shipped ones
+    (pair,) = anchors.anchor_pairs(
+        stamps, clock_rules().anchor_rules
+    )  # the rules in force: the file's, not the shipped ones
     assert pair.rule.name == "dispatch_to_worker" and pair.diff_us == 2 * S + 100_000
     assert pair.violation_us == 0
 

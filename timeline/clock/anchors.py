@@ -3,8 +3,7 @@
 An agent stamps a moment with its own clock: ``stamped = true + error``. An :class:`AnchorRule` names
 two events that record one moment (the scheduler spawning a node's workers and the first worker's
 "rank started" log) with a causal delay between them; :func:`anchor_pairs` pairs the stamps by the
-rules. The rules themselves are data (:mod:`timeline.clock.rules`). No database; Django's settings
-only to find the rules in force when none are passed.
+rules. The rules themselves are data (:mod:`timeline.clock.rules`). No database, no Django.
 """
 
 from __future__ import annotations
@@ -76,16 +75,12 @@ class Pair:
         return max(0, self.rule.min_delay_us - self.diff_us)
 
 
-def anchor_pairs(stamps: Iterable[Stamp], rules: Sequence[AnchorRule] | None = None) -> list[Pair]:
-    """Pairs of every rule (by default the rules in force, :func:`timeline.clock.rules.clock_rules`)
+def anchor_pairs(stamps: Iterable[Stamp], rules: Sequence[AnchorRule]) -> list[Pair]:
+    """Pairs of every rule of ``rules`` (those in force: :func:`timeline.clock.rules.clock_rules`)
     among ``stamps``: each earlier event with a later event of the same join keys
     within the rule's delay widened by :data:`SEARCH_US` both ways. Of those, the ones whose ``match``
     keys agree (the first, or the nearest to the expected delay); where the keys are not shown, the
     first from :data:`UNMATCHED_LOOKBACK_US` before the earlier event on."""
-    if rules is None:
-        from timeline.clock.rules import clock_rules  # the rules file is read through Django's settings
-
-        rules = clock_rules().anchor_rules
     by_kind: dict[tuple[str, str], list[Stamp]] = defaultdict(list)
     for stamp in stamps:
         by_kind[(stamp.signal, stamp.name)].append(stamp)

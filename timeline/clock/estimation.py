@@ -257,7 +257,7 @@ def estimate_clocks(
     if reference_orgs is None:
         reference_orgs = clock_rules().reference_orgs
     stamps = anchor_stamps(scope, start=start, end=end)
-    pairs = anchors.anchor_pairs(stamps)
+    pairs = anchors.anchor_pairs(stamps, clock_rules().anchor_rules)
     found = est.estimate_from_anchors(pairs, reference_orgs=reference_orgs, restarts=restarts_of(stamps))
     if receive_times:
         found += receive_time_estimates(scope, start=start, end=end)
