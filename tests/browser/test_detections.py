@@ -5,6 +5,8 @@ one without a grant; the checkpoint panel shows the checkpoint I/O path of the w
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -45,6 +47,20 @@ def _lane_as(chromium, live_server, username: str, query: str) -> dict:
         context.close()
 
 
+def _infra_detects_the_first_failure() -> tuple[dict, str]:
+    """infra's detector run with ``--write`` around the first XID, with gpuvendor's DCGM telemetry
+    shared to it (the demo grants share only XID events and gauges); the window and the XID's node."""
+    from orgs.models import Level, Organization
+    from orgs.services import grant_create
+
+    infra, gpuvendor = Organization.objects.get(slug="infra"), Organization.objects.get(slug="gpuvendor")
+    grant_create(owner=gpuvendor, grantee=infra, name="DCGM for detection", level=Level.FULL, signals=["gpu"])
+    xid_ts, node = _first_xid()
+    window = {"from": format_rfc3339(xid_ts - 40 * MINUTE), "to": format_rfc3339(xid_ts + 15 * MINUTE)}
+    call_command("detect", "--org", "infra", "--from", window["from"], "--to", window["to"], "--write")
+    return window, node
+
+
 def test_detections_written_by_the_command_are_a_lane_for_infra_and_whom_it_shares_them_with(
     chromium, live_server, incident
 ):
@@ -52,12 +68,7 @@ def test_detections_written_by_the_command_are_a_lane_for_infra_and_whom_it_shar
     from orgs.services import grant_create
 
     infra, storage = Organization.objects.get(slug="infra"), Organization.objects.get(slug="storage")
-    gpuvendor = Organization.objects.get(slug="gpuvendor")
-    # the demo grants share only XID events and gauges; infra's detector reads gpuvendor's telemetry
-    grant_create(owner=gpuvendor, grantee=infra, name="DCGM for detection", level=Level.FULL, signals=["gpu"])
-    xid_ts, node = _first_xid()
-    window = {"from": format_rfc3339(xid_ts - 40 * MINUTE), "to": format_rfc3339(xid_ts + 15 * MINUTE)}
-    call_command("detect", "--org", "infra", "--from", window["from"], "--to", window["to"], "--write")
+    window, node = _infra_detects_the_first_failure()
     query = urlencode({**window, "lane": LANE})
 
     own = _lane_as(chromium, live_server, "infra-analyst", query)
@@ -77,6 +88,58 @@ def test_detections_written_by_the_command_are_a_lane_for_infra_and_whom_it_shar
 
     viewer = _lane_as(chromium, live_server, "modeldev-viewer", query)
     assert not viewer.get("events") and not viewer.get("total")
+
+
+def test_clicking_a_detection_lists_the_signals_that_fired(chromium, live_server, incident):
+    window, node = _infra_detects_the_first_failure()
+    context, page = signed_in(chromium, live_server, "infra-analyst")
+    try:
+        open_view(page, live_server, urlencode({**window, "lane": LANE}))
+        (lane,) = page.evaluate("window.jointline.view.lanes")
+        detection = next(e for e in lane["events"] if e["resource"].get("node") == node)
+        row = page.locator(f"#event-rows tr[data-id='{detection['id']}']")
+        row.click()
+        page.wait_for_function("() => !document.getElementById('selected').hidden")
+        selected = page.locator("#selected")
+        assert f"node {node}" in selected.locator(".wr-message").inner_text()
+        shown = dict(
+            zip(
+                selected.locator(".wr-attributes dt").all_inner_texts(),
+                selected.locator(".wr-attributes dd").all_inner_texts(),
+                strict=True,
+            )
+        )
+        assert shown["families"] == detection["attributes"]["families"] and "gpu" in shown["families"]
+        assert shown["signals"] == detection["attributes"]["signals"]
+        assert "dcgm" in shown["signals"].lower() or "gpu" in shown["signals"].lower()
+        page.screenshot(path=str(Path(tempfile.gettempdir()) / "jointline-detection-selected.png"))
+        assert page.problems == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize(
+    ("path", "table"),
+    [
+        ("/analyses/recovery/", "table"),
+        ("/analyses/checkpoints/", "table"),
+        ("/analyses/detections/", "#detections"),
+    ],
+)
+def test_the_analysis_pages_render_over_the_reference_scenario(chromium, live_server, incident, path, table):
+    start = int(incident.slow_start_ms * 1000) - 240 * MINUTE
+    window = {"from": format_rfc3339(start), "to": format_rfc3339(start + 12 * 60 * MINUTE)}
+    if "detections" in path:
+        window["to"] = _infra_detects_the_first_failure()[0]["to"]
+    context, page = signed_in(chromium, live_server, "infra-analyst")
+    try:
+        page.goto(f"{live_server.url}{path}?{urlencode(window)}")
+        page.wait_for_load_state("networkidle")
+        assert page.locator(table).first.is_visible(), page.content()[:2000]
+        assert page.locator(f"{table} tbody tr").count() > 0
+        assert page.problems == []
+    finally:
+        context.close()
 
 
 def test_the_checkpoint_panel_shows_the_windows_checkpoints_as_the_api_gives_them(

@@ -386,10 +386,12 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
             )
     detections = []
     for entity, families in sorted(layers.items()):
-        family_scores = {
-            family: np.nanmax(np.vstack([_scaled(s, layer, config) for s, _n, layer in items]), axis=0)
-            for family, items in families.items()
-        }
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a bucket no series of a family fills: NaN
+            family_scores = {
+                family: np.nanmax(np.vstack([_scaled(s, layer, config) for s, _n, layer in items]), axis=0)
+                for family, items in families.items()
+            }
         detections += fuse(
             family_scores, families, entity=entity, origin=observed.origin, config=config, first=first
         )

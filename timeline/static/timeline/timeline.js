@@ -1185,6 +1185,25 @@ function renderSelected() {
   message.className = "wr-message";
   message.textContent = e.message || "";
   box.append(head, meta, when, where, message);
+  const attributes = attributeList(e.attributes);
+  if (attributes) box.appendChild(attributes);
+}
+
+// An event's attributes as a definition list (a detection's families and the signals that fired,
+// an XID's code, a session's outcome), as text: they come from other organisations.
+function attributeList(attributes) {
+  const entries = Object.entries(attributes || {}).filter(([, value]) => value !== null && value !== "");
+  if (!entries.length) return null;
+  const list = document.createElement("dl");
+  list.className = "wr-attributes";
+  for (const [key, value] of entries) {
+    const term = document.createElement("dt");
+    term.textContent = key;
+    const detail = document.createElement("dd");
+    detail.textContent = typeof value === "object" ? JSON.stringify(value) : String(value);
+    list.append(term, detail);
+  }
+  return list;
 }
 
 // ------------------------------------------------------------------ lane picker
