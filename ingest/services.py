@@ -16,6 +16,10 @@ Invariants of the apply (docs/decisions/0002-idempotent-apply.md, 0005-partition
   the duplicate the store handles, a payload that does not decode, a ``ValueError`` from the
   records) marks the entry ``failed`` at once, the reason in ``error``; any other is retried, by
   the task's backoff and by the sweeper, until JOINTLINE_APPLY_MAX_ATTEMPTS attempts have failed.
+
+The accept, the apply and the journal's operations stay in this one module: each enqueues through
+``ingest.tasks``, which imports them back, and that task-and-service pair is the one import cycle
+the project allows (tests/test_import_cycles.py); a module split off would join the cycle.
 """
 
 from __future__ import annotations

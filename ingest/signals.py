@@ -1,9 +1,10 @@
 """The signal normaliser: which lane family (signal) and series kind a metric or log family belongs to.
 
-The mapping is data, :data:`DEFAULT_TABLE`, read top to bottom, first match
-wins. A deployment extends it with a JSON file of the same shape named by the
-``JOINTLINE_SIGNAL_MAP_FILE`` setting (or environment variable); its rules
-are tried before the defaults, so a site can also override a default::
+The mapping is data, :data:`DEFAULT_TABLE` (shipped as ``ingest/signals.json``: node_exporter,
+DCGM, storage exporters, OpenTelemetry host metrics, schedulers, and the log families of each),
+read top to bottom, first match wins. A deployment extends it with a JSON file of the same shape
+named by the ``JOINTLINE_SIGNAL_MAP_FILE`` setting (or environment variable); its rules are tried
+before the defaults, so a site can also override a default::
 
     {"metrics": [{"match": "lustre_*", "signal": "storage"},
                  {"match": "trainer_tokens_total", "signal": "application", "kind": "counter"}],
@@ -37,62 +38,9 @@ from pathlib import Path
 
 from core.records import SERIES_KINDS, SIGNALS, EventRecord
 
-DEFAULT_TABLE: dict[str, list[dict]] = {
-    "metrics": [
-        # node_exporter: network counters on the network lane, the rest of the node on host.
-        {"match": "node_network_*", "signal": "network"},
-        {"match": "node_netstat_*", "signal": "network"},
-        {"match": "node_sockstat_*", "signal": "network"},
-        {"match": "node_infiniband_*", "signal": "network"},
-        {"match": "node_arp_*", "signal": "network"},
-        {"match": "node_nfs_*", "signal": "storage"},
-        {"match": "node_nfsd_*", "signal": "storage"},
-        {"match": "node_mountstats_*", "signal": "storage"},
-        {"match": "node_disk_*", "signal": "host"},
-        {"match": "node_*", "signal": "host"},
-        # NVIDIA DCGM exporter: the XID gauge holds the last XID error of each GPU.
-        {"match": "DCGM_FI_DEV_XID_ERRORS", "signal": "gpu", "kind": "gauge", "xid_events": True},
-        {"match": "DCGM_*", "signal": "gpu"},
-        {"match": "nvidia_*", "signal": "gpu"},
-        {"match": "hw_gpu_*", "signal": "gpu"},
-        # Storage exporters and mountstats.
-        {"match": "nfs_*", "signal": "storage"},
-        {"match": "mountstats_*", "signal": "storage"},
-        {"match": "lustre_*", "signal": "storage"},
-        {"match": "beegfs_*", "signal": "storage"},
-        {"match": "gpfs_*", "signal": "storage"},
-        # OpenTelemetry host metrics, after dots became underscores.
-        {"match": "system_network_*", "signal": "network"},
-        {"match": "system_*", "signal": "host"},
-        # Schedulers.
-        {"match": "slurm_*", "signal": "scheduler"},
-        {"match": "kube_pod_*", "signal": "scheduler"},
-        {"match": "kube_job_*", "signal": "scheduler"},
-    ],
-    "events": [
-        {"match": "xid", "signal": "gpu"},
-        {"match": "nvrm*", "signal": "gpu"},
-        {"match": "nvidia*", "signal": "gpu"},
-        {"match": "dcgm*", "signal": "gpu"},
-        {"match": "slurm*", "signal": "scheduler"},
-        {"match": "kube-scheduler", "signal": "scheduler"},
-        {"match": "scheduler", "signal": "scheduler"},
-        {"match": "pod", "signal": "scheduler"},
-        {"match": "pod.*", "signal": "scheduler"},
-        {"match": "nfs*", "signal": "storage"},
-        {"match": "lustre*", "signal": "storage"},
-        {"match": "gpfs*", "signal": "storage"},
-        {"match": "beegfs*", "signal": "storage"},
-        {"match": "kernel", "signal": "host"},
-        {"match": "syslog", "signal": "host"},
-        {"match": "ras *", "signal": "host"},
-        {"match": "unix.hw", "signal": "host"},
-        {"match": "node", "signal": "host"},
-        {"match": "systemd*", "signal": "host"},
-        {"match": "sshd*", "signal": "host"},
-        {"match": "crond*", "signal": "host"},
-    ],
-}
+# The shipped rules; ``JOINTLINE_SIGNAL_MAP_FILE`` adds a deployment's before them.
+SHIPPED = Path(__file__).with_name("signals.json")
+DEFAULT_TABLE: dict[str, list[dict]] = json.loads(SHIPPED.read_text(encoding="utf-8"))
 
 COUNTER_SUFFIXES: tuple[str, ...] = ("_total", "_count", "_sum", "_bucket")
 

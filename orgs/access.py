@@ -11,7 +11,7 @@ Invariants:
 * a read without a scope raises :class:`NoScope` (fail closed);
 * a scope sees its own organisation's data fully, and another organisation's
   data only through that organisation's active :class:`~orgs.models.Grant`\\ s,
-  each turned into a :class:`GrantRule` that is both a WHERE clause (``Q``) and
+  each turned into a :class:`~orgs.grants.GrantRule` that is both a WHERE clause (``Q``) and
   a Python predicate — the two always agree (tests/orgs/test_grants.py);
 * ``aggregate`` grants never make a single series readable: per-series reads
   use :meth:`Scope.series_filter`, which leaves them out; only fleet aggregates
@@ -20,31 +20,29 @@ Invariants:
   :meth:`Scope.mask_labels`) and applied by the read side's presenters (``timeline.presenters``),
   never in templates; this module imports neither ``timeline`` nor ``ingest``;
 * every presented row of another organisation is noted, and the base views
-  write one audit entry per owner organisation and request.
+  write one audit entry per owner organisation and request (:mod:`orgs.audit`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import re
-from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
 
-from core.labels import glob_to_regex, label_matches, parse_matcher
+from orgs.audit import AUDIT_COALESCE_GAP as AUDIT_COALESCE_GAP
+from orgs.audit import audit_reads_record
+from orgs.audit import audit_via_merged as audit_via_merged
+from orgs.audit import audit_what_merged as audit_what_merged
+from orgs.grants import GrantRule, grant_rules_for
+from orgs.grants import label_q as label_q
 from orgs.models import (
     LEVEL_RANK,
-    AuditEntry,
-    Grant,
     IngestToken,
     Level,
     Membership,
@@ -65,93 +63,6 @@ REDACTED_MESSAGE = ""
 
 class NoScope(PermissionDenied):
     """Raised when something tries to read without a scope, or a viewer has none."""
-
-
-def label_q(json_field: str, name: str, op: str, value: str) -> Q:
-    """One label matcher as a ``Q`` over a JSON field, with the semantics of
-    :func:`core.labels.label_matches` (the database side of the same rule)."""
-    if op in ("=", "!="):
-        q = Q(**{f"{json_field}__{name}": value})
-    else:
-        q = Q(**{f"{json_field}__{name}__regex": f"^(?:{value})$"})
-    if op in ("=", "=~"):
-        return q
-    # As in PromQL, a series without the label matches a negative matcher.
-    return ~Q(**{f"{json_field}__has_key": name}) | ~q
-
-
-def _us(moment: datetime | None) -> int | None:
-    return None if moment is None else int(moment.timestamp() * 1_000_000)
-
-
-@dataclass(frozen=True)
-class GrantRule:
-    """One active grant as a filter: a ``Q`` for the database and the same predicate in Python."""
-
-    grant_id: int
-    owner_id: int
-    level: str
-    signals: tuple[str, ...]
-    name_patterns: tuple[str, ...]
-    matchers: tuple[tuple[str, str, str], ...]
-    masked_labels: tuple[str, ...]
-    data_from: int | None
-    data_to: int | None
-
-    @classmethod
-    def from_grant(cls, grant: Grant) -> GrantRule:
-        return cls(
-            grant_id=grant.pk,
-            owner_id=grant.owner_id,
-            level=grant.level,
-            signals=tuple(grant.signals or ()),
-            name_patterns=tuple(grant.name_patterns or ()),
-            matchers=tuple(parse_matcher(m) for m in grant.label_matchers or ()),
-            masked_labels=tuple(grant.masked_labels or ()),
-            data_from=_us(grant.data_from),
-            data_to=_us(grant.data_to),
-        )
-
-    def _common_q(self, name_field: str, labels_field: str) -> Q:
-        q = Q(org_id=self.owner_id)
-        if self.signals:
-            q &= Q(signal__in=self.signals)
-        if self.name_patterns:
-            names = Q()
-            for pattern in self.name_patterns:
-                names |= Q(**{f"{name_field}__regex": glob_to_regex(pattern)})
-            q &= names
-        for name, op, value in self.matchers:
-            q &= label_q(labels_field, name, op, value)
-        return q
-
-    def series_q(self) -> Q:
-        return self._common_q("metric", "labels")
-
-    def event_q(self) -> Q:
-        q = self._common_q("name", "resource")
-        if self.data_from is not None:
-            q &= Q(ts__gte=self.data_from)
-        if self.data_to is not None:
-            q &= Q(ts__lt=self.data_to)
-        return q
-
-    def _matches(self, org_id: int, signal: str, name: str, labels: dict) -> bool:
-        if org_id != self.owner_id or (self.signals and signal not in self.signals):
-            return False
-        if self.name_patterns and not any(re.match(glob_to_regex(p), name) for p in self.name_patterns):
-            return False
-        return all(label_matches(labels, n, op, v) for n, op, v in self.matchers)
-
-    def matches_series(self, series) -> bool:
-        return self._matches(series.org_id, series.signal, series.metric, series.labels)
-
-    def matches_event(self, event) -> bool:
-        if self.data_from is not None and event.ts < self.data_from:
-            return False
-        if self.data_to is not None and event.ts >= self.data_to:
-            return False
-        return self._matches(event.org_id, event.signal, event.name, event.resource)
 
 
 @dataclass(frozen=True)
@@ -352,105 +263,16 @@ class Scope:
         entry's last read is counted on it (a view refreshed every 15 s is one entry, not hundreds):
         its window widens to cover the read, its ``what`` becomes everything either showed
         (:func:`audit_what_merged`) and its ``via`` lists every endpoint. Any other read starts one."""
-        if not self.reads:
-            return 0
-        grouped: dict[tuple[int, str], Counter] = defaultdict(Counter)
-        for owner_id, what, level in self.reads:
-            grouped[(owner_id, level)][what] += 1
+        reads = list(self.reads)
         self.reads.clear()
-        now = timezone.now()
-        written = 0
-        for (owner_id, level), whats in sorted(grouped.items()):
-            entry = AuditEntry(
-                owner_id=owner_id,
-                viewer_org_id=self.viewer_org_id,
-                viewer=self.viewer,
-                level=level,
-                what=", ".join(f"{n} x {what}" for what, n in sorted(whats.items()))[:500],
-                window_start=window[0] if window else None,
-                window_end=window[1] if window else None,
-                via=via[:500],
-                through=through[:120],
-                last_at=now,
-            )
-            if not _audit_extend(entry, now=now):
-                entry.save()
-            written += 1
-        return written
-
-
-# Reads of one view less than this apart are one audit entry; a longer pause starts a new one, so an
-# entry's first and last seen bracket one sitting, not a week.
-AUDIT_COALESCE_GAP = timedelta(minutes=30)
-_AUDIT_ITEM = re.compile(r"(\d+) x ([^,]+)")
-
-
-def audit_what_merged(first: str, second: str) -> str:
-    """What two reads of one view showed together: every item of either ("2 x series nfs_rpc_slots"),
-    each with the most one read showed of it. (One read notes an item once per lane that shows it,
-    and a cached answer notes it once: a count summed over reads would say nothing.)"""
-    items: dict[str, int] = {}
-    for text in (first, second):
-        for n, what in _AUDIT_ITEM.findall(text):
-            items[what.strip()] = max(items.get(what.strip(), 0), int(n))
-    return ", ".join(f"{n} x {what}" for what, n in sorted(items.items()))[:500]
-
-
-def audit_via_merged(through: str, first: str, second: str) -> str:
-    """The ``via`` of two reads of one view: the view, then every endpoint either went through."""
-    if not through:
-        return second
-    endpoints: set[str] = set()
-    for via in (first, second):
-        inside = via[len(through) :].strip()
-        if inside.startswith("(") and inside.endswith(")"):
-            endpoints.update(part.strip() for part in inside[1:-1].split(",") if part.strip())
-    return f"{through} ({', '.join(sorted(endpoints))})"[:500] if endpoints else through
-
-
-def _audit_extend(entry: AuditEntry, *, now: datetime) -> bool:
-    """Count ``entry``'s read on the latest entry of the same view, if it is recent enough; whether it
-    did. The entry is locked while it changes, so concurrent reads of one view add up."""
-    with transaction.atomic():
-        view = {"through": entry.through} if entry.through else {"through": "", "via": entry.via}
-        latest = (
-            AuditEntry.objects.select_for_update()
-            .filter(
-                owner_id=entry.owner_id,
-                viewer=entry.viewer,
-                viewer_org_id=entry.viewer_org_id,
-                level=entry.level,
-                last_at__gte=now - AUDIT_COALESCE_GAP,
-                **view,
-            )
-            .order_by("-last_at", "-pk")
-            .first()
+        return audit_reads_record(
+            reads=reads,
+            viewer_org_id=self.viewer_org_id,
+            viewer=self.viewer,
+            via=via,
+            through=through,
+            window=window,
         )
-        if latest is None:
-            return False
-        latest.count += 1
-        latest.last_at = max(latest.last_at, now)
-        latest.what = audit_what_merged(latest.what, entry.what)
-        latest.via = audit_via_merged(entry.through, latest.via, entry.via)
-        for name, pick in (("window_start", min), ("window_end", max)):
-            value = getattr(entry, name)
-            if value is not None:
-                current = getattr(latest, name)
-                setattr(latest, name, value if current is None else pick(current, value))
-        latest.save(update_fields=["count", "last_at", "what", "via", "window_start", "window_end"])
-        return True
-
-
-def grant_rules_for(org_id: int) -> tuple[GrantRule, ...]:
-    """Active grants other organisations gave ``org_id`` (directly or to everyone), as rules."""
-    now = timezone.now()
-    grants = (
-        Grant.objects.filter(Q(grantee_id=org_id) | Q(grantee__isnull=True), revoked_at__isnull=True)
-        .exclude(owner_id=org_id)
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        .order_by("pk")
-    )
-    return tuple(GrantRule.from_grant(grant) for grant in grants)
 
 
 def pseudonym(owner_id: int, viewer_org_id: int | None, name: str, value: str) -> str:

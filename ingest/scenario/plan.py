@@ -4,6 +4,10 @@ The plan is built once per config and does not depend on which episodes are
 selected (the selection only decides what is emitted), so switching an episode
 off never moves another. Each part draws from its own keyed stream. Times are
 integer microseconds since the epoch.
+
+The plan and the operations after the fix (failures, exclusions, retries) share this module: the
+operations read the plan while it is built (its pool, flaky nodes, grid) and hand their outcomes
+back to it, so two modules would import each other.
 """
 
 from __future__ import annotations

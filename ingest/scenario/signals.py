@@ -5,298 +5,60 @@ agree: the storage array's read gauge is the sum of the nodes' storage-NIC
 receive rates (less RPC headers), the RPC slots fill when a node saves a
 checkpoint, the step time climbs when a GPU straggles. Counters carry their value
 from one chunk to the next, restart from zero after a reboot, and hold whole bytes.
+
+The series each organisation exports are listed in :mod:`ingest.scenario.catalog`; what each
+activity code means for them is in :mod:`ingest.scenario.rates`. The computations stay on one
+class, :class:`Signals`: each chunk's series are derived from the same codes, masks and counter
+state carried from the last chunk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
 from core.records import SeriesBlock
 from ingest.scenario import activity as act
 from ingest.scenario import causes
+from ingest.scenario.catalog import LINK_ERROR_COUNTERS, Metric, catalog
 from ingest.scenario.clocks import Clocks
 from ingest.scenario.codes import Codes
 from ingest.scenario.config import (
     CHECKPOINT_LINK_MAX,
     CHECKPOINT_LINK_MIN,
-    GIB,
     KIB,
     METADATA_OPS_CAPACITY,
     MIB,
     NFS_RPC_SLOTS,
     READ_CAPACITY_BPS,
-    REFERENCE_CAUSE,
     STORAGE_LINK_BPS,
     WRITE_CAPACITY_BPS,
 )
 from ingest.scenario.plan import MINUTE, STEP_SECONDS, Plan
+from ingest.scenario.rates import (
+    BACKLOG,
+    GPU_POWER,
+    GPU_TEMP,
+    LATENCY,
+    LOAD1,
+    METADATA_BACKGROUND,
+    METADATA_DEMAND,
+    RETRANSMITS_PER_S,
+    RX_FRONT,
+    RX_STORAGE,
+    RX_STORAGE_NOISE,
+    SLOTS,
+    SM_CLOCK,
+    SMALL_READS,
+    TRAINING,
+    TX_FRONT,
+    TX_STORAGE_BASE,
+)
 from ingest.scenario.rng import Noise, stream
 
 RPC_HEADER_BYTES = 100  # NFS-over-RDMA READ call + reply header bytes per request on the wire
-CODES = 10
-LINK_ERROR_COUNTERS = ("receive_errs", "receive_frame", "carrier_changes")  # node_network_<name>_total
 FRAME_SHARE = 0.64  # of the CRC errors a bad optic causes, those the NIC also counts as frame errors
-
-
-@dataclass(frozen=True)
-class Metric:
-    org: str
-    agent: str
-    signal: str
-    name: str
-    kind: str
-    unit: str
-    grid: str  # "main" (step_s) | "detail" (detail_step_s)
-    rows: str  # "node" | "gpu" | "cluster"
-    presence: str  # "up": while the node runs | "always" | "training": while the node trains
-    labels: tuple[tuple[str, str], ...] = ()
-
-
-def _nic_counters(names: tuple[str, ...], unit: str) -> list[Metric]:
-    """node-exporter's ``node_network_<name>_total`` counters of both NICs (storage, then collective)."""
-    return [
-        Metric(
-            "cloudops",
-            "node-exporter",
-            "network",
-            f"node_network_{name}_total",
-            "counter",
-            unit,
-            "main",
-            "node",
-            "up",
-            (("device", device),),
-        )
-        for device in ("ens2f0", "ens1f0")
-        for name in names
-    ]
-
-
-def catalog(per_gpu: bool, cause: str = REFERENCE_CAUSE) -> list[Metric]:
-    """Every metric of the scenario, in emission order; an alternative ``cause`` adds the series of
-    the exporters that show it (they exist all day, flat until the cause strikes)."""
-    out = _nic_counters(("receive_bytes", "transmit_bytes"), "bytes")
-    if cause == "tor_link_flap":
-        out += _nic_counters(LINK_ERROR_COUNTERS, "")
-    exporter_job, training_job = (("job", "node-exporter"),), (("job", "solar-pretrain"),)
-    out += [
-        Metric("cloudops", "node-exporter", "host", "node_load1", "gauge", "", "main", "node", "up"),
-        Metric(
-            "cloudops", "node-exporter", "host", "up", "gauge", "", "main", "node", "always", exporter_job
-        ),
-        Metric(
-            "modeldev",
-            "otel-collector",
-            "application",
-            "train_step_seconds",
-            "gauge",
-            "seconds",
-            "main",
-            "node",
-            "training",
-            training_job,
-        ),
-    ]
-    array = [
-        ("storage_read_bytes_per_second", "bytes_per_second"),
-        ("storage_write_bytes_per_second", "bytes_per_second"),
-        ("storage_metadata_ops_per_second", "ops_per_second"),
-        ("storage_read_capacity_bytes_per_second", "bytes_per_second"),
-        ("storage_write_capacity_bytes_per_second", "bytes_per_second"),
-        ("storage_metadata_ops_capacity", "ops_per_second"),
-    ]
-    out += [
-        Metric("storage", "storage-array", "storage", name, "gauge", unit, "main", "cluster", "always")
-        for name, unit in array
-    ]
-    nfs = [
-        ("nfs_rpc_slots_in_use", "gauge", ""),
-        ("nfs_rpc_slot_table_size", "gauge", ""),
-        ("nfs_rpc_backlog", "gauge", ""),
-        ("nfs_rpc_retransmits_total", "counter", ""),
-        ("nfs_read_latency_seconds", "gauge", "seconds"),
-        ("nfs_read_size_bytes", "gauge", "bytes"),
-    ]
-    out += [
-        Metric(
-            "storage",
-            "nfs-client-stats",
-            "storage",
-            name,
-            kind,
-            unit,
-            "detail",
-            "node",
-            "up",
-            (("mount", "/datasets"),),
-        )
-        for name, kind, unit in nfs
-    ]
-    gpu = [
-        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "celsius", "max"),
-        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "watts", "sum"),
-        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "", "sum"),
-        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "", "max"),
-    ]
-    if cause == "gpu_thermal":
-        gpu += [
-            ("DCGM_FI_DEV_SM_CLOCK", "gauge", "MHz", "min"),
-            ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "", "max"),
-        ]
-    for name, kind, unit, rule in gpu:
-        metric = name if per_gpu else f"node:{name}:{rule}"
-        out.append(
-            Metric(
-                "gpuvendor",
-                "dcgm-exporter",
-                "gpu",
-                metric,
-                kind,
-                unit,
-                "detail",
-                "gpu" if per_gpu else "node",
-                "up",
-            )
-        )
-    return out
-
-
-# Per activity code (index): storage-NIC receive (bytes/s) and its relative noise.
-def _table(pairs: dict[int, float], default: float = 0.0) -> np.ndarray:
-    table = np.full(CODES, default)
-    for code, value in pairs.items():
-        table[code] = value
-    return table
-
-
-A = act
-RX_STORAGE = _table(
-    {
-        A.IDLE: 2e6,
-        A.STARTING: 25e6,
-        A.OLD_INIT: 6.4 * GIB,
-        A.FAST_INIT: 8.4 * GIB,
-        A.CKPT_LOAD: 2.5e9,
-        A.TRAIN: 160e6,
-        A.CHECKPOINT: 20e6,
-        A.BURNIN: 1e6,
-    }
-)
-RX_STORAGE_NOISE = _table({A.TRAIN: 0.3, A.IDLE: 0.3, A.STARTING: 0.2}, 0.04)
-TX_STORAGE_BASE = _table({A.IDLE: 0.8e6, A.STARTING: 3e6, A.TRAIN: 6e6, A.BURNIN: 0.5e6}, 1.5e6)
-RX_FRONT = _table(
-    {
-        A.IDLE: 0.4e6,
-        A.STARTING: 650e6,
-        A.OLD_INIT: 8e6,
-        A.SLOW_INIT: 6e6,
-        A.FAST_INIT: 10e6,
-        A.CKPT_LOAD: 10e6,
-        A.TRAIN: 260e6,
-        A.CHECKPOINT: 240e6,
-        A.BURNIN: 1e6,
-    }
-)
-TX_FRONT = _table(
-    {
-        A.IDLE: 0.3e6,
-        A.STARTING: 4e6,
-        A.OLD_INIT: 5e6,
-        A.SLOW_INIT: 4e6,
-        A.FAST_INIT: 6e6,
-        A.CKPT_LOAD: 6e6,
-        A.TRAIN: 255e6,
-        A.CHECKPOINT: 230e6,
-        A.BURNIN: 0.8e6,
-    }
-)
-LOAD1 = _table(
-    {
-        A.IDLE: 0.6,
-        A.STARTING: 9,
-        A.OLD_INIT: 22,
-        A.SLOW_INIT: 88,
-        A.FAST_INIT: 38,
-        A.CKPT_LOAD: 30,
-        A.TRAIN: 44,
-        A.CHECKPOINT: 71,
-        A.BURNIN: 17,
-    }
-)
-METADATA_DEMAND = _table(
-    {
-        A.IDLE: 1500,
-        A.STARTING: 5000,
-        A.OLD_INIT: 65000,
-        A.SLOW_INIT: 95000,
-        A.FAST_INIT: 4500,
-        A.CKPT_LOAD: 2500,
-        A.TRAIN: 1300,
-        A.CHECKPOINT: 5200,
-        A.BURNIN: 300,
-    }
-)
-METADATA_BACKGROUND = 90_000.0
-SLOTS = _table({A.IDLE: 0.4, A.STARTING: 2, A.OLD_INIT: 72, A.FAST_INIT: 94, A.CKPT_LOAD: 60, A.TRAIN: 3.5})
-BACKLOG = _table({A.OLD_INIT: 1.0, A.SLOW_INIT: 700, A.CHECKPOINT: 170, A.FAST_INIT: 0.5})
-RETRANSMITS_PER_S = _table({A.SLOW_INIT: 0.35, A.CHECKPOINT: 0.04, A.OLD_INIT: 0.01}, 0.0004)
-LATENCY = _table(
-    {
-        A.IDLE: 0.0006,
-        A.STARTING: 0.0009,
-        A.OLD_INIT: 0.0019,
-        A.SLOW_INIT: 0.052,
-        A.FAST_INIT: 0.0046,
-        A.CKPT_LOAD: 0.0038,
-        A.TRAIN: 0.0021,
-        A.CHECKPOINT: 0.0068,
-        A.BURNIN: 0.0006,
-    }
-)
-SMALL_READS = _table({A.OLD_INIT: 1.0, A.SLOW_INIT: 1.0})
-GPU_TEMP = _table(
-    {
-        A.IDLE: 33,
-        A.STARTING: 37,
-        A.OLD_INIT: 38,
-        A.SLOW_INIT: 39,
-        A.FAST_INIT: 40,
-        A.CKPT_LOAD: 45,
-        A.TRAIN: 67,
-        A.CHECKPOINT: 57,
-        A.BURNIN: 72,
-    }
-)
-GPU_POWER = _table(
-    {
-        A.IDLE: 142,
-        A.STARTING: 185,
-        A.OLD_INIT: 175,
-        A.SLOW_INIT: 168,
-        A.FAST_INIT: 205,
-        A.CKPT_LOAD: 265,
-        A.TRAIN: 905,
-        A.CHECKPOINT: 380,
-        A.BURNIN: 955,
-    }
-)
-SM_CLOCK = _table(
-    {
-        A.IDLE: 345,
-        A.STARTING: 1410,
-        A.OLD_INIT: 1410,
-        A.SLOW_INIT: 1410,
-        A.FAST_INIT: 1410,
-        A.CKPT_LOAD: 1755,
-        A.TRAIN: causes.BOOST_CLOCK_MHZ,
-        A.CHECKPOINT: 1755,
-        A.BURNIN: causes.BOOST_CLOCK_MHZ,
-    }
-)
-TRAINING = (act.TRAIN, act.CHECKPOINT)
 
 
 class _Counter:

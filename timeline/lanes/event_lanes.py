@@ -76,6 +76,14 @@ def _events_in(scope: Scope, grid: Grid, condition: Q, *, start: int | None = No
     return get_store().select_events(scope, hints, filters=condition, overlapping=True).select_related("org")
 
 
+def _events_in_buckets(scope: Scope, grid: Grid, condition: Q, step: int, first: int, last: int):
+    """Readable events matching ``condition`` in the grid's buckets ``first`` to ``last`` (of ``step``
+    µs each), from the grid's start on, oldest first."""
+    end = min(grid.end, grid.start + (last + 1) * step)
+    events = _events_in(scope, grid, condition, start=grid.start + first * step, end=end)
+    return events.filter(ts__gte=grid.start).order_by("ts", "id")
+
+
 def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
     """Few lines: each one (message in the hover). Many: counts per bucket by severity class."""
     match = event_match(spec)
@@ -97,27 +105,13 @@ def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
     if total <= MAX_LOG_MARKERS:
         listed = []
         if filled:
-            events = _events_in(
-                scope,
-                grid,
-                condition,
-                start=grid.start + first * step,
-                end=min(grid.end, grid.start + (last + 1) * step),
-            )
-            events = events.filter(ts__gte=grid.start).order_by("ts", "id")
+            events = _events_in_buckets(scope, grid, condition, step, first, last)
             listed = present_events(scope, events[: MAX_LOG_MARKERS + 1])
         payload["group"]["levels"] = sorted({e["level"] for e in listed})
         payload.update(mode="list", events=listed, points=len(listed))
         return payload
     # the level the lines are shared at, from the first of them (one grant covers an org's signal)
-    events = _events_in(
-        scope,
-        grid,
-        condition,
-        start=grid.start + first * step,
-        end=min(grid.end, grid.start + (first + 1) * step),
-    )
-    first_line = events.filter(ts__gte=grid.start).order_by("ts", "id")[:1]
+    first_line = _events_in_buckets(scope, grid, condition, step, first, first)[:1]
     payload["group"]["levels"] = sorted({e["level"] for e in present_events(scope, first_line)})
     payload.update(
         mode="density",
