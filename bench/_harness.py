@@ -1,4 +1,5 @@
-"""What the benchmarks share: a fresh database, an organisation and token, and the running stack.
+"""What the benchmarks share: a fresh database, an organisation and token, the running stack, their
+common options, a median timer and the synthetic series their agents send.
 
 The stack is the production one, each part a subprocess of the benchmark and reachable only on
 127.0.0.1: gunicorn serving ``config.wsgi`` and Celery workers, against PostgreSQL and Redis.
@@ -13,22 +14,29 @@ held until the process exits; another benchmark waits for it.
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import http.client
 import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
+import numpy as np
 import psycopg
 import redis
+
+from core.records import SeriesBlock
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/14"
@@ -37,6 +45,8 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 LOCK_PATH = Path(tempfile.gettempdir()) / "jointline-bench.lock"
 LOCK_TIMEOUT_S = 3600.0
+
+T = TypeVar("T")
 
 _lock_file = None  # held open (and locked) until the process exits
 
@@ -114,14 +124,26 @@ def flush_redis(redis_url: str) -> None:
         client.close()
 
 
-def setup_django(database_url: str, name: str) -> None:
+def setup_django(database_url: str, name: str, **extra: str) -> None:
     """Django in this process, on ``database_url``: Celery runs eagerly (no Redis), files go to a fresh
-    temporary folder named after the benchmark, and only warnings are logged."""
+    temporary folder named after the benchmark (unless ``JOINTLINE_DATA_DIR`` is set), and only
+    warnings are logged (unless ``JOINTLINE_LOG_LEVEL`` is set). ``extra`` variables are set first."""
+    os.environ.update(extra)
     os.environ["DATABASE_URL"] = database_url
     os.environ.pop("REDIS_URL", None)  # Celery runs eagerly in this process
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    os.environ.setdefault("JOINTLINE_DATA_DIR", tempfile.mkdtemp(prefix=f"jointline-bench-{name}-"))
+    if "JOINTLINE_DATA_DIR" not in os.environ:
+        os.environ["JOINTLINE_DATA_DIR"] = tempfile.mkdtemp(prefix=f"jointline-bench-{name}-")
     os.environ.setdefault("JOINTLINE_LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+
+
+def setup_django_as_service(database_url: str, redis_url: str, **extra: str) -> None:
+    """Django in this process with the environment the stack's services get (:func:`service_env`):
+    tasks go to ``redis_url``."""
+    os.environ.update(service_env(database_url, redis_url, **extra))
     import django
 
     django.setup()
@@ -155,12 +177,109 @@ def manage(args: list[str], env: dict[str, str], timeout_s: float = 300.0) -> st
     return result.stdout
 
 
+def analyze() -> None:
+    """Fresh planner statistics, as autovacuum would have them some minutes after a load."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+def load_scenario(scenario, desc: str) -> int:
+    """Journal every batch of the generated ``scenario`` (applied eagerly), with a progress bar on
+    standard error; returns the records loaded."""
+    from tqdm import tqdm
+
+    from ingest.scenario_loading import load_batches
+
+    total = sum(c["samples"] + c["events"] for c in scenario.counts().values())
+    with tqdm(total=total, unit="rec", unit_scale=True, desc=desc, file=sys.stderr) as bar:
+        load_batches(scenario.batches(), progress=bar.update)
+    return total
+
+
 def migrate_and_issue_token(env: dict[str, str], org_slug: str = "bench") -> str:
     """Migrate the database of ``env``, create an organisation and return a fresh push token."""
     manage(["migrate", "--no-input", "-v", "0"], env)
     manage(["create_org", org_slug, "--name", f"Benchmark {org_slug}"], env)
     output = manage(["create_token", org_slug, "--name", f"{org_slug}-push", "--purpose", "push"], env)
     return output.strip().splitlines()[-1].strip()
+
+
+# --------------------------------------------------------------------------- arguments and timing
+
+
+def add_database_arguments(parser: argparse.ArgumentParser, database_url: str) -> None:
+    """``--database-url`` (dropped and recreated) and ``--redis-url`` (flushed) of a run of the stack."""
+    parser.add_argument(
+        "--database-url",
+        default=database_url,
+        help=f"database to drop, recreate and use, named *bench* (default {database_url})",
+    )
+    parser.add_argument("--redis-url", default=DEFAULT_REDIS_URL, help="Redis database, flushed first")
+
+
+def add_scenario_arguments(
+    parser: argparse.ArgumentParser, database_url: str, *, profiles: list[str], runs: int
+) -> None:
+    """The options of a benchmark that measures on a database holding the scenario (``--profile``)."""
+    parser.add_argument("--database-url", default=database_url)
+    parser.add_argument("--profile", choices=profiles, default="full")
+    parser.add_argument("--reuse", action="store_true", help="measure on the already loaded database")
+    parser.add_argument("--runs", type=int, default=runs)
+
+
+def median_ms_with_result(fn: Callable[[], T], runs: int, *, warm: bool = False) -> tuple[float, T]:
+    """Call ``fn`` ``runs`` times (after one untimed call with ``warm``): the median time of a call in
+    ms, and what the last call returned."""
+    if warm:
+        fn()
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), result
+
+
+def median_ms(fn: Callable[[], object], runs: int, *, warm: bool = False) -> float:
+    """The median time in ms of a call of ``fn`` over ``runs`` calls (after an untimed one with ``warm``)."""
+    return median_ms_with_result(fn, runs, warm=warm)[0]
+
+
+# --------------------------------------------------------------------------- synthetic series
+
+
+@dataclass(frozen=True)
+class SeriesSpec:
+    """One series of a synthetic workload: counters rise, gauges wander (never below zero)."""
+
+    signal: str
+    metric: str
+    kind: str
+    unit: str
+    labels: dict[str, str]
+    start: float  # first value
+    step: float  # counters: mean increase per step; gauges: standard deviation of a step
+
+    def walk(self, points: int, rng: np.random.Generator) -> np.ndarray:
+        """``points`` successive values from ``start``; a series with no step stays at ``start``."""
+        if self.kind == "counter":
+            rises = rng.exponential(self.step, points) if self.step else np.zeros(points)
+            return self.start + np.cumsum(rises)
+        return np.abs(self.start + np.cumsum(rng.normal(0.0, self.step, points)))
+
+    def block(self, ts: list[int], values: list[float]) -> SeriesBlock:
+        """This series' points at ``ts`` (µs), as a push carries them."""
+        return SeriesBlock(
+            signal=self.signal,
+            metric=self.metric,
+            labels=self.labels,
+            kind=self.kind,
+            unit=self.unit,
+            ts=ts,
+            values=values,
+        )
 
 
 # --------------------------------------------------------------------------- processes

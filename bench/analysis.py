@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -71,27 +70,20 @@ def scenario_config(profile: str):
 def load(profile: str) -> None:
     """Migrate, create the five organisations with the walkthrough's grants, load the scenario."""
     from django.core.management import call_command
-    from tqdm import tqdm
 
     from ingest.scenario import generate
-    from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply, load_batches
+    from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply
     from orgs.services import organization_create
 
     call_command("migrate", interactive=False, verbosity=0)
     for slug, (name, colour) in ORGANISATIONS.items():
         organization_create(slug=slug, name=name, colour=colour)
     demo_grants_apply()
-    scenario = generate(scenario_config(profile))
-    total = sum(c["samples"] + c["events"] for c in scenario.counts().values())
-    with tqdm(total=total, unit="rec", unit_scale=True, desc=f"loading {profile}", file=sys.stderr) as bar:
-        load_batches(scenario.batches(), progress=bar.update)
+    _harness.load_scenario(generate(scenario_config(profile)), f"loading {profile}")
     # what the beat's refresh does some seconds after each apply, done once here: the ranking then
     # reads rollups, as it would on a running installation (read raw, it takes about three times as long)
     call_command("refresh_rollups", "--no-progress", verbosity=0)
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+    _harness.analyze()
 
 
 def viewers() -> dict:
@@ -122,15 +114,6 @@ def slowdown(profile: str) -> dict:
     return next(e for e in manifest["episodes"] if e["kind"] == "init_slowdown")
 
 
-def median_ms(fn, runs: int) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(runs):
-        started = time.perf_counter()
-        result = fn()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times), result
-
-
 def measure_time(user, episode: dict, runs: int) -> tuple[float, int]:
     from orgs.access import Scope
     from timeline.analysis.changes import Period, rank_changes
@@ -140,7 +123,7 @@ def measure_time(user, episode: dict, runs: int) -> tuple[float, int]:
     first_ms = n = 0
     for hours in (1, 6):
         window = Period(start, start + hours * HOUR_US)
-        ms, ranking = median_ms(
+        ms, ranking = _harness.median_ms_with_result(
             lambda window=window: rank_changes(Scope.for_user(user), window=window, baseline=baseline), runs
         )
         scored = ranking.scored
@@ -389,10 +372,7 @@ def _cause_line(cause: str, top3: list[int], onset: list[int]) -> str:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
-    parser.add_argument("--profile", choices=["full", "compact"], default="full")
-    parser.add_argument("--reuse", action="store_true", help="measure on the already loaded database")
-    parser.add_argument("--runs", type=int, default=3)
+    _harness.add_scenario_arguments(parser, DEFAULT_DATABASE_URL, profiles=["full", "compact"], runs=3)
     parser.add_argument(
         "--causes", action="store_true", help="every root cause, --seeds seeds each (compact)"
     )

@@ -27,7 +27,6 @@ Run from the project root (it waits for any other benchmark on the machine to fi
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -47,13 +46,6 @@ SERIES_PER_ENTRY = 13
 PUSH_INTERVAL_S = 5
 T0_S = 1_781_481_600  # 2026-06-15T00:00:00Z; each round writes its own hour of that day
 ROUND_TIMEOUT_S = 900.0
-
-
-def django_setup(database_url: str, redis_url: str) -> None:
-    os.environ.update(_harness.service_env(database_url, redis_url))
-    import django
-
-    django.setup()
 
 
 def journal_entries(org, *, entries: int, round_index: int) -> int:
@@ -154,8 +146,7 @@ def _stored_samples(connection) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
-    parser.add_argument("--redis-url", default=_harness.DEFAULT_REDIS_URL)
+    _harness.add_database_arguments(parser, DEFAULT_DATABASE_URL)
     parser.add_argument("--entries", type=int, default=3000)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument(
@@ -170,7 +161,7 @@ def main() -> None:
     env = _harness.service_env(args.database_url, args.redis_url)
     _harness.manage(["migrate", "--no-input", "-v", "0"], env)
     _harness.manage(["create_org", "bench", "--name", "Benchmark"], env)
-    django_setup(args.database_url, args.redis_url)
+    _harness.setup_django_as_service(args.database_url, args.redis_url)
 
     from orgs.models import Organization
     from timeline.store import get_store

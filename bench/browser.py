@@ -25,7 +25,7 @@ with ``--server runserver``, by the server ``quickstart`` starts:
   and the time gzip (level 6, as the server compresses) takes on that body here.
 
 Chromium is ``/usr/bin/chromium`` (``apt-get install chromium``), driven by Playwright for Python
-with the flags of tests/browser/. Run from the project root::
+with the flags tests/browser/ uses too (``bench/_chromium.py``). Run from the project root::
 
     .venv/bin/python bench/browser.py                   # load (about 2 min), then measure
     .venv/bin/python bench/browser.py --reuse --loads 9
@@ -56,18 +56,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
 
 from bench import _harness  # noqa: E402
+from bench._chromium import CHROMIUM, launch_chromium  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jl_bench_browser"
 DEFAULT_DATA_DIR = Path(tempfile.gettempdir()) / "jointline-bench-browser"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 VIEWPORT = {"width": 1600, "height": 1000}
 HOUR_US = 3_600_000_000
 DRAWN_TIMEOUT_MS = 120_000
@@ -385,7 +377,7 @@ def main() -> None:
 
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = launch_chromium(playwright)
             try:
                 cookies = session_cookies(browser, base, args.user, password)
                 measured = windows(reference)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -62,19 +61,6 @@ LAYOUTS = {
     "none, (org, series, ts)": ("", "(org_id, series_id, ts)"),
     "month, (series, ts)": ("PARTITION BY toYYYYMM(fromUnixTimestamp64Micro(ts, 'UTC'))", "(series_id, ts)"),
 }
-
-
-def setup_django(database_url: str, clickhouse_path: str) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.pop("REDIS_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    os.environ["JOINTLINE_STORE_BACKEND"] = ""  # both stores are built by hand below
-    os.environ["JOINTLINE_CLICKHOUSE_URL"] = f"chdb://{clickhouse_path}"
-    os.environ.setdefault("JOINTLINE_DATA_DIR", tempfile.mkdtemp(prefix="jointline-bench-clickhouse-"))
-    os.environ.setdefault("JOINTLINE_LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
 
 
 def series_values(series: int, days: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
@@ -171,17 +157,7 @@ def measure_lanes(scope, backend: str, ts: np.ndarray, runs: int) -> float:
     with override_settings(JOINTLINE_STORE_BACKEND=backend):
         lanes = build_lanes(scope, specs, grid)
         assert all(lane.payload.get("status") == "ok" for lane in lanes), [lane.payload for lane in lanes]
-        return median_ms(lambda: build_lanes(scope, specs, grid), runs)
-
-
-def median_ms(fn, runs: int) -> float:
-    fn()  # warm
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
+        return _harness.median_ms(lambda: build_lanes(scope, specs, grid), runs, warm=True)
 
 
 def measure_reads(store, scope, ids: list[int], ts: np.ndarray, runs: int) -> dict[str, float]:
@@ -195,11 +171,11 @@ def measure_reads(store, scope, ids: list[int], ts: np.ndarray, runs: int) -> di
         "last hour, value": ReadHints(start=end - HOUR_US, end=end, step=STEP_US),
     }
     out = {
-        name: median_ms(lambda h=hints: store.select_buckets(scope, ids, h), runs)
+        name: _harness.median_ms(lambda h=hints: store.select_buckets(scope, ids, h), runs, warm=True)
         for name, hints in reads.items()
     }
-    out["raw samples, last hour"] = median_ms(
-        lambda: store.select_samples(scope, ids, ReadHints(start=end - HOUR_US, end=end)), runs
+    out["raw samples, last hour"] = _harness.median_ms(
+        lambda: store.select_samples(scope, ids, ReadHints(start=end - HOUR_US, end=end)), runs, warm=True
     )
     return out
 
@@ -292,8 +268,8 @@ def measure_layouts(engine, rows: np.ndarray, org_id: int, ids: list[int], ts: n
                         AND ts >= {{lo:Int64}} AND ts < {{hi:Int64}}
                       GROUP BY series_id, b"""
             params = {"o": start, "s": step, "orgs": [org_id], "ids": ids, "lo": start, "hi": end}
-            times[final or "no FINAL"] = median_ms(
-                lambda sql=sql, params=params: engine.query(sql, params), runs
+            times[final or "no FINAL"] = _harness.median_ms(
+                lambda sql=sql, params=params: engine.query(sql, params), runs, warm=True
             )
         out[label] = {
             "insert rows/s": len(rows) / insert_s,
@@ -315,8 +291,8 @@ def measure_existence_check(store, org_id: int, ids: list[int], ts: np.ndarray, 
     store._batch_orgs = [org_id]
     rows, _batch = store._rows(parts)
     rows = rows[np.lexsort((rows["ts"], rows["series_id"]))]
-    check_ms = median_ms(lambda: store._stored(rows), runs)
-    reapply_ms = median_ms(lambda: store.write_batch(org_id=org_id, batch=hour), runs)
+    check_ms = _harness.median_ms(lambda: store._stored(rows), runs, warm=True)
+    reapply_ms = _harness.median_ms(lambda: store.write_batch(org_id=org_id, batch=hour), runs, warm=True)
     return {
         "rows per batch": len(rows),
         "check ms": check_ms,
@@ -339,7 +315,12 @@ def main() -> None:
     args = parse_args()
     _harness.recreate_database(args.database_url)
     clickhouse_path = tempfile.mkdtemp(prefix="jointline-bench-chdb-")
-    setup_django(args.database_url, clickhouse_path)
+    _harness.setup_django(
+        args.database_url,
+        "clickhouse",
+        JOINTLINE_STORE_BACKEND="",  # both stores are built by hand below
+        JOINTLINE_CLICKHOUSE_URL=f"chdb://{clickhouse_path}",
+    )
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connection

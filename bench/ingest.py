@@ -57,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
 
 from bench import _harness  # noqa: E402
+from bench._harness import SeriesSpec  # noqa: E402
 from core.records import Batch, SeriesBlock, decode_batch, encode_batch  # noqa: E402
 from ingest.protocols.native import batch_to_native  # noqa: E402
 
@@ -71,17 +72,6 @@ POLL_INTERVAL_S = 0.1
 
 
 # --------------------------------------------------------------------------- the workload
-
-
-@dataclass(frozen=True)
-class SeriesSpec:
-    metric: str
-    kind: str
-    signal: str
-    unit: str
-    labels: dict[str, str]
-    start: float  # first value
-    step: float  # counters: mean increase per step; gauges: standard deviation of a step
 
 
 # What one node exports, 16 series: (metric, kind, signal, unit, labels, start, step).
@@ -126,7 +116,7 @@ class Workload:
 
 def node_series(nodes: int) -> list[SeriesSpec]:
     return [
-        SeriesSpec(metric, kind, signal, unit, {"node": f"node-{node:02d}", **labels}, start, step)
+        SeriesSpec(signal, metric, kind, unit, {"node": f"node-{node:02d}", **labels}, start, step)
         for node in range(1, nodes + 1)
         for metric, kind, signal, unit, labels, start, step in NODE_SERIES
     ]
@@ -136,10 +126,7 @@ def series_values(specs: list[SeriesSpec], points: int, rng: np.random.Generator
     """Values of every series (rows) at every step (columns): counters rise, gauges wander."""
     values = np.empty((len(specs), points))
     for row, spec in enumerate(specs):
-        if spec.kind == "counter":
-            values[row] = spec.start + np.cumsum(rng.exponential(spec.step, points))
-        else:
-            values[row] = np.abs(spec.start + np.cumsum(rng.normal(0.0, spec.step, points)))
+        values[row] = spec.walk(points, rng)
     return values
 
 
@@ -166,17 +153,7 @@ def make_workload(samples: int, batch_size: int, nodes: int = NODES, seed: int =
             t_lo, t_hi = -((s - a) // count), -((s - b) // count)  # ceil((a - s) / S), ceil((b - s) / S)
             if t_hi <= t_lo:
                 continue
-            blocks.append(
-                SeriesBlock(
-                    signal=spec.signal,
-                    metric=spec.metric,
-                    labels=spec.labels,
-                    kind=spec.kind,
-                    unit=spec.unit,
-                    ts=ts_us[t_lo:t_hi].tolist(),
-                    values=values[s, t_lo:t_hi].tolist(),
-                )
-            )
+            blocks.append(spec.block(ts_us[t_lo:t_hi].tolist(), values[s, t_lo:t_hi].tolist()))
             index.append(s)
         batches.append(Batch(source=SOURCE, series=blocks))
         series_index.append(index)
@@ -437,13 +414,6 @@ def drop_scratch_tables(database_url: str) -> None:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def django_setup(database_url: str, redis_url: str) -> None:
-    os.environ.update(_harness.service_env(database_url, redis_url))
-    import django
-
-    django.setup()
-
-
 def timed_store(database_url: str, workload: Workload, base: int) -> Stage:
     """The store's ``_write_samples`` (staging table + INSERT … ON CONFLICT), one transaction per batch."""
     from django.db import connection, transaction
@@ -530,14 +500,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=50_000, help="samples per push (default 50,000)")
     parser.add_argument("--senders", type=int, default=2, help="concurrent push threads (default 2)")
     parser.add_argument("--workers", type=int, default=1, help="Celery worker processes (default 1)")
-    parser.add_argument(
-        "--database-url",
-        default=DEFAULT_DATABASE_URL,
-        help=f"database to drop, recreate and use, named *bench* (default {DEFAULT_DATABASE_URL})",
-    )
-    parser.add_argument(
-        "--redis-url", default=_harness.DEFAULT_REDIS_URL, help="Redis database, flushed first"
-    )
+    _harness.add_database_arguments(parser, DEFAULT_DATABASE_URL)
     parser.add_argument("--apply-timeout", type=float, default=1800.0, help="seconds to wait for every apply")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one in-process apply")
     args = parser.parse_args()
@@ -592,7 +555,7 @@ def run_pipeline(args: argparse.Namespace, workload: Workload, token: str) -> tu
 def measure_write_path(args: argparse.Namespace, workload: Workload) -> tuple[list[Stage], str]:
     """Every in-process stage, in this order, on the database the pipeline just filled."""
     url = args.database_url
-    django_setup(url, args.redis_url)
+    _harness.setup_django_as_service(url, args.redis_url)
     ensure_partitions(workload.days)
     create_scratch_tables(url, workload.days)
     copies: list[tuple[str, str, Writer, int]] = [

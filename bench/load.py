@@ -78,6 +78,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
 
 from bench import _harness  # noqa: E402
+from bench._harness import SeriesSpec  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jointline_bench_load"
 NODES = 60
@@ -91,17 +92,6 @@ US = 1_000_000
 
 
 # --------------------------------------------------------------------------- what the agents send
-
-
-@dataclass(frozen=True)
-class SeriesSpec:
-    signal: str
-    metric: str
-    kind: str
-    unit: str
-    labels: dict[str, str]
-    start: float  # first value
-    step: float  # counters: mean increase per scrape; gauges: standard deviation of a step
 
 
 def _node_name(index: int) -> str:
@@ -273,14 +263,6 @@ def make_agents(tokens: dict[str, str], interval_s: float) -> list[Agent]:
 # --------------------------------------------------------------------------- setup and history
 
 
-def django_setup(database_url: str, redis_url: str) -> None:
-    os.environ.update(_harness.service_env(database_url, redis_url))
-    os.environ.setdefault("JOINTLINE_LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
-
-
 def create_world(viewers: int) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """Migrate; the reference war room's five organisations and grants; a push token per organisation;
     ``viewers`` people, spread over the organisations. Returns (tokens by org, (org, username))."""
@@ -312,7 +294,7 @@ def load_history(agents: list[Agent], start_us: int, end_us: int) -> tuple[int, 
     (as the worker would). Returns (samples, events)."""
     from django.db import connection, transaction
 
-    from core.records import Batch, EventRecord, SeriesBlock
+    from core.records import Batch, EventRecord
     from timeline.store import get_store
 
     store = get_store()
@@ -325,15 +307,8 @@ def load_history(agents: list[Agent], start_us: int, end_us: int) -> tuple[int, 
         ts = np.arange(first, end_us, step, dtype=np.int64)
         blocks = []
         for spec in agent.specs:
-            if spec.kind == "counter":
-                values = spec.start + np.cumsum(rng.exponential(spec.step, len(ts)) if spec.step else 0 * ts)
-            else:
-                values = np.abs(spec.start + np.cumsum(rng.normal(0.0, spec.step or 0.0, len(ts))))
-            blocks.append(
-                SeriesBlock(
-                    spec.signal, spec.metric, spec.labels, spec.kind, spec.unit, ts.tolist(), values.tolist()
-                )
-            )
+            values = spec.walk(len(ts), rng)
+            blocks.append(spec.block(ts.tolist(), values.tolist()))
         agent.values = [float(block.values[-1]) for block in blocks]
         node = _node_name(agent.node)
         records: list[EventRecord] = []
@@ -981,14 +956,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--history-hours", type=float, default=4.0, help="history loaded first (default 4)")
     parser.add_argument("--senders", type=int, default=64, help="push threads (default 64)")
     parser.add_argument("--drain-timeout", type=float, default=900.0, help="seconds to wait for the backlog")
-    parser.add_argument(
-        "--database-url",
-        default=DEFAULT_DATABASE_URL,
-        help=f"database to drop, recreate and use, named *bench* (default {DEFAULT_DATABASE_URL})",
-    )
-    parser.add_argument(
-        "--redis-url", default=_harness.DEFAULT_REDIS_URL, help="Redis database, flushed first"
-    )
+    _harness.add_database_arguments(parser, DEFAULT_DATABASE_URL)
     args = parser.parse_args()
     if args.web_workers is None:
         args.web_workers = {"split": 2, "gthread": 2}.get(args.layout, 5)
@@ -1016,7 +984,11 @@ def main() -> int:
     print(f"setting up {_harness.database_name(args.database_url)} …", file=sys.stderr)
     _harness.recreate_database(args.database_url)
     _harness.flush_redis(args.redis_url)
-    django_setup(args.database_url, args.redis_url)
+    _harness.setup_django_as_service(
+        args.database_url,
+        args.redis_url,
+        JOINTLINE_LOG_LEVEL=os.environ.get("JOINTLINE_LOG_LEVEL", "WARNING"),
+    )
     tokens, people = create_world(args.viewers)
     agents = make_agents(tokens, interval_s)
     history_end_us = int(time.time()) * US

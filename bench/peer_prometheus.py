@@ -100,17 +100,6 @@ class Loaded:
     openmetrics_path: Path
 
 
-def setup_django(database_url: str, data_dir: Path) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.pop("REDIS_URL", None)  # Celery applies eagerly in this process
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    os.environ["JOINTLINE_DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("JOINTLINE_LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
-
-
 def cases(days: int, long_step_s: int) -> list[Case]:
     from ingest.scenario import ScenarioConfig
 
@@ -443,7 +432,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="jointline-bench-peer-"))
     (work / "data").mkdir()
     try:
-        setup_django(args.database_url, work / "data")
+        _harness.setup_django(args.database_url, "peer", JOINTLINE_DATA_DIR=str(work / "data"))
         ratios = {case.name: run_case(case, args, work) for case in cases(args.days, args.long_step_s)}
     finally:
         shutil.rmtree(work, ignore_errors=True)

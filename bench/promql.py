@@ -59,17 +59,6 @@ QUERIES = [
 ]
 
 
-def setup_django(database_url: str) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.pop("REDIS_URL", None)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    os.environ.setdefault("JOINTLINE_DATA_DIR", tempfile.mkdtemp(prefix="jointline-bench-promql-"))
-    os.environ.setdefault("JOINTLINE_LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
-
-
 def day_of_counters(series: int, seed: int = 11) -> list:
     """(metric, kind, labels, times µs, values) of ``series`` counters over 24 h; every tenth node's
     counter also carries an ``le`` label so the histogram query has buckets to work on."""
@@ -224,7 +213,7 @@ def main() -> None:
             raise SystemExit(f"{binary} is not installed: apt-get install prometheus")
     _harness.require_loopback(args.database_url)
     _harness.exclusive()
-    setup_django(args.database_url)
+    _harness.setup_django(args.database_url, "promql")
     from tests.timeline.test_promql_compliance import prometheus_with
 
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", file=sys.stderr)

@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -62,17 +60,6 @@ SEVERITIES = ("info", "warning", "error")
 SEARCHES = ["loading shard 12/480", "xid", "kernel panic", "no-such-text-anywhere"]
 
 
-def setup_django(database_url: str) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.pop("REDIS_URL", None)  # Celery runs eagerly in this process
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    os.environ.setdefault("JOINTLINE_DATA_DIR", tempfile.mkdtemp(prefix="jointline-bench-timeline-"))
-    os.environ.setdefault("JOINTLINE_LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
-
-
 NODES: dict = {}  # --nodes: {"nodes": n, "training_nodes": n - 3}
 
 
@@ -87,10 +74,9 @@ def scenario_config(profile: str):
 def load(profile: str, extra_logs: int) -> None:
     """Migrate, create the five organisations, share everything with ``infra``, load the scenario."""
     from django.core.management import call_command
-    from tqdm import tqdm
 
     from ingest.scenario import generate
-    from ingest.scenario_loading import ORGANISATIONS, load_batches
+    from ingest.scenario_loading import ORGANISATIONS
     from orgs.models import Role
     from orgs.services import grant_create, organization_create, user_create
 
@@ -104,12 +90,8 @@ def load(profile: str, extra_logs: int) -> None:
         if slug != "infra":
             grant_create(owner=org, grantee=orgs["infra"], name="everything, for the benchmark", level="full")
     scenario = generate(scenario_config(profile))
-    total = sum(c["samples"] + c["events"] for c in scenario.counts().values())
     started = time.perf_counter()
-    with tqdm(
-        total=total, unit="rec", unit_scale=True, desc=f"loading the {profile} scenario", file=sys.stderr
-    ) as bar:
-        load_batches(scenario.batches(), progress=bar.update)
+    total = _harness.load_scenario(scenario, f"loading the {profile} scenario")
     print(f"loaded {total:,} records in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     started = time.perf_counter()
     call_command("refresh_rollups", "--no-progress")  # as beat would, some seconds after the load
@@ -122,7 +104,7 @@ def load(profile: str, extra_logs: int) -> None:
             f"event counts of the added lines refreshed in {time.perf_counter() - started:.0f} s",
             file=sys.stderr,
         )
-    analyze()
+    _harness.analyze()
 
 
 def add_logs(org, config, count: int) -> None:
@@ -163,15 +145,7 @@ def catch_up() -> None:
 
     call_command("migrate", interactive=False, verbosity=0)
     call_command("refresh_rollups", "--no-progress")
-    analyze()
-
-
-def analyze() -> None:
-    """Fresh planner statistics, as autovacuum would have them some minutes after a load."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+    _harness.analyze()
 
 
 def windows(config) -> dict[str, tuple[int, int]]:
@@ -286,14 +260,10 @@ def measure_search(runs: int) -> None:
     print(f"\nsearch over {count:,} events (whole store, names and messages, case-insensitive substring):")
 
     def timed(query: str) -> tuple[float, int]:
-        samples, found = [], 0
-        for _ in range(runs):
-            started = time.perf_counter()
-            found = len(
-                list(store.event_search(scope, ReadHints(start=first, end=last + 1), text=query, limit=200))
-            )
-            samples.append((time.perf_counter() - started) * 1000)
-        return statistics.median(samples), found
+        hints = ReadHints(start=first, end=last + 1)
+        return _harness.median_ms_with_result(
+            lambda: len(list(store.event_search(scope, hints, text=query, limit=200))), runs
+        )
 
     rows = {q: [timed(q)] for q in SEARCHES}
     plan = _plan(Event.objects.scoped(scope).filter(Q(message__icontains="xid") | Q(name__icontains="xid")))
@@ -310,18 +280,17 @@ def measure_search(runs: int) -> None:
                 "(to_tsvector('simple', name || ' ' || message))"
             )
             fts_build = (time.perf_counter() - started) * 1000
+
+            def full_text(query: str) -> int:
+                cursor.execute(
+                    "SELECT id FROM timeline_event WHERE to_tsvector('simple', name || ' ' || message) "
+                    "@@ plainto_tsquery('simple', %s) ORDER BY ts LIMIT 200",
+                    [query],
+                )
+                return len(cursor.fetchall())
+
             for q in SEARCHES:
-                samples = []
-                for _ in range(runs):
-                    started = time.perf_counter()
-                    cursor.execute(
-                        "SELECT id FROM timeline_event WHERE to_tsvector('simple', name || ' ' || message) "
-                        "@@ plainto_tsquery('simple', %s) ORDER BY ts LIMIT 200",
-                        [q],
-                    )
-                    found = len(cursor.fetchall())
-                    samples.append((time.perf_counter() - started) * 1000)
-                rows[q].append((statistics.median(samples), found))
+                rows[q].append(_harness.median_ms_with_result(lambda q=q: full_text(q), runs))
         transaction.set_rollback(True)  # the trigram indexes come back, the full-text one goes
     print(f"  {'query':<24} {'trigram GIN':>16} {'no index (scan)':>18} {'full-text GIN':>16}")
     for q, ((tri, n1), (scan, n2), (fts, n3)) in rows.items():
@@ -370,14 +339,6 @@ def measure_downsampling(window: tuple[int, int], runs: int) -> None:
     start, end = window
     step = -(-(end - start) // WIDTH)
 
-    def median_ms(fn) -> float:
-        samples = []
-        for _ in range(runs):
-            started = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - started) * 1000)
-        return statistics.median(samples)
-
     def raw(ids):
         with connection.cursor() as cursor:
             cursor.execute(
@@ -390,9 +351,9 @@ def measure_downsampling(window: tuple[int, int], runs: int) -> None:
     print(f"\ndownsampling over {(end - start) / HOUR_US:.0f} h to {WIDTH} px:")
     value_hints = ReadHints(start=start, end=end, step=step, ordered=True)
     rate_hints = ReadHints(start=start, end=end, step=step, fn="rate", ordered=True)
-    sql_gauge = median_ms(lambda: store.select_buckets(scope, gauge, value_hints))
-    sql_nic = median_ms(lambda: store.select_buckets(scope, nic, rate_hints))
-    fetch_gauge = median_ms(lambda: raw(gauge))
+    sql_gauge = _harness.median_ms(lambda: store.select_buckets(scope, gauge, value_hints), runs)
+    sql_nic = _harness.median_ms(lambda: store.select_buckets(scope, nic, rate_hints), runs)
+    fetch_gauge = _harness.median_ms(lambda: raw(gauge), runs)
     rows = raw(gauge)
     print(
         f"  SQL buckets (min/max/mean/count), {len(gauge)} gauge series: {sql_gauge:.0f} ms; "
@@ -416,7 +377,7 @@ def measure_downsampling(window: tuple[int, int], runs: int) -> None:
     ]
 
     for name, kind in (("MinMax", MinMaxDownsampler), ("M4", M4Downsampler)):
-        spent = median_ms(lambda kind=kind: downsample(kind))
+        spent = _harness.median_ms(lambda kind=kind: downsample(kind), runs)
         print(
             f"  tsdownsample {name} on the fetched samples: {spent:.1f} ms (+ {fetch_gauge:.0f} ms fetch) "
             f"vs {sql_gauge:.0f} ms for SQL buckets"
@@ -425,10 +386,9 @@ def measure_downsampling(window: tuple[int, int], runs: int) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
-    parser.add_argument("--profile", choices=["full", "compact", "long"], default="full")
-    parser.add_argument("--reuse", action="store_true", help="measure on the already loaded database")
-    parser.add_argument("--runs", type=int, default=5)
+    _harness.add_scenario_arguments(
+        parser, DEFAULT_DATABASE_URL, profiles=["full", "compact", "long"], runs=5
+    )
     parser.add_argument("--nodes", type=int, help="cluster size (default 63; the job takes all but 3)")
     parser.add_argument("--extra-logs", type=int, default=1_000_000, help="log lines added for the search")
     return parser.parse_args()
@@ -442,7 +402,7 @@ def main() -> None:
     if not args.reuse:
         print(f"setting up {_harness.database_name(args.database_url)} …", file=sys.stderr)
         _harness.recreate_database(args.database_url)
-    setup_django(args.database_url)
+    _harness.setup_django(args.database_url, "timeline")
     if not args.reuse:
         load(args.profile, args.extra_logs)
     else:

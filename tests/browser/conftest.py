@@ -20,18 +20,11 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from bench._chromium import CHROMIUM, launch_chromium
+
 # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are synchronous.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 VIEWPORT = {"width": 1600, "height": 1000}
 PASSWORD = "war-room-browser-test"
 VIEWER = "modeldev-viewer"
@@ -90,7 +83,7 @@ def chromium():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch_chromium(playwright)
         yield browser
         browser.close()
 
