@@ -29,6 +29,9 @@ Run from the project root (as root, the private PostgreSQL runs as the ``postgre
 
     python bench/faults.py                       # 3 faults over about 2 minutes of pushes
     python bench/faults.py --rounds 2 --agents 40
+
+One script (about 600 lines): its private PostgreSQL and Redis, the push load, each fault and the
+final comparison share one run's state, and a user reads one file to see what was done to the system.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ share Redis database 14 and the CPUs; see ``bench/_harness.py``). Run from the p
     python bench/ingest.py                          # 2,000,000 samples in batches of 50,000
     python bench/ingest.py --samples 200000 --senders 4
     python bench/ingest.py --profile                # + cProfile of one in-process apply
+
+One script (about 600 lines) so that the stages it compares — raw ``COPY``, the store's write path,
+push over HTTP, end to end with rollups — are measured on one data set by one file a user can read.
 """
 
 from __future__ import annotations

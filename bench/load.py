@@ -43,6 +43,10 @@ the project root::
     python bench/load.py                       # 300 agents every 15 s, 10 viewers, 3 minutes
     python bench/load.py --fast --duration 300 # 300 agents every 5 s
     python bench/load.py --layout single --no-cache --no-gzip --unaligned
+
+One script of about 1,100 lines on purpose: a user runs one file and reads one file to see what was
+measured; the agents, viewers, process layouts and the final acknowledged-against-stored check share
+its run state, and what other benchmarks share is in ``bench/_harness.py``.
 """
 
 from __future__ import annotations
