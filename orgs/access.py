@@ -35,12 +35,8 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 
-from orgs.audit import AUDIT_COALESCE_GAP as AUDIT_COALESCE_GAP
 from orgs.audit import audit_reads_record
-from orgs.audit import audit_via_merged as audit_via_merged
-from orgs.audit import audit_what_merged as audit_what_merged
 from orgs.grants import GrantRule, grant_rules_for
-from orgs.grants import label_q as label_q
 from orgs.models import (
     LEVEL_RANK,
     IngestToken,
@@ -259,10 +255,11 @@ class Scope:
         ``through`` names the view the read was made for (``permalink /i/<id>``, ``incident <id>``,
         ``war room``), and ``via`` is then ``"<through> (<endpoint>)"``; without a view, ``via`` alone
         says how the data was read. A read of the same view (same reader, owner, level and
-        ``through``, else ``via``) as the latest entry within :data:`AUDIT_COALESCE_GAP` of that
+        ``through``, else ``via``) as the latest entry within :data:`orgs.audit.AUDIT_COALESCE_GAP` of that
         entry's last read is counted on it (a view refreshed every 15 s is one entry, not hundreds):
         its window widens to cover the read, its ``what`` becomes everything either showed
-        (:func:`audit_what_merged`) and its ``via`` lists every endpoint. Any other read starts one."""
+        (:func:`orgs.audit.audit_what_merged`) and its ``via`` lists every endpoint. Any other read
+        starts one."""
         reads = list(self.reads)
         self.reads.clear()
         return audit_reads_record(

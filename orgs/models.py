@@ -207,7 +207,7 @@ class AuditEntry(models.Model):
     """Reads of another organisation's data: who, whose, what, which window, how, through what.
 
     Repeated reads of one view (same reader, owner, level and ``through``, else ``via``) less than
-    :data:`orgs.access.AUDIT_COALESCE_GAP` apart are one entry: ``count`` reads from ``at`` to
+    :data:`orgs.audit.AUDIT_COALESCE_GAP` apart are one entry: ``count`` reads from ``at`` to
     ``last_at``, the window and ``what`` covering every one of them (``orgs.access.Scope.flush_audit``)."""
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
-from orgs.access import AUDIT_COALESCE_GAP, Scope, audit_via_merged, audit_what_merged, require_scope
+from orgs.access import Scope, require_scope
+from orgs.audit import AUDIT_COALESCE_GAP, audit_via_merged, audit_what_merged
 from orgs.models import AccessRequest, AuditEntry, Grant
 
 
@@ -42,7 +43,7 @@ def audit_rows(scope: Scope, *, owner_id: int, limit: int = 200, read: int = 500
     last-seen first, each already counting the repeated reads of one view (``Scope.flush_audit``).
 
     Entries of one view (reader, level, ``through`` else ``via``) that overlap in time (two requests
-    that raced) or follow each other within :data:`~orgs.access.AUDIT_COALESCE_GAP` are merged here
+    that raced) or follow each other within :data:`~orgs.audit.AUDIT_COALESCE_GAP` are merged here
     too, as writing them would have: counts added, first and last seen and windows widened, what they
     showed and the endpoints they used joined.
     The entries returned are not saved."""

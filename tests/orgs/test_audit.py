@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 from rest_framework.test import APIClient
 
-from orgs.access import AUDIT_COALESCE_GAP, Scope
+from orgs.access import Scope
+from orgs.audit import AUDIT_COALESCE_GAP
 from orgs.models import AuditEntry, Role
 from orgs.selectors import audit_rows
 from tests.factories import member_client

@@ -6,7 +6,8 @@ import pytest
 from django.utils import timezone
 
 from core.labels import glob_to_regex, parse_matcher
-from orgs.access import GrantRule, Scope
+from orgs.access import Scope
+from orgs.grants import GrantRule
 from orgs.models import AuditEntry, Grant
 from orgs.services import grant_create, grant_revoke
 from tests.factories import T0, S, gauge, log_line, write

@@ -6,6 +6,12 @@ against each. Reads take the scope and a :class:`ReadHints`; scopes become WHERE
 clauses inside the backends: nothing above this package writes SQL for samples
 or events. The package imports no analysis module (an import-linter contract);
 docs/decisions/0004-store-interface.md says what a backend provides.
+
+:mod:`~timeline.store.base` holds the class every backend derives from (schema, partitions, writes),
+made of :mod:`~timeline.store.rollup_refresh`, :mod:`~timeline.store.sample_reads`,
+:mod:`~timeline.store.event_reads` and :mod:`~timeline.store.retention`; what a write is made of is in
+:mod:`~timeline.store.batches`, what a read returns in :mod:`~timeline.store.frames`, the read hints
+in :mod:`~timeline.store.hints` and the rollup rows in :mod:`~timeline.store.rollups`.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from timeline.store.base import BucketFrame, LaneBuckets, StoreBackend, WriteResult
+from timeline.store.base import StoreBackend
+from timeline.store.batches import WriteResult
+from timeline.store.frames import BucketFrame, LaneBuckets
 from timeline.store.hints import Capabilities, ClockModel, Correction, ReadHints
 
 

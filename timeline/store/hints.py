@@ -23,7 +23,7 @@ from django.db.models import BigIntegerField, Case, ExpressionWrapper, F, FloatF
 from django.db.models.functions import Cast, Round
 
 from core.labels import label_matches
-from orgs.access import label_q
+from orgs.grants import label_q
 
 HOUR_US = 3_600_000_000
 

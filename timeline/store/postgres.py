@@ -2,18 +2,14 @@
 ``INSERT … SELECT … ON CONFLICT DO NOTHING`` so a re-applied batch stores nothing twice.
 
 Day partitions are created before a write needs them, each in its own short transaction and never
-in the transaction that copies rows: ``CREATE TABLE … (LIKE parent)`` then ``ATTACH PARTITION``,
-which locks the parent SHARE UPDATE EXCLUSIVE, so readers and writers of the store go on while it
-runs (``CREATE TABLE … PARTITION OF`` would lock it ACCESS EXCLUSIVE; measured in
-docs/decisions/0005-partitions-outside-apply.md). Beat creates the coming days ahead of time.
+in the transaction that copies rows (:mod:`timeline.store.postgres_partitions`); beat creates the
+coming days ahead of time. The binary formats the rollup refresh and the sample reads exchange with
+the server are in :mod:`timeline.store.postgres_wire`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import time
-from datetime import UTC, date, datetime
 
 import numpy as np
 import psycopg
@@ -21,25 +17,20 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 
 from core.records import EventRecord
-from orgs.access import Scope, require_scope
 from timeline.models import Series
 from timeline.store import rollups
-from timeline.store.base import (
-    DAY_US,
-    SAMPLE_ROW,
-    EventPart,
-    PartitionDays,
-    PartitionSize,
-    SamplePart,
-    StoreBackend,
-    event_fingerprint,
-)
+from timeline.store.base import StoreBackend
+from timeline.store.batches import EVENT_COLUMNS, EventPart, SamplePart, event_row
+from timeline.store.frames import SAMPLE_ROW
 from timeline.store.hints import Capabilities, ReadHints
+from timeline.store.postgres_partitions import (
+    PARTITIONED_TABLES,
+    PostgresPartitions,
+    partition_day,
+    partition_name,
+)
+from timeline.store.postgres_wire import arrays_decode, big_endian, copy_encode
 
-log = logging.getLogger(__name__)
-
-PARTITIONED_TABLES = ("timeline_sample", "timeline_event")
-PARTITION_LOCK = 0x4A4C5054  # "JLPT": serialises partition creation across workers
 ROLLUP_LOCK = 0x4A4C5255  # "JLRU": one rollup refresh at a time
 
 SCHEMA = [
@@ -88,13 +79,11 @@ SAMPLES_PER_BATCH = """WITH inserted AS (
     JOIN (SELECT series_id, ts, MIN(batch) AS batch FROM jl_sample_stage GROUP BY series_id, ts) first
         USING (series_id, ts)
     GROUP BY first.batch"""
-EVENT_COLUMNS = (
-    "org_id, source_id, signal, ts, end_ts, kind, severity, name, message, resource, attributes, fingerprint"
-)
+EVENT_LIST = ", ".join(EVENT_COLUMNS)
 EVENT_SELECT = """SELECT org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
     resource::jsonb, attributes::jsonb, fingerprint FROM jl_event_stage"""
 EVENTS_PER_BATCH = f"""WITH inserted AS (
-        INSERT INTO timeline_event ({EVENT_COLUMNS}) {EVENT_SELECT} ORDER BY batch
+        INSERT INTO timeline_event ({EVENT_LIST}) {EVENT_SELECT} ORDER BY batch
         ON CONFLICT DO NOTHING RETURNING org_id, fingerprint, ts)
     SELECT first.batch, COUNT(*) FROM inserted
     JOIN (SELECT org_id, fingerprint, ts, MIN(batch) AS batch FROM jl_event_stage
@@ -102,87 +91,7 @@ EVENTS_PER_BATCH = f"""WITH inserted AS (
     GROUP BY first.batch"""
 
 
-def partition_name(table: str, day: int) -> str:
-    """``<table>_pYYYYMMDD``, the year zero-padded to four digits (``%Y`` writes 999 for year 999,
-    which would sort after 1970 and escape retention)."""
-    moment = datetime.fromtimestamp(day * 86_400, tz=UTC)
-    return f"{table}_p{moment.year:04d}{moment.month:02d}{moment.day:02d}"
-
-
-def _unpadded_partition_name(table: str, day: int) -> str:
-    """The name earlier versions gave a day before the year 1000 (``%Y`` unpadded)."""
-    moment = datetime.fromtimestamp(day * 86_400, tz=UTC)
-    return f"{table}_p{moment.year}{moment.month:02d}{moment.day:02d}"
-
-
-def partition_day(name: str) -> int:
-    """The day (since the epoch) a partition name stands for; reads padded and unpadded years."""
-    digits = name.rsplit("_p", 1)[1]
-    moment = date(int(digits[:-4]), int(digits[-4:-2]), int(digits[-2:]))
-    return (moment - date(1970, 1, 1)).days
-
-
-def _wanted(days: PartitionDays) -> list[tuple[str, int]]:
-    """(table, day) pairs in day order."""
-    return sorted(
-        [("timeline_sample", day) for day in days.samples] + [("timeline_event", day) for day in days.events],
-        key=lambda pair: (pair[1], pair[0] != "timeline_sample"),
-    )
-
-
-def _missing_partitions(cursor, wanted: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    if not wanted:
-        return []
-    names = {
-        name: (table, day)
-        for table, day in wanted
-        for name in (partition_name(table, day), _unpadded_partition_name(table, day))
-    }
-    cursor.execute(
-        """SELECT child.relname FROM pg_inherits
-           JOIN pg_class child ON child.oid = pg_inherits.inhrelid
-           WHERE pg_inherits.inhparent IN (%s::regclass, %s::regclass) AND child.relname = ANY(%s)""",
-        [*PARTITIONED_TABLES, list(names)],
-    )
-    present = {names[row[0]] for row in cursor.fetchall()}
-    return [pair for pair in wanted if pair not in present]
-
-
-def _create_partitions(conn: psycopg.Connection, missing: list[tuple[str, int]]) -> int:
-    """Create each partition of ``missing`` in a transaction of its own on ``conn`` (a savepoint when
-    ``conn`` is in a transaction already)."""
-    return sum(_create_partition(conn, table, day) for table, day in missing)
-
-
-def _create_partition(conn: psycopg.Connection, table: str, day: int) -> int:
-    name = partition_name(table, day)
-    retries = settings.JOINTLINE_PARTITION_LOCK_RETRIES
-    for attempt in range(retries + 1):
-        try:
-            with conn.transaction(), conn.cursor() as cursor:
-                cursor.execute(
-                    "SELECT set_config('lock_timeout', %s, true)",
-                    [f"{settings.JOINTLINE_PARTITION_LOCK_TIMEOUT_MS}ms"],
-                )
-                # Workers creating the same day wait for each other here instead of racing.
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PARTITION_LOCK])
-                if not _missing_partitions(cursor, [(table, day)]):
-                    return 0
-                cursor.execute(f"CREATE TABLE {name} (LIKE {table})")
-                cursor.execute(
-                    f"ALTER TABLE {table} ATTACH PARTITION {name} "
-                    f"FOR VALUES FROM ({day * DAY_US}) TO ({(day + 1) * DAY_US})"
-                )
-                return 1
-        except psycopg.errors.LockNotAvailable:
-            if attempt == retries:
-                raise
-            log.info("creating partition %s waited over its lock timeout; trying again", name)
-            time.sleep(min(0.1 * 2**attempt, 2.0))
-    return 0
-
-
-class PostgresStore(StoreBackend):
+class PostgresStore(PostgresPartitions, StoreBackend):
     vendor = "postgresql"
     capabilities = Capabilities(
         partitions=True,
@@ -258,7 +167,7 @@ class PostgresStore(StoreBackend):
                 ],
             )
             columns = cursor.fetchone()
-        return rollups.arrays_decode(columns, dtype)
+        return arrays_decode(columns, dtype)
 
     def _queue_stale(self, ranges, *, table=rollups.DIRTY, key="series_id"):
         """One COPY: an apply queues a range per series it wrote (about a thousand a batch here)."""
@@ -284,110 +193,26 @@ class PostgresStore(StoreBackend):
         with self.connection.cursor() as cursor:
             if not stored.all():
                 with cursor.copy(f"COPY {table} ({rollups.COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.write(rollups.copy_encode(rows[~stored]))
+                    copy.write(copy_encode(rows[~stored]))
             if not stored.any():
                 return
             cursor.execute(ROLLUP_STAGE)
             with cursor.copy(f"COPY jl_rollup_stage ({rollups.COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.write(rollups.copy_encode(rows[stored]))
+                copy.write(copy_encode(rows[stored]))
             cursor.execute(
                 f"""INSERT INTO {table} ({rollups.COLUMNS})
                     SELECT {rollups.COLUMNS} FROM jl_rollup_stage {rollups.UPSERT}"""
             )
             cursor.execute("DELETE FROM jl_rollup_stage")
 
-    def existing_partitions(self, table: str) -> set[str]:
-        with self.connection.cursor() as cursor:
-            cursor.execute(
-                """SELECT child.relname FROM pg_inherits
-                   JOIN pg_class parent ON parent.oid = pg_inherits.inhparent
-                   JOIN pg_class child ON child.oid = pg_inherits.inhrelid
-                   WHERE parent.relname = %s""",
-                [table],
-            )
-            return {row[0] for row in cursor.fetchall()}
-
-    def missing_partitions(self, days: PartitionDays) -> PartitionDays:
-        with self.connection.cursor() as cursor:
-            missing = _missing_partitions(cursor, _wanted(days))
-        return PartitionDays(
-            frozenset(day for table, day in missing if table == "timeline_sample"),
-            frozenset(day for table, day in missing if table == "timeline_event"),
-        )
-
-    def ensure_partitions(self, first_day: int, last_day: int) -> int:
-        return self.create_partitions(PartitionDays.every(range(first_day, last_day + 1)))
-
-    def create_partitions(self, days: PartitionDays) -> int:
-        """Create the missing partitions of ``days`` (per table); returns how many were created.
-
-        Outside a transaction each partition gets a short transaction of its own (the journal's
-        apply creates its partitions so, before the transaction that copies its rows). Inside the
-        caller's transaction they are created in it and its SHARE UPDATE EXCLUSIVE locks last until
-        it ends: readers and writers go on, other partition creation waits (tests and scripts that
-        write in one transaction; their rollback takes the partitions away with their rows).
-
-        A lock wait longer than JOINTLINE_PARTITION_LOCK_TIMEOUT_MS gives up and tries again, up to
-        JOINTLINE_PARTITION_LOCK_RETRIES more times, then raises ``psycopg.errors.LockNotAvailable``
-        (an ``OperationalError``: the journal applies the entry again later).
-        """
-        with self.connection.cursor() as cursor:
-            missing = _missing_partitions(cursor, _wanted(days))
-        if not missing:
-            return 0
-        self.connection.ensure_connection()
-        conn = self.connection.connection
-        if self.connection.in_atomic_block:
-            with self.connection.cursor() as cursor:
-                cursor.execute("SELECT current_setting('lock_timeout')")
-                previous = cursor.fetchone()[0]
-            try:
-                return _create_partitions(conn, missing)
-            finally:
-                with self.connection.cursor() as cursor:
-                    cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
-        return _create_partitions(conn, missing)
-
-    def drop_partitions_before(self, day: int, *, lock_timeout_s: float | None = None) -> list[str]:
-        """Drop whole day partitions of days before ``day`` (retention); returns their names.
-
-        Outside a transaction each partition is dropped in its own (one transaction over hundreds of
-        partitions could exhaust the lock table), each waiting at most ``lock_timeout_s`` for its
-        lock; inside the caller's transaction they go with it.
-        """
-        expired = [
-            (table, name)
-            for table in PARTITIONED_TABLES
-            for name in sorted(self.existing_partitions(table))
-            if partition_day(name) < day
-        ]
-        dropped: list[str] = []
-        for _table, name in expired:
-            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
-                if lock_timeout_s is not None:
-                    cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{lock_timeout_s}s"])
-                cursor.execute(f"DROP TABLE {name}")
-            dropped.append(name)
-        return dropped
-
     # -- reads the engine does better ------------------------------------------
-    def fleet_stats(
-        self, scope: Scope, series_ids: list[int], hints: ReadHints
-    ) -> dict[str, np.ndarray] | None:
-        scope = require_scope(scope)
-        columns = ("bucket", "lo", "hi", "mid", "p5", "p95", "sum", "n")
-        out = {name: np.empty(0, dtype=np.float64) for name in columns}
-        readable = self.readable_series_for_lane(scope, series_ids, fleet=hints.fleet)
-        if not readable or hints.empty or hints.step <= 0:
-            return out
-        unordered = ReadHints(**{**hints.__dict__, "ordered": False})
+    def _fleet_matrix(self, groups, readable, hints) -> np.ndarray:
+        """The groups' bucket queries as one union, aggregated per bucket with ``percentile_cont``."""
         parts, params = [], []
-        for key, ids in self._bucket_groups(scope, readable, unordered).items():
-            sql, group_params = self._bucket_sql(key, ids, unordered)
+        for key, ids in groups.items():
+            sql, group_params = self._bucket_sql(key, ids, hints)
             parts.append(f"({sql})")
             params.extend(group_params)
-        if not parts:
-            return out
         sql = f"""
             SELECT bucket, MIN(vmin), MAX(vmax),
                    percentile_cont(0.5) WITHIN GROUP (ORDER BY vmean),
@@ -399,10 +224,7 @@ class PostgresStore(StoreBackend):
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-        if rows:
-            matrix = np.asarray(rows, dtype=np.float64)
-            out = {name: matrix[:, i] for i, name in enumerate(columns)}
-        return out
+        return np.asarray(rows, dtype=np.float64).reshape(-1, 8)
 
     def _sample_arrays(self, key: tuple, ids: list[int], hints: ReadHints) -> dict[int, tuple]:
         """Per series its times and values as two binary strings of big-endian numbers, split into
@@ -422,7 +244,7 @@ class PostgresStore(StoreBackend):
                     [ids, lo, hi],
                 )
                 return {
-                    int(series_id): (_big_endian(ts, ">i8"), _big_endian(values, ">f8"))
+                    int(series_id): (big_endian(ts, ">i8"), big_endian(values, ">f8"))
                     for series_id, ts, values in cursor.fetchall()
                 }
             sql, params = self._sample_sql(key, ids, hints)
@@ -435,12 +257,12 @@ class PostgresStore(StoreBackend):
             series_bytes, ts_bytes, value_bytes = cursor.fetchone()
         if series_bytes is None:
             return {}
-        series = _big_endian(series_bytes, ">i8")
+        series = big_endian(series_bytes, ">i8")
         order = np.argsort(series, kind="stable")
         series, ts, values = (
             series[order],
-            _big_endian(ts_bytes, ">i8")[order],
-            _big_endian(value_bytes, ">f8")[order],
+            big_endian(ts_bytes, ">i8")[order],
+            big_endian(value_bytes, ">f8")[order],
         )
         cuts = np.flatnonzero(np.diff(series)) + 1
         return {
@@ -515,32 +337,6 @@ class PostgresStore(StoreBackend):
         scale = 100.0 / sample_percent
         return [(org_id, signal, round(n * scale)) for org_id, signal, n in rows]
 
-    def partition_sizes(self) -> list[PartitionSize]:
-        with self.connection.cursor() as cursor:
-            cursor.execute(
-                """SELECT child.relname, pg_total_relation_size(child.oid),
-                          GREATEST(child.reltuples, 0)::bigint
-                   FROM pg_inherits
-                   JOIN pg_class parent ON parent.oid = pg_inherits.inhparent
-                   JOIN pg_class child ON child.oid = pg_inherits.inhrelid
-                   WHERE parent.relname = ANY(%s)
-                   ORDER BY child.relname""",
-                [list(PARTITIONED_TABLES)],
-            )
-            return [PartitionSize(name, int(size), int(rows)) for name, size, rows in cursor.fetchall()]
-
-    def table_bytes(self, extra_tables=()) -> dict[str, int | None]:
-        partitions = self.partition_sizes()
-        out: dict[str, int | None] = {
-            table: sum(p.bytes for p in partitions if p.name.startswith(f"{table}_p"))
-            for table in PARTITIONED_TABLES
-        }
-        with self.connection.cursor() as cursor:
-            for table in extra_tables:
-                cursor.execute("SELECT pg_total_relation_size(%s::regclass)", [table])
-                out[table] = int(cursor.fetchone()[0])
-        return out
-
     def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
         """Fast path: COPY straight into the table inside a savepoint. When any (series, ts) already
         exists, the savepoint rolls back and the rows go through the staging table with
@@ -555,22 +351,18 @@ class PostgresStore(StoreBackend):
                 return received
         except (IntegrityError, psycopg.errors.UniqueViolation):
             pass
-        stored = [0] * batches
         with self.connection.cursor() as cursor:
             cursor.execute(SAMPLE_STAGE)
             self._copy_rows(cursor, "jl_sample_stage", parts, staged=True)
-            if len({part.batch for part in parts}) == 1:
-                cursor.execute(
-                    """INSERT INTO timeline_sample (series_id, ts, value)
-                       SELECT series_id, ts, value FROM jl_sample_stage ON CONFLICT DO NOTHING"""
-                )
-                stored[parts[0].batch] = cursor.rowcount
-            else:
-                cursor.execute(SAMPLES_PER_BATCH)
-                for batch, count in cursor.fetchall():
-                    stored[batch] = count
-            cursor.execute("TRUNCATE jl_sample_stage")
-        return stored
+            return _insert_staged(
+                cursor,
+                "jl_sample_stage",
+                parts,
+                batches,
+                single="""INSERT INTO timeline_sample (series_id, ts, value)
+                    SELECT series_id, ts, value FROM jl_sample_stage ON CONFLICT DO NOTHING""",
+                per_batch=SAMPLES_PER_BATCH,
+            )
 
     @staticmethod
     def _copy_rows(cursor, table: str, parts: list[SamplePart], *, staged: bool = False) -> None:
@@ -587,42 +379,42 @@ class PostgresStore(StoreBackend):
                             copy.write_row((series_id, ts, value))
 
     def _write_events(self, parts: list[EventPart], batches: int) -> list[int]:
-        stored = [0] * batches
         with self.connection.cursor() as cursor:
             cursor.execute(EVENT_STAGE)
-            with cursor.copy(f"COPY jl_event_stage (batch, {EVENT_COLUMNS}) FROM STDIN") as copy:
+            with cursor.copy(f"COPY jl_event_stage (batch, {EVENT_LIST}) FROM STDIN") as copy:
                 for part in parts:
                     for event in part.events:
-                        copy.write_row(_event_row(part, event))
-            if len({part.batch for part in parts}) == 1:
-                cursor.execute(
-                    f"INSERT INTO timeline_event ({EVENT_COLUMNS}) {EVENT_SELECT} ON CONFLICT DO NOTHING"
-                )
-                stored[parts[0].batch] = cursor.rowcount
-            else:
-                cursor.execute(EVENTS_PER_BATCH)
-                for batch, count in cursor.fetchall():
-                    stored[batch] = count
-            cursor.execute("TRUNCATE jl_event_stage")
-        return stored
+                        copy.write_row(_staged_event(part, event))
+            return _insert_staged(
+                cursor,
+                "jl_event_stage",
+                parts,
+                batches,
+                single=f"INSERT INTO timeline_event ({EVENT_LIST}) {EVENT_SELECT} ON CONFLICT DO NOTHING",
+                per_batch=EVENTS_PER_BATCH,
+            )
 
 
-def _event_row(part: EventPart, event: EventRecord) -> tuple:
-    return (
-        part.batch,
-        part.org_id,
-        part.source_id,
-        event.signal,
-        event.ts,
-        event.end_ts,
-        event.kind,
-        event.severity,
-        event.name,
-        event.message.replace("\x00", "\ufffd"),
-        _jsonb_text(event.resource),
-        _jsonb_text(event.attributes),
-        event_fingerprint(event),
-    )
+def _insert_staged(cursor, stage: str, parts, batches: int, *, single: str, per_batch: str) -> list[int]:
+    """Insert the rows of the staging table ``stage`` (filled from ``parts``) with ``single`` when they
+    are of one batch, else with ``per_batch``, which returns ``(batch, count)`` rows; empties the
+    stage and returns how many rows were new, per batch position."""
+    stored = [0] * batches
+    if len({part.batch for part in parts}) == 1:
+        cursor.execute(single)
+        stored[parts[0].batch] = cursor.rowcount
+    else:
+        cursor.execute(per_batch)
+        for batch, count in cursor.fetchall():
+            stored[batch] = count
+    cursor.execute(f"TRUNCATE {stage}")
+    return stored
+
+
+def _staged_event(part: EventPart, event: EventRecord) -> tuple:
+    """A row of ``jl_event_stage``: the batch position, then the event as jsonb and text columns can
+    hold it (U+0000 becomes U+FFFD, as :func:`_jsonb_text` says)."""
+    return (part.batch, *event_row(part, event, text=_without_nul, json_text=_jsonb_text))
 
 
 def _jsonb_text(value: dict) -> str:
@@ -645,6 +437,4 @@ def _without_nul(value):
     return value
 
 
-def _big_endian(data: bytes, dtype: str) -> np.ndarray:
-    """Numbers PostgreSQL's ``int8send``/``float8send`` wrote, as native int64 or float64."""
-    return np.frombuffer(data, dtype=dtype).astype(dtype.replace(">", "="))
+__all__ = ["PARTITIONED_TABLES", "PostgresStore", "partition_day", "partition_name"]

@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -269,26 +270,32 @@ def kept_from(now: int, days_by_width: dict[int, int]) -> dict[int, int]:
     return {width: floor_to(now, day) - days * day for width, days in days_by_width.items() if days}
 
 
+class RollupRead(NamedTuple):
+    """One group's bucket read over the rollup rows of ``table`` (buckets of ``width``), as every
+    engine's ``combine_sql`` takes it: the series ``ids``, the grid ``origin + i * step`` and the window
+    ``[lo, hi)``, both in stored time, how far before ``lo`` raw samples serve as previous samples
+    (``lookback``, rates), whether values are rates, and whether rows come sorted."""
+
+    table: str
+    width: int
+    ids: Sequence[int]
+    origin: int
+    step: int
+    lo: int
+    hi: int
+    lookback: int
+    rate: bool
+    ordered: bool
+
+
 def combine_sql(
-    table: str,
-    width: int,
-    ids: Sequence[int],
-    *,
-    origin: int,
-    step: int,
-    lo: int,
-    hi: int,
-    lookback: int,
-    rate: bool,
-    ordered: bool,
-    least: str,
-    greatest: str,
-    rolled_until: int | None = None,
+    read: RollupRead, *, least: str, greatest: str, rolled_until: int | None = None
 ) -> tuple[str, list] | None:
     """The bucket query of :meth:`StoreBackend._bucket_query` (same columns, same values) over the rollup
-    rows of ``table`` inside ``[a, b)`` (``[lo, hi)`` rounded inwards to whole buckets, and ``b`` at most
-    ``rolled_until``, where rollups wait for a refresh) and the raw samples outside it, each raw sample
-    as a one-sample row. None when no whole bucket fits."""
+    rows of ``read.table`` inside ``[a, b)`` (``[lo, hi)`` rounded inwards to whole buckets, and ``b`` at
+    most ``rolled_until``, where rollups wait for a refresh) and the raw samples outside it, each raw
+    sample as a one-sample row. None when no whole bucket fits."""
+    table, width, ids, origin, step, lo, hi, lookback, rate, ordered = read
     a, b = ceil_to(lo, width), floor_to(hi, width)
     if rolled_until is not None:
         b = min(b, rolled_until)
@@ -403,65 +410,6 @@ def hour_plan(
     inputs = sorted_rows(np.concatenate([stored[found & merge], tails]))
     recompute = [(int(s), int(b), int(b) + hour) for s, b in keys[~merge].tolist()]
     return inputs, recompute
-
-
-def _wire(dtype: np.dtype, nulls: frozenset[str] = frozenset()) -> np.dtype:
-    """PostgreSQL's binary COPY layout of a row of ``dtype`` (8-byte fields) whose fields ``nulls``
-    are NULL (a length of -1 and no value)."""
-    fields: list[tuple[str, str]] = [("fields", ">i2")]
-    for name in dtype.names:
-        fields.append((f"{name}_length", ">i4"))
-        if name not in nulls:
-            fields.append((name, ">" + dtype[name].str[1:]))
-    return np.dtype(fields)
-
-
-COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
-
-
-def copy_encode(rows: np.ndarray, nullable: Sequence[str] = RATE_FIELDS) -> bytes:
-    """``rows`` as one binary ``COPY … FROM STDIN (FORMAT BINARY)`` stream, a NaN in the fields
-    ``nullable`` sent as NULL (rows go out grouped by which of them are NULL: COPY keeps no order)."""
-    missing = {name: np.isnan(rows[name]) for name in nullable}
-    pattern = np.zeros(len(rows), dtype=np.int64)
-    for bit, name in enumerate(nullable):
-        pattern |= missing[name].astype(np.int64) << bit
-    parts = [COPY_SIGNATURE, bytes(8)]
-    for code in np.unique(pattern).tolist():
-        nulls = frozenset(name for bit, name in enumerate(nullable) if code >> bit & 1)
-        part = rows[pattern == code]
-        wire = np.empty(len(part), dtype=_wire(rows.dtype, nulls))
-        wire["fields"] = len(rows.dtype.names)
-        for name in rows.dtype.names:
-            wire[f"{name}_length"] = -1 if name in nulls else 8
-            if name not in nulls:
-                wire[name] = part[name]
-        parts.append(wire.tobytes())
-    parts.append(b"\xff\xff")
-    return b"".join(parts)
-
-
-def arrays_decode(columns: Sequence[bytes | None], dtype: np.dtype) -> np.ndarray:
-    """Rows of ``dtype`` from one PostgreSQL binary array (``array_send``) per field, of 8-byte
-    elements and no NULL: a header (dimensions, NULL flag, element type, then length and lower bound
-    per dimension), then each element as its byte length and its big-endian value. An aggregate over
-    no row is NULL (None)."""
-    if columns[0] is None:
-        return np.empty(0, dtype=dtype)
-    rows: np.ndarray | None = None
-    for name, data in zip(dtype.names, columns, strict=True):
-        data = bytes(data)
-        dimensions, has_null = int.from_bytes(data[0:4], "big"), int.from_bytes(data[4:8], "big")
-        if dimensions != 1 or has_null:
-            raise ValueError(f"array of {name}: {dimensions} dimensions, NULL {bool(has_null)}; one, no NULL")
-        cell = np.dtype([("length", ">i4"), ("value", ">" + dtype[name].str[1:])])
-        cells = np.frombuffer(data, dtype=cell, offset=20)
-        if len(cells) != int.from_bytes(data[12:16], "big") or np.any(cells["length"] != 8):
-            raise ValueError(f"array of {name}: elements not of 8 bytes")
-        if rows is None:
-            rows = np.empty(len(cells), dtype=dtype)
-        rows[name] = cells["value"]
-    return rows
 
 
 # -- event counts --------------------------------------------------------------------------------

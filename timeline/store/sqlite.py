@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
-from core.records import EventRecord
-from timeline.store.base import EventPart, SamplePart, StoreBackend, event_fingerprint
+from timeline.store.base import StoreBackend
+from timeline.store.batches import EVENT_COLUMNS, EventPart, SamplePart, event_row
 from timeline.store.hints import Capabilities
 
 SCHEMA = [
@@ -66,28 +64,9 @@ class SQLiteStore(StoreBackend):
         with self.connection.cursor() as cursor:
             for part in parts:
                 cursor.executemany(
-                    """INSERT OR IGNORE INTO timeline_event
-                       (org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
-                        resource, attributes, fingerprint)
-                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-                    [_event_row(part, event) for event in part.events],
+                    f"""INSERT OR IGNORE INTO timeline_event ({", ".join(EVENT_COLUMNS)})
+                        VALUES ({", ".join(["%s"] * len(EVENT_COLUMNS))})""",
+                    [event_row(part, event) for event in part.events],
                 )
                 stored[part.batch] += max(cursor.rowcount, 0)
         return stored
-
-
-def _event_row(part: EventPart, event: EventRecord) -> tuple:
-    return (
-        part.org_id,
-        part.source_id,
-        event.signal,
-        event.ts,
-        event.end_ts,
-        event.kind,
-        event.severity,
-        event.name,
-        event.message,
-        json.dumps(event.resource, ensure_ascii=False),
-        json.dumps(event.attributes, ensure_ascii=False),
-        event_fingerprint(event),
-    )

@@ -17,7 +17,8 @@ from django.db.models import Q
 
 from core.labels import SelectorError, glob_to_regex, parse_matcher
 from core.timeparse import format_rfc3339
-from orgs.access import Scope, label_q
+from orgs.access import Scope
+from orgs.grants import label_q
 from orgs.models import Organization
 from timeline.analysis.detection import DetectionConfig, detect, detections_write
 from timeline.selectors import QueryError, Window

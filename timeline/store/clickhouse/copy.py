@@ -23,7 +23,8 @@ from timeline.models import Series
 from timeline.store import rollups
 from timeline.store.clickhouse.events import EVENT_TABLE
 from timeline.store.clickhouse.sql import SAMPLE_TABLE, Params
-from timeline.store.clickhouse.store import ROW, ClickHouseStore
+from timeline.store.clickhouse.store import ClickHouseStore
+from timeline.store.clickhouse.writes import ROW
 
 HOUR_US = rollups.HOUR_US
 TABLES = (SAMPLE_TABLE, EVENT_TABLE, *(table for _width, table in reversed(rollups.ROLLUPS)))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from timeline.store.clickhouse.sql import SAMPLE_TABLE, Params
-from timeline.store.rollups import HOUR_US, MINUTE_US, ROLLUPS, ceil_to, floor_to
+from timeline.store.rollups import HOUR_US, MINUTE_US, ROLLUPS, RollupRead, ceil_to, floor_to
 
 ROLLUP_COLUMNS = (
     "series_id, bucket, n, total, vmin, vmax, first_ts, first_value, last_ts, last_value, "
@@ -105,24 +105,12 @@ def refresh_sql(table: str, width: int, series_ids: Sequence[int], lo: int, hi: 
         GROUP BY sid, bucket"""
 
 
-def combine_sql(
-    table: str,
-    width: int,
-    ids: Sequence[int],
-    *,
-    origin: int,
-    step: int,
-    lo: int,
-    hi: int,
-    lookback: int,
-    rate: bool,
-    ordered: bool,
-    p: Params,
-) -> str | None:
+def combine_sql(read: RollupRead, p: Params) -> str | None:
     """``rollups.combine_sql`` in ClickHouse: columns ``series, b, min, max, mean, n`` (Float64) per
     series and step bucket from the rollup rows inside ``[a, b)`` (``[lo, hi)`` rounded inwards to
     whole buckets) and the raw samples outside it, each a one-sample row; None when no whole bucket
     fits (read raw)."""
+    table, width, ids, origin, step, lo, hi, lookback, rate, ordered = read
     a, b = ceil_to(lo, width), floor_to(hi, width)
     if b <= a:
         return None
