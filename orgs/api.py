@@ -7,10 +7,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
-from config.api_input import OffsetDateTimeField, StringListField, request_body
+from config.api_input import OffsetDateTimeField, StringListField
 from config.api_lookup import found
 from orgs.access import require_role
-from orgs.api_base import ScopedAPIView
+from orgs.api_base import ScopedAPIView, takes_body
 from orgs.models import AccessRequest, AuditEntry, Grant, Level, Membership, Organization, Role
 from orgs.selectors import access_requests_visible, audit_rows, grants_visible
 from orgs.services import access_request_create, access_request_decide, grant_create, grant_revoke
@@ -171,12 +171,10 @@ class GrantListView(ScopedAPIView):
     def get(self, request):
         return Response({"grants": [grant_json(g) for g in grants_visible(self.scope)]})
 
-    @extend_schema(
-        summary="Share part of your data (admins)", request=GrantCreateBody, responses={201: GrantShape}
-    )
+    @takes_body(GrantCreateBody, summary="Share part of your data (admins)", responses={201: GrantShape})
     def post(self, request):
         membership = _require_admin(request)
-        body = request_body(GrantCreateBody, request)
+        body = self.body()
         grantee = _organisation("grantee", body["grantee"]) if body.get("grantee") else None
         grant = grant_create(
             owner=membership.org,
@@ -220,14 +218,14 @@ class AccessRequestListView(ScopedAPIView):
     def get(self, request):
         return Response({"requests": [request_json(r) for r in access_requests_visible(self.scope)]})
 
-    @extend_schema(
+    @takes_body(
+        AccessRequestCreateBody,
         summary="Ask another organisation for access",
-        request=AccessRequestCreateBody,
         responses={201: AccessRequestShape},
     )
     def post(self, request):
         _membership(request)
-        body = request_body(AccessRequestCreateBody, request)
+        body = self.body()
         item = access_request_create(
             requester_user=request.user,
             owner=_organisation("owner", body["owner"]),
@@ -241,9 +239,9 @@ class AccessRequestListView(ScopedAPIView):
 
 
 class AccessRequestDecideView(ScopedAPIView):
-    @extend_schema(
+    @takes_body(
+        AccessRequestDecideBody,
         summary="Approve or decline a request (owner's admins)",
-        request=AccessRequestDecideBody,
         responses={200: AccessRequestShape},
     )
     def post(self, request, request_id: int):
@@ -251,7 +249,7 @@ class AccessRequestDecideView(ScopedAPIView):
         membership = _require_admin(request)
         if item.owner_id != membership.org_id:
             raise exceptions.PermissionDenied("only the owner's admins decide")
-        body = request_body(AccessRequestDecideBody, request)
+        body = self.body()
         item = access_request_decide(
             access_request=item, decided_by=request.user, approve=body["approve"], level=body["level"]
         )

@@ -8,6 +8,7 @@ import time (the guard below), so no view can skip the gate by accident.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from django.contrib.auth.mixins import LoginRequiredMixin
 from drf_spectacular.utils import extend_schema
@@ -16,7 +17,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api_input import query_params
+from config.api_input import query_params, request_body
 from orgs.access import NoScope, Scope, scope_for_request
 from orgs.models import IngestToken
 
@@ -46,6 +47,28 @@ def _guard(cls: type, base: type) -> None:
             raise TypeError(
                 f"{cls.__qualname__} must not override {name}(): the access scope is applied there"
             )
+
+
+def takes_body(
+    body_class: type[serializers.Serializer],
+    *,
+    summary: str,
+    responses: dict,
+    partial: bool = False,
+    unknown: str | None = None,
+) -> Callable:
+    """Declare the body a handler of a :class:`ScopedAPIView` takes: the OpenAPI schema documents
+    ``body_class`` as its request body, with ``summary`` and ``responses``, and ``self.body()`` reads
+    the request's body through the same class (``partial`` and ``unknown`` as
+    :func:`config.api_input.request_body` takes them), so the two cannot drift apart. The handler
+    reads the body where it needs it: a lookup or a role check before it answers first."""
+
+    def declare(handler: Callable) -> Callable:
+        documented = extend_schema(summary=summary, request=body_class, responses=responses)(handler)
+        documented.body_reading = (body_class, partial, unknown)
+        return documented
+
+    return declare
 
 
 class HasPrincipal(BasePermission):
@@ -78,6 +101,13 @@ class ScopedAPIView(APIView):
         except NoScope as exc:
             raise exceptions.PermissionDenied(str(exc)) from exc
 
+    def body(self) -> dict:
+        """The request's body, validated by the class its handler declared with :func:`takes_body`
+        (a bad one raises ``ValidationError``, answered 400 naming each field)."""
+        handler = getattr(self, self.request.method.lower())
+        body_class, partial, unknown = handler.body_reading
+        return request_body(body_class, self.request, partial=partial, unknown=unknown)
+
     def finalize_response(self, request, response, *args, **kwargs):
         scope = getattr(self, "scope", None)
         if scope is not None and response.status_code < 400:
@@ -87,10 +117,11 @@ class ScopedAPIView(APIView):
 
 # A read API view whose GET is answered from its query parameters: ``query_class`` both reads them (a
 # bad one answers 400 naming it) and documents them in the OpenAPI schema, with ``summary`` and
-# ``responses``, so the two cannot drift apart. A subclass declares those three and ``answer``, which
-# gets the parameters read. The ``window`` of a query, if it has one, is the window its audit entries
-# record. (No docstring: the schema describes an endpoint without one of its own by the first
-# docstring up its class tree, ScopedAPIView's, and a docstring here would change that.)
+# ``responses``, so the two cannot drift apart. A view declares those three and ``answer``, which gets
+# the parameters read (or inherits ``answer`` from a base that declares no ``query_class``). The
+# ``window`` of a query, if it has one, is the window its audit entries record. (No docstring: the
+# schema describes an endpoint without one of its own by the first docstring up its class tree,
+# ScopedAPIView's, and a docstring here would change that.)
 class QueryAPIView(ScopedAPIView):
     query_class: type[serializers.Serializer]
     summary = ""
@@ -98,7 +129,7 @@ class QueryAPIView(ScopedAPIView):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "answer" not in cls.__dict__:
+        if "query_class" not in cls.__dict__:
             return
 
         def get(self, request, *args, **kwargs):

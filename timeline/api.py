@@ -6,23 +6,18 @@ them); a bad one raises, and :mod:`config.api_errors` answers 400 naming it.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from functools import partial
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from config.api_input import query_params
-from core.timeparse import format_rfc3339
-from orgs.access import Scope
-from orgs.api_base import QueryAPIView, ScopedAPIView
+from orgs.api_base import QueryAPIView
 from timeline import api_params, api_shapes, lane_cache, read_cache
+from timeline.api_window import WindowAPIView
 from timeline.clock.estimation import clock_payload
 from timeline.clock.model import aligned_param, clock_for, clock_state, use_clock
-from timeline.lanes import Grid, LaneSpec, default_lanes, read_series_lanes, start_reads
+from timeline.lanes import Grid, SeriesLane, read_series_lanes, start_reads
 from timeline.presenters import present_event, present_series
 from timeline.selectors import (
     QueryError,
@@ -53,7 +48,7 @@ class SeriesListView(QueryAPIView):
         return Response({"series": [present_series(self.scope, s) for s in series[:5000]]})
 
 
-class LanesView(QueryAPIView):
+class LanesView(WindowAPIView):
     """Lanes named by series id: each is read as the war room reads a lane of that one series (one
     builder for both APIs, :func:`timeline.lanes.read_series_lanes`), in ms for this API."""
 
@@ -62,63 +57,47 @@ class LanesView(QueryAPIView):
     responses = {200: api_shapes.LanesShape}
 
     def answer(self, query):
-        window, width = query["window"], query["width"]
-        if not 1 <= width <= settings.JOINTLINE_LANE_MAX_WIDTH:
+        if not 1 <= query["width"] <= settings.JOINTLINE_LANE_MAX_WIDTH:
             raise QueryError("width", f"must be between 1 and {settings.JOINTLINE_LANE_MAX_WIDTH}")
-        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
-            lanes = read_series_lanes(
-                self.scope, query["series"], Grid(window.start, window.end, width), fn=query["fn"]
-            )
-            clock = clock_state(self.scope)
-        return Response(
-            {
-                "from": format_rfc3339(window.start),
-                "to": format_rfc3339(window.end),
-                "clock": clock,
-                "lanes": [
-                    {
-                        "series": lane.series,
-                        "fn": lane.fn,
-                        "step_ms": lane.step / 1000,
-                        "t": lane.starts(1000),
-                        "min": lane.min,
-                        "max": lane.max,
-                        "mean": lane.mean,
-                        "count": lane.count,
-                    }
-                    for lane in lanes
-                ],
-            }
-        )
+        return super().answer(query)
+
+    def read(self, query, window):
+        grid = Grid(window.start, window.end, query["width"])
+        lanes = read_series_lanes(self.scope, query["series"], grid, fn=query["fn"])
+        return {"clock": clock_state(self.scope), "lanes": [lane_json(lane) for lane in lanes]}
 
 
-class EventsView(QueryAPIView):
+def lane_json(lane: SeriesLane) -> dict:
+    """A lane of :class:`LanesView`, times in ms (:class:`timeline.api_shapes.LaneShape`)."""
+    return {
+        "series": lane.series,
+        "fn": lane.fn,
+        "step_ms": lane.step / 1000,
+        "t": lane.starts(1000),
+        "min": lane.min,
+        "max": lane.max,
+        "mean": lane.mean,
+        "count": lane.count,
+    }
+
+
+class EventsView(WindowAPIView):
     query_class = api_params.EventsQuery
     summary = "Events and logs in a window"
     responses = {200: api_shapes.EventsShape}
 
-    def answer(self, query):
-        window = query["window"]
-        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
-            events = events_list(
-                self.scope,
-                window=window,
-                signal=query.get("signal") or None,
-                kind=query.get("kind") or None,
-                min_severity=query.get("severity") or None,
-                text=query.get("q") or None,
-                limit=query["limit"],
-            )
-            rows = [present_event(self.scope, e) for e in events]
-            clock = clock_state(self.scope)
-        return Response(
-            {
-                "from": format_rfc3339(window.start),
-                "to": format_rfc3339(window.end),
-                "clock": clock,
-                "events": rows,
-            }
+    def read(self, query, window):
+        events = events_list(
+            self.scope,
+            window=window,
+            signal=query.get("signal") or None,
+            kind=query.get("kind") or None,
+            min_severity=query.get("severity") or None,
+            text=query.get("q") or None,
+            limit=query["limit"],
         )
+        rows = [present_event(self.scope, e) for e in events]
+        return {"clock": clock_state(self.scope), "events": rows}
 
 
 # ----------------------------------------------------------------------------- the war room
@@ -127,30 +106,21 @@ class EventsView(QueryAPIView):
 class WarroomCatalogueView(QueryAPIView):
     query_class = api_params.WarroomCatalogueQuery
     summary = "What the viewer may draw in the war room, and the default lanes"
-    responses = {200: OpenApiTypes.OBJECT}
+    responses = {200: api_shapes.WarroomCatalogueShape}
 
     def answer(self, query):
         series_ids = query.get("series") or []
         catalogue = warroom_catalogue(self.scope, window=query["window"], series_ids=series_ids)
-        catalogue["defaults"] = [str(spec) for spec in window_free_defaults(self.scope)]
         return Response(catalogue)
 
 
-def window_free_defaults(scope: Scope) -> list[LaneSpec]:
-    """The default lanes of the catalogue, the same whatever its window (:func:`default_lanes`). They
-    present only series the catalogue has presented already, so their reads are not noted twice."""
-    return default_lanes(dataclasses.replace(scope, reads=[]))
+class WarroomLanesView(QueryAPIView):
+    query_class = api_params.WarroomLanesQuery
+    summary = "Lane data downsampled to the plot width, and notable events crossing every lane"
+    responses = {200: api_shapes.WarroomLanesShape}
 
-
-class WarroomLanesView(ScopedAPIView):
-    @extend_schema(
-        summary="Lane data downsampled to the plot width, and notable events crossing every lane",
-        parameters=[api_params.WarroomLanesQuery],
-        responses={200: OpenApiTypes.OBJECT},
-    )
-    def get(self, request):
+    def answer(self, query):
         started = time.perf_counter()
-        query = query_params(api_params.WarroomLanesQuery, request)
         width = query["width"]
         # A window ending at "now" (live mode) ends on a bucket boundary, so viewers share its answer.
         window, live = lane_cache.live_window(
@@ -177,8 +147,7 @@ class WarroomLanesView(ScopedAPIView):
             )
             lanes = warroom_lanes(self.scope, specs=specs, window=window, width=width)
             return {
-                "from": format_rfc3339(window.start),
-                "to": format_rfc3339(window.end),
+                **api_shapes.window_bounds(window),
                 "from_ms": window.start / 1000,
                 "to_ms": window.end / 1000,
                 "width": width,
@@ -191,17 +160,16 @@ class WarroomLanesView(ScopedAPIView):
         with use_clock(self.scope, aligned=aligned_param(query.get("align"))) as clock_model:
             if live and lane_cache.ttl_s() > 0:
                 key = lane_cache.cache_key(self.scope, clock_model, window=window, width=width, specs=specs)
-                return lane_cache.respond(request, self.scope, key, compute)
+                return lane_cache.respond(self.request, self.scope, key, compute)
             return Response(compute())
 
 
-class WarroomEventsView(QueryAPIView):
+class WarroomEventsView(WindowAPIView):
     query_class = api_params.WarroomEventsQuery
     summary = "The event list of a window, filtered; with q, a search over names and messages"
-    responses = {200: OpenApiTypes.OBJECT}
+    responses = {200: api_shapes.WarroomEventsShape}
 
-    def answer(self, query):
-        window = query["window"]
+    def read(self, query, window):
         condition = event_conditions(
             event_id=query.get("id"),
             orgs=query.get("org", []),
@@ -210,14 +178,12 @@ class WarroomEventsView(QueryAPIView):
             min_severity=query.get("severity") or None,
             labels=query.get("label", {}),
         )
-        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
-            found = warroom_events(
-                self.scope,
-                window=window,
-                condition=condition,
-                text=query.get("q", ""),
-                limit=query["limit"],
-                order=query.get("order") or "time",
-                offset=query.get("offset", 0),
-            )
-        return Response({"from": format_rfc3339(window.start), "to": format_rfc3339(window.end), **found})
+        return warroom_events(
+            self.scope,
+            window=window,
+            condition=condition,
+            text=query.get("q", ""),
+            limit=query["limit"],
+            order=query.get("order") or "time",
+            offset=query.get("offset", 0),
+        )

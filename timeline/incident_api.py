@@ -13,10 +13,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from config.api_errors import ErrorSerializer
-from config.api_input import JSONValueField, identifier, request_body
+from config.api_input import JSONValueField, identifier
 from config.api_lookup import found
 from core.timeparse import format_rfc3339
-from orgs.api_base import QueryAPIView, ScopedAPIView
+from orgs.api_base import QueryAPIView, ScopedAPIView, takes_body
 from timeline import api_params, api_shapes, services
 from timeline import incident_selectors as selectors
 from timeline.api_params import InstantField
@@ -29,7 +29,7 @@ from timeline.models import (
     Permalink,
     SnapshotPart,
 )
-from timeline.reports import incident_csv_rows, incident_export, incident_html_report
+from timeline.reports import incident_csv_rows, incident_export, incident_facts, incident_html_report
 
 
 def _time(us: int | None) -> str | None:
@@ -43,17 +43,8 @@ def incident_json(scope, incident: Incident) -> dict:
         scope, {"lanes": incident.lanes}, author_org_id=incident.owner_id, with_text=False
     )["lanes"]
     return {
-        "id": incident.pk,
-        "title": incident.title,
-        "owner": incident.owner.slug,
-        "participants": sorted(org.slug for org in incident.participants.all()),
-        "status": incident.status,
-        "severity": incident.severity,
-        "window_start": _time(incident.window_start),
-        "window_end": _time(incident.window_end),
+        **incident_facts(incident),
         "lanes": lanes,
-        "summary": incident.summary,
-        "root_cause": incident.root_cause,
         "created_at": incident.created_at,
         "updated_at": incident.updated_at,
     }
@@ -195,13 +186,13 @@ class IncidentListView(QueryAPIView):
         )
         return Response({"incidents": [incident_json(self.scope, i) for i in incidents[:500]]})
 
-    @extend_schema(
+    @takes_body(
+        IncidentCreateBody,
         summary="Open an incident (analysts, admins)",
-        request=IncidentCreateBody,
         responses={201: api_shapes.IncidentShape},
     )
     def post(self, request):
-        body = request_body(IncidentCreateBody, request)
+        body = self.body()
         start = body.get("window_start")
         end = body.get("window_end")
         incident = services.incident_create(
@@ -233,14 +224,16 @@ class IncidentDetailView(ScopedAPIView):
             }
         )
 
-    @extend_schema(
+    @takes_body(
+        IncidentUpdateBody,
         summary="Change an incident (analysts, admins); only the fields sent change",
-        request=IncidentUpdateBody,
         responses={200: api_shapes.IncidentShape},
+        partial=True,
+        unknown=CHANGE_REFUSED,
     )
     def patch(self, request, incident_id: int):
         incident = _incident(self.scope, incident_id)
-        changes = request_body(IncidentUpdateBody, request, partial=True, unknown=CHANGE_REFUSED)
+        changes = self.body()
         incident = services.incident_update(incident=incident, user=request.user, **changes)
         return Response(incident_json(self.scope, incident))
 
@@ -253,14 +246,14 @@ class AnnotationListView(ScopedAPIView):
             {"annotations": [annotation_json(a) for a in incident.annotations.select_related("org")]}
         )
 
-    @extend_schema(
+    @takes_body(
+        AnnotationCreateBody,
         summary="Annotate (analysts, admins of a participant)",
-        request=AnnotationCreateBody,
         responses={201: api_shapes.AnnotationShape},
     )
     def post(self, request, incident_id: int):
         incident = _incident(self.scope, incident_id)
-        body = request_body(AnnotationCreateBody, request)
+        body = self.body()
         annotation = services.annotation_create(
             incident=incident,
             user=request.user,
@@ -273,14 +266,16 @@ class AnnotationListView(ScopedAPIView):
 
 
 class AnnotationDetailView(ScopedAPIView):
-    @extend_schema(
+    @takes_body(
+        AnnotationUpdateBody,
         summary="Edit your annotation; only the fields sent change",
-        request=AnnotationUpdateBody,
         responses={200: api_shapes.AnnotationShape},
+        partial=True,
+        unknown=CHANGE_REFUSED,
     )
     def patch(self, request, annotation_id: int):
         annotation = found(selectors.annotation_get(self.scope, annotation_id), "annotation")
-        changes = request_body(AnnotationUpdateBody, request, partial=True, unknown=CHANGE_REFUSED)
+        changes = self.body()
         return Response(
             annotation_json(services.annotation_update(annotation=annotation, user=request.user, **changes))
         )
@@ -292,10 +287,10 @@ class NoteListView(ScopedAPIView):
         incident = _incident(self.scope, incident_id)
         return Response({"notes": [note_json(n) for n in incident.notes.select_related("org", "author")]})
 
-    @extend_schema(summary="Add a note", request=NoteBody, responses={201: api_shapes.NoteShape})
+    @takes_body(NoteBody, summary="Add a note", responses={201: api_shapes.NoteShape})
     def post(self, request, incident_id: int):
         incident = _incident(self.scope, incident_id)
-        body = request_body(NoteBody, request)
+        body = self.body()
         note = services.note_add(incident=incident, user=request.user, text=body["text"])
         return Response(note_json(note), status=201)
 
@@ -311,13 +306,13 @@ class PermalinkBody(serializers.Serializer):
 
 
 class PermalinkCreateView(ScopedAPIView):
-    @extend_schema(
+    @takes_body(
+        PermalinkBody,
         summary="Make a permalink of a view (relative times are frozen)",
-        request=PermalinkBody,
-        responses={201: OpenApiTypes.OBJECT, 404: ErrorSerializer},
+        responses={201: api_shapes.PermalinkShape, 404: ErrorSerializer},
     )
     def post(self, request):
-        body = request_body(PermalinkBody, request)
+        body = self.body()
         incident = None
         if body.get("incident"):
             incident = _incident(self.scope, body["incident"])
@@ -328,7 +323,7 @@ class PermalinkCreateView(ScopedAPIView):
 class PermalinkDetailView(ScopedAPIView):
     @extend_schema(
         summary="A permalink's view state, as far as you may read it (placeholders for the rest)",
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: api_shapes.PermalinkShape},
     )
     def get(self, request, short_id: str):
         permalink = _permalink(self.scope, short_id)
@@ -346,7 +341,11 @@ class PermalinkDetailView(ScopedAPIView):
 
 
 class SnapshotCreateView(ScopedAPIView):
-    @extend_schema(summary="Freeze a permalink into an evidence snapshot", request=OpenApiTypes.OBJECT)
+    @extend_schema(
+        summary="Freeze a permalink into an evidence snapshot",
+        request=OpenApiTypes.OBJECT,
+        responses={201: api_shapes.SnapshotShape},
+    )
     def post(self, request, short_id: str):
         permalink = _permalink(self.scope, short_id)
         if permalink.incident_id is not None and not selectors.incident_participant(
@@ -360,7 +359,8 @@ class SnapshotCreateView(ScopedAPIView):
 
 class SnapshotDetailView(ScopedAPIView):
     @extend_schema(
-        summary="Your organisation's part of a snapshot, with its hash", responses={200: OpenApiTypes.OBJECT}
+        summary="Your organisation's part of a snapshot, with its hash",
+        responses={200: api_shapes.SnapshotPartShape},
     )
     def get(self, request, snapshot_id: int):
         part = _snapshot_part(self.scope, snapshot_id)
@@ -376,7 +376,7 @@ class SnapshotDetailView(ScopedAPIView):
 
 
 class SnapshotVerifyView(ScopedAPIView):
-    @extend_schema(summary="Recompute a snapshot part's hash", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(summary="Recompute a snapshot part's hash", responses={200: api_shapes.SnapshotCheckShape})
     def get(self, request, snapshot_id: int):
         import hashlib
 

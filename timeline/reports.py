@@ -39,17 +39,33 @@ RANKING_ENTRIES = 20
 def report_lanes(scope: Scope, state: dict, incident: Incident) -> tuple[list[dict], list[dict]]:
     """The incident's lanes as the war room draws them for ``scope`` (its default lanes when the
     incident names none), and the notable events drawn across them, in the view's clock."""
-    from timeline.lanes import LaneSpec
-    from timeline.selectors import Window, event_marks, specs_for_series, warroom_catalogue, warroom_lanes
+    from timeline.lanes import default_lanes
+    from timeline.selectors import Window, event_marks, specs_for_series, warroom_lanes
 
     window = Window.from_params({"from": state["from"], "to": state["to"]})
     specs = lane_specs(state) + specs_for_series(scope, lane_series_ids(state))
     with use_clock(scope, aligned=aligned_param(str(state.get("align") or ""))):
         if not specs:
-            specs = [LaneSpec.parse(text) for text in warroom_catalogue(scope, window=window)["defaults"]]
+            specs = default_lanes(scope)
         drawn = warroom_lanes(scope, specs=specs, window=window, width=EXPORT_WIDTH)
         marks = event_marks(scope, window=window, limit=MARKS_LIMIT)
     return [lane.payload for lane in drawn], marks
+
+
+def incident_facts(incident: Incident) -> dict:
+    """The incident's own fields, as its API answers and its exports show them (times in RFC 3339)."""
+    return {
+        "id": incident.pk,
+        "title": incident.title,
+        "owner": incident.owner.slug,
+        "participants": sorted(org.slug for org in incident.participants.all()),
+        "status": incident.status,
+        "severity": incident.severity,
+        "window_start": format_rfc3339(incident.window_start),
+        "window_end": format_rfc3339(incident.window_end) if incident.window_end is not None else None,
+        "summary": incident.summary,
+        "root_cause": incident.root_cause,
+    }
 
 
 def incident_export(scope: Scope, incident: Incident) -> dict:
@@ -67,18 +83,7 @@ def incident_export(scope: Scope, incident: Incident) -> dict:
     data["what_changed"] = export_ranking(scope, incident.window_start, end)
     scope.flush_audit(via=f"export incident {incident.pk}", window=(incident.window_start, end))
     return {
-        "incident": {
-            "id": incident.pk,
-            "title": incident.title,
-            "owner": incident.owner.slug,
-            "participants": sorted(org.slug for org in incident.participants.all()),
-            "status": incident.status,
-            "severity": incident.severity,
-            "window_start": state["from"],
-            "window_end": format_rfc3339(incident.window_end) if incident.window_end else None,
-            "summary": incident.summary,
-            "root_cause": incident.root_cause,
-        },
+        "incident": incident_facts(incident),
         "notes": [
             {
                 "at": note.at.isoformat(),

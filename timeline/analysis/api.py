@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.views.generic import TemplateView
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from config.api_errors import ErrorSerializer
-from config.api_input import big_integer, query_params, text
+from config.api_input import big_integer, text
 from core.timeparse import format_rfc3339, now_us
 from orgs.access import NoScope
-from orgs.api_base import ScopedAPIView, ScopedPageMixin
+from orgs.api_base import QueryAPIView, ScopedPageMixin
 from timeline import api_params
 from timeline.analysis.changes import Entry, Period, Ranking, rank_changes
 from timeline.analysis.onsets import METHODS as ONSET_METHODS
@@ -29,7 +30,7 @@ from timeline.analysis.onsets import Onset, onsets
 from timeline.analysis.scoring import Summary
 from timeline.analysis.selection import StretchStats, lagged_correlation, stretch_statistics
 from timeline.analysis.templates_mining import METHODS
-from timeline.api_shapes import ClockShape
+from timeline.api_shapes import ClockShape, WindowShape, window_bounds
 from timeline.clock.model import aligned_param, clock_state, use_clock
 from timeline.lanes import SERIES_LANE_KINDS, LaneSpec, LaneSpecError
 from timeline.selectors import MAX_INSTANT_LENGTH, QueryError, parse_instant
@@ -141,19 +142,14 @@ class ChangeEntryShape(serializers.Serializer):
     figures = FiguresShape()
 
 
-class ChangesShape(serializers.Serializer):
-    def get_fields(self):
-        fields = super().get_fields()
-        fields["from"] = serializers.CharField()
-        fields["to"] = serializers.CharField()
-        fields["baseline_from"] = serializers.CharField()
-        fields["baseline_to"] = serializers.CharField()
-        fields["step_ms"] = serializers.FloatField()
-        fields["scored"] = serializers.DictField(child=serializers.IntegerField())
-        fields["entries"] = ChangeEntryShape(many=True)
-        fields["clock"] = ClockShape()
-        fields["server_ms"] = serializers.FloatField()
-        return fields
+class ChangesShape(WindowShape):
+    baseline_from = serializers.CharField()
+    baseline_to = serializers.CharField()
+    step_ms = serializers.FloatField()
+    scored = serializers.DictField(child=serializers.IntegerField())
+    entries = ChangeEntryShape(many=True)
+    clock = ClockShape()
+    server_ms = serializers.FloatField()
 
 
 # ----------------------------------------------------------------------------- JSON
@@ -211,13 +207,16 @@ def entry_json(rank: int, entry: Entry) -> dict:
     }
 
 
+def periods_json(window: Period, baseline: Period) -> dict:
+    """``from``, ``to``, ``baseline_from`` and ``baseline_to`` of an answer over a window and its baseline."""
+    bounds = window_bounds(baseline)
+    return {**window_bounds(window), "baseline_from": bounds["from"], "baseline_to": bounds["to"]}
+
+
 def ranking_json(ranking: Ranking) -> dict:
     """A ranking as the API answers it (also what a snapshot or an export would store)."""
     return {
-        "from": format_rfc3339(ranking.window.start),
-        "to": format_rfc3339(ranking.window.end),
-        "baseline_from": format_rfc3339(ranking.baseline.start),
-        "baseline_to": format_rfc3339(ranking.baseline.end),
+        **periods_json(ranking.window, ranking.baseline),
         "step_ms": ranking.step / 1000,
         "scored": ranking.scored,
         "entries": [entry_json(i + 1, e) for i, e in enumerate(ranking.entries)],
@@ -227,26 +226,36 @@ def ranking_json(ranking: Ranking) -> dict:
 # ----------------------------------------------------------------------------- views
 
 
-class WhatChangedView(ScopedAPIView):
-    @extend_schema(
-        summary="What changed: every series and event family you may read, ranked by how much the window "
-        "differs from its baseline",
-        parameters=[ChangesQuery],
-        responses={200: ChangesShape},
+@contextmanager
+def read_periods(view: QueryAPIView, query: dict) -> Iterator[tuple[Period, Period]]:
+    """The analysis window and the baseline of ``query`` (a :class:`PeriodsQuery`), read on the clock
+    its ``align`` asks for; the view's audit entries record the span of both."""
+    window, baseline = query["analysis_window"], query["baseline"]
+    view.audit_window = (min(window.start, baseline.start), max(window.end, baseline.end))
+    with use_clock(view.scope, aligned=aligned_param(query.get("align"))):
+        yield window, baseline
+
+
+def ranked(view: QueryAPIView, query: dict, *, limit: int) -> Ranking:
+    """The ``limit`` most changed entries of a :class:`ChangesQuery`, inside :func:`read_periods`."""
+    window, baseline = query["analysis_window"], query["baseline"]
+    return rank_changes(
+        view.scope, window=window, baseline=baseline, limit=limit, template_method=query["templates"]
     )
-    def get(self, request):
+
+
+class WhatChangedView(QueryAPIView):
+    query_class = ChangesQuery
+    summary = (
+        "What changed: every series and event family you may read, ranked by how much the window "
+        "differs from its baseline"
+    )
+    responses = {200: ChangesShape}
+
+    def answer(self, query):
         started = time.perf_counter()
-        query = query_params(ChangesQuery, request)
-        window, baseline = query["analysis_window"], query["baseline"]
-        self.audit_window = (min(window.start, baseline.start), max(window.end, baseline.end))
-        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
-            ranking = rank_changes(
-                self.scope,
-                window=window,
-                baseline=baseline,
-                limit=query["limit"],
-                template_method=query["templates"],
-            )
+        with read_periods(self, query):
+            ranking = ranked(self, query, limit=query["limit"])
             clock = clock_state(self.scope)
         body = ranking_json(ranking)
         body["clock"] = clock
@@ -281,14 +290,12 @@ class OnsetShape(serializers.Serializer):
     )
 
 
-class OnsetsShape(serializers.Serializer):
-    def get_fields(self):
-        fields = super().get_fields()
-        for name in ("from", "to", "baseline_from", "baseline_to", "method"):
-            fields[name] = serializers.CharField()
-        fields["onsets"] = OnsetShape(many=True)
-        fields["clock"] = ClockShape()
-        return fields
+class OnsetsShape(WindowShape):
+    baseline_from = serializers.CharField()
+    baseline_to = serializers.CharField()
+    method = serializers.CharField()
+    onsets = OnsetShape(many=True)
+    clock = ClockShape()
 
 
 def onset_json(onset: Onset) -> dict:
@@ -308,32 +315,19 @@ def onset_json(onset: Onset) -> dict:
     }
 
 
-class OnsetsView(ScopedAPIView):
-    @extend_schema(
-        summary="Which moved first: onsets of the top changes on the corrected clock, with their uncertainty",
-        parameters=[OnsetsQuery],
-        responses={200: OnsetsShape},
-    )
-    def get(self, request):
-        query = query_params(OnsetsQuery, request)
-        window, baseline = query["analysis_window"], query["baseline"]
-        self.audit_window = (min(window.start, baseline.start), max(window.end, baseline.end))
-        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
-            ranking = rank_changes(
-                self.scope,
-                window=window,
-                baseline=baseline,
-                limit=query["top"],
-                template_method=query["templates"],
-            )
+class OnsetsView(QueryAPIView):
+    query_class = OnsetsQuery
+    summary = "Which moved first: onsets of the top changes on the corrected clock, with their uncertainty"
+    responses = {200: OnsetsShape}
+
+    def answer(self, query):
+        with read_periods(self, query) as (window, baseline):
+            ranking = ranked(self, query, limit=query["top"])
             found = onsets(self.scope, ranking, top=query["top"], method=query["method"])
             clock = clock_state(self.scope)
         return Response(
             {
-                "from": format_rfc3339(window.start),
-                "to": format_rfc3339(window.end),
-                "baseline_from": format_rfc3339(baseline.start),
-                "baseline_to": format_rfc3339(baseline.end),
+                **periods_json(window, baseline),
                 "method": query["method"],
                 "onsets": [onset_json(o) for o in found],
                 "clock": clock,
@@ -361,18 +355,20 @@ class SelectionQuery(PeriodsQuery):
         return series_lane(value)
 
 
-class StretchShape(serializers.Serializer):
+STRETCH_FIGURES = ("min", "max", "mean", "p50", "p95", "p99")
+
+
+class StretchShape(WindowShape):
+    series = serializers.IntegerField(help_text="series of the lane read")
+    count = serializers.IntegerField(help_text="samples (rates: intervals)")
+    above_capacity_s = serializers.FloatField(allow_null=True, help_text="null: no capacity")
+    above_capacity_share = serializers.FloatField(allow_null=True)
+
     def get_fields(self):
-        fields = super().get_fields()
-        fields["from"] = serializers.CharField()
-        fields["to"] = serializers.CharField()
-        fields["series"] = serializers.IntegerField(help_text="series of the lane read")
-        fields["count"] = serializers.IntegerField(help_text="samples (rates: intervals)")
-        for name in ("min", "max", "mean", "p50", "p95", "p99"):
-            fields[name] = serializers.FloatField(allow_null=True)
-        fields["above_capacity_s"] = serializers.FloatField(allow_null=True, help_text="null: no capacity")
-        fields["above_capacity_share"] = serializers.FloatField(allow_null=True)
-        return fields
+        return {
+            **super().get_fields(),
+            **{name: serializers.FloatField(allow_null=True) for name in STRETCH_FIGURES},
+        }
 
 
 class SelectionShape(serializers.Serializer):
@@ -384,30 +380,25 @@ class SelectionShape(serializers.Serializer):
 
 def stretch_json(stats: StretchStats) -> dict:
     return {
-        "from": format_rfc3339(stats.start),
-        "to": format_rfc3339(stats.end),
+        **window_bounds(stats),
         "series": stats.series,
         "count": stats.count,
-        **{name: _number(getattr(stats, name)) for name in ("min", "max", "mean", "p50", "p95", "p99")},
+        **{name: _number(getattr(stats, name)) for name in STRETCH_FIGURES},
         "above_capacity_s": _number(stats.above_capacity_s),
         "above_capacity_share": _number(stats.above_capacity_share),
     }
 
 
-class SelectionView(ScopedAPIView):
-    @extend_schema(
-        summary="Statistics of a selected stretch of a lane and of its baseline",
-        parameters=[SelectionQuery],
-        responses={200: SelectionShape, 404: ErrorSerializer},
-    )
-    def get(self, request):
-        query = query_params(SelectionQuery, request)
-        window, baseline = query["analysis_window"], query["baseline"]
+class SelectionView(QueryAPIView):
+    query_class = SelectionQuery
+    summary = "Statistics of a selected stretch of a lane and of its baseline"
+    responses = {200: SelectionShape, 404: ErrorSerializer}
+
+    def answer(self, query):
         spec = query.get("lane")
         if not isinstance(spec, LaneSpec):
             raise serializers.ValidationError({"lane": "name the lane: kind:org/signal/metric"})
-        self.audit_window = (min(window.start, baseline.start), max(window.end, baseline.end))
-        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
+        with read_periods(self, query) as (window, baseline):
             try:
                 selection, before, step = stretch_statistics(self.scope, spec, window, baseline)
             except NoScope as exc:
@@ -444,21 +435,18 @@ class LagShape(serializers.Serializer):
     step_ms = serializers.FloatField(allow_null=True)
 
 
-class LagView(ScopedAPIView):
-    @extend_schema(
-        summary="Lagged cross-correlation of two lanes: the lag at which one follows the other, and how well",
-        parameters=[LagQuery],
-        responses={200: LagShape, 404: ErrorSerializer},
-    )
-    def get(self, request):
-        query = query_params(LagQuery, request)
+class LagView(QueryAPIView):
+    query_class = LagQuery
+    summary = "Lagged cross-correlation of two lanes: the lag at which one follows the other, and how well"
+    responses = {200: LagShape, 404: ErrorSerializer}
+
+    def answer(self, query):
         a, b = query.get("a"), query.get("b")
         if not isinstance(a, LaneSpec) or not isinstance(b, LaneSpec):
             raise serializers.ValidationError(
                 {"a" if not isinstance(a, LaneSpec) else "b": "name a series lane"}
             )
         window = query["window"]
-        self.audit_window = (window.start, window.end)
         with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
             try:
                 found = lagged_correlation(self.scope, a, b, Period(window.start, window.end))

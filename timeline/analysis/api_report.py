@@ -11,18 +11,18 @@ from urllib.parse import urlencode
 
 from django.db.models import Q
 from django.views.generic import TemplateView
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from config.api_errors import RequestFieldError
-from config.api_input import big_integer, query_params, request_body, text
+from config.api_input import big_integer, text
 from core.timeparse import format_rfc3339, parse_timestamp
 from orgs.access import Scope
-from orgs.api_base import ScopedAPIView, ScopedPageMixin
+from orgs.api_base import ScopedPageMixin, takes_body
 from timeline import api_params, api_shapes
 from timeline.analysis import checkpoint, detection, recovery
-from timeline.clock.model import aligned_param, read_hints, use_clock
+from timeline.api_window import WindowAPIView
+from timeline.clock.model import read_hints
 from timeline.presenters import present_event
 from timeline.selectors import QueryError, Window
 from timeline.store import get_store
@@ -101,17 +101,12 @@ class SchedulerRecoveryShape(serializers.Serializer):
     auto_vs_manual = serializers.FloatField(allow_null=True, help_text="auto-retry over manual success")
 
 
-class RecoveryShape(serializers.Serializer):
-    def get_fields(self):
-        fields = super().get_fields()
-        fields["from"] = serializers.CharField()
-        fields["to"] = serializers.CharField()
-        fields["schedulers"] = SchedulerRecoveryShape(many=True)
-        fields["truncated"] = serializers.BooleanField()
-        fields["events"] = serializers.DictField(
-            child=serializers.DictField(), help_text="event id → the event as presented to you"
-        )
-        return fields
+class RecoveryShape(api_shapes.WindowShape):
+    schedulers = SchedulerRecoveryShape(many=True)
+    truncated = serializers.BooleanField()
+    events = serializers.DictField(
+        child=serializers.DictField(), help_text="event id → the event as presented to you"
+    )
 
 
 class WriteShape(serializers.Serializer):
@@ -162,14 +157,9 @@ class CheckpointSummaryShape(serializers.Serializer):
     attributions = serializers.DictField(child=serializers.IntegerField())
 
 
-class CheckpointPathShape(serializers.Serializer):
-    def get_fields(self):
-        fields = super().get_fields()
-        fields["from"] = serializers.CharField()
-        fields["to"] = serializers.CharField()
-        fields["checkpoints"] = CheckpointShape(many=True)
-        fields["summary"] = CheckpointSummaryShape()
-        return fields
+class CheckpointPathShape(api_shapes.WindowShape):
+    checkpoints = CheckpointShape(many=True)
+    summary = CheckpointSummaryShape()
 
 
 class CheckpointQuery(api_params.WindowQuery):
@@ -205,90 +195,56 @@ class DetectionShape(serializers.Serializer):
     signals = DetectionSignalShape(many=True)
 
 
-class DetectionRunShape(serializers.Serializer):
-    def get_fields(self):
-        fields = super().get_fields()
-        fields["from"] = serializers.CharField()
-        fields["to"] = serializers.CharField()
-        fields["written"] = serializers.IntegerField(help_text="detections stored that were not yet")
-        fields["detections"] = DetectionShape(many=True)
-        return fields
+class DetectionRunShape(api_shapes.WindowShape):
+    written = serializers.IntegerField(help_text="detections stored that were not yet")
+    detections = DetectionShape(many=True)
 
 
-class StoredDetectionsShape(serializers.Serializer):
-    def get_fields(self):
-        fields = super().get_fields()
-        fields["from"] = serializers.CharField()
-        fields["to"] = serializers.CharField()
-        fields["events"] = api_shapes.EventShape(many=True)
-        return fields
+class StoredDetectionsShape(api_shapes.WindowShape):
+    events = api_shapes.EventShape(many=True)
 
 
 # ----------------------------------------------------------------------------- API
 
 
-class RecoveryView(ScopedAPIView):
-    @extend_schema(
-        summary="Recovery analytics: exclusions, auto-retry chains and manual recoveries of a window",
-        parameters=[RecoveryQuery],
-        responses={200: RecoveryShape},
-    )
-    def get(self, request):
-        query = query_params(RecoveryQuery, request)
-        window = query["window"]
-        self.audit_window = (window.start, window.end)
-        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
-            found = recovery.recovery_analytics(
-                self.scope, start=window.start, end=window.end, top=query["top"]
-            )
-        return Response({"from": format_rfc3339(window.start), "to": format_rfc3339(window.end), **found})
+class RecoveryView(WindowAPIView):
+    query_class = RecoveryQuery
+    summary = "Recovery analytics: exclusions, auto-retry chains and manual recoveries of a window"
+    responses = {200: RecoveryShape}
+
+    def read(self, query, window):
+        return recovery.recovery_analytics(self.scope, start=window.start, end=window.end, top=query["top"])
 
 
-class CheckpointPathView(ScopedAPIView):
-    @extend_schema(
-        summary="The checkpoint I/O path: link use and RPC-slot occupancy of each checkpoint write",
-        parameters=[CheckpointQuery],
-        responses={200: CheckpointPathShape},
-    )
-    def get(self, request):
-        query = query_params(CheckpointQuery, request)
-        window = query["window"]
-        self.audit_window = (window.start, window.end)
-        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
-            found = checkpoint.checkpoint_path(self.scope, start=window.start, end=window.end)
-        return Response({"from": format_rfc3339(window.start), "to": format_rfc3339(window.end), **found})
+class CheckpointPathView(WindowAPIView):
+    query_class = CheckpointQuery
+    summary = "The checkpoint I/O path: link use and RPC-slot occupancy of each checkpoint write"
+    responses = {200: CheckpointPathShape}
+
+    def read(self, query, window):
+        return checkpoint.checkpoint_path(self.scope, start=window.start, end=window.end)
 
 
 MAX_DETECTION_SPAN_US = 2 * DAY_US
 
 
-class DetectionsView(ScopedAPIView):
-    @extend_schema(
-        summary="Detections you may read: your organisation's and those shared with you",
-        parameters=[DetectionsQuery],
-        responses={200: StoredDetectionsShape},
-    )
-    def get(self, request):
-        query = query_params(DetectionsQuery, request)
-        window = query["window"]
-        self.audit_window = (window.start, window.end)
-        config = detection.DetectionConfig.load()
-        with use_clock(self.scope, aligned=aligned_param(query.get("align"))):
-            events = detection.stored_detections(
-                self.scope, start=window.start, end=window.end, config=config
-            )
-            shown = [present_event(self.scope, e) for e in events]
-        return Response(
-            {"from": format_rfc3339(window.start), "to": format_rfc3339(window.end), "events": shown}
-        )
+class DetectionsView(WindowAPIView):
+    query_class = DetectionsQuery
+    summary = "Detections you may read: your organisation's and those shared with you"
+    responses = {200: StoredDetectionsShape}
 
-    @extend_schema(
+    def read(self, query, window):
+        config = detection.DetectionConfig.load()
+        events = detection.stored_detections(self.scope, start=window.start, end=window.end, config=config)
+        return {"events": [present_event(self.scope, e) for e in events]}
+
+    @takes_body(
+        DetectionRunBody,
         summary="Run your organisation's detector over a window (at most 2 days), storing its detections",
-        request=DetectionRunBody,
         responses={200: DetectionRunShape},
     )
     def post(self, request):
-        body = request_body(DetectionRunBody, request)
+        body = self.body()
         try:
             window = Window.from_params(body)
         except QueryError as exc:
@@ -300,8 +256,7 @@ class DetectionsView(ScopedAPIView):
         )
         return Response(
             {
-                "from": format_rfc3339(window.start),
-                "to": format_rfc3339(window.end),
+                **api_shapes.window_bounds(window),
                 "written": written,
                 "detections": [{**d.as_json(), "ts": format_rfc3339(d.ts)} for d in found],
             }
@@ -320,7 +275,7 @@ def latest_signal_us(scope: Scope, signal: str, names: list[str]) -> int | None:
 
 
 def window_json(window: Window | None) -> dict | None:
-    return window and {"from": format_rfc3339(window.start), "to": format_rfc3339(window.end)}
+    return window and api_shapes.window_bounds(window)
 
 
 def page_window(scope: Scope, params, *, signal: str, names: list[str]) -> tuple[Window | None, str]:

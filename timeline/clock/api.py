@@ -11,18 +11,18 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.shortcuts import redirect
 from django.views.generic import TemplateView
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from config import api_lookup
 from config.api_errors import ErrorSerializer
-from config.api_input import StrictBooleanField, big_integer, request_body
-from core.timeparse import TimestampError, format_rfc3339, parse_timestamp
-from orgs.api_base import QueryAPIView, ScopedPageMixin
-from timeline import api_params
+from config.api_input import StrictBooleanField, big_integer
+from core.timeparse import TimestampError, parse_timestamp
+from orgs.api_base import QueryAPIView, ScopedPageMixin, takes_body
+from timeline import api_params, api_shapes
 from timeline.api_params import InstantField, WindowQuery
+from timeline.api_window import WindowAPIView
 from timeline.clock import estimation, model, services
 from timeline.clock.rules import clock_rules
 from timeline.models import ClockCorrection
@@ -95,7 +95,14 @@ def _visible(scope, correction_id: int) -> tuple[ClockCorrection, dict]:
 class ClockCorrectionView(QueryAPIView):
     query_class = api_params.ClockCorrectionsQuery
     summary = "Clock corrections you may see: active ones; all=1 adds switched-off ones; id=N just one"
-    responses = {200: OpenApiTypes.OBJECT, 404: ErrorSerializer}
+    responses = {
+        200: PolymorphicProxySerializer(
+            component_name="CorrectionsAnswer",
+            serializers=[api_shapes.CorrectionListShape, api_shapes.CorrectionShape],
+            resource_type_field_name=None,
+        ),
+        404: ErrorSerializer,
+    }
 
     def answer(self, query):
         if query.get("id"):
@@ -103,13 +110,13 @@ class ClockCorrectionView(QueryAPIView):
         include = query.get("all", False)
         return Response({"corrections": model.corrections_list(self.scope, include_inactive=include)})
 
-    @extend_schema(
+    @takes_body(
+        CorrectionDeclareBody,
         summary="Declare a correction of one of your organisation's agents (admins)",
-        request=CorrectionDeclareBody,
-        responses={201: OpenApiTypes.OBJECT},
+        responses={201: api_shapes.CorrectionShape},
     )
     def post(self, request):
-        body = request_body(CorrectionDeclareBody, request)
+        body = self.body()
         row = services.clock_correction_declare(
             user=request.user,
             source=body.get("source") or None,
@@ -124,13 +131,13 @@ class ClockCorrectionView(QueryAPIView):
         )
         return Response(model.present_corrections(self.scope, [row])[0], status=201)
 
-    @extend_schema(
+    @takes_body(
+        CorrectionSwitchBody,
         summary='Switch a correction of your organisation on or off: {"id": 7, "active": false}',
-        request=CorrectionSwitchBody,
-        responses={200: OpenApiTypes.OBJECT, 404: ErrorSerializer},
+        responses={200: api_shapes.CorrectionShape, 404: ErrorSerializer},
     )
     def patch(self, request):
-        body = request_body(CorrectionSwitchBody, request)
+        body = self.body()
         row, _shown = _visible(self.scope, body["id"])
         row = services.clock_correction_set_active(user=request.user, correction=row, active=body["active"])
         return Response(model.present_corrections(self.scope, [row])[0])
@@ -139,7 +146,7 @@ class ClockCorrectionView(QueryAPIView):
 class ClockEstimateView(QueryAPIView):
     query_class = api_params.ClockEstimatesQuery
     summary = "Estimate clock errors from the data you may read"
-    responses = {200: OpenApiTypes.OBJECT}
+    responses = {200: api_shapes.EstimatesShape}
 
     def answer(self, query):
         window = query["window"]
@@ -148,8 +155,7 @@ class ClockEstimateView(QueryAPIView):
             self.scope, start=window.start, end=window.end, reference_orgs=reference
         )
         body = {
-            "from": format_rfc3339(window.start),
-            "to": format_rfc3339(window.end),
+            **api_shapes.window_bounds(window),
             "reference": list(reference),
             "estimates": [estimation.present_estimate(e) for e in found],
         }
@@ -159,13 +165,13 @@ class ClockEstimateView(QueryAPIView):
             ]
         return Response(body)
 
-    @extend_schema(
+    @takes_body(
+        EstimateApplyBody,
         summary="Apply an estimate of one of your organisation's agents: it becomes an active correction",
-        request=EstimateApplyBody,
-        responses={201: OpenApiTypes.OBJECT},
+        responses={201: api_shapes.CorrectionShape},
     )
     def post(self, request):
-        body = request_body(EstimateApplyBody, request)
+        body = self.body()
         window, source, node = body["window"], body["source"], body.get("node") or None
         found = estimation.estimate_clocks(
             self.scope,
@@ -193,16 +199,13 @@ def _reference(value) -> tuple[str, ...]:
     return names or clock_rules().reference_orgs
 
 
-class ClockOrderingView(QueryAPIView):
+class ClockOrderingView(WindowAPIView):
     query_class = api_params.ClockOrderingQuery
     summary = "Known anchor pairs of a window shown out of their causal order"
-    responses = {200: OpenApiTypes.OBJECT}
+    responses = {200: api_shapes.OrderingShape}
 
-    def answer(self, query):
-        window = query["window"]
-        with model.use_clock(self.scope, aligned=model.aligned_param(query.get("align"))):
-            body = estimation.ordering_violations(self.scope, start=window.start, end=window.end)
-        return Response({"from": format_rfc3339(window.start), "to": format_rfc3339(window.end), **body})
+    def read(self, query, window):
+        return estimation.ordering_violations(self.scope, start=window.start, end=window.end)
 
 
 class ClockPage(ScopedPageMixin, TemplateView):
