@@ -16,9 +16,7 @@ Reported per protocol: accepted samples/s (pushes only) and end-to-end samples/s
 last ``applied_at``), then each protocol's end-to-end rate as a ratio of the native push's. The last
 line is ``protocols: remote_write <ratio>, otlp <ratio> of native push``.
 
-Until ``config/urls.py`` includes ``ingest.urls_protocols``, gunicorn serves :func:`application`
-below, the site with the protocol URLs added (``tests/ingest/protocol_urls.py``). Run from the
-project root::
+Gunicorn serves the site as deployed (``config.wsgi``). Run from the project root::
 
     python bench/protocols.py                      # 500,000 samples in requests of 10,000
     python bench/protocols.py --samples 100000 --senders 4
@@ -27,7 +25,6 @@ project root::
 from __future__ import annotations
 
 import argparse
-import functools
 import http.client
 import os
 import queue
@@ -44,7 +41,6 @@ sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != R
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jointline_bench_protocols"
 # A Redis database of its own: bench/ingest.py flushes 14, the tests use 15.
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/12"
-PROTOCOL_URLCONF = "tests.ingest.protocol_urls"
 NODES = 63
 STEP_S = 15
 COUNTERS = [
@@ -71,22 +67,6 @@ PROTOCOLS = {
     "remote_write": ("/api/v1/write", "application/x-protobuf", {"Content-Encoding": "snappy"}),
     "otlp": ("/v1/metrics", "application/x-protobuf", {}),
 }
-
-
-def application(environ, start_response):
-    """WSGI entry point for gunicorn: the site plus the protocol URLs (see the module docstring)."""
-    return _protocol_site()(environ, start_response)
-
-
-@functools.cache
-def _protocol_site():
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    from django.conf import settings
-    from django.core.wsgi import get_wsgi_application
-
-    site = get_wsgi_application()
-    settings.ROOT_URLCONF = PROTOCOL_URLCONF  # read at every request
-    return site
 
 
 # --------------------------------------------------------------------------- the workload
@@ -309,21 +289,9 @@ def run_protocol(args: argparse.Namespace, protocol: str, workload: Workload) ->
     _harness.recreate_database(args.database_url)
     _harness.flush_redis(args.redis_url)
     token = _harness.migrate_and_issue_token(_harness.service_env(args.database_url, args.redis_url))
-    serve_protocols = _harness.gunicorn_command
-
-    def gunicorn_command(port: int, workers: int) -> list[str]:
-        command = serve_protocols(port, workers)
-        return [
-            ("bench.protocols:application" if part == "config.wsgi:application" else part) for part in command
-        ]
-
-    _harness.gunicorn_command = gunicorn_command
-    try:
-        with _harness.Stack(args.database_url, args.redis_url) as stack:
-            started, pushed = push_all(stack.port, token, protocol, bodies, args.senders)
-            last_applied = wait_applied(args.database_url, workload.samples, args.apply_timeout)
-    finally:
-        _harness.gunicorn_command = serve_protocols
+    with _harness.Stack(args.database_url, args.redis_url) as stack:
+        started, pushed = push_all(stack.port, token, protocol, bodies, args.senders)
+        last_applied = wait_applied(args.database_url, workload.samples, args.apply_timeout)
     return Run(protocol, workload.samples, sum(map(len, bodies)), pushed - started, last_applied - started)
 
 

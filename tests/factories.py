@@ -13,17 +13,19 @@ from django.db import transaction
 from rest_framework.test import APIClient
 
 from core.records import Batch, EventRecord, SeriesBlock
+from orgs.access import Scope
 from orgs.models import Organization, Role
 from orgs.services import user_create
 from timeline import services as timeline_services
 from timeline.lanes import SeriesGroup
 from timeline.models import Incident, Permalink, Series, Snapshot
-from timeline.store import get_store
+from timeline.store import StoreBackend, WriteResult, get_store
 
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
 S = 1_000_000
 MINUTE = 60 * S
 HOUR = 3600 * S
+DAY = 24 * HOUR
 PASSWORD = "correct-horse-battery"
 FIRST_SIX_HOURS = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T06:00:00Z"}
 
@@ -31,6 +33,11 @@ FIRST_SIX_HOURS = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T06:00:00Z"}
 def organizations(*slugs: str) -> dict[str, Organization]:
     """One organisation per slug, named after it, keyed by it."""
     return {slug: Organization.objects.create(slug=slug, name=slug.title()) for slug in slugs}
+
+
+def own_scope(org: Organization) -> Scope:
+    """What ``org`` itself reads: its own series and events, nothing granted."""
+    return Scope(viewer_org_id=org.pk, viewer="test", own_org_ids=frozenset({org.pk}))
 
 
 def signed_in(user: User) -> APIClient:
@@ -77,6 +84,13 @@ def gauge(
     )
 
 
+def node_gauge(
+    values: Iterable[float], *, node: str = "node-01", metric: str = "nfs_rpc_slots_in_use", **fields
+) -> SeriesBlock:
+    """``metric`` of one ``node`` (its only label), as :func:`gauge` builds it from ``fields``."""
+    return gauge(metric, {"node": node}, values, **fields)
+
+
 def log_line(
     ts: int,
     message: str,
@@ -87,8 +101,12 @@ def log_line(
     severity: str = "info",
     attributes: dict | None = None,
     end_ts: int | None = None,
+    resource: dict | None = None,
 ) -> EventRecord:
-    """A log line, of ``node`` if given (its only resource label); with ``end_ts`` a span."""
+    """A log line with ``resource`` labels, or else of ``node`` if given (its only resource label);
+    with ``end_ts`` a span."""
+    if resource is None:
+        resource = {} if node is None else {"node": node}
     return EventRecord(
         ts=ts,
         end_ts=end_ts,
@@ -97,8 +115,27 @@ def log_line(
         severity=severity,
         name=name,
         message=message,
-        resource={} if node is None else {"node": node},
+        resource=resource,
         attributes=attributes or {},
+    )
+
+
+# One attribute of each JSON type, as events carry them.
+TYPED_ATTRIBUTES = {"attempt": 2, "ok": False, "ratio": 0.5, "none": None}
+
+
+def typed_span(message: str, **attributes) -> EventRecord:
+    """A warning span of ``node-17`` from 5 µs to 10 s after ``T0`` saying ``message``, whose attributes
+    are :data:`TYPED_ATTRIBUTES` and ``attributes``."""
+    return log_line(
+        T0 + 5,
+        message,
+        node="node-17",
+        signal="scheduler",
+        name="session",
+        severity="warning",
+        attributes={**TYPED_ATTRIBUTES, **attributes},
+        end_ts=T0 + 10 * S,
     )
 
 
@@ -142,10 +179,12 @@ def write(
     series: Sequence[SeriesBlock] = (),
     events: Sequence[EventRecord] = (),
     source: str = "test",
-) -> None:
-    """Store ``series`` and ``events`` as ``org``'s, from ``source``, in one transaction."""
+    store: StoreBackend | None = None,
+) -> WriteResult:
+    """Store ``series`` and ``events`` as ``org``'s, from ``source``, in one transaction, in ``store``
+    (the configured one unless given)."""
     with transaction.atomic():
-        get_store().write_batch(
+        return (store or get_store()).write_batch(
             org_id=org.pk, batch=Batch(source=source, series=list(series), events=list(events))
         )
 

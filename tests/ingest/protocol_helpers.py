@@ -10,8 +10,6 @@ from django.db import connection
 from ingest.protocols.proto import remote_write_pb2
 from timeline.models import Event, Series
 
-PROTOCOL_URLS = "tests.ingest.protocol_urls"
-
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000

@@ -13,7 +13,7 @@ from django.test import TestCase
 
 from ingest.importers import ImportFileError, ImportSpec, read_batches
 from ingest.models import IngestBatch
-from tests.ingest.protocol_helpers import PROTOCOL_URLS, stored_events, stored_series
+from tests.ingest.protocol_helpers import stored_events, stored_series
 from timeline.store.base import event_fingerprint
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -31,6 +31,13 @@ def events_of(spec: ImportSpec, data: bytes | Path):
         return [event for batch in read_batches(lines, spec) for event in batch.events]
 
 
+def loghub_sample(spec: ImportSpec, name: str):
+    """The events of the loghub sample file ``name``: one for each of its 2,000 lines."""
+    events = events_of(spec, LOGHUB / name)
+    assert len(events) == 2000
+    return events
+
+
 def series_of(spec: ImportSpec, data: bytes):
     return [block for batch in read_batches(io.BytesIO(data), spec) for block in batch.series]
 
@@ -45,8 +52,7 @@ def us(text: str, zone: str = "UTC") -> int:
 
 @needs_data
 def test_bgl_lines_become_events_at_the_epoch_second_plus_the_local_microseconds():
-    events = events_of(ImportSpec(format="bgl", source="BGL_2k.log"), LOGHUB / "BGL_2k.log")
-    assert len(events) == 2000
+    events = loghub_sample(ImportSpec(format="bgl", source="BGL_2k.log"), "BGL_2k.log")
     first = events[0]
     # 2005-06-03-15.42.50.675872 is Livermore local time (PDT), the same instant as epoch 1117838570.
     assert first.ts == us("2005-06-03 15:42:50.675872", "America/Los_Angeles") == 1117838570_675872
@@ -60,8 +66,7 @@ def test_bgl_lines_become_events_at_the_epoch_second_plus_the_local_microseconds
 
 @needs_data
 def test_hpc_lines_become_events_in_epoch_seconds():
-    events = events_of(ImportSpec(format="hpc", source="HPC_2k.log"), LOGHUB / "HPC_2k.log")
-    assert len(events) == 2000
+    events = loghub_sample(ImportSpec(format="hpc", source="HPC_2k.log"), "HPC_2k.log")
     first = events[0]
     assert first.ts == 1077804742 * 1_000_000
     assert (first.name, first.severity, first.resource) == ("unix.hw", "warning", {"node": "node-246"})
@@ -71,8 +76,7 @@ def test_hpc_lines_become_events_in_epoch_seconds():
 
 @needs_data
 def test_thunderbird_lines_name_their_program():
-    events = events_of(ImportSpec(format="thunderbird", source="tb"), LOGHUB / "Thunderbird_2k.log")
-    assert len(events) == 2000
+    events = loghub_sample(ImportSpec(format="thunderbird", source="tb"), "Thunderbird_2k.log")
     first = events[0]
     assert first.ts == 1131566461 * 1_000_000
     assert (first.name, first.message, first.resource) == (
@@ -95,8 +99,7 @@ def test_syslog_needs_a_year_and_a_timezone():
 @needs_data
 def test_syslog_lines_are_read_in_the_declared_year_and_zone():
     spec = ImportSpec(format="syslog", source="Linux_2k.log", year=2005, timezone="America/New_York")
-    events = events_of(spec, LOGHUB / "Linux_2k.log")
-    assert len(events) == 2000
+    events = loghub_sample(spec, "Linux_2k.log")
     assert events[0].ts == us("2005-06-14 15:16:01", "America/New_York")
     assert (events[0].name, events[0].resource) == ("sshd", {"node": "combo"})
     assert events[-1].ts > events[0].ts
@@ -435,7 +438,6 @@ def _named(data: bytes, name: str):
     return handle
 
 
-@pytest.mark.urls(PROTOCOL_URLS)
 def test_the_import_api_takes_a_file_with_its_options(pusher_a, org_a):
     data = b"Jun 14 15:16:01 combo sshd[1]: failure\nJun 14 15:16:02 combo sshd[1]: again\n"
     response = upload(pusher_a, data, "auth.log", format="syslog", year="2005", timezone="UTC")
@@ -444,7 +446,6 @@ def test_the_import_api_takes_a_file_with_its_options(pusher_a, org_a):
     assert [e.message for e in stored_events(org_a)] == ["failure", "again"]
 
 
-@pytest.mark.urls(PROTOCOL_URLS)
 def test_a_signed_in_analyst_may_import(client_a, org_a):
     mapping = json.dumps({"ts": "t", "metric": "m", "value": "v"})
     response = upload(client_a, b"t,m,v\n1781485200,a,1\n", "m.csv", format="csv", mapping=mapping)
@@ -452,7 +453,6 @@ def test_a_signed_in_analyst_may_import(client_a, org_a):
     assert list(stored_series(org_a)) == [("a", ())]
 
 
-@pytest.mark.urls(PROTOCOL_URLS)
 @pytest.mark.parametrize(
     ("fields", "text"),
     [
@@ -470,7 +470,6 @@ def test_the_import_api_refuses_unusable_options_with_400(pusher_a, fields, text
     assert IngestBatch.objects.count() == 0
 
 
-@pytest.mark.urls(PROTOCOL_URLS)
 def test_the_import_api_needs_a_token_or_an_analyst(anonymous, read_token_a):
     from tests.conftest import bearer_client
 

@@ -15,9 +15,7 @@ from ingest.protocols import loki
 from ingest.protocols.errors import IngestError
 from ingest.protocols.proto import loki_push_pb2
 from tests.conftest import post_body
-from tests.ingest.protocol_helpers import PROTOCOL_URLS, now_ms, snappy, stored_events
-
-pytestmark = pytest.mark.urls(PROTOCOL_URLS)
+from tests.ingest.protocol_helpers import now_ms, snappy, stored_events
 
 URL = "/loki/api/v1/push"
 

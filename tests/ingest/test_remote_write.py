@@ -18,15 +18,12 @@ from ingest.protocols.proto import remote_write_pb2
 from orgs.models import Organization
 from tests.conftest import bearer_client, post_body
 from tests.ingest.protocol_helpers import (
-    PROTOCOL_URLS,
     now_ms,
     snappy,
     stored_events,
     stored_series,
     write_request,
 )
-
-pytestmark = pytest.mark.urls(PROTOCOL_URLS)
 
 URL = "/api/v1/write"
 HEADERS = {"HTTP_CONTENT_ENCODING": "snappy", "HTTP_X_PROMETHEUS_REMOTE_WRITE_VERSION": "0.1.0"}

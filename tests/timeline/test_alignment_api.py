@@ -21,8 +21,6 @@ from tests.test_leaks import ALLOWED, LOG_NODE, NOTE_TEXT, SECRET_LABEL, _leaks,
 from timeline import services as timeline_services
 from timeline.models import ClockCorrection, Snapshot, Source
 
-pytestmark = pytest.mark.urls("tests.timeline.alignment_urls")
-
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
 S = 1_000_000
 MINUTE = 60 * S

@@ -8,39 +8,37 @@ A (``modeldev``) owns a steady training step time and log lines that start in th
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from urllib.parse import quote
 
 import numpy as np
 import pytest
-from django.db import transaction
 
-from core.records import Batch, EventRecord, SeriesBlock
+from core.records import EventRecord
 from orgs.services import grant_create
-from timeline.store import get_store
+from tests.factories import HOUR, MINUTE, T0, gauge, log_line, write
 
-T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
-MINUTE = 60_000_000
-HOUR = 60 * MINUTE
 URL = "/api/v1/analysis/changes"
 WINDOW = f"from={T0 + HOUR}&to={T0 + 2 * HOUR}"
 SECRET = "secret-body"
 
 
-def _block(metric: str, labels: dict, values, *, kind: str = "gauge", signal: str = "storage") -> SeriesBlock:
-    return SeriesBlock(
-        signal=signal,
-        metric=metric,
-        labels=labels,
-        kind=kind,
-        unit="",
-        ts=[T0 + i * MINUTE for i in range(len(values))],
-        values=[float(v) for v in values],
-    )
-
-
-def _store(org, batch: Batch) -> None:
-    with transaction.atomic():
-        get_store().write_batch(org_id=org.pk, batch=batch)
+def _warnings(
+    count: int, *, signal: str, name: str, message: Callable[[int], str], resource: Callable[[int], dict]
+) -> list[EventRecord]:
+    """``count`` warnings one a minute from the window's start, the i-th saying ``message(i)`` with the
+    resource labels ``resource(i)``."""
+    return [
+        log_line(
+            T0 + HOUR + i * MINUTE,
+            message(i),
+            signal=signal,
+            name=name,
+            severity="warning",
+            resource=resource(i),
+        )
+        for i in range(count)
+    ]
 
 
 def _storage_data(org, nodes: int = 6) -> None:
@@ -48,48 +46,31 @@ def _storage_data(org, nodes: int = 6) -> None:
     for n in range(1, nodes + 1):
         labels = {"node": f"node-{n:02d}", "mount": "/datasets"}
         slots = [2 + (i % 3) for i in range(60)] + [128] * 60
-        series.append(_block("nfs_rpc_slots_in_use", labels, slots))
-        series.append(_block("nfs_rpc_slot_table_size", labels, [128] * 120))
-        series.append(
-            _block("nfs_read_latency_seconds", labels, [0.001 + 1e-5 * (i % 7) for i in range(120)])
-        )
-    events = [
-        EventRecord(
-            ts=T0 + HOUR + i * MINUTE,
-            signal="storage",
-            kind="log",
-            severity="warning",
-            name="mds",
-            message=f"{SECRET} client node-{i % nodes + 1:02d} waited {i} ms",
-            resource={"node": f"node-{i % nodes + 1:02d}"},
-        )
-        for i in range(40)
-    ]
-    _store(org, Batch(source="nfs-exporter", series=series, events=events))
+        series.append(gauge("nfs_rpc_slots_in_use", labels, slots, step_s=60))
+        series.append(gauge("nfs_rpc_slot_table_size", labels, [128] * 120, step_s=60))
+        latency = [0.001 + 1e-5 * (i % 7) for i in range(120)]
+        series.append(gauge("nfs_read_latency_seconds", labels, latency, step_s=60))
+    events = _warnings(
+        40,
+        signal="storage",
+        name="mds",
+        message=lambda i: f"{SECRET} client node-{i % nodes + 1:02d} waited {i} ms",
+        resource=lambda i: {"node": f"node-{i % nodes + 1:02d}"},
+    )
+    write(org, series=series, events=events, source="nfs-exporter")
 
 
 def _modeldev_data(org) -> None:
-    series = [
-        _block(
-            "train_step_seconds",
-            {"job": "solar"},
-            [9 + 0.1 * (i % 5) for i in range(120)],
-            signal="application",
-        )
-    ]
-    events = [
-        EventRecord(
-            ts=T0 + HOUR + i * MINUTE,
-            signal="application",
-            kind="log",
-            severity="warning",
-            name="shard_load",
-            message=f"loading shard {i}/480 took {30 + i} s",
-            resource={"rank": str(i)},
-        )
-        for i in range(50)
-    ]
-    _store(org, Batch(source="trainer", series=series, events=events))
+    step_time = [9 + 0.1 * (i % 5) for i in range(120)]
+    series = [gauge("train_step_seconds", {"job": "solar"}, step_time, step_s=60, signal="application")]
+    events = _warnings(
+        50,
+        signal="application",
+        name="shard_load",
+        message=lambda i: f"loading shard {i}/480 took {30 + i} s",
+        resource=lambda i: {"rank": str(i)},
+    )
+    write(org, series=series, events=events, source="trainer")
 
 
 def _ranking(client, query: str = WINDOW) -> dict:
@@ -264,13 +245,11 @@ def test_a_distant_baseline_is_read_apart_and_an_empty_one_makes_every_series_ne
 def test_the_lag_of_a_lane_behind_another_is_found_with_its_correlation(client_b, org_b):
     wave = [100 * (1 + np.sin(i / 7)) for i in range(120)]
     behind = [0.0] * 5 + wave[:-5]  # the same wave, 5 minutes later
-    _store(
-        org_b,
-        Batch(
-            source="array",
-            series=[_block("storage_queue_depth", {}, wave), _block("storage_latency_seconds", {}, behind)],
-        ),
-    )
+    lanes = [
+        gauge("storage_queue_depth", {}, wave, step_s=60),
+        gauge("storage_latency_seconds", {}, behind, step_s=60),
+    ]
+    write(org_b, series=lanes, source="array")
     a, b = (
         quote("line:storage/storage/storage_queue_depth"),
         quote("line:storage/storage/storage_latency_seconds"),

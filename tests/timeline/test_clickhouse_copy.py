@@ -12,10 +12,9 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import transaction
 
-from core.records import Batch, EventRecord, SeriesBlock
-from orgs.access import Scope
+from core.records import EventRecord, SeriesBlock
+from tests.factories import HOUR, T0, S, log_line, node_gauge, own_scope, write
 from timeline.models import Series
 from timeline.store import ReadHints, get_store
 
@@ -26,33 +25,19 @@ pytestmark = [
     ),
 ]
 
-T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
-S = 1_000_000
-HOUR = 3600 * S
 WINDOW = ["--from", "2026-06-15T00:00:00Z", "--to", "2026-06-15T02:00:00Z"]
 
 
 def gauge(node: str, *, hours: int = 2) -> SeriesBlock:
-    ts = [T0 + i * 15 * S for i in range(hours * 240)]
-    return SeriesBlock(
-        signal="storage",
-        metric="nfs_rpc_slots_in_use",
-        labels={"node": node},
-        kind="gauge",
-        unit="",
-        ts=ts,
-        values=[float(i % 37) for i in range(len(ts))],
-    )
+    return node_gauge([i % 37 for i in range(hours * 240)], node=node)
 
 
 def event(i: int) -> EventRecord:
-    return EventRecord(
-        ts=T0 + i * 97 * S,
-        signal="application",
-        kind="log",
+    return log_line(
+        T0 + i * 97 * S,
+        f"XID {i} ünïcode\ttab",
         severity=["info", "error"][i % 2],
         name=f"line-{i}",
-        message=f"XID {i} ünïcode\ttab",
         resource={"node": f"node-{i % 3:02d}", "rank": i},
         attributes={"ok": i % 2 == 0},
     )
@@ -61,9 +46,8 @@ def event(i: int) -> EventRecord:
 def on_postgres(org, *, nodes=("node-01", "node-02"), events=50) -> None:
     """What an installation holds before its move: rows in PostgreSQL only, rollups refreshed."""
     postgres = get_store().relational
-    batch = Batch(source="agent", series=[gauge(n) for n in nodes], events=[event(i) for i in range(events)])
-    with transaction.atomic():
-        postgres.write_batch(org_id=org.pk, batch=batch)
+    series, logged = [gauge(n) for n in nodes], [event(i) for i in range(events)]
+    write(org, series=series, events=logged, source="agent", store=postgres)
     while postgres.refresh_stale_rollups():
         pass
 
@@ -84,10 +68,6 @@ def rows_in_clickhouse(table: str, org) -> int:
     return int(np.frombuffer(raw, dtype=np.int64)[0])
 
 
-def own(org) -> Scope:
-    return Scope(viewer_org_id=org.pk, viewer="test", own_org_ids=frozenset({org.pk}))
-
-
 def test_a_copy_moves_samples_events_and_rollups_and_reads_as_postgresql_did(org_a, org_b):
     on_postgres(org_a)
     on_postgres(org_b, nodes=("node-09",), events=5)
@@ -99,15 +79,15 @@ def test_a_copy_moves_samples_events_and_rollups_and_reads_as_postgresql_did(org
     assert rows_in_clickhouse("timeline_event", org_a) == 50
     assert rows_in_clickhouse("timeline_rollup_1m", org_a) == 2 * 120
     assert rows_in_clickhouse("timeline_rollup_1h", org_a) == 2 * 2
-    ids = list(Series.objects.scoped(own(org_a)).values_list("pk", flat=True))
+    ids = list(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
     hints = ReadHints(start=T0, end=T0 + 2 * HOUR, step=5 * 60 * S)
-    moved = store.select_buckets(own(org_a), ids, hints).per_series()
-    before = store.relational.select_buckets(own(org_a), ids, hints).per_series()
+    moved = store.select_buckets(own_scope(org_a), ids, hints).per_series()
+    before = store.relational.select_buckets(own_scope(org_a), ids, hints).per_series()
     assert moved == before
     events = ReadHints(start=T0, end=T0 + 2 * HOUR)
     fields = ("pk", "ts", "name", "message", "resource", "attributes", "fingerprint", "source_id")
-    assert list(store.select_events(own(org_a), events).order_by("ts").values_list(*fields)) == list(
-        store.relational.select_events(own(org_a), events).order_by("ts").values_list(*fields)
+    assert list(store.select_events(own_scope(org_a), events).order_by("ts").values_list(*fields)) == list(
+        store.relational.select_events(own_scope(org_a), events).order_by("ts").values_list(*fields)
     )
 
 

@@ -145,15 +145,47 @@ def stop(process: subprocess.Popen, sig: int) -> None:
         process.wait(timeout=30)
 
 
+def run_script(clickhouse: Path, script: str) -> subprocess.CompletedProcess:
+    """``script`` run by Python in a process of its own, over the ClickHouse data in ``clickhouse``."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=environment(clickhouse),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def accept_entries(org, count: int) -> None:
+    for number in range(count):
+        batch_accept(org=org, batch=entry(number))
+
+
+def recover(clickhouse: Path, log: Path, entries: int) -> None:
+    """A new worker applies what the sweeper enqueues again, until all ``entries`` are applied."""
+    recovering = worker(clickhouse, log)
+    try:
+        journal_sweep(older_than=timedelta(0))
+        assert wait_until(lambda: applied() == entries, timeout_s=300), log.read_text()[-3000:]
+    finally:
+        stop(recovering, signal.SIGTERM)
+
+
+@pytest.fixture
+def data_and_log(tmp_path) -> tuple[Path, Path]:
+    """Where the workers' ClickHouse keeps its data, and the workers' log."""
+    pytest.importorskip("chdb", reason="the embedded ClickHouse engine is the clickhouse-embedded extra")
+    return tmp_path / "clickhouse", tmp_path / "worker.log"
+
+
 def test_a_worker_killed_mid_apply_into_clickhouse_leaves_one_copy_of_every_sample_and_event(
     broker,  # noqa: F811 (the fixture imported above)
     org_a,
-    tmp_path,
+    data_and_log,
 ):
-    pytest.importorskip("chdb", reason="the embedded ClickHouse engine is the clickhouse-embedded extra")
-    clickhouse, log = tmp_path / "clickhouse", tmp_path / "worker.log"
-    for number in range(ENTRIES):
-        batch_accept(org=org_a, batch=entry(number))
+    clickhouse, log = data_and_log
+    accept_entries(org_a, ENTRIES)
     assert IngestBatch.objects.filter(status=BatchStatus.ACCEPTED).count() == ENTRIES
 
     first = worker(clickhouse, log)
@@ -164,25 +196,12 @@ def test_a_worker_killed_mid_apply_into_clickhouse_leaves_one_copy_of_every_samp
     killed_at = applied()
     assert killed_at < ENTRIES, "the worker finished before it was killed; make the entries larger"
 
-    second = worker(clickhouse, log)
-    try:
-        journal_sweep(older_than=timedelta(0))
-        assert wait_until(lambda: applied() == ENTRIES, timeout_s=300), log.read_text()[-3000:]
-    finally:
-        stop(second, signal.SIGTERM)
-
+    recover(clickhouse, log, ENTRIES)
     assert_one_copy_of_each(clickhouse, ENTRIES)
 
 
 def counts_in(clickhouse: Path) -> dict[str, int]:
-    result = subprocess.run(
-        [sys.executable, "-c", COUNTS],
-        cwd=ROOT,
-        env=environment(clickhouse),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_script(clickhouse, COUNTS)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -231,33 +250,19 @@ for batch_id in IngestBatch.objects.filter(status=BatchStatus.ACCEPTED).values_l
 def test_a_worker_killed_after_its_clickhouse_inserts_before_its_commit_leaves_one_copy(
     broker,  # noqa: F811 (the fixture imported above)
     org_a,
-    tmp_path,
+    data_and_log,
 ):
-    pytest.importorskip("chdb", reason="the embedded ClickHouse engine is the clickhouse-embedded extra")
-    clickhouse, log = tmp_path / "clickhouse", tmp_path / "worker.log"
+    clickhouse, log = data_and_log
     entries = 3
-    for number in range(entries):
-        batch_accept(org=org_a, batch=entry(number))
-    died = subprocess.run(
-        [sys.executable, "-c", DIE_AFTER_INSERT],
-        cwd=ROOT,
-        env=environment(clickhouse),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    accept_entries(org_a, entries)
+    died = run_script(clickhouse, DIE_AFTER_INSERT)
     assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
     assert applied() == 0
     before = counts_in(clickhouse)
     # the dead attempt's rows are there: its events, and its samples under series ids never committed
     assert before["timeline_event.final"] > 0 and before["timeline_sample.any_series"] > 0
 
-    recovering = worker(clickhouse, log)
-    try:
-        journal_sweep(older_than=timedelta(0))
-        assert wait_until(lambda: applied() == entries, timeout_s=300), log.read_text()[-3000:]
-    finally:
-        stop(recovering, signal.SIGTERM)
+    recover(clickhouse, log, entries)
     counts = assert_one_copy_of_each(clickhouse, entries)
     assert counts["timeline_event.rows"] > entries * EVENTS  # the dead attempt's rows were there to hide
     assert counts["timeline_event.sources"] == 0  # no event read names a source that rolled back

@@ -12,12 +12,13 @@ from django.db import transaction
 from django.test import TestCase
 from rest_framework.test import APIClient
 
-from core.records import Batch, EventRecord, SeriesBlock
+from core.records import Batch, SeriesBlock
 from core.timeparse import format_rfc3339
 from orgs.access import Scope
 from orgs.models import Organization, Role
 from orgs.services import grant_create, organization_create, user_create
 from tests.conftest import PASSWORD
+from tests.factories import log_line, write
 from timeline.analysis import detection, layers
 from timeline.store import get_store
 
@@ -308,18 +309,16 @@ def test_a_detection_is_shared_by_grant_like_any_event(owner):
 
 
 def test_a_failed_span_counts_when_it_ends_not_from_its_start(owner):
-    span = EventRecord(
-        ts=START + 30 * STEP,
-        end_ts=START + 50 * STEP,
+    failed = log_line(
+        START + 30 * STEP,
+        "session failed",
+        node="node-03",
         signal="scheduler",
-        kind="span",
-        severity="error",
         name="session",
-        message="session failed",
-        resource={"node": "node-03"},
+        severity="error",
+        end_ts=START + 50 * STEP,
     )
-    with transaction.atomic():
-        get_store().write_batch(org_id=owner.pk, batch=Batch(source="scheduler", events=[span]))
+    write(owner, events=[failed], source="scheduler")
     config = detection.DetectionConfig()
     found = detection._event_families(scope_of(owner), config, start=START + 40 * STEP, n=20, step=STEP)
     ((hits, name),) = found["node-03"]["scheduler events"]

@@ -19,8 +19,8 @@ from ingest.scenario.plan import Plan
 from ingest.scenario_loading import ORGANISATIONS
 from orgs.access import Scope
 from orgs.models import Level, Organization, Role
-from orgs.services import grant_create, organization_create, user_create
-from tests.conftest import PASSWORD
+from orgs.services import grant_create, organization_create
+from tests.factories import member_client
 from timeline.analysis import recovery
 from timeline.store import get_store
 
@@ -69,12 +69,7 @@ def as_org(slug: str) -> Scope:
 
 
 def client_of(slug: str, username: str) -> APIClient:
-    user = user_create(
-        org=Organization.objects.get(slug=slug), username=username, role=Role.ANALYST, password=PASSWORD
-    )[0]
-    client = APIClient()
-    client.force_login(user)
-    return client
+    return member_client(Organization.objects.get(slug=slug), username, Role.ANALYST)
 
 
 def infra_figures(manifest: dict, **kwargs) -> dict:
@@ -84,28 +79,29 @@ def infra_figures(manifest: dict, **kwargs) -> dict:
     return scheduler
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
-def test_exclusion_concentration_matches_the_manifest(db, profile):
-    manifest = store_events(profile)
+def assert_figures(found: dict, truth: dict, names: dict[str, str]) -> None:
+    """Each figure ``found[name]`` equals the manifest's ``truth[names[name]]``."""
+    assert {name: found[name] for name in names} == {name: truth[key] for name, key in names.items()}
+
+
+@pytest.fixture(params=sorted(PROFILES))
+def manifest(db, request) -> dict:
+    """The manifest of each profile in turn, its infra events stored."""
+    return store_events(request.param)
+
+
+def test_exclusion_concentration_matches_the_manifest(manifest):
     exclusions = infra_figures(manifest)["exclusions"]
     truth = manifest["exclusions"]
-    assert exclusions["total"] == truth["total"]
+    assert_figures(exclusions, truth, {"total": "total", "top_entities": "top3", "top_share": "top3_share"})
     assert {row["entity"]: row["count"] for row in exclusions["per_entity"]} == truth["per_node"]
-    assert exclusions["top_entities"] == truth["top3"]
-    assert exclusions["top_share"] == truth["top3_share"]
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
-def test_retry_chains_and_their_intervals_match_the_manifest(db, profile):
-    manifest = store_events(profile)
+def test_retry_chains_and_their_intervals_match_the_manifest(manifest):
     retries = infra_figures(manifest)["retries"]
     truth = manifest["retry_summary"]
-    assert (retries["chains"], retries["attempts"], retries["succeeded"]) == (
-        truth["chains"],
-        truth["attempts"],
-        truth["succeeded"],
-    )
-    assert retries["success_rate"] == truth["success_rate"]
+    counted = ("chains", "attempts", "succeeded", "success_rate")
+    assert_figures(retries, truth, {name: name for name in counted})
     assert (retries["median_s"], retries["q1_s"], retries["q3_s"]) == pytest.approx(
         (truth["interval_median_s"], truth["interval_q1_s"], truth["interval_q3_s"]), abs=1e-9
     )
@@ -116,16 +112,10 @@ def test_retry_chains_and_their_intervals_match_the_manifest(db, profile):
         assert found["intervals_s"] == chain["intervals_s"]
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
-def test_manual_recovery_success_matches_the_manifest(db, profile):
-    manifest = store_events(profile)
+def test_manual_recovery_success_matches_the_manifest(manifest):
     manual = infra_figures(manifest)["manual"]
     truth = manifest["manual_summary"]
-    assert (manual["count"], manual["succeeded"], manual["success_rate"]) == (
-        truth["count"],
-        truth["succeeded"],
-        truth["success_rate"],
-    )
+    assert_figures(manual, truth, {name: name for name in ("count", "succeeded", "success_rate")})
 
 
 def test_the_reference_scenario_reproduces_the_reports_recovery_figures(db):

@@ -1,48 +1,36 @@
 """Rollups give the same lane aggregates as the raw samples, whatever order the samples arrived in."""
 
-import itertools
 import random
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
-from core.records import Batch, SeriesBlock
 from orgs.access import Scope
 from orgs.services import grant_create
+from tests.factories import T0, S, own_scope
+from tests.factories import write as write_batch
+from tests.timeline.rollup_cases import (  # noqa: F401 (the tests every store passes)
+    RollupStore,
+    block,
+    expected_rows,
+    test_a_counter_rate_with_resets_and_a_late_half_from_rollups_equals_the_raw_rate,
+    test_a_grant_window_inside_the_buckets_reads_no_sample_outside_it,
+    test_a_late_point_updates_its_minute_and_its_hour,
+)
 from timeline.models import Series
 from timeline.store import ReadHints, get_store, rollups
 from timeline.store.hints import grid_origin, nice_step
 from timeline.store.rollups import HOUR_US, MINUTE_US
 
-T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
-S = 1_000_000
 
-
-def block(ts, values, *, metric="nfs_rpc_slots_in_use", kind="gauge", node="node-01"):
-    return SeriesBlock(
-        signal="storage",
-        metric=metric,
-        labels={"node": node},
-        kind=kind,
-        unit="",
-        ts=list(ts),
-        values=[float(v) for v in values],
-    )
-
-
-def write(org, *blocks, refresh=True):
+def write(org, *blocks, events=(), source="agent", refresh=True):
     """Write, then work off the rollup refresh queue as the task after an apply does."""
-    with transaction.atomic():
-        result = get_store().write_batch(org_id=org.pk, batch=Batch(source="agent", series=list(blocks)))
+    result = write_batch(org, series=blocks, events=events, source=source)
     if refresh:
         get_store().refresh_stale_rollups()
     return result
-
-
-def own(org) -> Scope:
-    return Scope(viewer_org_id=org.pk, viewer="test", own_org_ids=frozenset({org.pk}))
 
 
 def read(scope, ids, hints, *, rollups):
@@ -52,18 +40,13 @@ def read(scope, ids, hints, *, rollups):
     return frame, used
 
 
-def assert_same(scope, ids, hints):
-    """The rollup read equals the raw read (to 1e-9 relative) and really used the rollups."""
-    raw, used_raw = read(scope, ids, hints, rollups=False)
-    rolled, used = read(scope, ids, hints, rollups=True)
-    assert used and not used_raw
-    assert raw.keys() == rolled.keys()
-    for sid in raw:
-        a, b = raw[sid], rolled[sid]
-        assert a.bucket == b.bucket and a.count == b.count
-        for name in ("min", "max", "mean"):
-            assert getattr(b, name) == pytest.approx(getattr(a, name), rel=1e-9, abs=1e-12)
-    return rolled
+ROLLUPS = RollupStore(write=write, read=read)
+assert_same = ROLLUPS.assert_same
+
+
+@pytest.fixture
+def rollup_store() -> RollupStore:
+    return ROLLUPS
 
 
 def noisy_gauge(rng, n, *, step_s=15, t0=T0):
@@ -79,25 +62,10 @@ def test_a_gauge_read_from_rollups_equals_the_raw_read_after_shuffled_overlappin
     for first in range(0, len(order), 300):  # out of order, each batch overlapping the one before
         picked = sorted(order[max(0, first - 50) : first + 300], key=lambda i: ts[i])
         write(org_a, block([ts[i] for i in picked], [values[i] for i in picked]))
-    sid = Series.objects.scoped(own(org_a)).get().pk
+    sid = Series.objects.scoped(own_scope(org_a)).get().pk
     for step in (5 * MINUTE_US, HOUR_US, 2 * HOUR_US):
-        lanes = assert_same(own(org_a), [sid], ReadHints(start=T0, end=T0 + 6 * HOUR_US, step=step))
+        lanes = assert_same(own_scope(org_a), [sid], ReadHints(start=T0, end=T0 + 6 * HOUR_US, step=step))
         assert sum(lanes[sid].count) == len(ts)
-
-
-def test_a_counter_rate_with_resets_from_rollups_equals_the_raw_rate(org_a):
-    rng = random.Random(3)
-    ts = [T0 + i * 15 * S for i in range(4 * 240)]
-    values, total = [], 0.0
-    for i in range(len(ts)):
-        total = 0.0 if i in (100, 517, 518) else total + rng.uniform(0, 1e6)
-        values.append(total)
-    write(org_a, block(ts[::2], values[::2], metric="rx_bytes_total", kind="counter"))
-    write(org_a, block(ts[1::2], values[1::2], metric="rx_bytes_total", kind="counter"))  # late half
-    sid = Series.objects.scoped(own(org_a)).get().pk
-    for step in (MINUTE_US, 10 * MINUTE_US, HOUR_US):
-        hints = ReadHints(start=T0 + HOUR_US, end=T0 + 4 * HOUR_US - 7 * S, step=step, fn="rate")
-        assert_same(own(org_a), [sid], hints)
 
 
 def test_re_applying_a_batch_counts_no_point_twice(org_a):
@@ -105,17 +73,9 @@ def test_re_applying_a_batch_counts_no_point_twice(org_a):
     write(org_a, block(ts, range(480)))
     assert write(org_a, block(ts, range(480))).samples_stored == 0
     write(org_a, block(ts[100:300], range(100, 300)))
-    sid = Series.objects.scoped(own(org_a)).get().pk
-    lanes = assert_same(own(org_a), [sid], ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US))
+    sid = Series.objects.scoped(own_scope(org_a)).get().pk
+    lanes = assert_same(own_scope(org_a), [sid], ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US))
     assert lanes[sid].count == [240, 240]
-
-
-def test_a_late_point_updates_its_bucket(org_a):
-    write(org_a, block([T0 + i * 60 * S for i in range(120)], [1.0] * 120))
-    write(org_a, block([T0 + 30 * 60 * S + 30 * S], [500.0]))  # between two stored minutes
-    sid = Series.objects.scoped(own(org_a)).get().pk
-    lanes = assert_same(own(org_a), [sid], ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US))
-    assert lanes[sid].max == [500.0, 1.0] and lanes[sid].count == [61, 60]
 
 
 def test_a_single_sample_spike_survives_hour_buckets(org_a):
@@ -123,45 +83,27 @@ def test_a_single_sample_spike_survives_hour_buckets(org_a):
     values = [10.0] * len(ts)
     values[4000] = 128.0
     write(org_a, block(ts, values))
-    sid = Series.objects.scoped(own(org_a)).get().pk
-    lanes = assert_same(own(org_a), [sid], ReadHints(start=T0, end=T0 + 48 * HOUR_US, step=2 * HOUR_US))
+    sid = Series.objects.scoped(own_scope(org_a)).get().pk
+    lanes = assert_same(own_scope(org_a), [sid], ReadHints(start=T0, end=T0 + 48 * HOUR_US, step=2 * HOUR_US))
     assert max(lanes[sid].max) == 128.0 and len(lanes[sid].bucket) == 24
-
-
-def test_a_grant_window_inside_the_buckets_reads_no_sample_outside_it(org_a, org_b, member_b):
-    write(org_a, block([T0 + i * 15 * S for i in range(960)], range(960)))
-    grant_create(
-        owner=org_a,
-        grantee=org_b,
-        name="slice",
-        data_from=datetime.fromtimestamp((T0 + 37 * 60 * S + 7 * S) / S, tz=UTC),
-        data_to=datetime.fromtimestamp((T0 + 3 * HOUR_US + 11 * 60 * S) / S, tz=UTC),
-    )
-    scope = Scope.for_user(member_b)
-    sid = Series.objects.scoped(scope).get().pk
-    lanes = assert_same(scope, [sid], ReadHints(start=T0, end=T0 + 4 * HOUR_US, step=HOUR_US))
-    first_inside = 37 * 4 + 1  # 00:37:15, the first 15 s sample at or after 00:37:07
-    last_inside = 3 * 240 + 11 * 4 - 1  # 03:10:45
-    assert sum(lanes[sid].count) == last_inside - first_inside + 1
-    assert lanes[sid].min[0] == first_inside and lanes[sid].max[-1] == last_inside
 
 
 def test_minutes_waiting_for_their_refresh_are_read_raw_until_it_runs(org_a):
     write(org_a, block([T0 + i * 15 * S for i in range(480)], range(480)))
     write(org_a, block([T0 + 90 * 60 * S + 7 * S], [1000.0]), refresh=False)  # late, not refreshed yet
-    sid = Series.objects.scoped(own(org_a)).get().pk
+    sid = Series.objects.scoped(own_scope(org_a)).get().pk
     hints = ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US)
-    lanes = assert_same(own(org_a), [sid], hints)  # the first hour from rollups, the rest raw
+    lanes = assert_same(own_scope(org_a), [sid], hints)  # the first hour from rollups, the rest raw
     assert lanes[sid].max == [239.0, 1000.0] and lanes[sid].count == [240, 241]
     assert get_store().refresh_stale_rollups() == 1 and get_store().refresh_stale_rollups() == 0
-    assert_same(own(org_a), [sid], hints)
+    assert_same(own_scope(org_a), [sid], hints)
 
 
 def test_a_grid_that_is_not_made_of_whole_buckets_reads_raw(org_a):
     write(org_a, block([T0 + i * 15 * S for i in range(240)], range(240)))
-    sid = Series.objects.scoped(own(org_a)).get().pk
+    sid = Series.objects.scoped(own_scope(org_a)).get().pk
     _, used = read(
-        own(org_a), [sid], ReadHints(start=T0 + 7 * S, end=T0 + HOUR_US, step=HOUR_US), rollups=True
+        own_scope(org_a), [sid], ReadHints(start=T0 + 7 * S, end=T0 + HOUR_US, step=HOUR_US), rollups=True
     )
     assert not used
 
@@ -180,25 +122,25 @@ def test_the_rebuild_command_restores_rollups_from_raw_samples(org_a):
     from django.core.management import call_command
 
     write(org_a, block([T0 + i * 15 * S for i in range(480)], range(480)))
-    sid = Series.objects.scoped(own(org_a)).get().pk
+    sid = Series.objects.scoped(own_scope(org_a)).get().pk
     hints = ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US)
     get_store().clear_rollups([sid], start=T0, end=T0 + 2 * HOUR_US)
-    assert read(own(org_a), [sid], hints, rollups=True)[0][sid].count == []
+    assert read(own_scope(org_a), [sid], hints, rollups=True)[0][sid].count == []
     call_command(
         "rebuild_rollups", "--from", "2026-06-15T00:00:00Z", "--to", "2026-06-15T02:00:00Z", "--no-progress"
     )
-    assert_same(own(org_a), [sid], hints)
+    assert_same(own_scope(org_a), [sid], hints)
 
 
 def test_reads_older_than_the_rollups_retention_fall_back_to_raw(org_a):
     write(org_a, block([T0 + i * 15 * S for i in range(480)], range(480)))
-    sid = Series.objects.scoped(own(org_a)).get().pk
+    sid = Series.objects.scoped(own_scope(org_a)).get().pk
     hints = ReadHints(start=T0, end=T0 + 2 * HOUR_US, step=HOUR_US)
     with override_settings(JOINTLINE_ROLLUP_1M_DAYS=1, JOINTLINE_ROLLUP_1H_DAYS=1):
         from ops.services import retention_apply
 
         result = retention_apply(now_us=T0 + 30 * 86_400 * S)
-        lanes, used = read(own(org_a), [sid], hints, rollups=True)
+        lanes, used = read(own_scope(org_a), [sid], hints, rollups=True)
     assert result.rollups_deleted == {"1m": 120, "1h": 2}
     assert not used and lanes[sid].count == [240, 240]
 
@@ -229,37 +171,6 @@ def test_the_refresh_command_says_what_it_refreshed(org_a):
 
 
 # -- the stored rows themselves, against aggregates computed here from the raw samples ---------------
-
-
-def expected_rows(samples, width):
-    """Rollup rows of width ``width`` from ``{series id: {ts: value}}``, computed the plain way."""
-    out = {}
-    for sid, points in samples.items():
-        by_bucket = {}
-        for ts in sorted(points):
-            by_bucket.setdefault(ts - ts % width, []).append((ts, points[ts]))
-        for bucket, pts in by_bucket.items():
-            values = [v for _, v in pts]
-            increase, rates = 0.0, []
-            for (t0, v0), (t1, v1) in itertools.pairwise(pts):
-                step = v1 - v0 if v1 >= v0 else v1
-                increase += step
-                rates.append(step * 1e6 / (t1 - t0))
-            out[(sid, bucket)] = {
-                "n": len(pts),
-                "total": sum(values),
-                "vmin": min(values),
-                "vmax": max(values),
-                "first_ts": pts[0][0],
-                "first_value": pts[0][1],
-                "last_ts": pts[-1][0],
-                "last_value": pts[-1][1],
-                "increase": increase,
-                "deltas": len(pts) - 1,
-                "rate_min": min(rates) if rates else None,
-                "rate_max": max(rates) if rates else None,
-            }
-    return out
 
 
 def stored_rows(table):
@@ -384,14 +295,6 @@ def log_events(rng, n, *, start=T0, span=3 * DAY_US, signal="application"):
     ]
 
 
-def write_events(org, events, *, source="agent", refresh=True):
-    with transaction.atomic():
-        result = get_store().write_batch(org_id=org.pk, batch=Batch(source=source, events=list(events)))
-    if refresh:
-        get_store().refresh_stale_rollups()
-    return result
-
-
 def event_read(scope, hints, match, *, rollups):
     with override_settings(JOINTLINE_ROLLUPS=rollups), CaptureQueriesContext(connection) as queries:
         rows = get_store().event_buckets(scope, hints, match=match)
@@ -418,26 +321,26 @@ def test_event_counts_from_the_count_rows_equal_the_raw_counts_after_repeated_an
     rng = random.Random(11)
     events = log_events(rng, 3000)
     for first in range(0, 3000, 500):  # each batch overlapping the one before
-        write_events(org_a, events[max(0, first - 100) : first + 500])
-    assert write_events(org_a, events[:800]).events_stored == 0  # re-applied: nothing stored again
+        write(org_a, events=events[max(0, first - 100) : first + 500])
+    assert write(org_a, events=events[:800]).events_stored == 0  # re-applied: nothing stored again
     late = log_events(rng, 200)  # late events inside hours already counted
-    write_events(org_a, late)
+    write(org_a, events=late)
     match = EventMatch(org_slug=org_a.slug, signal="application")
     for step in (HOUR_US, 3 * HOUR_US, 10 * MINUTE_US):
         rows = assert_same_counts(
-            own(org_a), lane_hints(T0 + 17 * 60 * S + 3 * S, T0 + 3 * DAY_US, step), match
+            own_scope(org_a), lane_hints(T0 + 17 * 60 * S + 3 * S, T0 + 3 * DAY_US, step), match
         )
-    whole = assert_same_counts(own(org_a), lane_hints(T0, T0 + 3 * DAY_US, 6 * HOUR_US), match)
+    whole = assert_same_counts(own_scope(org_a), lane_hints(T0, T0 + 3 * DAY_US, 6 * HOUR_US), match)
     assert sum(count for _b, _s, count in whole) == 3200 and rows
     prefixed = EventMatch(org_slug=org_a.slug, signal="application", name_prefix="sys")
-    rows = assert_same_counts(own(org_a), lane_hints(T0, T0 + 3 * DAY_US, HOUR_US), prefixed)
+    rows = assert_same_counts(own_scope(org_a), lane_hints(T0, T0 + 3 * DAY_US, HOUR_US), prefixed)
     assert sum(c for _b, _s, c in rows) == sum(1 for e in events + late if e.name.startswith("sys"))
 
 
 def test_event_counts_honour_full_redacted_and_event_level_grants_and_their_windows(org_a, org_b, member_b):
     rng = random.Random(5)
-    write_events(org_a, log_events(rng, 2000))
-    write_events(org_a, log_events(rng, 300, signal="host"))
+    write(org_a, events=log_events(rng, 2000))
+    write(org_a, events=log_events(rng, 300, signal="host"))
     match = EventMatch(org_slug=org_a.slug, signal="application")
     hints = lane_hints(T0, T0 + 3 * DAY_US, 2 * HOUR_US)
     assert event_read(Scope.for_user(member_b), hints, match, rollups=True)[0] == []  # no grant yet
@@ -472,7 +375,7 @@ def test_event_counts_honour_full_redacted_and_event_level_grants_and_their_wind
 
 def test_grants_the_counts_cannot_answer_are_counted_raw(org_a, org_b, member_b):
     rng = random.Random(6)
-    write_events(org_a, log_events(rng, 1000))
+    write(org_a, events=log_events(rng, 1000))
     grant_create(owner=org_a, grantee=org_b, name="one node", label_matchers=['node="node-01"'])
     grant_create(
         owner=org_a,
@@ -487,7 +390,7 @@ def test_grants_the_counts_cannot_answer_are_counted_raw(org_a, org_b, member_b)
     )
     assert 0 < sum(c for _b, _s, c in rows) < 1000
     labelled = EventMatch(org_slug=org_a.slug, signal="application", labels=(("node", "node-02"),))
-    assert_same_counts(own(org_a), lane_hints(T0, T0 + 3 * DAY_US, HOUR_US), labelled, counted=False)
+    assert_same_counts(own_scope(org_a), lane_hints(T0, T0 + 3 * DAY_US, HOUR_US), labelled, counted=False)
 
 
 def correction(org, *, offset_us, source_id=None, drift=0, cid=1):
@@ -508,11 +411,11 @@ def test_clock_corrections_apply_to_the_counts_exactly(org_a):
     from timeline.models import Source
 
     rng = random.Random(9)
-    write_events(org_a, log_events(rng, 1500), source="agent-1")
-    write_events(org_a, log_events(rng, 1500), source="agent-2")
+    write(org_a, events=log_events(rng, 1500), source="agent-1")
+    write(org_a, events=log_events(rng, 1500), source="agent-2")
     agent_2 = Source.objects.get(org=org_a, name="agent-2").pk
     match = EventMatch(org_slug=org_a.slug, signal="application")
-    scope = own(org_a)
+    scope = own_scope(org_a)
     cases = [
         ((correction(org_a, offset_us=-HOUR_US),), HOUR_US, True),  # whole hours: the hour rows
         ((correction(org_a, offset_us=-7 * MINUTE_US),), HOUR_US, True),  # whole minutes: the minute rows
@@ -540,16 +443,16 @@ def test_clock_corrections_apply_to_the_counts_exactly(org_a):
 
 def test_event_minutes_waiting_for_their_recount_are_counted_raw_until_it_runs(org_a):
     rng = random.Random(2)
-    write_events(org_a, log_events(rng, 1000))
-    write_events(org_a, log_events(rng, 50, start=T0 + DAY_US, span=HOUR_US), refresh=False)
+    write(org_a, events=log_events(rng, 1000))
+    write(org_a, events=log_events(rng, 50, start=T0 + DAY_US, span=HOUR_US), refresh=False)
     stale = get_store().event_stale_from(org_a.pk, start=T0, end=T0 + 3 * DAY_US)
     assert T0 + DAY_US <= stale < T0 + DAY_US + HOUR_US
     match = EventMatch(org_slug=org_a.slug, signal="application")
     hints = lane_hints(T0, T0 + 3 * DAY_US, HOUR_US)
-    rows = assert_same_counts(own(org_a), hints, match)
+    rows = assert_same_counts(own_scope(org_a), hints, match)
     assert sum(c for _b, _s, c in rows) == 1050
     assert get_store().refresh_stale_rollups() >= 1 and get_store().stale_count() == 0
-    assert assert_same_counts(own(org_a), hints, match) == rows
+    assert assert_same_counts(own_scope(org_a), hints, match) == rows
 
 
 def stored_event_counts(table):
@@ -574,9 +477,9 @@ def test_stored_event_counts_equal_the_raw_events_and_survive_retention_and_rebu
     from django.core.management import call_command
 
     rng = random.Random(4)
-    write_events(org_a, log_events(rng, 1200))
-    write_events(org_b, log_events(rng, 400, signal="storage"))
-    write_events(org_a, log_events(rng, 300))  # late, into hours counted already
+    write(org_a, events=log_events(rng, 1200))
+    write(org_b, events=log_events(rng, 400, signal="storage"))
+    write(org_a, events=log_events(rng, 300))  # late, into hours counted already
     for width, table in rollups.EVENT_ROLLUPS:
         assert stored_event_counts(table) == raw_event_counts(width)
     with connection.cursor() as cursor:
@@ -598,7 +501,7 @@ def test_stored_event_counts_equal_the_raw_events_and_survive_retention_and_rebu
         )
         match = EventMatch(org_slug=org_a.slug, signal="application")
         hints = lane_hints(T0, T0 + 3 * DAY_US, HOUR_US)
-        rows = assert_same_counts(own(org_a), hints, match, counted=False)  # older than kept: raw
+        rows = assert_same_counts(own_scope(org_a), hints, match, counted=False)  # older than kept: raw
     assert sum(c for _b, _s, c in rows) == 1500
 
 
@@ -628,10 +531,10 @@ def test_logs_and_spans_lanes_over_the_counts_equal_the_lanes_over_raw_events(or
     from timeline.lanes.spec import LaneSpec
 
     rng = random.Random(lines)
-    write_events(org_a, log_events(rng, lines, start=T0 + 5 * HOUR_US, span=DAY_US))
-    write_events(org_a, spans_and_points(rng, 1200))
+    write(org_a, events=log_events(rng, lines, start=T0 + 5 * HOUR_US, span=DAY_US))
+    write(org_a, events=spans_and_points(rng, 1200))
     grant_create(owner=org_a, grantee=org_b, name="bodies hidden", level="redacted")
-    for scope in (own(org_a), Scope.for_user(member_b)):
+    for scope in (own_scope(org_a), Scope.for_user(member_b)):
         for start, end in ((T0, T0 + 3 * DAY_US), (T0 + 7 * HOUR_US + 5 * S, T0 + 9 * HOUR_US)):
             grid = Grid(start=start, end=end, width=1200)
             for builder, text in (
@@ -650,12 +553,12 @@ def test_logs_and_spans_lanes_over_the_counts_equal_the_lanes_over_raw_events(or
     grid = Grid(start=T0, end=T0 + 3 * DAY_US, width=1200)
     marks = [
         m["event"]["id"]
-        for m in build_spans_lane(own(org_a), LaneSpec.parse("spans:modeldev/scheduler"), grid)["marks"]
+        for m in build_spans_lane(own_scope(org_a), LaneSpec.parse("spans:modeldev/scheduler"), grid)["marks"]
     ]
     first = (
         get_store()
         .select_events(
-            own(org_a),
+            own_scope(org_a),
             ReadHints(start=grid.start, end=grid.end),
             filters=Q(signal="scheduler", end_ts__isnull=True),
         )

@@ -13,15 +13,16 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from core.records import Batch, EventRecord, SeriesBlock
+from core.records import Batch, EventRecord
 from ingest.models import BatchStatus, IngestBatch
 from ingest.services import batch_accept, batch_apply
 from orgs.access import Scope
 from orgs.services import grant_create
+from tests.factories import DAY, T0, S, node_gauge, own_scope, typed_span, write
 from tests.processes import pytest_in_subprocess
+from tests.timeline.clickhouse_rows import insert_samples
 from timeline.models import Event, Series, Source
 from timeline.store import ReadHints, get_store
-from timeline.store.base import DAY_US
 
 ON_CLICKHOUSE = settings.JOINTLINE_STORE_BACKEND == "clickhouse"
 # Run whole on ClickHouse: every check in them reads through the store, never the Django database's
@@ -42,9 +43,6 @@ ON_CLICKHOUSE_TESTS = [
     "tests/timeline/test_clickhouse_copy.py",
 ]
 
-T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
-S = 1_000_000
-
 
 @pytest.mark.skipif(ON_CLICKHOUSE, reason="already on ClickHouse")
 def test_the_store_contract_lanes_and_leak_test_pass_with_samples_events_and_rollups_in_clickhouse(tmp_path):
@@ -57,27 +55,6 @@ def test_the_store_contract_lanes_and_leak_test_pass_with_samples_events_and_rol
 
 
 on_clickhouse = pytest.mark.skipif(not ON_CLICKHOUSE, reason="runs in the ClickHouse subprocess above")
-
-
-def gauge(values, *, node="node-01", t0=T0, step_s=15):
-    return SeriesBlock(
-        signal="storage",
-        metric="nfs_rpc_slots_in_use",
-        labels={"node": node},
-        kind="gauge",
-        unit="",
-        ts=[t0 + i * step_s * S for i in range(len(values))],
-        values=[float(v) for v in values],
-    )
-
-
-def write(org, *blocks):
-    with transaction.atomic():
-        return get_store().write_batch(org_id=org.pk, batch=Batch(source="test-agent", series=list(blocks)))
-
-
-def scope_of(org):
-    return Scope(viewer_org_id=org.pk, viewer="test", own_org_ids=frozenset({org.pk}))
 
 
 def copies(series: Series) -> tuple[int, int]:
@@ -94,7 +71,7 @@ def copies(series: Series) -> tuple[int, int]:
 def read_count(org, series_id: int) -> int:
     hints = ReadHints(start=T0, end=T0 + 86_400 * S, step=3600 * S)
     return int(
-        sum(get_store().select_buckets(scope_of(org), [series_id], hints).per_series()[series_id].count)
+        sum(get_store().select_buckets(own_scope(org), [series_id], hints).per_series()[series_id].count)
     )
 
 
@@ -104,24 +81,24 @@ class WorkerDied(Exception):
 
 @on_clickhouse
 def test_a_journal_entry_applied_again_stores_each_sample_once(org_a):
-    entry = batch_accept(org=org_a, batch=Batch(source="agent", series=[gauge(range(100))])).batch
+    entry = batch_accept(org=org_a, batch=Batch(source="agent", series=[node_gauge(range(100))])).batch
     assert batch_apply(batch_id=entry.pk).samples_stored == 100
     IngestBatch.objects.filter(pk=entry.pk).update(status=BatchStatus.ACCEPTED)  # as a retry would
     assert batch_apply(batch_id=entry.pk).samples_stored == 0
-    series = Series.objects.scoped(scope_of(org_a)).get()
+    series = Series.objects.scoped(own_scope(org_a)).get()
     assert copies(series) == (100, 100)
     assert read_count(org_a, series.pk) == 100
 
 
 @on_clickhouse
 def test_a_write_that_died_after_its_insert_leaves_one_copy_when_applied_again(org_a):
-    write(org_a, gauge(range(10)))
-    series = Series.objects.scoped(scope_of(org_a)).get()
+    write(org_a, series=[node_gauge(range(10))])
+    series = Series.objects.scoped(own_scope(org_a)).get()
     # ClickHouse has the rows, the Django transaction that would have recorded the apply never commits
     with pytest.raises(WorkerDied), transaction.atomic():
-        get_store().write_batch(org_id=org_a.pk, batch=Batch(source="test-agent", series=[gauge(range(40))]))
+        write(org_a, series=[node_gauge(range(40))])
         raise WorkerDied
-    again = write(org_a, gauge(range(40)))
+    again = write(org_a, series=[node_gauge(range(40))])
     assert (again.samples_received, again.samples_stored) == (40, 0)
     assert copies(series) == (40, 40)
     assert read_count(org_a, series.pk) == 40
@@ -129,34 +106,25 @@ def test_a_write_that_died_after_its_insert_leaves_one_copy_when_applied_again(o
 
 @on_clickhouse
 def test_a_partial_insert_is_completed_by_the_next_write_without_a_second_copy(org_a):
-    write(org_a, gauge([1], t0=T0 - 3600 * S))
-    series = Series.objects.scoped(scope_of(org_a)).get()
-    store = get_store()
+    write(org_a, series=[node_gauge([1], start=T0 - 3600 * S)])
+    series = Series.objects.scoped(own_scope(org_a)).get()
     # what a worker killed during its insert leaves: the first 20 of its 50 rows
-    rows = np.zeros(20, dtype=[("org_id", "<i8"), ("series_id", "<i8"), ("ts", "<i8"), ("value", "<f8")])
-    rows["org_id"], rows["series_id"] = org_a.pk, series.pk
-    rows["ts"] = [T0 + i * 15 * S for i in range(20)]
-    rows["value"] = range(20)
-    store.engine.insert("timeline_sample", ("org_id", "series_id", "ts", "value"), rows.tobytes())
-    result = write(org_a, gauge(range(50)))
+    insert_samples(org_a.pk, series.pk, [T0 + i * 15 * S for i in range(20)], range(20))
+    result = write(org_a, series=[node_gauge(range(50))])
     assert result.samples_stored == 50 - 20
     assert copies(series) == (51, 51)
 
 
 @on_clickhouse
 def test_two_writers_inserting_the_same_samples_at_once_read_as_one(org_a):
-    write(org_a, gauge(range(30)))
-    series = Series.objects.scoped(scope_of(org_a)).get()
+    write(org_a, series=[node_gauge(range(30))])
+    series = Series.objects.scoped(own_scope(org_a)).get()
     store = get_store()
-    rows = np.zeros(30, dtype=[("org_id", "<i8"), ("series_id", "<i8"), ("ts", "<i8"), ("value", "<f8")])
-    rows["org_id"], rows["series_id"] = org_a.pk, series.pk
-    rows["ts"] = [T0 + i * 15 * S for i in range(30)]
-    rows["value"] = range(30)
     # the second writer's check ran before the first insert landed: both rows reach the table
-    store.engine.insert("timeline_sample", ("org_id", "series_id", "ts", "value"), rows.tobytes())
+    rows = insert_samples(org_a.pk, series.pk, [T0 + i * 15 * S for i in range(30)], range(30))
     assert copies(series) == (60, 30)
     assert read_count(org_a, series.pk) == 30
-    samples = store.select_samples(scope_of(org_a), [series.pk], ReadHints(start=T0, end=T0 + 3600 * S))
+    samples = store.select_samples(own_scope(org_a), [series.pk], ReadHints(start=T0, end=T0 + 3600 * S))
     assert samples[series.pk][0].tolist() == rows["ts"].tolist()
     store.engine.command("OPTIMIZE TABLE timeline_sample FINAL")
     assert copies(series) == (30, 30)
@@ -165,13 +133,15 @@ def test_two_writers_inserting_the_same_samples_at_once_read_as_one(org_a):
 @on_clickhouse
 def test_retention_drops_whole_months_and_deletes_the_rest_of_the_cut_month(org_a):
     may = 1_779_580_800_000_000  # 2026-05-24T00:00:00Z
-    write(org_a, gauge(range(4), t0=may), gauge(range(8), node="node-02", t0=T0, step_s=86_400))
+    write(
+        org_a, series=[node_gauge(range(4), start=may), node_gauge(range(8), node="node-02", step_s=86_400)]
+    )
     store = get_store()
     months = [
         name for name in (p.name for p in store.partition_sizes()) if name.startswith("timeline_sample_m")
     ]
     assert {"timeline_sample_m202605", "timeline_sample_m202606"} <= set(months)
-    cut_day = T0 // DAY_US + 3  # 2026-06-18
+    cut_day = T0 // DAY + 3  # 2026-06-18
     dropped = store.drop_partitions_before(cut_day)
     assert "timeline_sample_m202605" in dropped and "timeline_sample_m202606" not in dropped
     assert store.sample_counts() == [(org_a.pk, "storage", 5)]  # June 18..22 kept
@@ -179,8 +149,8 @@ def test_retention_drops_whole_months_and_deletes_the_rest_of_the_cut_month(org_
 
 @on_clickhouse
 def test_the_size_report_measures_samples_events_and_rollups_in_clickhouse(org_a):
-    write(org_a, gauge(range(1000)))
-    write_events(org_a, [log(i) for i in range(200)])
+    write(org_a, series=[node_gauge(range(1000))])
+    write(org_a, events=[log(i) for i in range(200)])
     store = get_store()
     tables = ("timeline_sample", "timeline_event", "timeline_rollup_1m")
 
@@ -241,19 +211,19 @@ def test_a_journal_entry_of_events_applied_again_stores_each_event_once(org_a):
     assert batch_apply(batch_id=entry.pk).events_stored == 0
     assert event_copies(org_a) == (30, 30)
     hints = ReadHints(start=T0, end=T0 + 3600 * S)
-    assert get_store().select_events(scope_of(org_a), hints).count() == 30
+    assert get_store().select_events(own_scope(org_a), hints).count() == 30
 
 
 @on_clickhouse
 def test_events_of_a_write_that_died_after_its_insert_are_kept_once_under_their_first_ids(org_a):
-    write_events(org_a, [log(100)])  # the source is there before
+    write(org_a, events=[log(100)])  # the source is there before
     events = [log(i) for i in range(12)]
     with pytest.raises(WorkerDied), transaction.atomic():
-        get_store().write_batch(org_id=org_a.pk, batch=Batch(source="test-agent", events=events))
+        write(org_a, events=events)
         raise WorkerDied
     assert event_copies(org_a) == (13, 13)  # ClickHouse kept its insert
     first_ids = event_ids(org_a)
-    again = write_events(org_a, events)
+    again = write(org_a, events=events)
     assert (again.events_received, again.events_stored) == (12, 0)  # found, as samples are
     assert event_copies(org_a) == (13, 13)
     assert event_ids(org_a) == first_ids
@@ -263,20 +233,20 @@ def test_events_of_a_write_that_died_after_its_insert_are_kept_once_under_their_
 def test_an_event_whose_source_was_rolled_back_is_stored_again_under_the_committed_source(org_a):
     event = log(1)
     with pytest.raises(WorkerDied), transaction.atomic():
-        get_store().write_batch(org_id=org_a.pk, batch=Batch(source="new-agent", events=[event]))
+        write(org_a, events=[event], source="new-agent")
         raise WorkerDied
     assert not Source.objects.filter(org=org_a, name="new-agent").exists()
-    assert write_events(org_a, [event], source="new-agent").events_stored == 1
-    (read,) = get_store().select_events(scope_of(org_a), WHOLE_HOUR).select_related("source")
+    assert write(org_a, events=[event], source="new-agent").events_stored == 1
+    (read,) = get_store().select_events(own_scope(org_a), WHOLE_HOUR).select_related("source")
     assert read.source == Source.objects.get(org=org_a, name="new-agent")
     assert event_copies(org_a)[1] == 1  # the other row is hidden by FINAL (or merged away already)
 
 
 @on_clickhouse
 def test_events_live_only_in_clickhouse_under_unique_ascending_ids(org_a, org_b):
-    write_events(org_a, [log(i) for i in range(5)])
-    write_events(org_b, [log(i) for i in range(5)])
-    write_events(org_a, [log(i) for i in range(5, 10)])
+    write(org_a, events=[log(i) for i in range(5)])
+    write(org_b, events=[log(i) for i in range(5)])
+    write(org_a, events=[log(i) for i in range(5, 10)])
     assert not Event.unscoped.filter(org_id__in=[org_a.pk, org_b.pk]).exists()  # the Django table
     a, b = event_ids(org_a), event_ids(org_b)
     assert len(set(a) | set(b)) == 15
@@ -287,20 +257,10 @@ def test_events_live_only_in_clickhouse_under_unique_ascending_ids(org_a, org_b)
 def test_events_keep_their_text_and_labels_exactly_and_are_stored_once(org_a):
     message = "tab\there, newline\nthere, quote ' and \\ backslash, NUL-free ünïcode"
     spelled = {"raw": "\\u0000 is how JSON writes NUL", "path": "C:\\new"}
-    event = EventRecord(
-        ts=T0 + 5,
-        end_ts=T0 + 10 * S,
-        signal="scheduler",
-        kind="span",
-        severity="warning",
-        name="session",
-        message=message,
-        resource={"node": "node-17"},
-        attributes={"attempt": 2, "ok": False, "ratio": 0.5, "none": None, **spelled},
-    )
-    assert write_events(org_a, [event]).events_stored == 1
-    assert write_events(org_a, [event]).events_stored == 0
-    (stored,) = get_store().select_events(scope_of(org_a), WHOLE_HOUR)
+    event = typed_span(message, **spelled)
+    assert write(org_a, events=[event]).events_stored == 1
+    assert write(org_a, events=[event]).events_stored == 0
+    (stored,) = get_store().select_events(own_scope(org_a), WHOLE_HOUR)
     assert (stored.ts, stored.end_ts, stored.message) == (T0 + 5, T0 + 10 * S, message)
     assert stored.resource == {"node": "node-17"}
     assert stored.attributes == {"attempt": 2, "ok": False, "ratio": 0.5, "none": None, **spelled}
@@ -310,13 +270,13 @@ def test_events_keep_their_text_and_labels_exactly_and_are_stored_once(org_a):
 def test_the_war_room_reads_of_events_outside_a_window_go_through_clickhouse(org_a, org_b):
     from timeline.incident_selectors import latest_event_us, view_state_for
 
-    write_events(org_a, [log(i) for i in range(3)] + [log(9, ts=T0 + 90 * 86_400 * S)])
+    write(org_a, events=[log(i) for i in range(3)] + [log(9, ts=T0 + 90 * 86_400 * S)])
     latest = T0 + 90 * 86_400 * S
-    assert latest_event_us(scope_of(org_a)) == latest
-    assert latest_event_us(scope_of(org_b)) is None
+    assert latest_event_us(own_scope(org_a)) == latest
+    assert latest_event_us(own_scope(org_b)) is None
     selected = event_ids(org_a)[0]
     state = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T01:00:00Z", "lanes": [], "sel": selected}
-    assert view_state_for(scope_of(org_b), state, author_org_id=org_a.pk, with_text=False).get("sel") is None
+    assert view_state_for(own_scope(org_b), state, author_org_id=org_a.pk, with_text=False).get("sel") is None
     grant_create(owner=org_a, grantee=org_b, name="logs", level="full", signals=["application"])
     granted = Scope.dangerously_as_org(org_b.pk, "test")
     assert view_state_for(granted, state, author_org_id=org_a.pk, with_text=False)["sel"] == selected
@@ -325,23 +285,17 @@ def test_the_war_room_reads_of_events_outside_a_window_go_through_clickhouse(org
 
 def event_ids(org) -> list[int]:
     """The ids of one organisation's events as the store reads them, in time order."""
-    query = get_store().select_events(scope_of(org), ReadHints(start=0, end=2**62))
+    query = get_store().select_events(own_scope(org), ReadHints(start=0, end=2**62))
     return list(query.order_by("ts", "id").values_list("pk", flat=True))
 
 
 WHOLE_HOUR = ReadHints(start=T0, end=T0 + 3600 * S)
 
 
-def write_events(org, events, *, store=None, source="test-agent"):
-    with transaction.atomic():
-        store = store or get_store()
-        return store.write_batch(org_id=org.pk, batch=Batch(source=source, events=list(events)))
-
-
 def both(org, events) -> None:
     """The same events written to ClickHouse and, for comparison, to the Django database's own store."""
-    write_events(org, events)
-    write_events(org, events, store=get_store().relational)
+    write(org, events=events)
+    write(org, events=events, store=get_store().relational)
 
 
 def identities(events) -> list[tuple[int, int]]:
@@ -388,9 +342,9 @@ def test_an_event_filter_reads_the_same_events_from_clickhouse_as_from_the_djang
     store = get_store()
     hints = ReadHints(start=T0 + 5 * S, end=T0 + 58 * S)
     for overlapping in (False, True):
-        clickhouse = store.select_events(scope_of(org_a), hints, filters=condition, overlapping=overlapping)
+        clickhouse = store.select_events(own_scope(org_a), hints, filters=condition, overlapping=overlapping)
         django = store.relational.select_events(
-            scope_of(org_a), hints, filters=condition, overlapping=overlapping
+            own_scope(org_a), hints, filters=condition, overlapping=overlapping
         )
         expected = identities(django.order_by("aligned_ts", "id"))
         assert identities(clickhouse.order_by("aligned_ts", "id")) == expected
@@ -435,18 +389,18 @@ def test_event_counts_buckets_families_and_search_match_the_django_database(org_
     both(org_a, events)
     store = get_store()
     hints = ReadHints(start=T0, end=T0 + 100 * S, step=10 * S)
-    assert store.event_buckets(scope_of(org_a), hints) == store.relational.event_buckets(
-        scope_of(org_a), hints
+    assert store.event_buckets(own_scope(org_a), hints) == store.relational.event_buckets(
+        own_scope(org_a), hints
     )
-    assert store.event_families(scope_of(org_a), hints) == store.relational.event_families(
-        scope_of(org_a), hints
+    assert store.event_families(own_scope(org_a), hints) == store.relational.event_families(
+        own_scope(org_a), hints
     )
     found = [
-        (e.ts, e.fingerprint) for e in store.event_search(scope_of(org_a), hints, text="xid 79", limit=5)
+        (e.ts, e.fingerprint) for e in store.event_search(own_scope(org_a), hints, text="xid 79", limit=5)
     ]
     assert found == [
         (e.ts, e.fingerprint)
-        for e in store.relational.event_search(scope_of(org_a), hints, text="xid 79", limit=5)
+        for e in store.relational.event_search(own_scope(org_a), hints, text="xid 79", limit=5)
     ]
     assert len(found) == 5
     assert store.event_counts() == [(org_a.pk, "application", 100)]
@@ -460,8 +414,8 @@ def test_event_counts_buckets_families_and_search_match_the_django_database(org_
 
 @on_clickhouse
 def test_event_retention_deletes_one_organisations_events_in_clickhouse_too(org_a, org_b):
-    write_events(org_a, [log(i) for i in range(10)])
-    write_events(org_b, [log(i) for i in range(10)])
+    write(org_a, events=[log(i) for i in range(10)])
+    write(org_b, events=[log(i) for i in range(10)])
     store = get_store()
     assert store.delete_org_rows_before("events", org_a.pk, T0 + 4 * S) == 4
     assert event_copies(org_a)[1] == 6 and event_copies(org_b)[1] == 10
@@ -476,10 +430,10 @@ def test_a_correction_shifting_only_events_is_listed_to_a_grantee_who_reads_them
     from timeline.clock.model import corrections_list
     from timeline.models import ClockCorrection
 
-    write_events(org_a, [log(i, resource={"node": "node-03"}) for i in range(3)])
+    write(org_a, events=[log(i, resource={"node": "node-03"}) for i in range(3)])
     ClockCorrection.objects.create(
         org=org_a,
-        source=Source.objects.get(org=org_a, name="test-agent"),
+        source=Source.objects.get(org=org_a, name="test"),
         label_matcher='node="node-03"',
         offset_us=1000,
     )

@@ -2,50 +2,22 @@
 tests/timeline/test_store_on_sqlite.py)."""
 
 import pytest
-from django.db import transaction
 
-from core.records import Batch, EventRecord, SeriesBlock
-from orgs.access import Scope
+from tests.factories import T0, TYPED_ATTRIBUTES, S, log_line, node_gauge, own_scope, typed_span, write
 from timeline.clock.model import ALL_STORED_TIME
 from timeline.models import Series
 from timeline.store import ReadHints, get_store
 
-T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z in µs
-S = 1_000_000
-
-
-def gauge(values, *, step_s=15, metric="nfs_rpc_slots_in_use", node="node-01", t0=T0):
-    return SeriesBlock(
-        signal="storage",
-        metric=metric,
-        labels={"node": node},
-        kind="gauge",
-        unit="",
-        ts=[t0 + i * step_s * S for i in range(len(values))],
-        values=[float(v) for v in values],
-    )
-
-
-def write(org, *blocks, events=()):
-    with transaction.atomic():
-        return get_store().write_batch(
-            org_id=org.pk, batch=Batch(source="test-agent", series=list(blocks), events=list(events))
-        )
-
-
-def scope_of(org):
-    return Scope(viewer_org_id=org.pk, viewer="test", own_org_ids=frozenset({org.pk}))
-
 
 def lane(org, series_id, *, start=T0, end=T0 + 3600 * S, step=60 * S, rate=False):
     hints = ReadHints(start=start, end=end, step=step, fn="rate" if rate else "value")
-    return get_store().select_buckets(scope_of(org), [series_id], hints).per_series()[series_id]
+    return get_store().select_buckets(own_scope(org), [series_id], hints).per_series()[series_id]
 
 
 def test_a_written_batch_reads_back_in_buckets(org_a):
-    result = write(org_a, gauge([1, 2, 3, 4, 5, 6, 7, 8]))
+    result = write(org_a, series=[node_gauge([1, 2, 3, 4, 5, 6, 7, 8])])
     assert (result.samples_received, result.samples_stored, result.series_created) == (8, 8, 1)
-    series = Series.objects.scoped(scope_of(org_a)).get()
+    series = Series.objects.scoped(own_scope(org_a)).get()
     buckets = lane(org_a, series.pk)
     assert buckets.bucket == [0, 1]
     assert buckets.min == [1.0, 5.0]
@@ -55,26 +27,26 @@ def test_a_written_batch_reads_back_in_buckets(org_a):
 
 
 def test_writing_the_same_batch_twice_stores_nothing_the_second_time(org_a):
-    event = EventRecord(ts=T0, signal="application", kind="log", severity="info", name="init", message="hi")
-    write(org_a, gauge([1, 2, 3]), events=[event])
-    again = write(org_a, gauge([1, 2, 3]), events=[event])
+    event = log_line(T0, "hi", name="init")
+    write(org_a, series=[node_gauge([1, 2, 3])], events=[event])
+    again = write(org_a, series=[node_gauge([1, 2, 3])], events=[event])
     assert (again.samples_stored, again.events_stored, again.series_created) == (0, 0, 0)
-    series = Series.objects.scoped(scope_of(org_a)).get()
+    series = Series.objects.scoped(own_scope(org_a)).get()
     assert sum(lane(org_a, series.pk).count) == 3
-    assert get_store().select_events(scope_of(org_a), ALL_STORED_TIME).count() == 1
+    assert get_store().select_events(own_scope(org_a), ALL_STORED_TIME).count() == 1
 
 
 def test_overlapping_batches_store_only_the_new_points(org_a):
-    write(org_a, gauge([1, 2, 3]))
-    result = write(org_a, gauge([1, 2, 3, 4, 5]))
+    write(org_a, series=[node_gauge([1, 2, 3])])
+    result = write(org_a, series=[node_gauge([1, 2, 3, 4, 5])])
     assert result.samples_stored == 2
 
 
 def test_a_single_sample_spike_survives_downsampling(org_a):
     values = [10.0] * 5760  # two days at 30 s
     values[4000] = 128.0
-    write(org_a, gauge(values, step_s=30))
-    series = Series.objects.scoped(scope_of(org_a)).get()
+    write(org_a, series=[node_gauge(values, step_s=30)])
+    series = Series.objects.scoped(own_scope(org_a)).get()
     two_days = 2 * 86_400 * S
     buckets = lane(org_a, series.pk, end=T0 + two_days, step=two_days // 200)
     assert len(buckets.bucket) <= 200
@@ -85,8 +57,8 @@ def test_a_single_sample_spike_survives_downsampling(org_a):
 def test_counter_rates_handle_a_reset_like_prometheus(org_a):
     # 100 bytes/s, then the counter restarts from 0 at the 5th sample and keeps 100 bytes/s.
     values = [0, 1500, 3000, 4500, 0, 1500, 3000]
-    write(org_a, gauge(values, metric="node_network_receive_bytes_total"))
-    series = Series.objects.scoped(scope_of(org_a)).get()
+    write(org_a, series=[node_gauge(values, metric="node_network_receive_bytes_total")])
+    series = Series.objects.scoped(own_scope(org_a)).get()
     buckets = lane(org_a, series.pk, step=3600 * S, rate=True)
     assert buckets.count == [6]
     # The reset interval counts the post-reset value (0) as the increase, as rate() does.
@@ -96,10 +68,10 @@ def test_counter_rates_handle_a_reset_like_prometheus(org_a):
 
 
 def test_another_organisations_series_read_as_nothing(org_a, org_b):
-    write(org_a, gauge([1, 2, 3]))
-    series = Series.objects.scoped(scope_of(org_a)).get()
+    write(org_a, series=[node_gauge([1, 2, 3])])
+    series = Series.objects.scoped(own_scope(org_a)).get()
     hints = ReadHints(start=T0, end=T0 + 3600 * S, step=60 * S)
-    result = get_store().select_buckets(scope_of(org_b), [series.pk], hints)
+    result = get_store().select_buckets(own_scope(org_b), [series.pk], hints)
     assert result.per_series() == {} and len(result) == 0
 
 
@@ -112,38 +84,17 @@ def test_lane_reads_need_a_scope(org_a):
 
 def test_events_keep_their_text_and_labels_exactly(org_a):
     message = "<script>alert('x')</script> ünïcode \u2603"
-    event = EventRecord(
-        ts=T0 + 5,
-        end_ts=T0 + 10 * S,
-        signal="scheduler",
-        kind="span",
-        severity="warning",
-        name="session",
-        message=message,
-        resource={"node": "node-17"},
-        attributes={"attempt": 2, "ok": False, "ratio": 0.5, "none": None},
-    )
-    write(org_a, events=[event])
-    stored = get_store().select_events(scope_of(org_a), ALL_STORED_TIME).get()
+    write(org_a, events=[typed_span(message)])
+    stored = get_store().select_events(own_scope(org_a), ALL_STORED_TIME).get()
     assert (stored.ts, stored.end_ts, stored.message) == (T0 + 5, T0 + 10 * S, message)
     assert stored.resource == {"node": "node-17"}
-    assert stored.attributes == {"attempt": 2, "ok": False, "ratio": 0.5, "none": None}
+    assert stored.attributes == TYPED_ATTRIBUTES == {"attempt": 2, "ok": False, "ratio": 0.5, "none": None}
 
 
 def test_event_labels_that_spell_an_escape_are_stored_as_sent(org_a):
     spelled = {"raw": "\\u0000 is how JSON writes NUL", "path": "C:\\new"}
-    event = EventRecord(
-        ts=T0,
-        signal="application",
-        kind="log",
-        severity="info",
-        name="dump",
-        message="x",
-        resource={"node": "node-01"},
-        attributes=spelled,
-    )
-    write(org_a, events=[event])
-    assert get_store().select_events(scope_of(org_a), ALL_STORED_TIME).get().attributes == spelled
+    write(org_a, events=[log_line(T0, "x", node="node-01", name="dump", attributes=spelled)])
+    assert get_store().select_events(own_scope(org_a), ALL_STORED_TIME).get().attributes == spelled
 
 
 @pytest.mark.services
@@ -161,9 +112,9 @@ def test_postgres_partitions_are_created_ahead_by_the_periodic_task(db):
 
 
 def test_raw_samples_read_back_sorted_within_the_window(org_a):
-    write(org_a, gauge([5, 6, 7, 8]), gauge([1, 2], node="node-02"))
-    ids = sorted(Series.objects.scoped(scope_of(org_a)).values_list("pk", flat=True))
-    read = get_store().select_samples(scope_of(org_a), ids, ReadHints(start=T0 + 15 * S, end=T0 + 60 * S))
+    write(org_a, series=[node_gauge([5, 6, 7, 8]), node_gauge([1, 2], node="node-02")])
+    ids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
+    read = get_store().select_samples(own_scope(org_a), ids, ReadHints(start=T0 + 15 * S, end=T0 + 60 * S))
     first, second = (read[sid] for sid in ids)
     assert first[0].tolist() == [T0 + 15 * S, T0 + 30 * S, T0 + 45 * S]
     assert first[1].tolist() == [6.0, 7.0, 8.0]
@@ -171,20 +122,20 @@ def test_raw_samples_read_back_sorted_within_the_window(org_a):
 
 
 def test_raw_samples_of_another_organisation_read_as_nothing(org_a, org_b):
-    write(org_a, gauge([1, 2, 3]))
-    series = Series.objects.scoped(scope_of(org_a)).get()
+    write(org_a, series=[node_gauge([1, 2, 3])])
+    series = Series.objects.scoped(own_scope(org_a)).get()
     assert (
-        get_store().select_samples(scope_of(org_b), [series.pk], ReadHints(start=T0, end=T0 + 60 * S)) == {}
+        get_store().select_samples(own_scope(org_b), [series.pk], ReadHints(start=T0, end=T0 + 60 * S)) == {}
     )
 
 
 def test_ordered_buckets_hold_the_same_rows_as_unordered_ones(org_a):
-    write(org_a, *(gauge(range(40), node=f"node-{n:02d}") for n in range(5)))
-    ids = list(Series.objects.scoped(scope_of(org_a)).values_list("pk", flat=True))
+    write(org_a, series=[node_gauge(range(40), node=f"node-{n:02d}") for n in range(5)])
+    ids = list(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
     hints = ReadHints(start=T0, end=T0 + 600 * S, step=60 * S)
-    loose = get_store().select_buckets(scope_of(org_a), ids, hints)
+    loose = get_store().select_buckets(own_scope(org_a), ids, hints)
     ordered = get_store().select_buckets(
-        scope_of(org_a), ids, ReadHints(**{**hints.__dict__, "ordered": True})
+        own_scope(org_a), ids, ReadHints(**{**hints.__dict__, "ordered": True})
     )
     keys = list(zip(ordered["series_id"].tolist(), ordered["bucket"].tolist(), strict=True))
     assert keys == sorted(keys) and len(keys) == 5 * 10
@@ -192,10 +143,10 @@ def test_ordered_buckets_hold_the_same_rows_as_unordered_ones(org_a):
 
 
 def test_fleet_statistics_are_there_exactly_when_the_engine_declares_them(org_a):
-    write(org_a, *(gauge([n] * 8, node=f"node-{n:02d}") for n in range(5)))
-    ids = list(Series.objects.scoped(scope_of(org_a)).values_list("pk", flat=True))
+    write(org_a, series=[node_gauge([n] * 8, node=f"node-{n:02d}") for n in range(5)])
+    ids = list(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
     store = get_store()
-    stats = store.fleet_stats(scope_of(org_a), ids, ReadHints(start=T0, end=T0 + 120 * S, step=120 * S))
+    stats = store.fleet_stats(own_scope(org_a), ids, ReadHints(start=T0, end=T0 + 120 * S, step=120 * S))
     if not store.capabilities.fleet_percentiles:
         assert stats is None
         return
@@ -204,9 +155,9 @@ def test_fleet_statistics_are_there_exactly_when_the_engine_declares_them(org_a)
 
 
 def test_retention_deletes_only_one_organisations_rows_before_a_time(org_a, org_b):
-    event = EventRecord(ts=T0, signal="application", kind="log", severity="info", name="init", message="hi")
-    write(org_a, gauge([1, 2, 3, 4]), events=[event])
-    write(org_b, gauge([1, 2, 3, 4]), events=[event])
+    event = log_line(T0, "hi", name="init")
+    write(org_a, series=[node_gauge([1, 2, 3, 4])], events=[event])
+    write(org_b, series=[node_gauge([1, 2, 3, 4])], events=[event])
     store = get_store()
     assert store.delete_org_rows_before("samples", org_a.pk, T0 + 30 * S) == 2
     assert store.delete_org_rows_before("events", org_a.pk, T0 + S) == 1
@@ -218,19 +169,13 @@ def test_retention_deletes_only_one_organisations_rows_before_a_time(org_a, org_
 
 
 def test_an_event_read_is_scoped_and_windowed(org_a, org_b):
-    events = [
-        EventRecord(
-            ts=T0 + i * S, signal="application", kind="log", severity="info", name=f"e{i}", message=""
-        )
-        for i in range(5)
-    ]
-    write(org_a, events=events)
+    write(org_a, events=[log_line(T0 + i * S, "", name=f"e{i}") for i in range(5)])
     store = get_store()
     hints = ReadHints(start=T0 + S, end=T0 + 3 * S)
-    assert [e.name for e in store.select_events(scope_of(org_a), hints).order_by("aligned_ts")] == [
+    assert [e.name for e in store.select_events(own_scope(org_a), hints).order_by("aligned_ts")] == [
         "e1",
         "e2",
     ]
-    assert not store.select_events(scope_of(org_b), hints).exists()
-    families = store.event_families(scope_of(org_a), ReadHints(start=T0, end=T0 + 10 * S))
+    assert not store.select_events(own_scope(org_b), hints).exists()
+    families = store.event_families(own_scope(org_a), ReadHints(start=T0, end=T0 + 10 * S))
     assert [(f["signal"], f["kind"], f["count"]) for f in families] == [("application", "log", 5)]
