@@ -11,8 +11,8 @@ For each case the samples are
 
 1. loaded into Jointline through the ingest path (``load_batches``: journal, then apply, eagerly) on
    a PostgreSQL database of its own (``--database-url``, default ``jl_bench_peer``, dropped and
-   recreated), read back by a gunicorn (one sync worker) on a free port of 127.0.0.1 with a read
-   token;
+   recreated), its rollups then refreshed (as beat does some seconds after an apply), read back
+   by a gunicorn (one sync worker) on a free port of 127.0.0.1 with a read token;
 2. written to an OpenMetrics file, backfilled into a fresh TSDB with
    ``promtool tsdb create-blocks-from openmetrics`` (blocks up to ``--max-block-hours``, default 486,
    Prometheus's largest default range), and served by Debian's ``prometheus`` on a free port of
@@ -170,6 +170,9 @@ def load(case: Case, database_url: str, work: Path) -> tuple[Loaded, str]:
                 first, last = min(first, block.ts[0]), max(last, block.ts[-1])
         out.write("# EOF\n")
     series_ids = sorted(Series.unscoped.filter(org=org, metric=METRIC).values_list("pk", flat=True))
+    started = time.perf_counter()
+    call_command("refresh_rollups", "--no-progress")  # as beat would, some seconds after the load
+    print(f"  rollups refreshed in {time.perf_counter() - started:.0f} s", flush=True)
     with connections["default"].cursor() as cursor:
         cursor.execute("ANALYZE")
     connections.close_all()
