@@ -30,12 +30,12 @@ def rules_in_force(
     override: str | os.PathLike | None,
     sections: tuple[str, ...],
     *,
-    build: Callable[[dict, str], T],
+    build: Callable[[dict, Fields], T],
     error: type[RulesFileError],
 ) -> T:
-    """``build(document, where)`` of the merged document of ``shipped`` and ``override`` (when set),
-    where ``where`` is the file to name in messages (the override's when there is one). Built again
-    only when a file changes."""
+    """``build(document, check)`` of the merged document of ``shipped`` and ``override`` (when set),
+    once it holds every section; ``check`` names the file in its messages (the override's when there
+    is one). Built again only when a file changes."""
     files = [Path(shipped), Path(override)] if override else [Path(shipped)]
     versions = []
     for file in files:
@@ -51,7 +51,9 @@ def _built(versions: tuple[tuple[str, int], ...], sections: tuple[str, ...], bui
     document: dict = {}
     for path, _ in versions:
         document.update(read_sections(path, sections, error=error))
-    return build(document, versions[-1][0])
+    check = Fields(versions[-1][0], error)
+    check.sections(document, sections)
+    return build(document, check)
 
 
 def read_sections(path: str | os.PathLike, sections: tuple[str, ...], *, error: type[RulesFileError]) -> dict:

@@ -78,10 +78,8 @@ def clock_rules() -> ClockRules:
     return rulefiles.rules_in_force(SHIPPED, override, SECTIONS, build=rules_from, error=ClockRulesError)
 
 
-def rules_from(document: dict, where: str) -> ClockRules:
+def rules_from(document: dict, check: rulefiles.Fields) -> ClockRules:
     """:class:`ClockRules` of a document holding every section; raises :class:`ClockRulesError`."""
-    check = rulefiles.Fields(where, ClockRulesError)
-    check.sections(document, SECTIONS)
     anchor_items = check.items(document["anchor_rules"], "anchor_rules")
     pair_items = check.items(document["signal_pairs"], "signal_pairs")
     return ClockRules(

@@ -15,6 +15,7 @@ from collections import defaultdict
 import numpy as np
 from django.db.models import Q
 
+from core.records import SEVERITIES
 from orgs.access import NoScope, Scope
 from timeline.clock.model import read_hints
 from timeline.lanes.grid import Grid
@@ -27,13 +28,11 @@ from timeline.store.hints import EventMatch
 MAX_LOG_MARKERS = 300  # a logs lane lists its lines when at most this many are in the window
 MAX_SPAN_ROWS = 128
 MAX_POINT_EVENTS = 300
+# A logs lane's three density classes: below warning, warning, and error or worse.
+_WARNING = SEVERITIES.index("warning")
 SEVERITY_CLASSES: dict[str, str] = {
-    "debug": "info",
-    "info": "info",
-    "notice": "info",
-    "warning": "warning",
-    "error": "error",
-    "critical": "error",
+    severity: "info" if rank < _WARNING else "warning" if rank == _WARNING else "error"
+    for rank, severity in enumerate(SEVERITIES)
 }
 
 

@@ -78,10 +78,8 @@ def lane_rules() -> LaneRules:
     return rulefiles.rules_in_force(SHIPPED, override, SECTIONS, build=rules_from, error=LaneRulesError)
 
 
-def rules_from(document: dict, where: str) -> LaneRules:
+def rules_from(document: dict, check: rulefiles.Fields) -> LaneRules:
     """:class:`LaneRules` of a document holding every section; raises :class:`LaneRulesError`."""
-    check = rulefiles.Fields(where, LaneRulesError)
-    check.sections(document, SECTIONS)
     max_lanes = document["max_lanes"]
     if not isinstance(max_lanes, int) or isinstance(max_lanes, bool) or max_lanes < 0:
         raise check.fail("max_lanes", "must be a whole number, 0 or more")
