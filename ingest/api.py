@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.permissions import BasePermission
@@ -208,7 +207,7 @@ class NativePushView(PushEndpoint):
 
     @extend_schema(
         summary="Push samples and events (native JSON)",
-        request={"application/json": OpenApiTypes.OBJECT},
+        request={"application/json": api_schema.NativePushBody},
         parameters=[
             OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False),
             OpenApiParameter("Content-Encoding", str, OpenApiParameter.HEADER, required=False, enum=["gzip"]),
@@ -225,7 +224,7 @@ class BatchStatusView(ScopedAPIView):
 
     serves_push_tokens = True
 
-    @extend_schema(summary="Status of a pushed batch", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(summary="Status of a pushed batch", responses={200: api_schema.BatchStatusShape})
     def get(self, request, batch_id):
         entry = found(batch_get(self.scope, batch_id), "batch")
         return Response(

@@ -132,3 +132,62 @@ file_import = extend_schema(
         **_errors(400, 401, 403, 413, 415, 429),
     },
 )
+
+
+# --------------------------------------------------------------------------- the native push, described
+# (never used to parse: ingest/protocols/native.py holds every rule; these say the same for clients)
+
+
+class _Texts(serializers.DictField):
+    child = serializers.CharField()
+
+
+class NativeSeries(serializers.Serializer):
+    metric = serializers.CharField(max_length=200)
+    kind = serializers.ChoiceField(["gauge", "counter"], required=False, allow_null=True)
+    signal = serializers.CharField(
+        required=False, allow_null=True, help_text="inferred from the name when absent"
+    )
+    unit = serializers.CharField(required=False, allow_null=True, allow_blank=True)
+    labels = _Texts(required=False, allow_null=True)
+    points = serializers.ListField(
+        child=serializers.ListField(child=serializers.JSONField(), min_length=2, max_length=2),
+        help_text="[time, value] pairs; time as RFC 3339 text or an epoch number in ts_unit",
+    )
+
+
+class NativeEvent(serializers.Serializer):
+    ts = serializers.JSONField(help_text="RFC 3339 text or an epoch number in ts_unit")
+    end_ts = serializers.JSONField(required=False, allow_null=True, help_text="for an event with a duration")
+    kind = serializers.CharField(required=False, allow_null=True)
+    signal = serializers.CharField(required=False, allow_null=True)
+    severity = serializers.CharField(
+        required=False, allow_null=True, help_text="warn, err, fatal … are read too"
+    )
+    name = serializers.CharField()
+    message = serializers.CharField(required=False, allow_null=True, allow_blank=True)
+    resource = _Texts(required=False, allow_null=True)
+    attributes = serializers.DictField(child=serializers.JSONField(), required=False, allow_null=True)
+
+
+class NativePushBody(serializers.Serializer):
+    source = serializers.CharField(max_length=200, help_text="the agent, e.g. node-exporter@node-17")
+    timezone = serializers.CharField(required=False, allow_null=True, help_text="IANA zone of naive times")
+    ts_unit = serializers.ChoiceField(["s", "ms", "us", "ns"], required=False, allow_null=True)
+    series = NativeSeries(many=True, required=False)
+    events = NativeEvent(many=True, required=False)
+
+
+class BatchStatusShape(serializers.Serializer):
+    batch = serializers.UUIDField()
+    status = serializers.CharField(help_text="accepted, applying, applied, failed or discarded")
+    source = serializers.CharField()
+    protocol = serializers.CharField()
+    received_at = serializers.DateTimeField()
+    applied_at = serializers.DateTimeField(allow_null=True)
+    attempts = serializers.IntegerField()
+    samples = serializers.IntegerField(help_text="samples accepted")
+    events = serializers.IntegerField(help_text="events accepted")
+    samples_stored = serializers.IntegerField(allow_null=True, help_text="new samples (a repeat stores none)")
+    events_stored = serializers.IntegerField(allow_null=True)
+    error = serializers.CharField(allow_blank=True, allow_null=True)
