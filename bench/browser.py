@@ -16,7 +16,7 @@ with ``--server runserver``, by the server ``quickstart`` starts:
   first appears. ``--loads`` cold loads (a new browser context each, signed in first, the sign-in
   not timed, then the browser's cache emptied) and as many warm ones (the page opened again in the
   same context: hashed static files come from the cache) per window; the medians are printed, with
-  where a cold load's time went: the page's classic scripts (``plotly.min.js``) evaluated
+  where a cold load's time went: the page's classic scripts (Plotly.js) evaluated
   (``domInteractive``), the lanes request sent, its answer received.
 * **Bytes on the wire.** Per cold load, the encoded body and header bytes of every response the
   page fetched (Chromium's own counts), the lanes answer's share of it and its decoded size.
@@ -90,7 +90,7 @@ class Load:
     lanes_accept_encoding: str = ""
     page_bytes: int = 0
     page_gzip_bytes: int = 0
-    scripts_ms: float = 0.0  # the page's classic scripts evaluated (domInteractive): plotly.min.js
+    scripts_ms: float = 0.0  # the page's classic scripts evaluated (domInteractive): Plotly.js
     lanes_start_ms: float = 0.0  # the lanes request sent ...
     lanes_end_ms: float = 0.0  # ... and its answer received
 
@@ -314,7 +314,7 @@ def report(window: Window, packed: dict[str, float]) -> None:
     )
     first = cold[0]
     print(
-        f"  where the time went (cold medians): scripts evaluated (plotly.min.js) at "
+        f"  where the time went (cold medians): scripts evaluated (Plotly.js) at "
         f"{statistics.median(x.scripts_ms for x in cold):.0f} ms, lanes asked at "
         f"{statistics.median(x.lanes_start_ms for x in cold):.0f} ms, answered at "
         f"{statistics.median(x.lanes_end_ms for x in cold):.0f} ms, drawn at "

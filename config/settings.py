@@ -13,7 +13,6 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
-import plotly
 
 from config.env import env_bool, env_float, env_int, env_list, env_str
 from config.security_headers import DEFAULT_CONTENT_SECURITY_POLICY, DEFAULT_PERMISSIONS_POLICY
@@ -130,12 +129,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-# Plotly.js is served from the plotly package itself: no CDN, no front-end build.
-STATICFILES_DIRS = [("vendor/plotly", Path(plotly.__file__).parent / "package_data")]
-STATICFILES_FINDERS = [
-    "config.staticfiles.StaticDirsFinder",  # STATICFILES_DIRS without plotly's unused data
-    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-]
+# Plotly.js is plotly's own cartesian bundle, vendored in timeline/static/vendor/plotly-cartesian/ (no
+# CDN, no front-end build): docs/decisions/0016-plotly-cartesian-bundle.md.
+STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.AppDirectoriesFinder"]
 # Hashed names and gzip copies, written by collectstatic (Docker image, quickstart): config/staticfiles.py.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -2,8 +2,9 @@
 
 ``collectstatic`` (run by the Docker image at build time and by ``quickstart`` at every start) writes
 into ``STATIC_ROOT`` every file under a name carrying a hash of its content
-(``vendor/plotly/plotly.min.<hash>.js``), a ``.gz`` copy of each (gzip level 9, written once at
-collection, never per request), and ``staticfiles.json`` mapping plain names to hashed ones. Then:
+(``vendor/plotly-cartesian/plotly-cartesian.min.<hash>.js``), a ``.gz`` copy of each (gzip level 9,
+written once at collection, never per request), and ``staticfiles.json`` mapping plain names to
+hashed ones. Then:
 
 * ``{% static %}`` links the hashed name, which WhiteNoise serves with ``Cache-Control: max-age=315360000,
   public, immutable``, gzip-encoded to a client that accepts gzip (``Vary: Accept-Encoding``). A new
@@ -19,29 +20,13 @@ Before any ``collectstatic`` (a development checkout, the test suite) there is n
 (``WHITENOISE_USE_FINDERS``), uncompressed and cached for 60 s. After editing a static file on a
 collected installation, collect again (``quickstart`` does).
 
-Only ``plotly.min.js`` of the plotly package's data folder is collected: its datasets, themes and the
-Jupyter widget bundle (5 MB) are never served.
+Plotly.js is plotly's cartesian bundle, vendored under ``timeline/static/vendor/plotly-cartesian/`` with
+its licence (docs/decisions/0016-plotly-cartesian-bundle.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from django.contrib.staticfiles.finders import FileSystemFinder
-from django.core.files.storage import Storage
 from whitenoise.storage import CompressedManifestStaticFilesStorage
-
-
-class StaticDirsFinder(FileSystemFinder):
-    """Django's finder of ``STATICFILES_DIRS``, leaving the plotly package's unused data out of listings.
-
-    Listings are what ``collectstatic`` copies and what WhiteNoise serves from the finders."""
-
-    # Names inside plotly's package_data/, which STATICFILES_DIRS mounts whole as vendor/plotly/.
-    unlisted = ("widgetbundle.js", "datasets", "templates")
-
-    def list(self, ignore_patterns: list[str] | None) -> Iterator[tuple[str, Storage]]:
-        return super().list([*(ignore_patterns or ()), *self.unlisted])
 
 
 class HashedStaticFilesStorage(CompressedManifestStaticFilesStorage):

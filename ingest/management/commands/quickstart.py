@@ -87,7 +87,7 @@ class Command(BaseCommand):
     def handle(self, *args, no_serve: bool, addrport: str, no_progress: bool, **options):
         started = time.monotonic()
         call_command("migrate", interactive=False, verbosity=0)
-        # Hashed, gzip-compressed static files (config/staticfiles.py): plotly.min.js goes out at 1.5 MB.
+        # Hashed, gzip-compressed static files (config/staticfiles.py): Plotly.js goes out at 0.5 MB.
         call_command("collectstatic", interactive=False, verbosity=0)
         credentials = demo_credentials()
         for slug, (name, colour) in ORGANISATIONS.items():
