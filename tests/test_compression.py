@@ -146,7 +146,7 @@ def test_collected_static_files_are_hashed_immutable_and_served_gzipped(client_a
         call_command("collectstatic", interactive=False, verbosity=0)
         page = client_a.get("/timeline/").content.decode()
         plotly_url = re.search(
-            r'src="(/static/vendor/plotly-cartesian/plotly-cartesian\.min\.[0-9a-f]{12}\.js)"', page
+            r'href="(/static/vendor/plotly-cartesian/plotly-cartesian\.min\.[0-9a-f]{12}\.js)"', page
         ).group(1)
         module_url = re.search(r'src="(/static/timeline/timeline\.[0-9a-f]{12}\.js)"', page).group(1)
 
@@ -173,7 +173,7 @@ def test_without_collected_files_pages_link_the_plain_names(client_a, tmp_path):
     (tmp_path / "empty").mkdir()
     with override_settings(STATIC_ROOT=tmp_path / "empty"):
         page = client_a.get("/timeline/").content.decode()
-        assert 'src="/static/vendor/plotly-cartesian/plotly-cartesian.min.js"' in page
+        assert 'href="/static/vendor/plotly-cartesian/plotly-cartesian.min.js"' in page
         served = APIClient().get("/static/vendor/plotly-cartesian/plotly-cartesian.min.js")
         assert served.status_code == 200
 

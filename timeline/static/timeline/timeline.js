@@ -591,14 +591,35 @@ function findEvent(id) {
 
 // ------------------------------------------------------------------ rendering
 
+// Plotly.js (preloaded by the page) is evaluated once the catalogue request is on its way: evaluating
+// it holds the page's one thread for about half a second, and no lane can be asked for before the
+// catalogue answers.
+let plotlyLoaded = null;
+function loadPlotly() {
+  plotlyLoaded ??= window.Plotly
+    ? Promise.resolve(window.Plotly)
+    : new Promise((resolve, reject) => {
+        const script = document.createElement("script");
+        script.src = $("plotly-js").href;
+        script.addEventListener("load", () => {
+          performance.mark("jointline:plotly");
+          resolve(window.Plotly);
+        });
+        script.addEventListener("error", () => reject(new Error("Plotly.js could not be loaded")));
+        document.head.appendChild(script);
+      });
+  return plotlyLoaded;
+}
+
 async function render() {
+  const plotly = window.Plotly || (await loadPlotly()); // once loaded, drawn without a pause
   view.drawn = displayLanes();
   const figure = buildFigure({ lanes: view.drawn, marks: view.marks, hits: view.hits, highlight: view.highlight,
     window: view.window, colours, width: plotWidth(), ...analysisMarks() });
   view.geometry = figure.geometry;
   const plot = $("plot");
   ignoreRelayout = true;
-  await Plotly.react(plot, figure.traces, figure.layout, {
+  await plotly.react(plot, figure.traces, figure.layout, {
     responsive: true, displaylogo: false, doubleClick: false, scrollZoom: true,
     modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "resetScale2d", "toImage"],
   });
@@ -1691,7 +1712,9 @@ async function main() {
   syncTimeInputs();
   try {
     const legacy = state.legacySeries.length ? `&series=${state.legacySeries.join(",")}` : "";
-    catalogue = await getJson(`${API}/catalogue?${windowParams()}${legacy}`);
+    const answer = getJson(`${API}/catalogue?${windowParams()}${legacy}`);
+    loadPlotly().catch(() => {}); // a failure is said by the first drawing
+    catalogue = await answer;
   } catch (error) {
     setStatus(`error: ${error.message}`, true);
     return;
