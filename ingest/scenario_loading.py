@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import msgspec
+from django.conf import settings
 
 from core.records import Batch, EventRecord, SeriesBlock
 from ingest.services import batch_accept
 from orgs.models import Organization
-from timeline.tasks import rollup_refresh_deferred
+from timeline.tasks import refresh_rollups, rollup_refresh_deferred
 
 ORGANISATIONS: dict[str, tuple[str, str]] = {
     "cloudops": ("Cloud operator", "#4c78a8"),
@@ -97,7 +98,11 @@ class LoadCounts:
 def load_batches(
     batches: Iterable[tuple[str, Batch]], *, progress: Callable[[int], None] | None = None
 ) -> LoadCounts:
-    """Journal every (org slug, batch); the worker (or eager Celery) applies them. Idempotent."""
+    """Journal every (org slug, batch); the worker (or eager Celery) applies them. Idempotent.
+
+    Applied here (eager Celery, the embedded default), their rollups are refreshed once at the end,
+    as a worker's applies have theirs refreshed by the worker: no beat would do it here, and reads
+    of what waits for a refresh go to the raw samples."""
     orgs = {org.slug: org for org in Organization.objects.filter(slug__in=ORGANISATIONS)}
     counts = LoadCounts()
     with rollup_refresh_deferred():
@@ -109,6 +114,8 @@ def load_batches(
             counts.events += batch.event_count
             if progress:
                 progress(batch.sample_count + batch.event_count)
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        refresh_rollups()
     return counts
 
 
