@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
 from config.api_errors import RequestFieldError
+from core.records import SEVERITIES
 from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from orgs.access import Scope, require_scope
 from orgs.models import Level
@@ -95,7 +96,14 @@ def series_list(
     return series.order_by("org__slug", "signal", "metric", "labels_key")
 
 
-SEVERITY_ORDER = ("debug", "info", "notice", "warning", "error", "critical")
+SEVERITY_ORDER = SEVERITIES
+
+
+def severities_from(min_severity: str) -> Q:
+    """Events of ``min_severity`` or worse; a name outside :data:`SEVERITY_ORDER` is a bad ``severity``."""
+    if min_severity not in SEVERITY_ORDER:
+        raise QueryError("severity", f"must be one of {', '.join(SEVERITY_ORDER)}")
+    return Q(severity__in=SEVERITY_ORDER[SEVERITY_ORDER.index(min_severity) :])
 
 
 def events_list(
@@ -117,9 +125,7 @@ def events_list(
     if kind:
         events = events.filter(kind=kind)
     if min_severity:
-        if min_severity not in SEVERITY_ORDER:
-            raise QueryError("severity", f"must be one of {', '.join(SEVERITY_ORDER)}")
-        events = events.filter(severity__in=SEVERITY_ORDER[SEVERITY_ORDER.index(min_severity) :])
+        events = events.filter(severities_from(min_severity))
     if text:
         events = events.filter(visible_text_match(scope, text))
     return events.select_related("org").order_by("aligned_ts", "id")[:limit]
@@ -254,9 +260,7 @@ def event_conditions(
     if kinds:
         condition &= Q(kind__in=kinds)
     if min_severity:
-        if min_severity not in SEVERITY_ORDER:
-            raise QueryError("severity", f"must be one of {', '.join(SEVERITY_ORDER)}")
-        condition &= Q(severity__in=SEVERITY_ORDER[SEVERITY_ORDER.index(min_severity) :])
+        condition &= severities_from(min_severity)
     for name, value in (labels or {}).items():
         condition &= Q(**{f"resource__{name}": value})
     return condition
