@@ -323,6 +323,9 @@ JOINTLINE_WORKER_HEARTBEAT_S = env_float("JOINTLINE_WORKER_HEARTBEAT_S", 15.0, m
 JOINTLINE_WORKER_HEARTBEAT_FILE = env_str("JOINTLINE_WORKER_HEARTBEAT_FILE")
 JOINTLINE_OPS_REDIS_TIMEOUT_S = env_float("JOINTLINE_OPS_REDIS_TIMEOUT_S", 1.0, minimum=0.05)
 JOINTLINE_METRICS_TOKEN = env_str("JOINTLINE_METRICS_TOKEN")
+# prometheus-client's own variable: the folder where every gunicorn worker writes its request metrics,
+# summed at scrape time (config/gunicorn.py sets it); "": this process's metrics alone.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
 JOINTLINE_RETENTION_SAMPLES_DAYS = env_int("JOINTLINE_RETENTION_SAMPLES_DAYS", 0, minimum=0)
 JOINTLINE_RETENTION_EVENTS_DAYS = env_int("JOINTLINE_RETENTION_EVENTS_DAYS", 0, minimum=0)
 JOINTLINE_RETENTION_JOURNAL_DAYS = env_int("JOINTLINE_RETENTION_JOURNAL_DAYS", 14, minimum=0)

@@ -26,7 +26,6 @@ instead of failing the scrape.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import Counter as Tally
 from collections.abc import Iterator
@@ -371,7 +370,7 @@ class _ThisProcess:
 def metrics_exposition() -> bytes:
     """The text a scrape answers with: every web process's request metrics plus the shared state."""
     registry = CollectorRegistry()
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if settings.PROMETHEUS_MULTIPROC_DIR:
         MultiProcessCollector(registry)
     else:
         registry.register(_ThisProcess())
