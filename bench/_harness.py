@@ -187,13 +187,16 @@ def analyze() -> None:
 
 def load_scenario(scenario, desc: str) -> int:
     """Journal every batch of the generated ``scenario`` (applied eagerly), with a progress bar on
-    standard error; returns the records loaded."""
+    standard error; returns the records loaded. Rollups are left queued: the caller refreshes them
+    (``manage.py refresh_rollups``) and times that apart."""
     from tqdm import tqdm
 
     from ingest.scenario_loading import load_batches
+    from timeline.tasks import rollup_refresh_deferred
 
     total = sum(c["samples"] + c["events"] for c in scenario.counts().values())
-    with tqdm(total=total, unit="rec", unit_scale=True, desc=desc, file=sys.stderr) as bar:
+    bar = tqdm(total=total, unit="rec", unit_scale=True, desc=desc, file=sys.stderr)
+    with bar, rollup_refresh_deferred():
         load_batches(scenario.batches(), progress=bar.update)
     return total
 

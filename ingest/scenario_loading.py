@@ -22,7 +22,7 @@ from django.conf import settings
 from core.records import Batch, EventRecord, SeriesBlock
 from ingest.services import batch_accept
 from orgs.models import Organization
-from timeline.tasks import refresh_rollups, rollup_refresh_deferred
+from timeline.tasks import refresh_rollups, rollup_refresh_deferred, rollup_refresh_is_deferred
 
 ORGANISATIONS: dict[str, tuple[str, str]] = {
     "cloudops": ("Cloud operator", "#4c78a8"),
@@ -102,9 +102,11 @@ def load_batches(
 
     Applied here (eager Celery, the embedded default), their rollups are refreshed once at the end,
     as a worker's applies have theirs refreshed by the worker: no beat would do it here, and reads
-    of what waits for a refresh go to the raw samples."""
+    of what waits for a refresh go to the raw samples. A caller that loads in several calls inside
+    its own :func:`~timeline.tasks.rollup_refresh_deferred` block refreshes once itself."""
     orgs = {org.slug: org for org in Organization.objects.filter(slug__in=ORGANISATIONS)}
     counts = LoadCounts()
+    refresh_here = settings.CELERY_TASK_ALWAYS_EAGER and not rollup_refresh_is_deferred()
     with rollup_refresh_deferred():
         for slug, batch in batches:
             accepted = batch_accept(org=orgs[slug], batch=batch, protocol="scenario")
@@ -114,7 +116,7 @@ def load_batches(
             counts.events += batch.event_count
             if progress:
                 progress(batch.sample_count + batch.event_count)
-    if settings.CELERY_TASK_ALWAYS_EAGER:
+    if refresh_here:
         refresh_rollups()
     return counts
 

@@ -62,6 +62,11 @@ def rollup_refresh_deferred() -> Iterator[None]:
         _DEFERRED.reset(token)
 
 
+def rollup_refresh_is_deferred() -> bool:
+    """Whether this code runs inside :func:`rollup_refresh_deferred` (whose owner refreshes)."""
+    return _DEFERRED.get()
+
+
 def refresh_rollups_soon() -> None:
     """Have the rollups of what was just written refreshed a little later, once for many applies: one
     task is pending at a time (a cache flag), JOINTLINE_ROLLUP_REFRESH_DELAY_S from the first write
