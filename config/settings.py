@@ -243,6 +243,9 @@ JOINTLINE_CLICKHOUSE_URL = env_str("JOINTLINE_CLICKHOUSE_URL", f"chdb://{DATA_DI
 # Lane reads over long windows read the 1 min / 1 h rollups (timeline/store/rollups.py); writes always
 # maintain them. Off: every read scans raw samples (for comparisons).
 JOINTLINE_ROLLUPS = env_bool("JOINTLINE_ROLLUPS", True)
+# Megabytes of decoded samples (whole hours) each process keeps for PromQL's reads, every hour checked
+# against the database before it is served (timeline/store/sample_cache.py); 0: off.
+JOINTLINE_SAMPLE_CACHE_MB = env_int("JOINTLINE_SAMPLE_CACHE_MB", 256, minimum=0)
 # Seconds from a write to the refresh of its rollups (one refresh for the applies in between; reads
 # use raw samples for what waits). Under eager Celery (quickstart) the refresh runs at once.
 JOINTLINE_ROLLUP_REFRESH_DELAY_S = env_float("JOINTLINE_ROLLUP_REFRESH_DELAY_S", 5.0, minimum=0)

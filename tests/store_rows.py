@@ -11,6 +11,7 @@ from __future__ import annotations
 def empty_store_tables() -> None:
     from django.db import connection
 
+    from timeline.store import get_store
     from timeline.store.rollups import DIRTY, EVENT_DIRTY, EVENT_ROLLUPS, ROLLUPS
 
     with connection.cursor() as cursor:
@@ -24,3 +25,4 @@ def empty_store_tables() -> None:
         )
         for table in tables:
             cursor.execute(f"DELETE FROM {table}")
+    get_store().note_samples_deleted()

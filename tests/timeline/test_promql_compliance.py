@@ -481,10 +481,12 @@ ROLLUP_QUERIES = [
 @pytest.mark.services
 @pytest.mark.django_db
 def test_range_queries_on_whole_minutes_read_rollups_and_match_prometheus(
-    prometheus_url, org_a, read_token_a
+    prometheus_url, org_a, read_token_a, settings
 ):
     """Steps and ranges of whole minutes: Jointline evaluates from its 1-minute rollups (refreshed as
-    after an apply) and still answers what Prometheus answers."""
+    after an apply) and still answers what Prometheus answers. The cache of decoded samples is off:
+    with it, samples this few are read from memory instead of rollups."""
+    settings.JOINTLINE_SAMPLE_CACHE_MB = 0
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

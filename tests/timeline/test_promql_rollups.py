@@ -96,6 +96,13 @@ def store(org, blocks: list[SeriesBlock], *, refresh: bool = True) -> None:
             pass
 
 
+@pytest.fixture(autouse=True)
+def _no_sample_cache(settings):
+    """These windows hold few samples: with the cache of decoded samples on, PromQL reads samples
+    (they fit in memory) and never the rollups under test. The rollups serve windows too long for it."""
+    settings.JOINTLINE_SAMPLE_CACHE_MB = 0
+
+
 @pytest.fixture
 def loaded(org_a, read_token_a):
     store(org_a, dataset())

@@ -51,11 +51,14 @@ def read_samples(
 
     Many series are read as a few independent reads side by side where the store allows it
     (:func:`timeline.lanes.reads.run_reads`: PostgreSQL, outside a transaction), each on its own
-    connection; never a fleet read, whose group rule holds for the group as a whole."""
+    connection; never a fleet read, whose group rule holds for the group as a whole, and never where
+    the store keeps decoded samples in this process (``caches_samples``: one read checks every hour
+    at once, and the reads on their own connections would each pay for a connection)."""
     hints = ReadHints(start=start, end=end, clock=clock_for(scope), fleet=fleet_only)
+    store = get_store()
     parts = 1 if fleet_only else min(settings.JOINTLINE_PARALLEL_READS, len(series_ids) // SERIES_PER_READ)
-    if parts <= 1:
-        return get_store().select_sample_arrays(scope, series_ids, hints)
+    if parts <= 1 or store.caches_samples():
+        return store.select_sample_arrays(scope, series_ids, hints)
     jobs = [partial(_read, scope, series_ids[part::parts], hints) for part in range(parts)]
     return {series_id: arrays for result in run_reads(jobs) for series_id, arrays in result.items()}
 
@@ -298,7 +301,9 @@ class ScopedSeries:
 
     def _rollups_pay(self, ids: list[int], start: int, end: int, columns: int, fleet_only: bool) -> bool:
         """Whether the minute rows of ``[start, end)`` are fewer numbers than its samples, judged by the
-        sample counts of the whole hours inside it (a window without a whole hour reads raw)."""
+        sample counts of the whole hours inside it (a window without a whole hour reads raw), and the
+        samples too many for the store's cache of decoded samples (which serves them from memory from
+        the second read on)."""
         first, last = -(-start // HOUR_US) * HOUR_US, end // HOUR_US * HOUR_US
         if last - first < HOUR_US:
             return False
@@ -315,7 +320,9 @@ class ScopedSeries:
                 minutes = len(hours) * (last - first) // MINUTE_US  # at most one row a minute per series
                 self._density[key] = (samples, minutes)
         found = self._density[key]
-        return found is not None and worth_it(found[0], found[1], columns)
+        if found is None or get_store().sample_cache_holds(found[0]):
+            return False  # samples this few are decoded once, then read from memory
+        return worth_it(found[0], found[1], columns)
 
     def note(self, series: Iterable[Series]) -> None:
         """Note every presented series of another organisation for the audit."""

@@ -35,10 +35,11 @@ from timeline.store.event_reads import EventReads
 from timeline.store.hints import Capabilities
 from timeline.store.retention import PartitionSize, RetentionAndSize
 from timeline.store.rollup_refresh import RollupRefresh
+from timeline.store.sample_cache import CachedSampleReads
 from timeline.store.sample_reads import SampleReads
 
 
-class StoreBackend(RollupRefresh, SampleReads, EventReads, RetentionAndSize):
+class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, RetentionAndSize):
     """Base of the engine backends: the write and read contract every engine passes
     (``tests/timeline/test_store_contract.py``, parametrised by backend), in SQL both SQLite and
     PostgreSQL run. An engine overrides what it does differently and declares what it can do beyond
@@ -63,6 +64,7 @@ class StoreBackend(RollupRefresh, SampleReads, EventReads, RetentionAndSize):
             cursor.execute("DROP TABLE IF EXISTS timeline_sample")
             cursor.execute("DROP TABLE IF EXISTS timeline_event")
         self.drop_rollup_schema()
+        self.note_samples_deleted()
 
     # -- partitions -----------------------------------------------------------
     def ensure_partitions(self, first_day: int, last_day: int) -> int:

@@ -261,6 +261,9 @@ class Capabilities:
     one request may run at once, each on its own connection. ``lateral_joins``: ``JOIN LATERAL``.
     ``event_rollups``: event counts per minute and hour kept beside the events (maintained by the
     rollup refresh), which event count reads over long windows use; without, they count raw events.
+    ``sample_cache``: bulk sample reads may serve hours decoded before from this process's memory,
+    checked against the hour rollups and the deletion count of the same database
+    (:mod:`timeline.store.sample_cache`).
     """
 
     partitions: bool = False
@@ -269,6 +272,7 @@ class Capabilities:
     fleet_percentiles: bool = False
     text_index: bool = False
     event_rollups: bool = False
+    sample_cache: bool = False
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from timeline.store.postgres_partitions import (
     partition_name,
 )
 from timeline.store.postgres_wire import arrays_decode, big_endian, copy_encode
+from timeline.store.sample_cache import HOUR_ROW, HOUR_TABLE
 
 ROLLUP_LOCK = 0x4A4C5255  # "JLRU": one rollup refresh at a time
 
@@ -100,6 +101,7 @@ class PostgresStore(PostgresPartitions, StoreBackend):
         concurrent_reads=True,
         lateral_joins=True,
         event_rollups=True,
+        sample_cache=True,
     )
 
     @property
@@ -271,6 +273,44 @@ class PostgresStore(PostgresPartitions, StoreBackend):
                 np.split(series, cuts), np.split(ts, cuts), np.split(values, cuts), strict=True
             )
         }
+
+    def _samples_in_ranges(self, ranges):
+        """The samples of the ranges as three binary strings (as :meth:`_sample_arrays`), one index
+        scan per range, the partitions outside all ranges pruned when the query is planned."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                """SELECT string_agg(int8send(x.series_id), ''), string_agg(int8send(x.ts), ''),
+                          string_agg(float8send(x.value), '')
+                   FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS r (series_id, lo, hi)
+                   CROSS JOIN LATERAL (
+                       SELECT series_id, ts, value FROM timeline_sample t WHERE t.series_id = r.series_id
+                         AND t.ts >= r.lo AND t.ts < r.hi AND t.ts >= %s AND t.ts < %s OFFSET 0) x""",
+                [
+                    *(list(column) for column in zip(*ranges, strict=True)),
+                    min(lo for _, lo, _ in ranges),
+                    max(hi for _, _, hi in ranges),
+                ],
+            )
+            series_bytes, ts_bytes, value_bytes = cursor.fetchone()
+        if series_bytes is None:
+            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
+        return big_endian(series_bytes, ">i8"), big_endian(ts_bytes, ">i8"), big_endian(value_bytes, ">f8")
+
+    def _hour_rows(self, ids, first, last):
+        """The hour rows' columns as binary strings, split by numpy (no Python object per row)."""
+        names = HOUR_ROW.names
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"""SELECT {", ".join(f"string_agg(int8send({name}), '')" for name in names)}
+                    FROM {HOUR_TABLE} WHERE series_id = ANY(%s) AND bucket >= %s AND bucket < %s""",
+                [list(ids), first, last],
+            )
+            columns = cursor.fetchone()
+        rows = np.empty(0 if columns[0] is None else len(columns[0]) // 8, dtype=HOUR_ROW)
+        for name, data in zip(names, columns, strict=True):
+            if data is not None:
+                rows[name] = big_endian(data, ">i8")
+        return rows
 
     def _text_candidates(self, text: str, hints: ReadHints) -> list[int] | None:
         """By the trigram indexes of :meth:`create_search_indexes`; None for a text too short for

@@ -180,11 +180,13 @@ class PostgresPartitions:
             if partition_day(name) < day
         ]
         dropped: list[str] = []
-        for _table, name in expired:
+        for table, name in expired:
             with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
                 if lock_timeout_s is not None:
                     cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{lock_timeout_s}s"])
                 cursor.execute(f"DROP TABLE {name}")
+                if table == "timeline_sample":
+                    self.note_samples_deleted()
             dropped.append(name)
         return dropped
 

@@ -8,7 +8,7 @@ with partitions or other size statistics override what they do differently.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -27,6 +27,7 @@ class RetentionAndSize:
     """What retention deletes and what the size report reads."""
 
     connection: BaseDatabaseWrapper
+    note_samples_deleted: Callable[[], None]
 
     def drop_partitions_before(self, day: int, *, lock_timeout_s: float | None = None) -> list[str]:
         """Drop whole day partitions of days before ``day``; returns their names. Engines without
@@ -47,7 +48,10 @@ class RetentionAndSize:
             raise ValueError(f"kind must be samples or events, not {kind!r}")
         with self.connection.cursor() as cursor:
             cursor.execute(sql, [before_ts, org_id])
-            return max(cursor.rowcount, 0)
+            deleted = max(cursor.rowcount, 0)
+        if deleted and kind == "samples":
+            self.note_samples_deleted()
+        return deleted
 
     def sample_counts(self, *, sample_percent: float | None = None) -> list[tuple[int, str, int]]:
         """(org id, signal, samples) for every organisation and signal; with ``sample_percent`` an

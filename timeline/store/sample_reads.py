@@ -11,7 +11,7 @@ watermark of :class:`~timeline.store.rollup_refresh.RollupRefresh` (``stale_from
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -34,6 +34,7 @@ class SampleReads:
     vendor: str
     least: str
     greatest: str
+    _cached_sample_arrays: Callable[[int, int, list[int]], dict[int, tuple] | None]
 
     # -- reads: series --------------------------------------------------------
     def readable_series_for_lane(
@@ -155,14 +156,22 @@ class SampleReads:
 
         With ``hints.fleet``, also the series readable only inside a fleet aggregate, under the group
         rule of :meth:`select_buckets` (at least ``MIN_AGGREGATE_GROUP`` readable series, or nothing):
-        the caller must then never present them one by one."""
+        the caller must then never present them one by one.
+
+        Where the engine allows (``capabilities.sample_cache``), hours already decoded come from this
+        process's memory after a check against the database (:mod:`timeline.store.sample_cache`)."""
         scope = require_scope(scope)
         readable = self.readable_series_for_lane(scope, series_ids, fleet=hints.fleet)
         out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         if not readable or hints.empty:
             return out
         for key, ids in self._bucket_groups(scope, readable, hints).items():
-            for series_id, (ts, values) in self._sample_arrays(key, ids, hints).items():
+            lo, hi, _bounded, corrections = key
+            cached = None
+            if self.capabilities.sample_cache and not corrections:
+                cached = self._cached_sample_arrays(lo, hi, ids)
+            arrays = self._sample_arrays(key, ids, hints) if cached is None else cached
+            for series_id, (ts, values) in arrays.items():
                 order = None if (np.diff(ts) > 0).all() else np.argsort(ts, kind="stable")
                 out[series_id] = (ts, values) if order is None else (ts[order], values[order])
         return out

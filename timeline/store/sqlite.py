@@ -35,7 +35,7 @@ SCHEMA = [
 
 class SQLiteStore(StoreBackend):
     vendor = "sqlite"
-    capabilities = Capabilities(event_rollups=True)
+    capabilities = Capabilities(event_rollups=True, sample_cache=True)
     least, greatest = "MIN", "MAX"  # SQLite's scalar min()/max() of several arguments
 
     def create_schema(self) -> None:
