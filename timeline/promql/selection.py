@@ -307,6 +307,10 @@ class ScopedSeries:
         first, last = -(-start // HOUR_US) * HOUR_US, end // HOUR_US * HOUR_US
         if last - first < HOUR_US:
             return False
+        store = get_store()
+        held = store.cached_sample_count(ids, first, last)
+        if held is not None and store.sample_cache_holds(held):
+            return False  # decoded already, and few enough to keep: read from memory
         key = (tuple(ids), first, last)
         if key not in self._density:
             hints = ReadHints(
@@ -320,7 +324,7 @@ class ScopedSeries:
                 minutes = len(hours) * (last - first) // MINUTE_US  # at most one row a minute per series
                 self._density[key] = (samples, minutes)
         found = self._density[key]
-        if found is None or get_store().sample_cache_holds(found[0]):
+        if found is None or store.sample_cache_holds(found[0]):
             return False  # samples this few are decoded once, then read from memory
         return worth_it(found[0], found[1], columns)
 

@@ -299,9 +299,10 @@ class PostgresStore(PostgresPartitions, StoreBackend):
     def _hour_rows(self, ids, first, last):
         """The hour rows' columns as binary strings, split by numpy (no Python object per row)."""
         names = HOUR_ROW.names
+        send = {name: "float8send" if HOUR_ROW[name].kind == "f" else "int8send" for name in names}
         with self.connection.cursor() as cursor:
             cursor.execute(
-                f"""SELECT {", ".join(f"string_agg(int8send({name}), '')" for name in names)}
+                f"""SELECT {", ".join(f"string_agg({send[name]}({name}), '')" for name in names)}
                     FROM {HOUR_TABLE} WHERE series_id = ANY(%s) AND bucket >= %s AND bucket < %s""",
                 [list(ids), first, last],
             )
@@ -309,7 +310,7 @@ class PostgresStore(PostgresPartitions, StoreBackend):
         rows = np.empty(0 if columns[0] is None else len(columns[0]) // 8, dtype=HOUR_ROW)
         for name, data in zip(names, columns, strict=True):
             if data is not None:
-                rows[name] = big_endian(data, ">i8")
+                rows[name] = big_endian(data, ">" + HOUR_ROW[name].str[1:])
         return rows
 
     def _text_candidates(self, text: str, hints: ReadHints) -> list[int] | None:

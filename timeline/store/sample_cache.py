@@ -17,7 +17,11 @@ never has to reach other processes:
   another count, or another ``epoch`` (random per database: a recreated database never matches),
   empties this process's cache of that database first;
 * an hour is cached only when the samples read have exactly the ``n``, ``first_ts`` and ``last_ts``
-  the check found (a write committing between the two statements leaves it uncached).
+  the check found (a write committing between the two statements leaves it uncached);
+* the stamp also holds the bits of the row's ``total``: a read inside a transaction sees that
+  transaction's own samples, and if it rolls back, a later write may bring the same count and bounds
+  back with other values. No product path reads samples inside a transaction that writes them (tests
+  do); the sum tells such hours apart unless the other values add up to the very same bits.
 
 Hours that cannot be checked are read from the table each time, uncached: a minute queued for its
 refresh, older than the hour rows' retention. A checked hour without a row holds no sample and is not
@@ -46,19 +50,37 @@ GENERATION = "timeline_sample_generation"
 HOUR_US = rollups.HOUR_US
 HOUR_TABLE = dict(rollups.ROLLUPS)[HOUR_US]
 HOUR_ROW = np.dtype(
-    [("series_id", "<i8"), ("bucket", "<i8"), ("n", "<i8"), ("first_ts", "<i8"), ("last_ts", "<i8")]
+    [
+        ("series_id", "<i8"),
+        ("bucket", "<i8"),
+        ("n", "<i8"),
+        ("first_ts", "<i8"),
+        ("last_ts", "<i8"),
+        ("total", "<f8"),
+    ]
 )
-HOUR_CELL = np.dtype([("n", "<i8"), ("first_ts", "<i8"), ("last_ts", "<i8"), ("checkable", "?")])
+STAMP_FIELDS = ("n", "first_ts", "last_ts", "total")
+HOUR_CELL = np.dtype(
+    [("n", "<i8"), ("first_ts", "<i8"), ("last_ts", "<i8"), ("total", "<i8"), ("checkable", "?")]
+)
 SAMPLE_BYTES = 16  # a time and a value
 CHUNK_OVERHEAD = 200  # bytes per cached hour beyond its arrays (key, tuple, array headers)
 
 
 class Stamp(NamedTuple):
-    """What an hour's rollup row says of its samples: how many, the first and the last time."""
+    """What an hour's rollup row says of its samples: how many, the first and the last time, and the
+    bits of their sum (``total``)."""
 
     n: int
     first_ts: int
     last_ts: int
+    total: int = 0
+
+    def describes(self, ts: np.ndarray) -> bool:
+        """Whether samples at ``ts`` are the ones this stamp counts (their number and bounds)."""
+        return (
+            len(ts) == self.n and len(ts) > 0 and int(ts[0]) == self.first_ts and int(ts[-1]) == self.last_ts
+        )
 
 
 class Chunk(NamedTuple):
@@ -116,11 +138,11 @@ class SampleCache:
         is ``checkable`` and holds samples: an object array of the chunks found, None elsewhere."""
         found = np.full(cells.shape, None, dtype=object)
         rows, columns = np.nonzero(cells["checkable"] & (cells["n"] > 0))
-        n, first_ts, last_ts = (cells[name][rows, columns].tolist() for name in ("n", "first_ts", "last_ts"))
+        fields = (cells[name][rows, columns].tolist() for name in STAMP_FIELDS)
         with self._lock:
             chunks = self._chunks
             for row, column, stamp in zip(
-                rows.tolist(), columns.tolist(), zip(n, first_ts, last_ts, strict=True), strict=True
+                rows.tolist(), columns.tolist(), zip(*fields, strict=True), strict=True
             ):
                 key = (database, ids[row], first + column * HOUR_US)
                 chunk = chunks.get(key)
@@ -133,6 +155,20 @@ class SampleCache:
                     self.bytes -= chunks.pop(key).nbytes
                 self.misses += 1
         return found
+
+    def held(self, database: str, ids: Sequence[int], first: int, last: int) -> int | None:
+        """How many samples the cached hours of ``ids`` in ``[first, last)`` hold, when every one of
+        those hours is cached (unchecked: a plan's estimate, not an answer); else None."""
+        total = 0
+        with self._lock:
+            chunks = self._chunks
+            for series_id in ids:
+                for hour in range(first, last, HOUR_US):
+                    chunk = chunks.get((database, series_id, hour))
+                    if chunk is None:
+                        return None
+                    total += chunk.stamp.n
+        return total
 
     def put(self, database: str, series_id: int, hour: int, chunk: Chunk) -> None:
         if chunk.nbytes > self.max_bytes:
@@ -228,6 +264,14 @@ class CachedSampleReads:
         cache = sample_cache() if self.capabilities.sample_cache else None
         return cache is not None and samples * SAMPLE_BYTES * 4 <= cache.max_bytes
 
+    def cached_sample_count(self, ids: Sequence[int], first: int, last: int) -> int | None:
+        """How many samples this process's cache holds of ``ids`` over the whole hours ``[first, last)``
+        if it holds every one of those hours (an estimate for a read plan, not checked); else None."""
+        cache = sample_cache() if self.capabilities.sample_cache else None
+        if cache is None or not ids:
+            return None
+        return cache.held(database_key(self.connection), ids, first, last)
+
     def _cached_sample_arrays(self, lo: int, hi: int, ids: list[int]) -> dict[int, tuple] | None:
         """The samples of ``ids`` in ``[lo, hi)`` (stored time), hours served from the cache where
         their check passes and read from the table otherwise; None when the cache is off or this
@@ -236,7 +280,6 @@ class CachedSampleReads:
         if cache is None or not ids or lo >= hi:
             return None
         first, last = rollups.floor_to(lo, HOUR_US), rollups.ceil_to(hi, HOUR_US)
-        hours = (last - first) // HOUR_US
         state = self._hour_state(ids, first, last)
         if state is None:
             return None
@@ -260,31 +303,40 @@ class CachedSampleReads:
                     wanted.append((series_id, hour, hour + HOUR_US))
         read = self._hours_in_ranges(wanted) if wanted else {}
         out: dict[int, tuple] = {}
-        for row, series_id in enumerate(ids):
-            ts_parts, value_parts = [], []
-            for column in range(hours):
-                chunk = found[row, column]
-                if skip[row, column]:
-                    continue
-                if chunk is None:
-                    hour = first + column * HOUR_US
-                    ts, values = read.get((series_id, hour), (_NO_TS, _NO_VALUES))
-                    cell = stamps[row, column]
-                    stamp = Stamp(int(cell["n"]), int(cell["first_ts"]), int(cell["last_ts"]))
-                    if cell["checkable"] and len(ts) and Stamp(len(ts), int(ts[0]), int(ts[-1])) == stamp:
-                        cache.put(database, series_id, hour, Chunk(stamp, ts, values))
-                else:
-                    ts, values = chunk.ts, chunk.values
-                if len(ts):
-                    ts_parts.append(ts)
-                    value_parts.append(values)
-            if not ts_parts:
+        for row, (series_id, chunks, reads) in enumerate(
+            zip(ids, found.tolist(), read_hours.tolist(), strict=True)
+        ):
+            if any(reads):
+                chunks = [
+                    self._read_hour(
+                        cache, database, series_id, first + column * HOUR_US, stamps[row, column], read
+                    )
+                    if wanted_here
+                    else chunk
+                    for column, (chunk, wanted_here) in enumerate(zip(chunks, reads, strict=True))
+                ]
+            parts = [chunk for chunk in chunks if chunk is not None and len(chunk.ts)]
+            if not parts:
                 continue
-            ts, values = np.concatenate(ts_parts), np.concatenate(value_parts)
+            if len(parts) == 1:
+                ts, values = parts[0].ts, parts[0].values
+            else:
+                ts = np.concatenate([chunk.ts for chunk in parts])
+                values = np.concatenate([chunk.values for chunk in parts])
             start, end = np.searchsorted(ts, [lo, hi])
             if end > start:
                 out[series_id] = (ts[start:end], values[start:end])
         return out
+
+    @staticmethod
+    def _read_hour(cache: SampleCache, database: str, series_id: int, hour: int, cell, read: dict) -> Chunk:
+        """The hour as read from the table, cached if it is what its checked row said."""
+        ts, values = read.get((series_id, hour), (_NO_TS, _NO_VALUES))
+        stamp = Stamp(*(int(cell[name]) for name in STAMP_FIELDS))
+        chunk = Chunk(stamp, ts, values)
+        if cell["checkable"] and stamp.describes(ts):
+            cache.put(database, series_id, hour, chunk)
+        return chunk
 
     def _hour_state(
         self, ids: Sequence[int], first: int, last: int
@@ -312,6 +364,7 @@ class CachedSampleReads:
         column = (rows["bucket"] - first) // HOUR_US
         for name in ("n", "first_ts", "last_ts"):
             cells[name][at, column] = rows[name]
+        cells["total"][at, column] = rows["total"].view(np.int64)
         cells["checkable"] = True
         for series_id, q_lo, q_hi in queued:
             a = max(0, (rollups.floor_to(int(q_lo), HOUR_US) - first) // HOUR_US)
@@ -320,12 +373,12 @@ class CachedSampleReads:
         return (int(row[0]), int(row[1])), cells
 
     def _hour_rows(self, ids: Sequence[int], first: int, last: int) -> np.ndarray:
-        """``series_id, bucket, n, first_ts, last_ts`` of the hour rows of ``ids`` in ``[first, last)``
+        """``series_id, bucket, n, first_ts, last_ts, total`` of the hour rows of ``ids`` in ``[first, last)``
         as :data:`HOUR_ROW`."""
         placeholders = ",".join(["%s"] * len(ids))
         with self.connection.cursor() as cursor:
             cursor.execute(
-                f"""SELECT series_id, bucket, n, first_ts, last_ts FROM {HOUR_TABLE}
+                f"""SELECT series_id, bucket, n, first_ts, last_ts, total FROM {HOUR_TABLE}
                     WHERE series_id IN ({placeholders}) AND bucket >= %s AND bucket < %s""",
                 [*ids, first, last],
             )
