@@ -48,24 +48,34 @@ def _metric(labels: dict) -> dict:
 
 def _points(times: np.ndarray, values: np.ndarray) -> msgspec.Raw:
     """``[[t, "v"], …]`` as JSON text. Finite values without an exponent (nearly all) are written by
-    msgspec as numbers, in one call, and quoted by rewriting the text: its shortest round-trip digits
-    are Go's, and pairs are the only ``],[`` in it. Others go value by value (:func:`format_value`)."""
+    msgspec as numbers (whole ones as integers), in one call, and quoted by rewriting the text: its
+    shortest round-trip digits are Go's, every comma but those between pairs follows a time, and those
+    between pairs are the only ``],[``. Others go value by value (:func:`format_value`)."""
     if not len(times):
         return msgspec.Raw(b"[]")
     whole = not (times % US_PER_S).any()
     seconds = (times // US_PER_S if whole else times / US_PER_S).tolist()
     if np.isfinite(values).all():
-        text = _encoder.encode(list(zip(seconds, values.tolist(), strict=True)))
+        whole_values = _whole(values)
+        numbers = values.astype(np.int64).tolist() if whole_values else values.tolist()
+        text = _encoder.encode(list(zip(seconds, numbers, strict=True)))
         if b"e" not in text:
-            text = text.replace(b"],[", b"\0").replace(b",", b',"').replace(b"\0", b'"],[')
-            return msgspec.Raw((text[:-2] + b'"]]').replace(b'.0"', b'"'))
+            # [[t,v],[t,v]] -> [[t,"v],"[t,"v]] -> [[t,"v"],[t,"v"]]
+            text = text.replace(b",", b',"').replace(b'],"[', b'"],[')[:-2] + b'"]]'
+            return msgspec.Raw(text if whole_values else text.replace(b'.0"', b'"'))
     return msgspec.Raw(_encoder.encode([[t, v] for t, v in zip(seconds, format_values(values), strict=True)]))
+
+
+def _whole(values: np.ndarray) -> bool:
+    """Whether every value is a whole number Go writes without a fraction or exponent, as an integer
+    would be written (not ``-0``, under 1e15)."""
+    whole = np.isfinite(values) & (np.trunc(values) == values) & (np.abs(values) < 1e15)
+    return bool(whole.all()) and not np.signbit(values[values == 0]).any()
 
 
 def format_values(values: np.ndarray) -> list[str]:
     """:func:`format_value` of each value; whole numbers (counters, counts) the quick way."""
-    whole = np.isfinite(values) & (np.trunc(values) == values) & (np.abs(values) < 1e15)
-    if whole.all() and not np.signbit(values[values == 0]).any():
+    if _whole(values):
         return [str(value) for value in values.astype(np.int64).tolist()]
     return [format_value(value) for value in values.tolist()]
 
