@@ -4,8 +4,9 @@ Each takes a :class:`~timeline.promql.values.RangeInput` — per series its samp
 window ``[end - range, end]`` as sample indexes ``lo`` (first) and ``hi`` (one past the last) — and
 returns an instant vector over the same steps. Work is vectorised over steps: functions of the window's
 edges (``rate``, ``increase``, ``delta``, ``irate``, ``idelta``, ``count``, ``last``, ``present``) read
-the samples at ``lo`` and ``hi - 1`` (plus prefix sums of counter resets); the others gather the
-windows into a ``(steps, width)`` matrix, a bounded number of cells at a time.
+the samples at ``lo`` and ``hi - 1`` (plus prefix sums of counter resets); ``max``/``min`` read a
+sparse table of runs; the others gather the windows into a ``(steps, width)`` matrix, a bounded number
+of cells at a time.
 
 A step whose window holds too few samples (none; fewer than two for rates, ``deriv`` and the ``i*``
 functions) has no result there, as in Prometheus. Times are µs; rates are per second.
@@ -145,6 +146,34 @@ def _last(times, samples, lo, hi, rng):
     return samples[np.clip(hi - 1, 0, len(samples) - 1)], hi > lo
 
 
+def _sliding(combine: np.ufunc) -> Callable:
+    """``max_over_time``/``min_over_time`` (``np.fmax``/``np.fmin``: NaN loses to any number, as in
+    Prometheus) by a sparse table: level ``k`` holds ``combine`` over each run of ``2**k`` samples, and
+    a window of ``w`` samples is ``combine`` of the two runs of the largest ``2**k <= w`` that cover it
+    from its two ends. ``log2`` of the widest window passes over the samples, two reads a step, instead
+    of gathering every window's cells."""
+
+    def compute(times, samples, lo, hi, rng: RangeInput):
+        count = hi - lo
+        ok = count >= 1
+        widest = int(count.max(initial=0))
+        size = len(samples)
+        table = np.full((max(widest, 1).bit_length(), size), np.nan)
+        table[0] = samples
+        for level in range(1, len(table)):
+            span = 1 << (level - 1)
+            table[level, : size - 2 * span + 1] = combine(
+                table[level - 1, : size - 2 * span + 1], table[level - 1, span : size - span + 1]
+            )
+        level = np.zeros(len(count), dtype=np.int64)
+        level[ok] = np.floor(np.log2(count[ok])).astype(np.int64)
+        start = np.clip(lo, 0, size - 1)
+        end = np.clip(hi - (1 << level), 0, size - 1)
+        return np.where(ok, combine(table[level, start], table[level, end]), np.nan), ok
+
+    return compute
+
+
 def _blocks(lo: np.ndarray, hi: np.ndarray, size: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
     """The windows ``[lo, hi)`` as (steps, sample index matrix, validity mask) blocks of at most
     :data:`GATHER_CELLS` cells; masked cells index the last sample."""
@@ -192,15 +221,6 @@ def _sum(values, mask, count):
 
 def _avg(values, mask, count):
     return _sum(values, mask, count) / count
-
-
-def _min(values, mask, count):
-    # NaN loses to any number, as in Prometheus: fmin skips NaN unless every sample is NaN.
-    return np.fmin.reduce(_masked(values, mask, np.nan), axis=1)
-
-
-def _max(values, mask, count):
-    return np.fmax.reduce(_masked(values, mask, np.nan), axis=1)
 
 
 def _stdvar(values, mask, count):
@@ -284,8 +304,8 @@ RANGE_FUNCTIONS: dict[str, Callable] = {
     "present_over_time": _edge_function(_present),
     "sum_over_time": _gathered(_sum),
     "avg_over_time": _gathered(_avg),
-    "min_over_time": _gathered(_min),
-    "max_over_time": _gathered(_max),
+    "min_over_time": _edge_function(_sliding(np.fmin)),
+    "max_over_time": _edge_function(_sliding(np.fmax)),
     "stddev_over_time": _gathered(_stddev),
     "stdvar_over_time": _gathered(_stdvar),
     "quantile_over_time": _gathered(_quantile),
