@@ -28,13 +28,12 @@ from tests.processes import pytest_in_subprocess
 from timeline.models import Series
 from timeline.store import ReadHints, get_store
 from timeline.store.sample_cache import (
-    CHUNK_OVERHEAD,
+    ENTRY_OVERHEAD,
     GENERATION,
-    HOUR_CELL,
     HOUR_TABLE,
-    Chunk,
+    STAMP,
     SampleCache,
-    Stamp,
+    SeriesHours,
     database_key,
     sample_cache,
 )
@@ -179,13 +178,15 @@ def test_a_second_read_of_a_window_comes_from_memory_and_equals_the_table(org_a)
     assert same(second, off)
 
 
-def test_a_read_handed_out_can_be_changed_without_changing_the_cache(org_a):
+def test_a_read_handed_out_cannot_change_the_cache(org_a):
     ids = load(org_a).values()
     lo, hi = T0, T0 + 3 * HOUR
-    first = read(org_a, ids, lo, hi)
-    for ts, values in first.values():
-        ts[:] = 0
-        values[:] = -1.0
+    for _ in range(2):  # from the table, then from memory
+        for ts, values in read(org_a, ids, lo, hi).values():
+            with pytest.raises(ValueError):
+                ts[:] = 0
+            with pytest.raises(ValueError):
+                values[:] = -1.0
     assert same(read(org_a, ids, lo, hi), read_uncached(org_a, ids, lo, hi))
 
 
@@ -514,63 +515,61 @@ def test_an_hour_cached_inside_a_rolled_back_transaction_is_not_served_after_it(
 # -- the cache itself --------------------------------------------------------------------------------------
 
 
-def chunk(stamp_n: int, samples: int) -> Chunk:
-    ts = np.arange(samples, dtype=np.int64) * S
-    return Chunk(Stamp(stamp_n, int(ts[0]), int(ts[-1])), ts, np.zeros(samples, dtype=np.float64))
+def entry(hours: int, per_hour: int, *, first: int = 0) -> SeriesHours:
+    """``hours`` servable hours from ``first`` of ``per_hour`` samples each, stamped as read."""
+    pieces, stamps = [], np.zeros(hours, dtype=STAMP)
+    for index in range(hours):
+        ts = first + index * HOUR + np.arange(per_hour, dtype=np.int64) * S
+        pieces.append((ts, np.full(per_hour, float(index))))
+        stamps[index] = (per_hour, ts[0], ts[-1], 0)
+    return SeriesHours.of(first, stamps, np.ones(hours, dtype=bool), pieces)
 
 
-def test_the_least_recently_used_hours_go_first_and_the_bytes_stay_within_the_bound():
-    one = chunk(10, 10)
-    assert one.nbytes == 10 * 16 + CHUNK_OVERHEAD
+def test_the_least_recently_used_series_go_first_and_the_bytes_stay_within_the_bound():
+    one = entry(2, 10)
+    assert (
+        one.nbytes == 2 * 10 * 16 + one.stamps.nbytes + one.known.nbytes + one.offsets.nbytes + ENTRY_OVERHEAD
+    )
     cache = SampleCache(max_bytes=3 * one.nbytes + one.nbytes // 2)
-    for hour in range(3):
-        cache.put("db", 1, hour * HOUR, chunk(10, 10))
-    assert len(cache) == 3 and cache.bytes == 3 * one.nbytes
-    assert cache.get("db", 1, 0, one.stamp) is not None  # the first hour is now the most recent
-    cache.put("db", 1, 3 * HOUR, chunk(10, 10))
-    assert len(cache) == 3 and cache.bytes <= cache.max_bytes
-    assert cache.get("db", 1, HOUR, one.stamp) is None  # the least recently used went
-    assert all(cache.get("db", 1, hour * HOUR, one.stamp) is not None for hour in (0, 2, 3))
-    big = chunk(30, 30)
-    cache.put("db", 2, 0, big)
+    for series_id in (1, 2, 3):
+        cache.store("db", series_id, entry(2, 10))
+    assert len(cache) == 6 and cache.bytes == 3 * one.nbytes
+    assert cache.entry("db", 1) is not None  # series 1 is now the most recent
+    cache.store("db", 4, entry(2, 10))
     assert cache.bytes <= cache.max_bytes
-    assert cache.get("db", 2, 0, big.stamp) is not None
-    assert len(cache) == 1 + sum(cache.get("db", 1, h * HOUR, one.stamp) is not None for h in range(4))
-    assert cache.bytes == sum(c.nbytes for c in cache._chunks.values())
-    cache.put("db", 3, 0, chunk(100, 100))  # larger than the whole cache: not kept
-    assert cache.get("db", 3, 0, Stamp(100, 0, 99 * S)) is None
+    assert cache.entry("db", 2) is None  # the least recently used went
+    assert all(cache.entry("db", series_id) is not None for series_id in (1, 3, 4))
+    cache.store("db", 1, entry(3, 10))  # replacing an entry counts its new size only
+    assert cache.bytes == sum(e.nbytes for e in cache._entries.values()) <= cache.max_bytes
+    cache.store("db", 5, entry(100, 100))  # larger than the whole cache: not kept
+    assert cache.entry("db", 5) is None
     assert cache.bytes <= cache.max_bytes
 
 
-def test_a_get_with_another_stamp_drops_the_hour():
+def test_entries_are_read_only_and_say_what_they_hold():
+    one = entry(3, 4, first=7 * HOUR)
+    ts, values = one.hour(1)
+    assert ts.tolist() == [8 * HOUR + k * S for k in range(4)] and values.tolist() == [1.0] * 4
+    with pytest.raises(ValueError):
+        ts[0] = 0
     cache = SampleCache(max_bytes=1 << 20)
-    one = chunk(10, 10)
-    cache.put("db", 1, 0, one)
-    cache.put("db", 1, HOUR, chunk(10, 10))
-    assert cache.get("db", 1, 0, Stamp(11, one.stamp.first_ts, one.stamp.last_ts)) is None
-    assert (cache.hits, cache.misses) == (0, 1)
-    assert len(cache) == 1 and cache.bytes == one.nbytes
-    assert cache.get("db", 1, 0, one.stamp) is None  # gone, not only refused
-    cells = np.zeros((1, 2), dtype=HOUR_CELL)
-    cells[0, 1] = (10, 0, 9 * S, 0, True)
-    found = cache.get_many("db", [1], 0, cells)
-    assert found[0, 0] is None and found[0, 1] is not None
-    cells[0, 1] = (10, 0, 8 * S, 0, True)
-    assert cache.get_many("db", [1], 0, cells)[0, 1] is None
-    assert len(cache) == 0 and cache.bytes == 0
+    cache.store("db", 1, one)
+    assert cache.held("db", [1], 7 * HOUR, 10 * HOUR) == 12
+    assert cache.held("db", [1], 6 * HOUR, 10 * HOUR) is None  # an hour it does not hold
+    assert cache.held("db", [1, 2], 7 * HOUR, 8 * HOUR) is None  # a series it does not hold
 
 
 def test_another_count_forgets_the_hours_of_that_database_only():
     cache = SampleCache(max_bytes=1 << 20)
     cache.sync("a", (7, 0))
     cache.sync("b", (8, 0))
-    cache.put("a", 1, 0, chunk(10, 10))
-    cache.put("b", 1, 0, chunk(10, 10))
+    cache.store("a", 1, entry(1, 10))
+    cache.store("b", 1, entry(1, 10))
     cache.sync("a", (7, 0))
     assert len(cache) == 2
     cache.sync("a", (7, 1))
-    assert len(cache) == 1 and cache.bytes == chunk(10, 10).nbytes
-    assert cache.get("b", 1, 0, chunk(10, 10).stamp) is not None
+    assert len(cache) == 1 and cache.bytes == entry(1, 10).nbytes
+    assert cache.entry("b", 1) is not None
     cache.sync("b", (9, 0))
     assert len(cache) == 0 and cache.bytes == 0
 

@@ -64,7 +64,6 @@ HOUR_CELL = np.dtype(
     [("n", "<i8"), ("first_ts", "<i8"), ("last_ts", "<i8"), ("total", "<i8"), ("checkable", "?")]
 )
 SAMPLE_BYTES = 16  # a time and a value
-CHUNK_OVERHEAD = 200  # bytes per cached hour beyond its arrays (key, tuple, array headers)
 
 
 class Stamp(NamedTuple):
@@ -83,23 +82,55 @@ class Stamp(NamedTuple):
         )
 
 
-class Chunk(NamedTuple):
-    stamp: Stamp
+STAMP = np.dtype([(name, "<i8") for name in STAMP_FIELDS])
+ENTRY_OVERHEAD = 400  # bytes per cached series beyond its arrays
+
+
+class SeriesHours(NamedTuple):
+    """The cached hours of one series: ``len(stamps)`` consecutive hours from ``first`` (µs), their
+    samples end to end (hour ``h`` is ``ts[offsets[h]:offsets[h + 1]]``), the stamp each was read
+    under, and whether it may be served (``known``: checked when read; else only kept to fill the
+    arrays). The arrays are read-only: readers get views of them."""
+
+    first: int
+    stamps: np.ndarray
+    known: np.ndarray
+    offsets: np.ndarray
     ts: np.ndarray
     values: np.ndarray
 
     @property
+    def hours(self) -> int:
+        return len(self.stamps)
+
+    @property
     def nbytes(self) -> int:
-        return self.ts.nbytes + self.values.nbytes + CHUNK_OVERHEAD
+        arrays = (self.stamps, self.known, self.offsets, self.ts, self.values)
+        return sum(array.nbytes for array in arrays) + ENTRY_OVERHEAD
+
+    @classmethod
+    def of(cls, first: int, stamps: np.ndarray, known: np.ndarray, pieces: list[tuple]) -> SeriesHours:
+        """An entry from one ``(ts, values)`` piece per hour."""
+        lengths = np.array([len(ts) for ts, _ in pieces], dtype=np.int64)
+        offsets = np.concatenate(([0], np.cumsum(lengths)))
+        ts = np.concatenate([ts for ts, _ in pieces]) if len(pieces) else _NO_TS
+        values = np.concatenate([values for _, values in pieces]) if len(pieces) else _NO_VALUES
+        for array in (stamps, known, offsets, ts, values):
+            array.setflags(write=False)
+        return cls(first, stamps, known, offsets, ts, values)
+
+    def hour(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = int(self.offsets[index]), int(self.offsets[index + 1])
+        return self.ts[a:b], self.values[a:b]
 
 
 class SampleCache:
-    """Hours of samples by ``(database, series id, hour start)``, least recently used first out,
-    bounded by ``max_bytes``; safe to share between threads."""
+    """Cached hours by ``(database, series id)``, least recently used series first out, bounded by
+    ``max_bytes``; ``hits``/``misses`` count hours. Safe to share between threads."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
-        self._chunks: OrderedDict[tuple[str, int, int], Chunk] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, int], SeriesHours] = OrderedDict()
         self._generations: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
         self.bytes = 0
@@ -107,7 +138,9 @@ class SampleCache:
         self.misses = 0
 
     def __len__(self) -> int:
-        return len(self._chunks)
+        """How many hours holding samples may be served."""
+        entries = list(self._entries.values())
+        return sum(int(np.count_nonzero(e.known & (e.stamps["n"] > 0))) for e in entries)
 
     def sync(self, database: str, generation: tuple[int, int]) -> None:
         """Forget the hours of ``database`` when its deletion count or epoch is not the one they were
@@ -115,77 +148,56 @@ class SampleCache:
         with self._lock:
             if self._generations.get(database) == generation:
                 return
-            for key in [key for key in self._chunks if key[0] == database]:
-                self.bytes -= self._chunks.pop(key).nbytes
+            for key in [key for key in self._entries if key[0] == database]:
+                self.bytes -= self._entries.pop(key).nbytes
             self._generations[database] = generation
 
-    def get(self, database: str, series_id: int, hour: int, stamp: Stamp) -> Chunk | None:
-        """The cached hour if its stamp is ``stamp``; a different one is dropped."""
-        key = (database, series_id, hour)
+    def entry(self, database: str, series_id: int) -> SeriesHours | None:
+        key = (database, series_id)
         with self._lock:
-            chunk = self._chunks.get(key)
-            if chunk is not None and chunk.stamp == stamp:
-                self._chunks.move_to_end(key)
-                self.hits += 1
-                return chunk
-            if chunk is not None:
-                self.bytes -= self._chunks.pop(key).nbytes
-            self.misses += 1
-            return None
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
 
-    def get_many(self, database: str, ids: Sequence[int], first: int, cells: np.ndarray) -> np.ndarray:
-        """:meth:`get` of every cell of ``cells`` (rows: ``ids``; columns: hours from ``first``) that
-        is ``checkable`` and holds samples: an object array of the chunks found, None elsewhere."""
-        found = np.full(cells.shape, None, dtype=object)
-        rows, columns = np.nonzero(cells["checkable"] & (cells["n"] > 0))
-        fields = (cells[name][rows, columns].tolist() for name in STAMP_FIELDS)
+    def store(self, database: str, series_id: int, entry: SeriesHours) -> None:
+        """Keep ``entry`` for the series (replacing what was kept); one larger than the whole cache
+        is not kept."""
+        key = (database, series_id)
         with self._lock:
-            chunks = self._chunks
-            for row, column, stamp in zip(
-                rows.tolist(), columns.tolist(), zip(*fields, strict=True), strict=True
-            ):
-                key = (database, ids[row], first + column * HOUR_US)
-                chunk = chunks.get(key)
-                if chunk is not None and chunk.stamp == stamp:
-                    chunks.move_to_end(key)
-                    found[row, column] = chunk
-                    self.hits += 1
-                    continue
-                if chunk is not None:
-                    self.bytes -= chunks.pop(key).nbytes
-                self.misses += 1
-        return found
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.bytes -= old.nbytes
+            if entry.nbytes > self.max_bytes:
+                return
+            self._entries[key] = entry
+            self.bytes += entry.nbytes
+            while self.bytes > self.max_bytes:
+                self.bytes -= self._entries.popitem(last=False)[1].nbytes
+
+    def count(self, hits: int, misses: int) -> None:
+        with self._lock:
+            self.hits += hits
+            self.misses += misses
 
     def held(self, database: str, ids: Sequence[int], first: int, last: int) -> int | None:
         """How many samples the cached hours of ``ids`` in ``[first, last)`` hold, when every one of
         those hours is cached (unchecked: a plan's estimate, not an answer); else None."""
         total = 0
         with self._lock:
-            chunks = self._chunks
             for series_id in ids:
-                for hour in range(first, last, HOUR_US):
-                    chunk = chunks.get((database, series_id, hour))
-                    if chunk is None:
-                        return None
-                    total += chunk.stamp.n
+                entry = self._entries.get((database, series_id))
+                if entry is None:
+                    return None
+                a, b = (first - entry.first) // HOUR_US, (last - entry.first) // HOUR_US
+                if a < 0 or b > entry.hours or not entry.known[a:b].all():
+                    return None
+                total += int(entry.stamps["n"][a:b].sum())
         return total
-
-    def put(self, database: str, series_id: int, hour: int, chunk: Chunk) -> None:
-        if chunk.nbytes > self.max_bytes:
-            return
-        key = (database, series_id, hour)
-        with self._lock:
-            old = self._chunks.pop(key, None)
-            if old is not None:
-                self.bytes -= old.nbytes
-            self._chunks[key] = chunk
-            self.bytes += chunk.nbytes
-            while self.bytes > self.max_bytes:
-                self.bytes -= self._chunks.popitem(last=False)[1].nbytes
 
     def clear(self) -> None:
         with self._lock:
-            self._chunks.clear()
+            self._entries.clear()
             self._generations.clear()
             self.bytes = self.hits = self.misses = 0
 
@@ -274,8 +286,8 @@ class CachedSampleReads:
 
     def _cached_sample_arrays(self, lo: int, hi: int, ids: list[int]) -> dict[int, tuple] | None:
         """The samples of ``ids`` in ``[lo, hi)`` (stored time), hours served from the cache where
-        their check passes and read from the table otherwise; None when the cache is off or this
-        database has no deletion count (then the caller reads as before)."""
+        their check passes and read from the table otherwise, as read-only arrays; None when the cache
+        is off or this database has no deletion count (then the caller reads as before)."""
         cache = sample_cache()
         if cache is None or not ids or lo >= hi:
             return None
@@ -283,60 +295,111 @@ class CachedSampleReads:
         state = self._hour_state(ids, first, last)
         if state is None:
             return None
-        generation, stamps = state
+        generation, cells = state
         database = database_key(self.connection)
         cache.sync(database, generation)
         kept = self.rollups_kept_from().get(HOUR_US, 0)
-        first_checkable = max(0, -(-(kept - first) // HOUR_US))
-        stamps["checkable"][:, :first_checkable] = False
-        found = cache.get_many(database, ids, first, stamps)
+        cells["checkable"][:, : max(0, -(-(kept - first) // HOUR_US))] = False
         # an hour without a row and without a queued minute holds no sample (rollups.py's invariant)
-        skip = stamps["checkable"] & (stamps["n"] == 0)
-        read_hours = np.equal(found, None) & ~skip
+        empty = cells["checkable"] & (cells["n"] == 0)
+        plans = [
+            self._plan(cache.entry(database, series_id), first, cells[row], empty[row])
+            for row, series_id in enumerate(ids)
+        ]
         wanted: list[tuple[int, int, int]] = []  # hours to read: (series id, lo, hi), merged
-        for row, series_id in enumerate(ids):
-            for column in np.flatnonzero(read_hours[row]).tolist():
+        for series_id, (_entry, _hit, read_here, _empty) in zip(ids, plans, strict=True):
+            for column in np.flatnonzero(read_here).tolist():
                 hour = first + column * HOUR_US
                 if wanted and wanted[-1][0] == series_id and wanted[-1][2] == hour:
                     wanted[-1] = (series_id, wanted[-1][1], hour + HOUR_US)
                 else:
                     wanted.append((series_id, hour, hour + HOUR_US))
         read = self._hours_in_ranges(wanted) if wanted else {}
+        hits = misses = 0
         out: dict[int, tuple] = {}
-        for row, (series_id, chunks, reads) in enumerate(
-            zip(ids, found.tolist(), read_hours.tolist(), strict=True)
-        ):
-            if any(reads):
-                chunks = [
-                    self._read_hour(
-                        cache, database, series_id, first + column * HOUR_US, stamps[row, column], read
-                    )
-                    if wanted_here
-                    else chunk
-                    for column, (chunk, wanted_here) in enumerate(zip(chunks, reads, strict=True))
-                ]
-            parts = [chunk for chunk in chunks if chunk is not None and len(chunk.ts)]
-            if not parts:
-                continue
-            if len(parts) == 1:
-                ts, values = parts[0].ts, parts[0].values
-            else:
-                ts = np.concatenate([chunk.ts for chunk in parts])
-                values = np.concatenate([chunk.values for chunk in parts])
+        for row, (series_id, (entry, hit, read_here, empty_here)) in enumerate(zip(ids, plans, strict=True)):
+            hits += int(np.count_nonzero(hit & (cells["n"][row] > 0)))
+            misses += int(np.count_nonzero(read_here & cells["checkable"][row]))
+            a = 0 if entry is None else (first - entry.first) // HOUR_US
+            if read_here.any() or entry is None or a < 0 or a + len(hit) > entry.hours:
+                entry = self._refilled(entry, series_id, first, cells[row], empty_here, hit, read)
+                cache.store(database, series_id, entry)
+                a = (first - entry.first) // HOUR_US
+            ts = entry.ts[entry.offsets[a] : entry.offsets[a + len(hit)]]
             start, end = np.searchsorted(ts, [lo, hi])
             if end > start:
-                out[series_id] = (ts[start:end], values[start:end])
+                begin = int(entry.offsets[a])
+                out[series_id] = (ts[start:end], entry.values[begin + start : begin + end])
+        cache.count(hits, misses)
         return out
 
     @staticmethod
-    def _read_hour(cache: SampleCache, database: str, series_id: int, hour: int, cell, read: dict) -> Chunk:
-        """The hour as read from the table, cached if it is what its checked row said."""
-        ts, values = read.get((series_id, hour), (_NO_TS, _NO_VALUES))
-        stamp = Stamp(*(int(cell[name]) for name in STAMP_FIELDS))
-        chunk = Chunk(stamp, ts, values)
-        if cell["checkable"] and stamp.describes(ts):
-            cache.put(database, series_id, hour, chunk)
-        return chunk
+    def _plan(entry: SeriesHours | None, first: int, cells: np.ndarray, empty: np.ndarray) -> tuple:
+        """For one series: its cached entry (None unless it overlaps the window), the hours of the
+        window it serves (stamp unchanged), the hours to read from the table, and the empty ones (no
+        row, nothing queued; one the entry holds samples for is read again instead)."""
+        hours = len(cells)
+        hit = np.zeros(hours, dtype=bool)
+        if entry is not None:
+            a = (first - entry.first) // HOUR_US
+            inner = slice(max(a, 0), min(a + hours, entry.hours))
+            if inner.start >= inner.stop:
+                return None, hit, ~empty, empty
+            mine = slice(inner.start - a, inner.stop - a)
+            stamps, wanted = entry.stamps[inner], cells[mine]
+            same = entry.known[inner] & wanted["checkable"]
+            for name in STAMP_FIELDS:
+                same &= stamps[name] == wanted[name]
+            hit[mine] = same
+            held = np.zeros(hours, dtype=bool)
+            held[mine] = np.diff(entry.offsets)[inner] > 0
+            empty = empty & ~hit & ~held
+        return entry, hit, ~hit & ~empty, empty
+
+    @staticmethod
+    def _refilled(
+        entry: SeriesHours | None,
+        series_id: int,
+        first: int,
+        cells: np.ndarray,
+        empty: np.ndarray,
+        hit: np.ndarray,
+        read: dict,
+    ) -> SeriesHours:
+        """The entry of one series after a read of the window's hours from ``first``: served hours
+        from the entry, empty ones empty, the others as read (servable later if what was read is what
+        their row said), and the entry's hours outside the window kept where they touch it."""
+        hours = len(cells)
+        if entry is not None:
+            start = min(first, entry.first)
+            end = max(first + hours * HOUR_US, entry.first + entry.hours * HOUR_US)
+        else:
+            start, end = first, first + hours * HOUR_US
+        count = (end - start) // HOUR_US
+        stamps = np.zeros(count, dtype=STAMP)
+        known = np.zeros(count, dtype=bool)
+        pieces: list[tuple] = []
+        for index in range(count):
+            hour = start + index * HOUR_US
+            column = (hour - first) // HOUR_US
+            in_entry = entry is not None and 0 <= (hour - entry.first) // HOUR_US < entry.hours
+            old = (hour - entry.first) // HOUR_US if in_entry else -1
+            if 0 <= column < hours and not hit[column]:
+                if empty[column]:
+                    pieces.append((_NO_TS, _NO_VALUES))
+                    known[index] = True
+                    continue
+                ts, values = read.get((series_id, hour), (_NO_TS, _NO_VALUES))
+                stamp = Stamp(*(int(cells[column][name]) for name in STAMP_FIELDS))
+                stamps[index] = stamp
+                known[index] = bool(cells[column]["checkable"]) and stamp.describes(ts)
+                pieces.append((ts, values))
+            elif old >= 0:
+                stamps[index], known[index] = entry.stamps[old], entry.known[old]
+                pieces.append(entry.hour(old))
+            else:
+                pieces.append((_NO_TS, _NO_VALUES))
+        return SeriesHours.of(start, stamps, known, pieces)
 
     def _hour_state(
         self, ids: Sequence[int], first: int, last: int
