@@ -449,6 +449,17 @@ def test_windows_cut_inside_hours_hold_exactly_the_samples_between_their_edges(o
     assert served["sample_reads"] == []  # hours without a row are not read at all
 
 
+def test_a_window_sliding_with_the_clock_keeps_only_its_recent_past(org_a):
+    ids = load(org_a, hours=10)
+    sid = ids["node-0"]
+    for hour in range(9):
+        lo, hi = T0 + hour * HOUR + 5 * MINUTE, T0 + (hour + 1) * HOUR + 5 * MINUTE  # two hours touched
+        assert same(read(org_a, ids.values(), lo, hi), read_uncached(org_a, ids.values(), lo, hi))
+        kept = sample_cache().entry(database_key(connection), sid)
+        assert kept is not None and kept.hours <= 3 * 2  # the window and its length on either side
+        assert kept.first <= T0 + hour * HOUR < kept.first + kept.hours * HOUR
+
+
 def test_an_hour_without_a_rollup_row_reads_nothing(org_a, gappy):
     """Samples put into the table around the store (no rollup row, no queued minute) are not read
     through the cache: the rollups' invariant says such an hour holds none."""

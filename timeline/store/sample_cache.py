@@ -368,13 +368,15 @@ class CachedSampleReads:
     ) -> SeriesHours:
         """The entry of one series after a read of the window's hours from ``first``: served hours
         from the entry, empty ones empty, the others as read (servable later if what was read is what
-        their row said), and the entry's hours outside the window kept where they touch it."""
+        their row said), and the entry's hours outside the window kept where they overlap it, up to
+        the window's length on either side."""
         hours = len(cells)
+        start, end = first, first + hours * HOUR_US
         if entry is not None:
-            start = min(first, entry.first)
-            end = max(first + hours * HOUR_US, entry.first + entry.hours * HOUR_US)
-        else:
-            start, end = first, first + hours * HOUR_US
+            # as many of its hours on either side as the window is long: a window that slides with
+            # the clock keeps its recent past, not everything it ever read
+            start = max(min(first, entry.first), first - hours * HOUR_US)
+            end = min(max(end, entry.first + entry.hours * HOUR_US), end + hours * HOUR_US)
         count = (end - start) // HOUR_US
         stamps = np.zeros(count, dtype=STAMP)
         known = np.zeros(count, dtype=bool)
