@@ -1,7 +1,8 @@
 """What a test needs to run the project's own processes (gunicorn, Celery, ``manage.py``) or another
-program beside it: a free port, the test database's URL, a production process environment, the
-rule for a program that is not installed (skip, except under ``CI=true``, where it fails), and tests
-run again in a pytest process of their own with other settings (another database or store backend).
+program beside it: a free port, the test database's URL, a second session on it (what another
+process sees), a production process environment, the rule for a program that is not installed (skip,
+except under ``CI=true``, where it fails), and tests run again in a pytest process of their own with
+other settings (another database or store backend).
 """
 
 from __future__ import annotations
@@ -79,3 +80,19 @@ def pytest_in_subprocess(tests: list[str], env: dict[str, str], *, timeout_s: fl
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout
+
+
+def own_connection():
+    """A second session on the test database (PostgreSQL), autocommit, binding parameters on the
+    client as Django does: what another process sees and does."""
+    import psycopg
+
+    db = connection.settings_dict
+    return psycopg.connect(
+        dbname=db["NAME"],
+        user=db["USER"] or "postgres",
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or 5432,
+        autocommit=True,
+        cursor_factory=psycopg.ClientCursor,
+    )

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from core.records import Batch, EventRecord, SeriesBlock, encode_batch
 from ingest.models import BatchStatus, IngestBatch
 from ingest.services import ApplyRetryLater, batch_apply
+from tests.processes import own_connection
 from timeline.models import Series
 from timeline.store import get_store
 from timeline.store.base import DAY_US
@@ -64,19 +65,6 @@ def rows_between(table: str, first_day: int, last_day: int) -> int:
             )
             count += cursor.fetchone()[0]
     return count
-
-
-def own_connection() -> psycopg.Connection:
-    """A second session on the test database, binding parameters on the client as Django does."""
-    db = connection.settings_dict
-    return psycopg.connect(
-        dbname=db["NAME"],
-        user=db["USER"] or "postgres",
-        host=db["HOST"] or "127.0.0.1",
-        port=db["PORT"] or 5432,
-        autocommit=True,
-        cursor_factory=psycopg.ClientCursor,
-    )
 
 
 @dataclass

@@ -24,7 +24,7 @@ from core.records import Batch, SeriesBlock
 from orgs.access import Scope
 from orgs.services import grant_create
 from tests.conftest import bearer_client
-from tests.processes import pytest_in_subprocess
+from tests.processes import own_connection, pytest_in_subprocess
 from timeline.models import Series
 from timeline.store import ReadHints, get_store
 from timeline.store.sample_cache import (
@@ -309,11 +309,16 @@ def test_a_dropped_day_partition_stops_the_cached_hours_of_that_day(org_a):
     assert same(answer, read_uncached(org_a, ids, lo, hi))
 
 
-def test_another_epoch_empties_the_cache_of_the_database(org_a):
-    ids = load(org_a).values()
+def cached_window(org) -> tuple:
+    """Three series of three hours loaded and read once (so cached): ids, window, the answer, and the
+    deletion count's epoch and count."""
+    ids = load(org).values()
     lo, hi = T0, T0 + 3 * HOUR
-    whole = read(org_a, ids, lo, hi)
-    epoch, deletions = generation()
+    return ids, lo, hi, read(org, ids, lo, hi), *generation()
+
+
+def test_another_epoch_empties_the_cache_of_the_database(org_a):
+    ids, lo, hi, whole, epoch, deletions = cached_window(org_a)
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {GENERATION} SET epoch = %s WHERE id = 1", [epoch ^ 1])
     with counting() as after:
@@ -324,10 +329,7 @@ def test_another_epoch_empties_the_cache_of_the_database(org_a):
 
 
 def test_a_database_without_its_deletion_count_reads_the_table(org_a):
-    ids = load(org_a).values()
-    lo, hi = T0, T0 + 3 * HOUR
-    whole = read(org_a, ids, lo, hi)
-    epoch, _ = generation()
+    ids, lo, hi, whole, epoch, _ = cached_window(org_a)
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {GENERATION}")
     with counting() as without:
@@ -345,19 +347,8 @@ def test_a_database_without_its_deletion_count_reads_the_table(org_a):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(not ON_POSTGRES, reason="a second session on an in-memory SQLite test database")
 def test_a_deletion_counted_by_another_process_empties_the_cache(org_a):
-    import psycopg
-
-    ids = load(org_a).values()
-    lo, hi = T0, T0 + 3 * HOUR
-    whole = read(org_a, ids, lo, hi)
-    db = connection.settings_dict
-    with psycopg.connect(
-        dbname=db["NAME"],
-        user=db["USER"] or "postgres",
-        host=db["HOST"] or "127.0.0.1",
-        port=db["PORT"] or 5432,
-        autocommit=True,
-    ) as other:
+    ids, lo, hi, whole, _, _ = cached_window(org_a)
+    with own_connection() as other:
         other.execute(f"UPDATE {GENERATION} SET deletions = deletions + 1 WHERE id = 1")
         with counting() as after_count:
             assert same(read(org_a, ids, lo, hi), whole)
