@@ -27,9 +27,9 @@ Hours that cannot be checked are read from the table each time, uncached: a minu
 refresh, older than the hour rows' retention. A checked hour without a row holds no sample and is not
 read at all (the rollups' invariant; an installation upgraded from before the rollups runs
 ``manage.py rebuild_rollups`` once, as its lanes need anyway). Groups with clock corrections read as
-before. ``JOINTLINE_SAMPLE_CACHE_MB`` bounds the memory per
-process (least recently used hours go first; 0 turns the cache off).
-docs/decisions/0017-sample-cache.md has the measurements.
+before. Hours are kept per series (:class:`SeriesHours`: consecutive hours end to end, handed out as
+read-only views). ``JOINTLINE_SAMPLE_CACHE_MB`` bounds the memory per process (least recently used
+series go first; 0 turns the cache off). docs/decisions/0017-sample-cache.md has the measurements.
 """
 
 from __future__ import annotations
