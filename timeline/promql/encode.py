@@ -145,14 +145,19 @@ def range_result(value: Vector | Scalar, times: np.ndarray) -> dict:
         return {"resultType": "matrix", "result": [{"metric": {}, "values": _points(times, value.values)}]}
     check_presented(value.labels)
     out = []
-    template = PointsTemplate(times) if len(value.labels) > 1 and len(times) else None
+    templates: dict[bytes, PointsTemplate] = {}  # by the steps a series is present at
     for row, labels in enumerate(value.labels):
         present = value.present[row]
+        if not present.any():
+            continue
+        values = value.values[row][present]
         points = None
-        if template is not None and present.all() and np.isfinite(value.values[row]).all():
-            points = template.points(value.values[row])
-        if points is None and present.any():
-            points = _points(times[present], value.values[row][present])
-        if points is not None:
-            out.append({"metric": _metric(labels), "values": points})
+        if np.isfinite(values).all():
+            key = present.tobytes()
+            if key not in templates:
+                templates[key] = PointsTemplate(times[present])
+            points = templates[key].points(values)
+        if points is None:
+            points = _points(times[present], values)
+        out.append({"metric": _metric(labels), "values": points})
     return {"resultType": "matrix", "result": sorted(out, key=lambda series: label_key(series["metric"]))}

@@ -30,7 +30,7 @@ from timeline.store.postgres_partitions import (
     partition_name,
 )
 from timeline.store.postgres_wire import arrays_decode, big_endian, copy_encode
-from timeline.store.sample_cache import HOUR_ROW, HOUR_TABLE
+from timeline.store.sample_cache import GENERATION, HOUR_ROW, HOUR_TABLE
 
 ROLLUP_LOCK = 0x4A4C5255  # "JLRU": one rollup refresh at a time
 
@@ -296,22 +296,35 @@ class PostgresStore(PostgresPartitions, StoreBackend):
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
         return big_endian(series_bytes, ">i8"), big_endian(ts_bytes, ">i8"), big_endian(value_bytes, ">f8")
 
-    def _hour_rows(self, ids, first, last):
-        """The hour rows' columns as binary strings, split by numpy (no Python object per row)."""
+    def _hour_facts(self, ids, first, last):
+        """The check's three reads as one statement, the queue entries and hour rows as binary strings
+        split by numpy (no Python object per row)."""
         names = HOUR_ROW.names
         send = {name: "float8send" if HOUR_ROW[name].kind == "f" else "int8send" for name in names}
         with self.connection.cursor() as cursor:
             cursor.execute(
-                f"""SELECT {", ".join(f"string_agg({send[name]}({name}), '')" for name in names)}
-                    FROM {HOUR_TABLE} WHERE series_id = ANY(%s) AND bucket >= %s AND bucket < %s""",
-                [list(ids), first, last],
+                f"""SELECT g.epoch, g.deletions, q.entries, h.*
+                    FROM (SELECT epoch, deletions FROM {GENERATION} WHERE id = 1) AS g
+                    CROSS JOIN (
+                        SELECT string_agg(int8send(series_id) || int8send(lo) || int8send(hi), '')
+                        FROM {rollups.DIRTY} WHERE series_id = ANY(%s) AND hi > %s AND lo < %s
+                    ) AS q (entries)
+                    CROSS JOIN (
+                        SELECT {", ".join(f"string_agg({send[name]}({name}), '')" for name in names)}
+                        FROM {HOUR_TABLE} WHERE series_id = ANY(%s) AND bucket >= %s AND bucket < %s
+                    ) AS h""",
+                [list(ids), first, last, list(ids), first, last],
             )
-            columns = cursor.fetchone()
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        epoch, deletions, entries, *columns = row
+        queued = [] if entries is None else big_endian(entries, ">i8").reshape(-1, 3).tolist()
         rows = np.empty(0 if columns[0] is None else len(columns[0]) // 8, dtype=HOUR_ROW)
         for name, data in zip(names, columns, strict=True):
             if data is not None:
                 rows[name] = big_endian(data, ">" + HOUR_ROW[name].str[1:])
-        return rows
+        return (int(epoch), int(deletions)), queued, rows
 
     def _text_candidates(self, text: str, hints: ReadHints) -> list[int] | None:
         """By the trigram indexes of :meth:`create_search_indexes`; None for a text too short for

@@ -409,6 +409,32 @@ class CachedSampleReads:
         """The deletion count, and per series of ``ids`` (rows) and hour of ``[first, last)`` (columns)
         what its hour row says (:data:`HOUR_CELL`: ``n`` 0 where there is no row, ``checkable`` false
         where a minute of the hour waits for its refresh); None without a deletion count."""
+        facts = self._hour_facts(ids, first, last)
+        if facts is None:
+            return None
+        generation, queued, rows = facts
+        hours = (last - first) // HOUR_US
+        cells = np.zeros((len(ids), hours), dtype=HOUR_CELL)
+        position = {series_id: index for index, series_id in enumerate(ids)}
+        at = np.array([position[series_id] for series_id in rows["series_id"].tolist()], dtype=np.int64)
+        column = (rows["bucket"] - first) // HOUR_US
+        for name in ("n", "first_ts", "last_ts"):
+            cells[name][at, column] = rows[name]
+        cells["total"][at, column] = rows["total"].view(np.int64)
+        cells["checkable"] = True
+        for series_id, q_lo, q_hi in queued:
+            a = max(0, (rollups.floor_to(int(q_lo), HOUR_US) - first) // HOUR_US)
+            b = min(hours, (rollups.ceil_to(int(q_hi), HOUR_US) - first) // HOUR_US)
+            cells["checkable"][position[int(series_id)], a:b] = False
+        return generation, cells
+
+    def _hour_facts(
+        self, ids: Sequence[int], first: int, last: int
+    ) -> tuple[tuple[int, int], list[tuple[int, int, int]], np.ndarray] | None:
+        """What the check reads: the deletion count's ``(epoch, deletions)``, the ``(series id, lo,
+        hi)`` queue entries of ``ids`` overlapping ``[first, last)``, and their hour rows there as
+        :data:`HOUR_ROW`; None without a deletion count. Three statements here; an engine may read
+        them in one."""
         placeholders = ",".join(["%s"] * len(ids))
         with self.connection.cursor() as cursor:
             cursor.execute(f"SELECT epoch, deletions FROM {GENERATION} WHERE id = 1")
@@ -421,33 +447,13 @@ class CachedSampleReads:
                 [*ids, first, last],
             )
             queued = cursor.fetchall()
-        hours = (last - first) // HOUR_US
-        cells = np.zeros((len(ids), hours), dtype=HOUR_CELL)
-        rows = self._hour_rows(ids, first, last)
-        position = {series_id: index for index, series_id in enumerate(ids)}
-        at = np.array([position[series_id] for series_id in rows["series_id"].tolist()], dtype=np.int64)
-        column = (rows["bucket"] - first) // HOUR_US
-        for name in ("n", "first_ts", "last_ts"):
-            cells[name][at, column] = rows[name]
-        cells["total"][at, column] = rows["total"].view(np.int64)
-        cells["checkable"] = True
-        for series_id, q_lo, q_hi in queued:
-            a = max(0, (rollups.floor_to(int(q_lo), HOUR_US) - first) // HOUR_US)
-            b = min(hours, (rollups.ceil_to(int(q_hi), HOUR_US) - first) // HOUR_US)
-            cells["checkable"][position[int(series_id)], a:b] = False
-        return (int(row[0]), int(row[1])), cells
-
-    def _hour_rows(self, ids: Sequence[int], first: int, last: int) -> np.ndarray:
-        """``series_id, bucket, n, first_ts, last_ts, total`` of the hour rows of ``ids`` in ``[first, last)``
-        as :data:`HOUR_ROW`."""
-        placeholders = ",".join(["%s"] * len(ids))
-        with self.connection.cursor() as cursor:
             cursor.execute(
                 f"""SELECT series_id, bucket, n, first_ts, last_ts, total FROM {HOUR_TABLE}
                     WHERE series_id IN ({placeholders}) AND bucket >= %s AND bucket < %s""",
                 [*ids, first, last],
             )
-            return np.array([tuple(row) for row in cursor.fetchall()], dtype=HOUR_ROW)
+            rows = np.array([tuple(one) for one in cursor.fetchall()], dtype=HOUR_ROW)
+        return (int(row[0]), int(row[1])), queued, rows
 
     def _hours_in_ranges(self, ranges: list[tuple[int, int, int]]) -> dict[tuple[int, int], tuple]:
         """The samples of the ``(series id, lo, hi)`` ranges (whole hours), per ``(series id, hour)``,
