@@ -389,6 +389,32 @@ def test_the_event_list_says_how_many_and_pages_through_them(page, live_server, 
     assert page.problems == []
 
 
+@pytest.mark.parametrize("width", [1400, 900])
+def test_the_event_list_keeps_its_column_titles_under_its_controls_when_scrolled(
+    page, live_server, incident, width
+):
+    """At any width (at 900 px the controls wrap to two lines) the column titles sit under the controls
+    and stay at the top of the list when it scrolls; the list scrolls, not its controls."""
+    page.set_viewport_size({"width": width, "height": 900})
+    open_view(page, live_server, _query(incident))
+    rows = page.locator(".wr-events-rows")
+    page.locator(".wr-events").scroll_into_view_if_needed()
+    rows.evaluate("e => { e.scrollTop = 240 }")
+    page.wait_for_timeout(100)
+    head = page.locator(".wr-events-head").bounding_box()
+    titles = page.locator("table.events th").first.bounding_box()
+    box = rows.bounding_box()
+    assert rows.evaluate("e => e.scrollTop") == 240
+    assert titles["y"] >= head["y"] + head["height"] - 0.5  # below the controls, never under them
+    assert abs(titles["y"] - box["y"]) < 1  # at the top of the scrolled list
+    topmost = page.evaluate(
+        "([x, y]) => document.elementFromPoint(x, y).closest('th') !== null",
+        [titles["x"] + 4, titles["y"] + titles["height"] / 2],
+    )
+    assert topmost  # the titles are drawn over the rows scrolled under them
+    assert page.problems == []
+
+
 def test_double_click_keys_and_lane_controls(page, live_server, incident):
     """Defect 11."""
     open_view(page, live_server, _query(incident))
