@@ -1,7 +1,8 @@
 """Prometheus metrics, each collected where it is true.
 
 * **Per request, in the web processes**: push requests by protocol, organisation
-  and status and latency of the read API (``ops.middleware.ApiMetricsMiddleware``),
+  and status, latency of the read API and the Prometheus-compatible API, and the hours
+  PromQL reads found in the cache of decoded samples (``ops.middleware.ApiMetricsMiddleware``),
   samples and events journaled (a ``post_save`` of the journal entry, counted
   after commit, so every protocol endpoint is covered without a line in it). These are
   prometheus-client metrics; under gunicorn every worker process writes them to
@@ -37,7 +38,7 @@ from django.db import transaction
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Max, Min
 from django.db.models.signals import post_save
 from django.utils import timezone
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -71,6 +72,27 @@ READ_LATENCY = Histogram(
     ["endpoint", "status"],
     buckets=READ_LATENCY_BUCKETS,
 )
+
+
+SAMPLE_CACHE_HOURS = Counter(
+    "jointline_sample_cache_hours",
+    "Hours of samples PromQL reads took from a web process's cache of decoded samples (hit) or from "
+    "the table (miss: not decoded yet, changed since, or waiting for its rollup refresh).",
+    ["result"],
+)
+SAMPLE_CACHE_BYTES = Gauge(
+    "jointline_sample_cache_bytes",
+    "Bytes of decoded samples the web processes keep (JOINTLINE_SAMPLE_CACHE_MB each), summed.",
+    multiprocess_mode="livesum",
+)
+
+
+def record_sample_cache(*, hits: int, misses: int, held_bytes: int) -> None:
+    if hits:
+        SAMPLE_CACHE_HOURS.labels("hit").inc(hits)
+    if misses:
+        SAMPLE_CACHE_HOURS.labels("miss").inc(misses)
+    SAMPLE_CACHE_BYTES.set(held_bytes)
 
 
 def record_push(*, protocol: str, org: str, status: int) -> None:

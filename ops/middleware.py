@@ -6,7 +6,9 @@ with a ``Host`` of an IP or a container name and over plain HTTP, and the
 answers contain nothing that depends on the host.
 
 ``ApiMetricsMiddleware`` counts push requests by protocol, organisation and
-status, and times read requests of the API, so no endpoint carries metrics code.
+status, times read requests of the API and of the Prometheus-compatible API (GET
+or, as Grafana may send them, POST), and counts the hours of samples PromQL found
+in this process's cache, so no endpoint carries metrics code.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from django.http import HttpRequest, HttpResponse
 
 from ingest.api import PushEndpoint
 from ops import views
-from ops.metrics import record_push, record_read
+from ops.metrics import record_push, record_read, record_sample_cache
+from timeline.store.sample_cache import take_request_counts
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,7 @@ PROBES: dict[str, Callable[[HttpRequest], HttpResponse]] = {
     "/metrics": views.metrics,
 }
 API_PREFIX = "/api/"
+PROMETHEUS_PREFIX = "/prometheus/api/"
 UNKNOWN_ORG = "unknown"
 
 
@@ -48,7 +52,7 @@ class ApiMetricsMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not request.path_info.startswith(API_PREFIX):
+        if not request.path_info.startswith((API_PREFIX, PROMETHEUS_PREFIX)):
             return self.get_response(request)
         started = time.perf_counter()
         response = self.get_response(request)
@@ -66,9 +70,13 @@ def observe_api_request(request: HttpRequest, response: HttpResponse, seconds: f
         if request.method == "POST":
             record_push(protocol=view_class.protocol, org=_org_slug(request), status=response.status_code)
         return
-    if request.method in ("GET", "HEAD"):
+    promql = request.path_info.startswith(PROMETHEUS_PREFIX)
+    if request.method in ("GET", "HEAD") or promql:
         endpoint = match.view_name if match is not None else "unmatched"
         record_read(endpoint=endpoint, status=response.status_code, seconds=seconds)
+    hits, misses, held = take_request_counts()
+    if hits or misses:
+        record_sample_cache(hits=hits, misses=misses, held_bytes=held)
 
 
 def _org_slug(request: HttpRequest) -> str:

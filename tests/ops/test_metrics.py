@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
 from django.test import Client
@@ -186,3 +187,35 @@ def test_an_entry_that_cannot_be_applied_is_a_failed_entry_at_once(scraper, org_
     assert value(after, "jointline_worker_tasks_total", task=APPLY, outcome="retried") == value(
         before, "jointline_worker_tasks_total", task=APPLY, outcome="retried"
     )
+
+
+def test_promql_reads_are_timed_and_their_cached_hours_counted(scraper, wired, org_a, read_token_a):
+    from core.records import Batch, SeriesBlock
+    from timeline.store import get_store
+
+    start = 1_781_481_600  # whole hours of samples every 15 s
+    times = [(start + 15 * k) * 1_000_000 for k in range(2 * 240)]
+    block = SeriesBlock(
+        signal="storage", metric="nfs_rpc_slots_in_use", labels={"node": "node-01"}, kind="gauge",
+        unit="", ts=times, values=[float(k % 7) for k in range(len(times))],
+    )  # fmt: skip
+    get_store().write_batch(org_id=org_a.pk, batch=Batch(source="metrics-test", series=[block]))
+    while get_store().refresh_stale_rollups():
+        pass
+    client = bearer_client(read_token_a)
+    params = {"query": "nfs_rpc_slots_in_use", "start": start, "end": start + 7200, "step": 60}
+    before = scrape(scraper)
+    assert client.get("/prometheus/api/v1/query_range", params).status_code == 200  # decodes both hours
+    form, encoding = urlencode(params), "application/x-www-form-urlencoded"
+    answer = client.post("/prometheus/api/v1/query_range", form, content_type=encoding)
+    assert answer.status_code == 200  # from memory, as Grafana POSTs it
+    after = scrape(scraper)
+
+    def delta(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("jointline_sample_cache_hours_total", result="miss") == 2
+    assert delta("jointline_sample_cache_hours_total", result="hit") == 2
+    assert value(after, "jointline_sample_cache_bytes") >= 2 * 240 * 16
+    name = "jointline_api_read_duration_seconds_count"
+    assert delta(name, endpoint="promql:query-range", status="2xx") == 2

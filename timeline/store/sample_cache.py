@@ -176,9 +176,13 @@ class SampleCache:
                 self.bytes -= self._entries.popitem(last=False)[1].nbytes
 
     def count(self, hits: int, misses: int) -> None:
+        """Count hours served (``hits``) and read from the table (``misses``), in total and for the
+        calling thread's request (:func:`take_request_counts`)."""
         with self._lock:
             self.hits += hits
             self.misses += misses
+        _request.hits = getattr(_request, "hits", 0) + hits
+        _request.misses = getattr(_request, "misses", 0) + misses
 
     def held(self, database: str, ids: Sequence[int], first: int, last: int) -> int | None:
         """How many samples the cached hours of ``ids`` in ``[first, last)`` hold, when every one of
@@ -204,6 +208,15 @@ class SampleCache:
 
 _cache: SampleCache | None = None
 _cache_lock = threading.Lock()
+_request = threading.local()  # what the cache counted for the request this thread is answering
+
+
+def take_request_counts() -> tuple[int, int, int]:
+    """``(hits, misses)`` the cache counted on this thread since the last call, and the bytes it holds
+    now; the counts start again from zero (the metrics middleware calls it after each request)."""
+    hits, misses = getattr(_request, "hits", 0), getattr(_request, "misses", 0)
+    _request.hits = _request.misses = 0
+    return hits, misses, 0 if _cache is None else _cache.bytes
 
 
 def sample_cache() -> SampleCache | None:
