@@ -53,8 +53,7 @@ def _points(times: np.ndarray, values: np.ndarray) -> msgspec.Raw:
     between pairs are the only ``],[``. Others go value by value (:func:`format_value`)."""
     if not len(times):
         return msgspec.Raw(b"[]")
-    whole = not (times % US_PER_S).any()
-    seconds = (times // US_PER_S if whole else times / US_PER_S).tolist()
+    seconds = _seconds_list(times)
     if np.isfinite(values).all():
         whole_values = _whole(values)
         numbers = values.astype(np.int64).tolist() if whole_values else values.tolist()

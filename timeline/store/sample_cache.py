@@ -59,10 +59,9 @@ HOUR_ROW = np.dtype(
         ("total", "<f8"),
     ]
 )
-STAMP_FIELDS = ("n", "first_ts", "last_ts", "total")
-HOUR_CELL = np.dtype(
-    [("n", "<i8"), ("first_ts", "<i8"), ("last_ts", "<i8"), ("total", "<i8"), ("checkable", "?")]
-)
+STAMP_FIELDS = ("n", "first_ts", "last_ts", "total")  # ``total`` as the bits of the float
+STAMP = np.dtype([(name, "<i8") for name in STAMP_FIELDS])
+HOUR_CELL = np.dtype([*((name, "<i8") for name in STAMP_FIELDS), ("checkable", "?")])
 SAMPLE_BYTES = 16  # a time and a value
 
 
@@ -82,7 +81,6 @@ class Stamp(NamedTuple):
         )
 
 
-STAMP = np.dtype([(name, "<i8") for name in STAMP_FIELDS])
 ENTRY_OVERHEAD = 400  # bytes per cached series beyond its arrays
 
 
