@@ -8,10 +8,11 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from orgs.access import require_role
 from orgs.models import (
     TOKEN_PREFIX,
     AccessRequest,
@@ -117,6 +118,20 @@ def token_authenticate(secret: str) -> IngestToken | None:
 
 
 # -- sharing -------------------------------------------------------------------
+#
+# Every write that hands data to another organisation decides here who may make it, so no page, API
+# or command has to remember the rule: the acting person must be an admin of the owner
+# (``require_role``'s refusal and wording below admin; an admin of another organisation is told whose
+# admins decide). The acting person is None only for system jobs no request reaches (the scenario
+# loader, benchmarks, test fixtures); a request always passes its user, signed in or not.
+
+
+def _require_owner_admin(user, owner: Organization, *, action: str) -> Membership:
+    """``user``'s membership when they are an admin of ``owner``; PermissionDenied otherwise."""
+    membership = require_role(user, Role.ADMIN, action=action)
+    if membership.org_id != owner.pk:
+        raise PermissionDenied(f"only the owner's admins can {action}")
+    return membership
 
 
 def _validate_selector(*, signals: list[str], label_matchers: list[str], level: str) -> None:
@@ -151,7 +166,12 @@ def grant_create(
     expires_at=None,
     created_by=None,
 ) -> Grant:
-    """Share part of ``owner``'s data with ``grantee`` (None: every other organisation)."""
+    """Share part of ``owner``'s data with ``grantee`` (None: every other organisation).
+
+    ``created_by`` must be an admin of ``owner`` (PermissionDenied otherwise); None only for system
+    jobs."""
+    if created_by is not None:
+        _require_owner_admin(created_by, owner, action="share data")
     signals, label_matchers = list(signals or []), list(label_matchers or [])
     _validate_selector(signals=signals, label_matchers=label_matchers, level=level)
     if grantee is not None and grantee.pk == owner.pk:
@@ -177,7 +197,11 @@ def grant_create(
     return grant
 
 
-def grant_revoke(*, grant: Grant) -> Grant:
+def grant_revoke(*, grant: Grant, revoked_by=None) -> Grant:
+    """Stop ``grant`` from the next request on (idempotent). ``revoked_by`` must be an admin of the
+    grant's owner (PermissionDenied otherwise); None only for system jobs."""
+    if revoked_by is not None:
+        _require_owner_admin(revoked_by, grant.owner, action="revoke grants")
     if grant.revoked_at is None:
         grant.revoked_at = timezone.now()
         grant.save(update_fields=["revoked_at"])
@@ -195,7 +219,8 @@ def access_request_create(
     data_from=None,
     data_to=None,
 ) -> AccessRequest:
-    requester = requester_user.membership.org
+    """Ask ``owner`` to share data with the requester's organisation (any member may ask)."""
+    requester = require_role(requester_user, Role.VIEWER, action="ask for access").org
     if requester.pk == owner.pk:
         raise ValidationError({"owner": "you already see your own organisation's data"})
     if not reason.strip():
@@ -217,7 +242,9 @@ def access_request_create(
 def access_request_decide(
     *, access_request: AccessRequest, decided_by, approve: bool, level: str = Level.FULL
 ) -> AccessRequest:
-    """Approve (creating a grant with the request's selector at ``level``) or decline."""
+    """Approve (creating a grant with the request's selector at ``level``) or decline. ``decided_by``
+    must be an admin of the request's owner (PermissionDenied otherwise)."""
+    _require_owner_admin(decided_by, access_request.owner, action="decide access requests")
     if access_request.status != AccessRequest.Status.PENDING:
         raise ValidationError({"status": f"this request is already {access_request.status}"})
     if approve:

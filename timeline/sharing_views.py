@@ -5,7 +5,7 @@ with the viewer. It lives on the read side because the placeholders count series
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpResponseRedirect
 from django.urls import reverse
@@ -102,8 +102,6 @@ class SharingPage(ScopedPageMixin, TemplateView):
                     name_patterns=_split(request.POST.get("name_patterns", "")),
                 )
                 messages.success(request, f"Access requested from {owner.name}.")
-            elif not membership.is_admin:
-                raise ValidationError({"role": "only your organisation's admins can change sharing"})
             elif action == "grant":
                 grantee_slug = request.POST.get("grantee", "")
                 grantee = Organization.objects.filter(slug=grantee_slug).first() if grantee_slug else None
@@ -122,7 +120,7 @@ class SharingPage(ScopedPageMixin, TemplateView):
                 messages.success(request, "Grant created; it applies from the next request.")
             elif action == "revoke":
                 grant = _owned(grants_visible(self.scope), request.POST.get("grant"), membership, "grant")
-                grant_revoke(grant=grant)
+                grant_revoke(grant=grant, revoked_by=request.user)
                 messages.success(request, f"Revoked: {grant.name}.")
             elif action in ("approve", "decline"):
                 item = _owned(
@@ -139,4 +137,7 @@ class SharingPage(ScopedPageMixin, TemplateView):
                 raise ValidationError({"action": "unknown action"})
         except ValidationError as exc:
             messages.error(request, _describe(exc))
+        except PermissionDenied as exc:
+            # the services decide who may share; their refusal is shown as they word it
+            messages.error(request, str(exc))
         return HttpResponseRedirect(reverse("sharing"))
