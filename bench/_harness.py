@@ -222,6 +222,21 @@ def add_database_arguments(parser: argparse.ArgumentParser, database_url: str) -
     parser.add_argument("--redis-url", default=DEFAULT_REDIS_URL, help="Redis database, flushed first")
 
 
+def parse_with_smoke(parser: argparse.ArgumentParser, **smoke: object) -> argparse.Namespace:
+    """Parse the command line, with ``--smoke``: the small run the test suite makes of every benchmark
+    (tests/test_benches.py), so that none stops running unnoticed. Its figures mean nothing; the
+    ``smoke`` values replace the options of the same name."""
+    shown = ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in smoke.items())
+    parser.add_argument(
+        "--smoke", action="store_true", help=f"a small run that checks it still runs ({shown})"
+    )
+    args = parser.parse_args()
+    if args.smoke:
+        for name, value in smoke.items():
+            setattr(args, name, value)
+    return args
+
+
 def add_scenario_arguments(
     parser: argparse.ArgumentParser, database_url: str, *, profiles: list[str], runs: int
 ) -> None:
@@ -390,8 +405,8 @@ def answers(port: int) -> bool:
 
 def gunicorn_command(port: int, workers: int) -> list[str]:
     return [
-        "gunicorn", "config.wsgi:application", "-w", str(workers), "-b", f"127.0.0.1:{port}",
-        "--timeout", "300", "--log-level", "warning",
+        sys.executable, "-m", "gunicorn", "config.wsgi:application",
+        "-w", str(workers), "-b", f"127.0.0.1:{port}", "--timeout", "300", "--log-level", "warning",
     ]  # fmt: skip
 
 

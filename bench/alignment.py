@@ -26,12 +26,18 @@ with the estimated corrections and without. The last line is
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# The clock rules are read through settings (JOINTLINE_CLOCK_RULES_FILE); no database is opened.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+import django  # noqa: E402
+
+django.setup()
 
 from ingest.scenario import ScenarioConfig, generate  # noqa: E402
 from timeline.clock import anchors  # noqa: E402
@@ -121,6 +127,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="the 24 h profile (default: compact)")
     parser.add_argument("--seed", type=int, default=ScenarioConfig.seed)
+    parser.add_argument("--smoke", action="store_true", help="the compact profile (the test suite's run)")
     args = parser.parse_args()
     config = ScenarioConfig(seed=args.seed) if args.full else ScenarioConfig.compact(seed=args.seed)
     started = time.perf_counter()

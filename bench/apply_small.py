@@ -154,7 +154,7 @@ def main() -> None:
         type=Path,
         help="run the one-entry-per-transaction round with the workers of this checkout instead",
     )
-    args = parser.parse_args()
+    args = _harness.parse_with_smoke(parser, entries=60)
 
     _harness.recreate_database(args.database_url)
     _harness.flush_redis(args.redis_url)

@@ -350,7 +350,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--server", choices=["gunicorn", "runserver"], default="gunicorn")
     parser.add_argument("--user", default="modeldev-viewer")
     parser.add_argument("--loads", type=int, default=5, help="cold (and warm) loads per window")
-    args = parser.parse_args()
+    args = _harness.parse_with_smoke(parser, loads=1)
     if not 1 <= args.loads <= 50:
         parser.error("--loads is 1..50")
     return args

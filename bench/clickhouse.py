@@ -308,7 +308,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--events", type=int, default=200, help="log lines per hour")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--no-schema", action="store_true", help="skip the codec and layout variants")
-    return parser.parse_args()
+    return _harness.parse_with_smoke(parser, series=6, days=1, events=20, runs=1, no_schema=True)
 
 
 def main() -> None:
@@ -407,7 +407,12 @@ def main() -> None:
         print(
             f"{name:28} {pg_reads[name]:11.1f} {ch_reads[name]:11.1f} {ch_reads[name] / pg_reads[name]:7.2f}"
         )
+    summary = (
+        f"clickhouse: ingest {pg_s / ch_s:.2f}x PostgreSQL's samples/s, lanes {ch_lanes / pg_lanes:.2f}x its "
+        f"time, {ch_bytes / samples:.2f} bytes per sample (PostgreSQL {pg_bytes / samples:.2f})"
+    )
     if args.no_schema:
+        print(summary)
         return
 
     check = measure_existence_check(clickhouse, org.pk, ids, ts, values, args.runs)
@@ -429,6 +434,7 @@ def main() -> None:
             f"{label:26} {figures['insert rows/s']:12,.0f} {figures['bytes/sample']:9.2f} "
             f"{figures['read ms (FINAL)']:9.1f} {figures['read ms (no FINAL)']:9.1f}"
         )
+    print(summary)
 
 
 if __name__ == "__main__":

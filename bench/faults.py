@@ -455,7 +455,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--pg-port", type=int, default=55432, help="private PostgreSQL port (default 55432)")
     parser.add_argument("--redis-port", type=int, default=6391, help="private Redis port (default 6391)")
     parser.add_argument("--drain-timeout", type=float, default=300.0, help="seconds to wait for the journal")
-    args = parser.parse_args()
+    args = _harness.parse_with_smoke(parser, agents=3, series=2, gap=5.0)
     if min(args.agents, args.series, args.rounds) < 1 or not 0.1 <= args.interval <= 60 or args.gap < 5:
         parser.error("--agents, --series and --rounds at least 1, --interval 0.1-60 s, --gap at least 5 s")
     return args

@@ -506,7 +506,7 @@ def parse_args() -> argparse.Namespace:
     _harness.add_database_arguments(parser, DEFAULT_DATABASE_URL)
     parser.add_argument("--apply-timeout", type=float, default=1800.0, help="seconds to wait for every apply")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one in-process apply")
-    args = parser.parse_args()
+    args = _harness.parse_with_smoke(parser, samples=20_000, batch_size=5_000)
     if min(args.samples, args.batch_size, args.senders, args.workers) < 1:
         parser.error("--samples, --batch-size, --senders and --workers must be at least 1")
     return args

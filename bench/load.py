@@ -961,7 +961,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--senders", type=int, default=64, help="push threads (default 64)")
     parser.add_argument("--drain-timeout", type=float, default=900.0, help="seconds to wait for the backlog")
     _harness.add_database_arguments(parser, DEFAULT_DATABASE_URL)
-    args = parser.parse_args()
+    args = _harness.parse_with_smoke(
+        parser,
+        duration=20.0,
+        warmup=5.0,
+        viewers=2,
+        senders=4,
+        history_hours=0.25,
+        web_workers=1,
+        ingest_workers=1,
+    )
     if args.web_workers is None:
         args.web_workers = {"split": 2, "gthread": 2}.get(args.layout, 5)
     if args.web_threads is None:

@@ -418,7 +418,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds per case")
     parser.add_argument("--width", type=int, default=1200, help="buckets per series")
     parser.add_argument("--max-block-hours", type=int, default=486, help="promtool's largest block")
-    args = parser.parse_args()
+    args = _harness.parse_with_smoke(parser, days=0, rounds=1, width=100)
     if args.rounds < 1 or args.width < 10 or args.days < 0:
         parser.error("--rounds >= 1, --width >= 10, --days >= 0")
     return args

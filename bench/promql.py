@@ -225,7 +225,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reuse", action="store_true", help="measure again on the loaded database")
     parser.add_argument("--corpus", action="store_true", help="also run the compliance corpus")
-    args = parser.parse_args()
+    args = _harness.parse_with_smoke(parser, series=6, rounds=1)
     for binary in ("prometheus", "promtool"):
         if not shutil.which(binary):
             raise SystemExit(f"{binary} is not installed: apt-get install prometheus")

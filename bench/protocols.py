@@ -307,7 +307,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--redis-url", default=DEFAULT_REDIS_URL, help="Redis database, flushed first")
     parser.add_argument("--apply-timeout", type=float, default=1800.0, help="seconds to wait for every apply")
-    args = parser.parse_args()
+    args = _harness.parse_with_smoke(parser, samples=4_000, batch_size=1_000)
     if min(args.samples, args.batch_size, args.senders) < 1:
         parser.error("--samples, --batch-size and --senders must be at least 1")
     _harness.require_loopback(args.database_url)

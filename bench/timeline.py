@@ -391,7 +391,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--nodes", type=int, help="cluster size (default 63; the job takes all but 3)")
     parser.add_argument("--extra-logs", type=int, default=1_000_000, help="log lines added for the search")
-    return parser.parse_args()
+    return _harness.parse_with_smoke(parser, profile="compact", runs=1, extra_logs=1_000)
 
 
 def main() -> None:
