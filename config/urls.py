@@ -15,6 +15,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from ingest import api as ingest_api
+from ingest import topology as ingest_topology
 from orgs import api as orgs_api
 from timeline import api as timeline_api
 from timeline import incident_api, incident_views, sharing_views, views
@@ -34,6 +35,7 @@ ROUTES: tuple[tuple[str, str, type[View], str], ...] = (
     ("", "i/<str:short_id>", incident_views.PermalinkPage, "permalink"),
     ("", "clock/", clock_api.ClockPage, "clock"),
     ("api", "push", ingest_api.NativePushView, "push"),
+    ("api", "topology", ingest_topology.TopologyPushView, "topology"),
     ("api", "batches/<uuid:batch_id>", ingest_api.BatchStatusView, "batch-status"),
     ("api", "series", timeline_api.SeriesListView, "series"),
     ("api", "lanes", timeline_api.LanesView, "lanes"),

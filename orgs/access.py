@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -208,6 +208,15 @@ class Scope:
         rule = self._best_rule(lambda r: r.level != LEVEL_AGGREGATE and r.matches_event(event))
         return rule.level if rule else None
 
+    def topology_readable(self, owner_id: int, signal: str) -> bool:
+        """May this scope read the dependencies ``owner_id`` pushed under ``signal``? Own ones always;
+        another organisation's through a full or redacted grant that would share an event of that
+        signal named ``topology`` (an aggregate grant shares no entity, so no edge)."""
+        if self.is_system or owner_id in self.own_org_ids:
+            return True
+        record = _TopologyRecord(owner_id, signal)
+        return any(r.level != LEVEL_AGGREGATE and r.matches_series(record) for r in self.rules)
+
     # -- redaction decisions (the read side shapes rows with them: timeline.presenters) --
     def series_masked_labels(self, series) -> tuple[str, ...]:
         """The label names of ``series`` this scope sees pseudonymised (none at full level)."""
@@ -270,6 +279,16 @@ class Scope:
             through=through,
             window=window,
         )
+
+
+@dataclass(frozen=True)
+class _TopologyRecord:
+    """What a grant's selector is matched against for an organisation's pushed topology."""
+
+    org_id: int
+    signal: str
+    metric: str = "topology"
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def pseudonym(owner_id: int, viewer_org_id: int | None, name: str, value: str) -> str:

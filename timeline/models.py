@@ -329,3 +329,51 @@ class ClockCorrection(models.Model):
     def save(self, *args, **kwargs):
         super().save(*args, **kwargs)
         ClockCorrection.changes += 1
+
+
+class TopologyEdge(models.Model):
+    """One dependency an organisation pushed (``POST /api/v1/topology``): ``dependent`` depends on
+    ``dependency`` (a node on the filesystem it mounts, a service on one it calls). Read through the
+    gate like an event of the organisation's ``signal`` named ``topology``
+    (:meth:`orgs.access.Scope.topology_readable`); a push replaces what its ``source`` said before."""
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    source = models.CharField(max_length=200)
+    signal = models.CharField(max_length=16, choices=SIGNAL_CHOICES, default="other")
+    dependent_kind = models.CharField(max_length=64)
+    dependent = models.CharField(max_length=200)
+    dependency_kind = models.CharField(max_length=64)
+    dependency = models.CharField(max_length=200)
+    pushed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["org", "source", "dependent_kind", "dependent", "dependency_kind", "dependency"],
+                name="topology_edge_identity",
+            )
+        ]
+        indexes = [models.Index(fields=["org", "signal"])]
+
+    def __str__(self) -> str:
+        return f"{self.dependent_kind}/{self.dependent} -> {self.dependency_kind}/{self.dependency}"
+
+
+class TopologyEntity(models.Model):
+    """An entity of a pushed topology with the metric-name globs of the organisation's own series that
+    describe it (a storage array's totals describe its service, not any one node)."""
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    source = models.CharField(max_length=200)
+    signal = models.CharField(max_length=16, choices=SIGNAL_CHOICES, default="other")
+    kind = models.CharField(max_length=64)
+    name = models.CharField(max_length=200)
+    series_patterns = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "source", "kind", "name"], name="topology_entity_identity")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.name}"

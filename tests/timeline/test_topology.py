@@ -1,0 +1,185 @@
+"""Topology: pushed, read within grants, and the root cause placed along it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ingest.protocols.errors import InvalidPayload
+from ingest.protocols.topology import parse_topology
+from orgs.access import Scope
+from orgs.models import Level
+from orgs.services import grant_create
+from tests.conftest import post_body
+from tests.factories import T0, gauge, own_scope, write
+from timeline.analysis.root_cause import Item, place_along_dependencies
+from timeline.analysis.topology import Graph, dependency_graph
+from timeline.models import Series
+
+STORAGE_TOPOLOGY = {
+    "source": "cmdb",
+    "signal": "storage",
+    "entities": [{"kind": "storage_service", "name": "datasets", "series": ["storage_metadata_*"]}],
+    "edges": [{"from": f"node/node-{n:02d}", "to": "storage_service/datasets"} for n in range(1, 61)],
+}
+
+
+def push_topology(client, document: dict):
+    return post_body(client, "/api/v1/topology", json.dumps(document).encode(), "application/json")
+
+
+# --------------------------------------------------------------------------- the wire format
+
+
+def test_topology_document_is_parsed_into_edges_and_bindings():
+    document = parse_topology(json.dumps(STORAGE_TOPOLOGY).encode())
+    assert document.signal == "storage"
+    assert len(document.edges) == 60
+    assert str(document.edges[0][0]) == "node/node-01"
+    assert document.entities[0].series == ("storage_metadata_*",)
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "reason"),
+    [
+        ({"source": "x", "edges": [{"from": "node/a", "to": "switch"}]}, "edges[0].to", "kind/name"),
+        ({"source": "x", "edges": [{"from": "Node/a", "to": "switch/s"}]}, "edges[0].from", "lower-case"),
+        ({"source": "x", "edges": [{"from": "node/a", "to": "node/a"}]}, "edges[0]", "itself"),
+        ({"source": "x", "signal": "weather"}, "signal", "one of"),
+        ({"source": ""}, "source", "1-200"),
+        (
+            {"source": "x", "entities": [{"kind": "svc", "name": "a", "series": ["a b"]}]},
+            "entities[0].series",
+            "glob",
+        ),
+    ],
+)
+def test_bad_topology_names_the_field_and_the_reason(body, field, reason):
+    with pytest.raises(InvalidPayload) as caught:
+        parse_topology(json.dumps(body).encode())
+    errors = {error.field: error.reason for error in caught.value.errors}
+    assert field in errors and reason in errors[field], errors
+
+
+def test_misspelt_field_is_refused_not_ignored():
+    with pytest.raises(InvalidPayload) as caught:
+        parse_topology(b'{"source": "x", "edegs": []}')
+    assert "edegs" in str(caught.value.errors[0].reason)
+
+
+# --------------------------------------------------------------------------- the push endpoint
+
+
+def test_push_token_replaces_its_sources_topology(pusher_a, org_a):
+    first = push_topology(pusher_a, STORAGE_TOPOLOGY)
+    assert first.status_code == 200, first.content
+    assert first.json() == {"source": "cmdb", "edges": 60, "entities": 1}
+    again = push_topology(pusher_a, {**STORAGE_TOPOLOGY, "edges": STORAGE_TOPOLOGY["edges"][:3]})
+    assert again.json()["edges"] == 3
+    graph = dependency_graph(own_scope(org_a))
+    assert graph.edge_count() == 3
+
+
+def test_bad_topology_push_answers_400_naming_the_field_and_keeps_the_old_one(pusher_a, org_a):
+    assert push_topology(pusher_a, STORAGE_TOPOLOGY).status_code == 200
+    refused = push_topology(pusher_a, {"source": "cmdb", "edges": [{"from": "node/a"}]})
+    assert refused.status_code == 400
+    assert "to" in json.dumps(refused.json())
+    assert dependency_graph(own_scope(org_a)).edge_count() == 60
+
+
+def test_topology_push_needs_a_push_token(client_a, anonymous):
+    assert push_topology(client_a, STORAGE_TOPOLOGY).status_code in (401, 403)
+    assert push_topology(anonymous, STORAGE_TOPOLOGY).status_code in (401, 403)
+
+
+# --------------------------------------------------------------------------- reading within grants
+
+
+def _other_orgs_view(owner, viewer) -> Scope:
+    return Scope.dangerously_as_org(viewer.pk, "test")
+
+
+def test_another_organisations_topology_is_read_only_through_a_grant(pusher_a, org_a, org_b):
+    push_topology(pusher_a, STORAGE_TOPOLOGY)
+    assert dependency_graph(_other_orgs_view(org_a, org_b)).edge_count() == 0
+    grant_create(owner=org_a, grantee=org_b, name="aggregates", level=Level.AGGREGATE, signals=["storage"])
+    assert dependency_graph(_other_orgs_view(org_a, org_b)).edge_count() == 0  # aggregate: no entity
+    grant_create(owner=org_a, grantee=org_b, name="topology", signals=["storage"], name_patterns=["topology"])
+    graph = dependency_graph(_other_orgs_view(org_a, org_b))
+    assert graph.edge_count() == 60
+    assert graph.bindings and graph.bindings[0][2] == ("storage_service", "datasets")
+
+
+def test_grant_of_other_signals_or_names_shares_no_edge(pusher_a, org_a, org_b):
+    push_topology(pusher_a, STORAGE_TOPOLOGY)
+    grant_create(owner=org_a, grantee=org_b, name="gpu", signals=["gpu"])
+    grant_create(
+        owner=org_a, grantee=org_b, name="metadata", signals=["storage"], name_patterns=["storage_*"]
+    )
+    assert dependency_graph(_other_orgs_view(org_a, org_b)).edge_count() == 0
+
+
+def test_labels_naming_two_entities_give_an_edge(org_a):
+    write(org_a, series=[gauge("node_load1", {"node": "node-01", "switch": "tor-3"}, [1.0, 2.0])])
+    scope = own_scope(org_a)
+    graph = dependency_graph(scope, series=Series.objects.scoped(scope))
+    assert graph.upstream(("node", "node-01")) == {("switch", "tor-3"): 1}
+
+
+def test_entities_of_a_series_are_its_entity_labels_case_insensitively_and_its_bindings():
+    graph = Graph(rules=None)
+    graph.bindings.append((7, ("storage_metadata_*",), ("storage_service", "datasets")))
+    assert graph.entities_of(7, "storage_metadata_ops_per_second", None) == {("storage_service", "datasets")}
+    assert graph.entities_of(8, "storage_metadata_ops_per_second", None) == set()
+
+
+# --------------------------------------------------------------------------- the root cause along it
+
+
+def _sixty_nodes_and_their_storage() -> Graph:
+    graph = Graph()
+    for n in range(1, 61):
+        graph.add(("node", f"node-{n:02d}"), ("storage_service", "datasets"))
+    return graph
+
+
+def _items(dependency_score: float, onset_of_dependency: int = T0):
+    nodes = frozenset(("node", f"node-{n:02d}") for n in range(1, 61))
+    return [
+        Item(score=0.9, entities=nodes, onset=T0),  # sixty nodes' slow shard loads: the loudest
+        Item(score=0.8, entities=nodes, onset=T0),  # and their GPUs' temperature
+        Item(
+            score=dependency_score,
+            entities=frozenset({("storage_service", "datasets")}),
+            onset=onset_of_dependency,
+        ),
+        Item(score=0.5, entities=frozenset({("switch", "tor-9")})),  # unrelated
+    ]
+
+
+def test_a_shared_dependency_ranks_above_its_sixty_dependents():
+    placed = place_along_dependencies(_sixty_nodes_and_their_storage(), _items(0.4), window_us=3600 * 10**6)
+    assert placed[2].score > max(placed[0].score, placed[1].score)
+    assert placed[2].role == "dependency"
+    assert placed[2].dependents == {"node": 60}
+    assert "upstream of 60 nodes" in placed[2].explanation()
+    assert placed[0].role == "dependent" and placed[0].path[-1] == ("storage_service", "datasets")
+    assert placed[3].score == 0.5 and placed[3].role == ""
+
+
+def test_a_dependency_that_changed_well_after_its_dependents_is_not_their_cause():
+    window = 3600 * 10**6
+    placed = place_along_dependencies(
+        _sixty_nodes_and_their_storage(), _items(0.4, onset_of_dependency=T0 + window // 2), window_us=window
+    )
+    assert placed[2].score == 0.4 and placed[2].role == ""
+
+
+def test_an_edge_the_viewer_may_not_read_changes_no_score(pusher_a, org_a, org_b):
+    push_topology(pusher_a, STORAGE_TOPOLOGY)
+    unshared = dependency_graph(_other_orgs_view(org_a, org_b))
+    placed = place_along_dependencies(unshared, _items(0.4), window_us=3600 * 10**6)
+    assert [p.score for p in placed] == [0.9, 0.8, 0.4, 0.5]
+    assert all(p.role == "" and p.explanation() == "" for p in placed)
