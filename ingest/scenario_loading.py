@@ -55,6 +55,9 @@ DEMO_GRANTS: tuple[DemoGrant, ...] = (
         ("storage_*", "nfs_rpc_*"),
     ),
     DemoGrant("storage", "infra", "all storage data, per node", "full", ("storage",)),
+    DemoGrant(
+        "storage", None, "which nodes depend on the storage service", "full", ("storage",), ("topology",)
+    ),
     DemoGrant("modeldev", "infra", "training job logs (no message bodies)", "redacted", ("application",)),
     DemoGrant("modeldev", "storage", "training job logs (no message bodies)", "redacted", ("application",)),
     DemoGrant("gpuvendor", None, "XID error events", "full", ("gpu",), ("xid*", "DCGM_FI_DEV_XID_ERRORS")),
@@ -64,7 +67,12 @@ DEMO_GRANTS: tuple[DemoGrant, ...] = (
 
 
 def demo_grants_apply() -> int:
-    """Create the reference war room's grants that do not exist yet; returns how many were created."""
+    """Create the reference war room's grants that do not exist yet, and push the topology its
+    organisations know (:mod:`ingest.scenario.topology`, replaced whole each time); returns how many
+    grants were created."""
+    from ingest.protocols.topology import parse_topology
+    from ingest.scenario.topology import scenario_topologies
+    from ingest.topology import topology_replace
     from orgs.models import Grant
     from orgs.services import grant_create
 
@@ -84,6 +92,8 @@ def demo_grants_apply() -> int:
             label_matchers=list(demo.label_matchers),
         )
         created += 1
+    for slug, document in scenario_topologies():
+        topology_replace(org=orgs[slug], document=parse_topology(json.dumps(document).encode()))
     return created
 
 
