@@ -11,7 +11,25 @@ from config.api_input import OffsetDateTimeField, StringListField
 from config.api_lookup import found
 from orgs.access import require_role
 from orgs.api_base import ScopedAPIView, takes_body
-from orgs.models import AccessRequest, AuditEntry, Grant, Level, Membership, Organization, Role
+from orgs.discovery import (
+    description_create,
+    description_delete,
+    description_get,
+    description_update,
+    descriptions_owned,
+    disclosure_set,
+)
+from orgs.models import (
+    AccessRequest,
+    AuditEntry,
+    Grant,
+    Level,
+    Membership,
+    Organization,
+    Role,
+    UnsharedDescription,
+    UnsharedDisclosure,
+)
 from orgs.selectors import access_requests_visible, audit_rows, grants_visible
 from orgs.services import access_request_create, access_request_decide, grant_create, grant_revoke
 
@@ -270,3 +288,142 @@ class AuditView(ScopedAPIView):
                 ]
             }
         )
+
+
+# ---------------------------------------------------------- what others learn of unshared data
+
+
+def description_json(description: UnsharedDescription) -> dict:
+    """A description as its owner's members see it: what others read (``name``, ``text``) and the
+    selector that only decides where it applies (``signals``, ``name_patterns``), never shown to others."""
+    return {
+        "id": description.pk,
+        "name": description.name,
+        "text": description.text,
+        "signals": description.signals,
+        "name_patterns": description.name_patterns,
+        "updated_at": description.updated_at,
+    }
+
+
+def _disclosure_json(org: Organization) -> dict:
+    return {"unshared_disclosure": org.unshared_disclosure, "announce_unshared": org.announce_unshared}
+
+
+class DisclosureBody(serializers.Serializer):
+    unshared_disclosure = serializers.ChoiceField(
+        UnsharedDisclosure.values,
+        help_text="what placeholders say of your data not shared with an organisation: "
+        "none (that some exists, per signal), counts (how many series), described (counts and descriptions)",
+    )
+
+
+class DescriptionBody(serializers.Serializer):
+    name = serializers.CharField(max_length=MAX_TEXT, help_text="the name others read")
+    text = serializers.CharField(
+        max_length=MAX_TEXT,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="one sentence others read",
+    )
+    signals = StringListField(
+        help_text="signal families it applies to; none: all (only your organisation sees)"
+    )
+    name_patterns = StringListField(
+        help_text="metric name globs it applies to; none: all (only your organisation sees)"
+    )
+
+
+class DescriptionPatchBody(serializers.Serializer):
+    name = serializers.CharField(max_length=MAX_TEXT, required=False)
+    text = serializers.CharField(max_length=MAX_TEXT, required=False, allow_blank=True)
+    signals = serializers.ListField(child=serializers.CharField(max_length=MAX_TEXT), required=False)
+    name_patterns = serializers.ListField(child=serializers.CharField(max_length=MAX_TEXT), required=False)
+
+
+class DisclosureShape(serializers.Serializer):
+    unshared_disclosure = serializers.CharField()
+    announce_unshared = serializers.BooleanField(help_text="off: no placeholder at all")
+
+
+class DescriptionShape(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    text = serializers.CharField(allow_blank=True)
+    signals = serializers.ListField(child=serializers.CharField())
+    name_patterns = serializers.ListField(child=serializers.CharField())
+    updated_at = serializers.DateTimeField()
+
+
+class DescriptionListShape(serializers.Serializer):
+    descriptions = DescriptionShape(many=True)
+
+
+class DisclosureView(ScopedAPIView):
+    @extend_schema(
+        summary="What placeholders say of your organisation's data not shared with others",
+        responses={200: DisclosureShape},
+    )
+    def get(self, request):
+        return Response(_disclosure_json(Organization.objects.get(pk=self.scope.viewer_org_id)))
+
+    @takes_body(
+        DisclosureBody,
+        summary="Choose what placeholders say of your data not shared with others (admins)",
+        responses={200: DisclosureShape},
+    )
+    def put(self, request):
+        org = disclosure_set(user=request.user, level=self.body()["unshared_disclosure"])
+        return Response(_disclosure_json(org))
+
+
+class DescriptionListView(ScopedAPIView):
+    @extend_schema(
+        summary="Descriptions your organisation published of data not shared with others",
+        responses={200: DescriptionListShape},
+    )
+    def get(self, request):
+        return Response({"descriptions": [description_json(d) for d in descriptions_owned(self.scope)]})
+
+    @takes_body(
+        DescriptionBody,
+        summary="Publish a description of some of your data, shown to those it is not shared with (admins)",
+        responses={201: DescriptionShape},
+    )
+    def post(self, request):
+        body = self.body()
+        description = description_create(
+            user=request.user,
+            name=body["name"],
+            text=body["text"],
+            signals=body["signals"],
+            name_patterns=body["name_patterns"],
+        )
+        return Response(description_json(description), status=201)
+
+
+class DescriptionDetailView(ScopedAPIView):
+    def _description(self, description_id: int) -> UnsharedDescription:
+        return found(description_get(self.scope, description_id), "description")
+
+    @extend_schema(summary="One published description", responses={200: DescriptionShape})
+    def get(self, request, description_id: int):
+        return Response(description_json(self._description(description_id)))
+
+    @takes_body(
+        DescriptionPatchBody,
+        summary="Change a published description (admins)",
+        responses={200: DescriptionShape},
+        partial=True,
+    )
+    def patch(self, request, description_id: int):
+        description = self._description(description_id)
+        description = description_update(user=request.user, description=description, **self.body())
+        return Response(description_json(description))
+
+    @extend_schema(summary="Withdraw a published description (admins)", responses={204: None})
+    def delete(self, request, description_id: int):
+        description = self._description(description_id)
+        description_delete(user=request.user, description=description)
+        return Response(status=204)

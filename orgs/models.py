@@ -15,6 +15,15 @@ SLUG_VALIDATOR = RegexValidator(r"^[a-z][a-z0-9-]{1,39}$", "lowercase letters, d
 COLOUR_VALIDATOR = RegexValidator(r"^#[0-9a-fA-F]{6}$", "a colour like #1f77b4")
 
 
+class UnsharedDisclosure(models.TextChoices):
+    """What ``Organization.unshared_disclosure`` lets a placeholder say (``announce_unshared`` off: no
+    placeholder at all)."""
+
+    NONE = "none", "that data exists, per signal"
+    COUNTS = "counts", "how many series exist, per signal"
+    DESCRIBED = "described", "the counts and the published descriptions"
+
+
 class Organization(models.Model):
     slug = models.CharField(max_length=40, unique=True, validators=[SLUG_VALIDATOR])
     name = models.CharField(max_length=200)
@@ -28,6 +37,16 @@ class Organization(models.Model):
     )
     push_samples_per_minute = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="Overrides JOINTLINE_PUSH_SAMPLES_PER_MINUTE for this organisation."
+    )
+    unshared_disclosure = models.CharField(
+        max_length=10,
+        choices=UnsharedDisclosure.choices,
+        default=UnsharedDisclosure.COUNTS,
+        help_text=(
+            "What a placeholder says of data not shared with another organisation (when "
+            "announced): none (that some exists, per signal), counts (how many series), described "
+            "(the counts and the published descriptions). Never metric names or labels."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -233,3 +252,34 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.viewer} read {self.owner} {self.count} x: {self.what}"
+
+
+class UnsharedDescription(models.Model):
+    """A family of the owner's data, described in the owner's words for those it is not shared with.
+
+    ``name`` and ``text`` are what others read; the selector (``signals``, ``name_patterns``) stays with
+    the owner and only decides where the description applies: it is shown to a viewer when some series
+    it selects exist and are not shared with that viewer, and the owner discloses descriptions
+    (``Organization.unshared_disclosure`` = described)."""
+
+    owner = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="unshared_descriptions")
+    name = models.CharField(max_length=80, help_text="A name others read, e.g. 'metadata service health'.")
+    text = models.CharField(max_length=300, blank=True, help_text="One sentence others read.")
+    signals = models.JSONField(default=list, blank=True, help_text="Signal families; empty: all (private).")
+    name_patterns = models.JSONField(
+        default=list, blank=True, help_text="Glob patterns on metric names; empty: all (private)."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["owner__slug", "name", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="unshared_description_name_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner}: {self.name}"

@@ -292,12 +292,27 @@ class CatalogueFamilyShape(serializers.Serializer):
     with_duration = serializers.BooleanField()
 
 
+class UnsharedFamilyShape(serializers.Serializer):
+    id = serializers.IntegerField(help_text="the owner's description; a request-access link may name it")
+    name = serializers.CharField(help_text="written by the owner")
+    text = serializers.CharField(allow_blank=True, help_text="written by the owner")
+    count = serializers.IntegerField(help_text="series it describes that you cannot read one by one")
+    request = serializers.CharField(help_text="the request-access link")
+
+
 class UnsharedShape(serializers.Serializer):
     org = serializers.CharField()
     org_name = serializers.CharField()
     colour = serializers.CharField(allow_blank=True)
     signal = serializers.CharField()
-    count = serializers.IntegerField(help_text="series you cannot read one by one")
+    disclosure = serializers.CharField(help_text="what the owner lets it say: none, counts, described")
+    count = serializers.IntegerField(
+        allow_null=True, help_text="series you cannot read one by one; null where the owner hides counts"
+    )
+    what = serializers.CharField(help_text='"126 series", or "data" where the owner hides counts')
+    text = serializers.CharField(help_text='"126 series not shared with you"')
+    request = serializers.CharField(help_text="the request-access link (owner and signal only)")
+    families = UnsharedFamilyShape(many=True, help_text="descriptions the owner published")
 
 
 class WarroomCatalogueShape(serializers.Serializer):

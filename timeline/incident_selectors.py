@@ -24,7 +24,7 @@ from timeline.models import (
     Snapshot,
     SnapshotPart,
 )
-from timeline.presenters import present_event, present_series
+from timeline.presenters import present_event, present_series, unshared_placeholders
 from timeline.selectors import EVENT_ORDERS
 from timeline.store import ReadHints, get_store
 
@@ -358,117 +358,14 @@ def _clock_for(scope: Scope, clock: dict) -> dict:
 
 # ----------------------------------------------------------------------------- what the war room offers
 
-# Words of metric names written as people write them.
-_WORDS = {
-    "nfs": "NFS",
-    "rpc": "RPC",
-    "gpu": "GPU",
-    "nic": "NIC",
-    "dcgm": "GPU (DCGM)",
-    "xid": "XID",
-    "io": "I/O",
-    "ecc": "ECC",
-    "sbe": "SBE",
-    "node": "host",
-}
-# Parts of metric names that say nothing to a person: units, and DCGM's field prefix.
-_FILLER = ("seconds", "bytes", "total", "per", "second", "ratio", "percent", "celsius", "watts", "fi", "dev")
-# Exporters whose metrics are one family each (node_exporter's node_*, DCGM's DCGM_FI_DEV_*).
-_EXPORTER_FAMILIES = ("node", "dcgm")
-
-
-def _metric_family(metric: str) -> str:
-    """The family of a metric name, its first two words: ``nfs_read_latency_seconds`` -> ``nfs_read``;
-    one word for an exporter's metrics (``node:DCGM_FI_DEV_GPU_TEMP:max`` -> ``dcgm``). Recording
-    rules' ``level:`` prefix and ``:aggregation`` suffix are left out."""
-    name = re.sub(r"^[a-z]+:(?=.*:)", "", metric.lower())
-    name = re.sub(r":[a-z_]+$", "", name)
-    parts = [p for p in re.split(r"[_:]+", name) if p and p not in _FILLER]
-    if not parts:
-        return "other"
-    if parts[0] in _EXPORTER_FAMILIES or len(parts) < 3:
-        return parts[0]
-    return "_".join(parts[:2])
-
-
-def _words(text: str) -> str:
-    return " ".join(_WORDS.get(word, word) for word in text.replace("_", " ").split())
-
 
 def unshared_groups(scope: Scope) -> list[dict]:
     """What exists of other organisations that this viewer may not read at all, where the owner
-    announces it (``Organization.announce_unshared``): per (organisation, signal), metric families a
-    person recognises, e.g. ``per-node NFS read (2 metrics)``, with the name pattern an access request
-    for the family would ask for. Series shared only as fleet aggregates count as shared. A family is
-    named by the first words its metric names share (never a whole metric name), so a placeholder names
-    no series, label, value or metric."""
-    from django.db.models import Count
-
-    scope = require_scope(scope)
-    if scope.is_system:
-        return []
-    rows = (
-        Series.unscoped.exclude(scope.series_filter(include_aggregate=True))
-        .exclude(org_id__in=sorted(scope.own_org_ids))
-        .filter(org__announce_unshared=True)
-        .values("org__slug", "org__name", "org__colour", "signal", "metric")
-        .annotate(series=Count("id"), nodes=Count("id", filter=Q(labels__has_key="node")))
-        .order_by("org__slug", "signal", "metric")
-    )
-    grouped: dict[tuple, dict] = {}
-    for row in rows:
-        key = (row["org__slug"], row["signal"])
-        entry = grouped.setdefault(
-            key,
-            {
-                "org": row["org__slug"],
-                "org_name": row["org__name"],
-                "colour": row["org__colour"],
-                "signal": row["signal"],
-                "count": 0,
-                "families": {},
-            },
-        )
-        entry["count"] += row["series"]
-        family = _metric_family(row["metric"])
-        found = entry["families"].setdefault(
-            family, {"family": family, "metrics": 0, "series": 0, "per_node": False, "names": []}
-        )
-        found["metrics"] += 1
-        found["series"] += row["series"]
-        found["per_node"] = found["per_node"] or row["nodes"] > 0
-        found["names"].append(row["metric"])
-    out = []
-    for entry in grouped.values():
-        families = []
-        for found in entry.pop("families").values():
-            name = ("per-node " if found["per_node"] else "") + _words(found["family"])
-            metrics = found["metrics"]
-            families.append(
-                {
-                    "name": name,
-                    "metrics": metrics,
-                    "series": found["series"],
-                    "pattern": _family_pattern(found["names"], found["family"]),
-                    "text": f"{name} ({metrics} metric{'s' if metrics != 1 else ''})",
-                }
-            )
-        entry["families"] = families
-        out.append(entry)
-    return out
-
-
-def _family_pattern(names: list[str], family: str) -> str:
-    """A glob for a family's metrics that is never longer than the family's own name (plus ``_``)."""
-    return _common_prefix(names)[: len(family) + 1] + "*"
-
-
-def _common_prefix(names: list[str]) -> str:
-    prefix = names[0]
-    for name in names[1:]:
-        while not name.startswith(prefix):
-            prefix = prefix[:-1]
-    return prefix
+    announces it: per (organisation, signal), what the owner lets a placeholder say (a count, its
+    published descriptions) and the request-access link (:func:`timeline.presenters.unshared_placeholders`).
+    Series shared only as fleet aggregates count as shared. Nothing in it comes from a metric name or a
+    label."""
+    return unshared_placeholders(scope, include_aggregate=True)
 
 
 def event_sharing(scope: Scope) -> list[dict]:

@@ -8,10 +8,15 @@ leaves the server passes through here, so redaction happens in one place and nev
 
 from __future__ import annotations
 
-from collections import Counter
+from urllib.parse import urlencode
+
+from django.db.models import Count
+from django.urls import reverse
 
 from core.timeparse import format_rfc3339
-from orgs.access import REDACTED_MESSAGE, NoScope, Scope
+from orgs.access import REDACTED_MESSAGE, NoScope, Scope, require_scope
+from orgs.discovery import description_series_q
+from orgs.models import Organization, UnsharedDescription, UnsharedDisclosure
 from timeline.clock import model as clock_model
 from timeline.models import Event, Series
 
@@ -73,17 +78,149 @@ def present_event(scope: Scope, event: Event) -> dict:
 
 
 def unshared_summary(scope: Scope) -> list[dict]:
-    """Placeholders: per other organisation that announces it, how many series of each signal family
-    exist that this scope cannot read one by one. Reveals nothing else."""
+    """Placeholders: per other organisation that announces it, what exists of each signal family that
+    this scope cannot read one by one, as the owner lets a placeholder say it
+    (:func:`unshared_placeholders`). Reveals no metric name, label or value."""
+    return unshared_placeholders(scope, include_aggregate=False)
+
+
+# ----------------------------------------------------------------------------- placeholders
+# Placeholders: what a viewer is told of other organisations' data it may not read.
+#
+# One entry per (owner, signal) with series the viewer may not read, where the owner announces unshared
+# data (``Organization.announce_unshared``). What an entry says is the owner's decision
+# (``Organization.unshared_disclosure``, :mod:`orgs.discovery`):
+#
+# * ``none``: that the owner keeps data of that signal not shared with the viewer;
+# * ``counts`` (the default): how many series;
+# * ``described``: the counts, and each description the owner published whose series exist and are
+#   not shared with the viewer: its id, name and sentence (never its selector).
+#
+# An entry never holds a metric name, a label name or value, or anything derived from them, and its
+# request-access link carries only the owner, the signal and at most a shown description's id.
+
+
+def request_access_url(org: str, signal: str, family: int | None = None) -> str:
+    """The sharing page's request form, opened and filled in with what the requester may see."""
+    params: dict[str, str | int] = {"owner": org, "signals": signal}
+    if family is not None:
+        params["family"] = family
+    return f"{reverse('sharing')}?{urlencode(params)}#request-access"
+
+
+def _series_text(count: int) -> str:
+    return f"{count:,} series"
+
+
+def unshared_placeholders(scope: Scope, *, include_aggregate: bool) -> list[dict]:
+    """The placeholders of ``scope``: per (owner, signal), ordered by owner and signal.
+
+    ``include_aggregate``: whether series an aggregate grant shares only inside fleet figures count
+    as shared (the war room's list, the sharing page, exports) or not (the catalogue, which counts the
+    series it cannot draw one by one).
+
+    Each entry: ``org``, ``org_name``, ``colour``, ``signal``, ``disclosure``, ``count`` (None unless
+    the owner discloses counts), ``what`` ("126 series", or "data"), ``text`` ("126 series not shared
+    with you"), ``request`` (the request-access link) and ``families`` (published descriptions shown
+    to this viewer: ``id``, ``name``, ``text``, ``count``, ``request``)."""
+    scope = require_scope(scope)
     if scope.is_system:
         return []
     hidden = (
-        Series.unscoped.exclude(scope.series_filter())
+        Series.unscoped.exclude(scope.series_filter(include_aggregate=include_aggregate))
+        .exclude(org_id__in=sorted(scope.own_org_ids))
         .filter(org__announce_unshared=True)
-        .values_list("org__slug", "org__name", "org__colour", "signal")
     )
-    counts = Counter(hidden)
-    return [
-        {"org": slug, "org_name": name, "colour": colour, "signal": signal, "count": count}
-        for (slug, name, colour, signal), count in sorted(counts.items())
-    ]
+    counts = {
+        (row["org_id"], row["signal"]): row["count"]
+        for row in hidden.values("org_id", "signal").annotate(count=Count("id")).order_by()
+    }
+    if not counts:
+        return []
+    orgs = Organization.objects.in_bulk(sorted({org_id for org_id, _ in counts}))
+    families = _families(hidden, [org for org in orgs.values() if org.unshared_disclosure == "described"])
+    out = []
+    for (org_id, signal), count in sorted(counts.items(), key=lambda kv: (orgs[kv[0][0]].slug, kv[0][1])):
+        org = orgs[org_id]
+        disclosed = org.unshared_disclosure != UnsharedDisclosure.NONE
+        what = _series_text(count) if disclosed else "data"
+        out.append(
+            {
+                "org": org.slug,
+                "org_name": org.name,
+                "colour": org.colour,
+                "signal": signal,
+                "disclosure": org.unshared_disclosure,
+                "count": count if disclosed else None,
+                "what": what,
+                "text": f"{what} not shared with you",
+                "request": request_access_url(org.slug, signal),
+                "families": [
+                    {
+                        "id": description.pk,
+                        "name": description.name,
+                        "text": description.text,
+                        "count": shown,
+                        "request": request_access_url(org.slug, signal, description.pk),
+                    }
+                    for description, shown in families.get((org_id, signal), [])
+                ],
+            }
+        )
+    return out
+
+
+def family_text(family: dict) -> str:
+    """A published description as a placeholder says it: ``name: sentence (12 series)``."""
+    text = family["name"] + (f": {family['text']}" if family["text"] else "")
+    return text + (f" ({family['count']:,} series)" if family["count"] else "")
+
+
+def placeholder_line(placeholder: dict) -> str:
+    """A placeholder in one line: ``storage · storage: 126 series not shared with you; <descriptions>``."""
+    said = [f"{placeholder['org_name']} · {placeholder['signal']}: {placeholder['text']}"]
+    return "; ".join(said + [family_text(family) for family in placeholder["families"]])
+
+
+def _families(hidden, orgs: list[Organization]) -> dict[tuple[int, str], list[tuple]]:
+    """Per (owner, signal): the owner's descriptions with some of their series in ``hidden``, and how
+    many. One query for all of them."""
+    if not orgs:
+        return {}
+    descriptions = list(UnsharedDescription.objects.filter(owner__in=orgs).order_by("owner_id", "name", "pk"))
+    if not descriptions:
+        return {}
+    counted = (
+        hidden.filter(org_id__in=[org.pk for org in orgs])
+        .values("org_id", "signal")
+        .annotate(**{f"d{d.pk}": Count("id", filter=description_series_q(d)) for d in descriptions})
+        .order_by()
+    )
+    found: dict[tuple[int, str], list[tuple]] = {}
+    for row in counted:
+        for description in descriptions:
+            shown = row[f"d{description.pk}"]
+            if description.owner_id == row["org_id"] and shown:
+                found.setdefault((row["org_id"], row["signal"]), []).append((description, shown))
+    return found
+
+
+def shown_description(scope: Scope, owner: Organization, description_id: int) -> UnsharedDescription | None:
+    """The description ``description_id`` of ``owner`` if it is shown to ``scope`` now (a request-access
+    link names it by id): the owner publishes descriptions and some of its series are not shared with
+    the viewer. None otherwise, so an id tells nothing the placeholders do not."""
+    scope = require_scope(scope)
+    if (
+        scope.is_system
+        or owner.pk in scope.own_org_ids
+        or not owner.announce_unshared
+        or owner.unshared_disclosure != UnsharedDisclosure.DESCRIBED
+    ):
+        return None
+    description = UnsharedDescription.objects.filter(pk=description_id, owner=owner).first()
+    if description is None:
+        return None
+    hidden = Series.unscoped.exclude(scope.series_filter(include_aggregate=True)).filter(
+        description_series_q(description)
+    )
+    return description if hidden.exists() else None

@@ -24,6 +24,7 @@ from orgs.access import Scope
 from timeline.clock.model import aligned_param, use_clock
 from timeline.incident_selectors import unshared_groups, view_state_for
 from timeline.models import Incident
+from timeline.presenters import placeholder_line
 from timeline.views_data import EXPORT_WIDTH, lane_series_ids, lane_specs, view_data
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -429,10 +430,7 @@ def incident_html_report(export: dict) -> str:
     notes = "".join(
         f"<li>{e(n['at'][:19])} {e(n['org'] or 'system')}: {e(n['text'])}</li>" for n in export["notes"]
     )
-    hidden = "".join(
-        f"<li>{e(p['org_name'])} · {e(p['signal'])}: {e('; '.join(f['text'] for f in p['families']))}</li>"
-        for p in export.get("not_shared", [])
-    )
+    hidden = "".join(f"<li>{e(placeholder_line(p))}</li>" for p in export.get("not_shared", []))
     kinds = sorted({lane.get("kind", "") for lane in lanes})
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{e(incident["title"])} · Jointline incident report</title>

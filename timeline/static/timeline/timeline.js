@@ -292,33 +292,38 @@ function eventsShared(org, signal) {
   return Boolean(entry && (entry.signals.includes("*") || entry.signals.includes(signal)));
 }
 
-// The "request access" link of a placeholder: the sharing page's form, open and filled in.
-function requestUrl(org, signal, families) {
+// The "request access" link of a placeholder: the sharing page's form, open and filled in with what
+// the viewer may see (owner, signal, a published description's id), never a name the owner keeps.
+function requestUrl(org, signal, family = null) {
   const p = new URLSearchParams({ owner: org, signals: signal });
-  const patterns = families.map((f) => f.pattern).filter(Boolean);
-  if (patterns.length) p.set("names", patterns.join(", "));
+  if (family) p.set("family", String(family.id));
   const window = view.window ? `${formatTime(view.window.from_ms)} – ${formatTime(view.window.to_ms)} UTC` : "";
-  const what = families.length ? families.map((f) => f.name).join("; ") : `${signal} data`;
+  const what = family ? family.name : `${signal} data`;
   p.set("reason", `War room ${window}: we need ${what} of ${org} to see the incident on one timeline.`);
   return `/sharing/?${p}#request-access`;
 }
 
+// What a placeholder says, as its owner lets it: how many series (or only that data exists), then the
+// descriptions the owner published.
+function familyText(family) {
+  return `${family.name}${family.text ? `: ${family.text}` : ""}${family.count ? ` (${family.count} series)` : ""}`;
+}
+
 // A placeholder lane: drawn where the lane is, with what exists (as the owner announces it) and a way
-// to ask for it. ``families`` narrows what it describes (those matching the lane's metric, if any).
+// to ask for it.
 function placeholderLane({ org, signal, spec = "", kind = "", what = "", index = undefined }) {
-  // Metric families describe series lanes; an event lane stands for the organisation's events.
-  const unshared = ["logs", "spans"].includes(kind) ? null : unsharedOf(org, signal);
-  let families = unshared ? unshared.families : [];
+  // Series placeholders describe series lanes; an event lane stands for the organisation's events.
+  const events = ["logs", "spans"].includes(kind);
+  const unshared = events ? null : unsharedOf(org, signal);
+  const families = unshared ? unshared.families : [];
   const metric = (parseSpec(spec) || {}).what || what;
-  const matching = families.filter((f) => metric && metric.startsWith(f.pattern.replace(/\*$/, "")));
-  if (matching.length) families = matching;
   const org_ = ORGS.find((o) => o.slug === org);
-  const described = families.length ? families.map((f) => f.text).join("; ")
-    : ["logs", "spans"].includes(kind) ? `${signal} events and logs` : metric || `${signal} data`;
+  const described = events ? `${signal} events and logs`
+    : unshared ? [unshared.what, ...families.map(familyText)].join("; ") : metric || `${signal} data`;
   return {
     status: "unshared", kind: kind || "placeholder", spec, _index: index, points: 0,
     title: { org, org_name: org_ ? org_.name : org, colour: colours[org] || "#98a2b3", signal, what: described, unit: "" },
-    placeholder: { org, signal, families, described, url: requestUrl(org, signal, families) },
+    placeholder: { org, signal, families, described, url: requestUrl(org, signal) },
   };
 }
 
@@ -342,23 +347,29 @@ function displayLanes() {
   return drawn;
 }
 
-// The summary under the lanes: every family not shared with the viewer, each with its request link.
+// The summary under the lanes: per owner and signal, what is not shared with the viewer as the owner
+// lets it be said, each with its request link.
 function renderUnshared() {
   const box = $("unshared");
   const unshared = WARROOM.unshared || [];
   box.hidden = !unshared.length;
   box.replaceChildren();
   if (box.hidden) return;
-  box.appendChild(document.createTextNode("Not shared with you: "));
   for (const item of unshared) {
     const span = document.createElement("span");
     const dot = document.createElement("span");
     dot.className = "org-dot";
     dot.style.background = item.colour || "#98a2b3";
     const link = document.createElement("a");
-    link.href = requestUrl(item.org, item.signal, item.families);
+    link.href = requestUrl(item.org, item.signal);
     link.textContent = "request access";
-    span.append(dot, document.createTextNode(`${item.org} · ${item.signal}: ${item.families.map((f) => f.text).join("; ")} — `), link);
+    span.append(dot, document.createTextNode(`${item.org} · ${item.signal}: ${item.text} — `), link);
+    for (const family of item.families) {
+      const ask = document.createElement("a");
+      ask.href = requestUrl(item.org, item.signal, family);
+      ask.textContent = "request access";
+      span.append(document.createTextNode(`; ${familyText(family)} — `), ask);
+    }
     box.appendChild(span);
   }
 }
