@@ -45,7 +45,6 @@ ROUTES: tuple[tuple[str, str, type[View], str], ...] = (
     ("api", "access-requests", orgs_api.AccessRequestListView, "access-requests"),
     ("api", "access-requests/<int:request_id>/decide", orgs_api.AccessRequestDecideView, "decide"),
     ("api", "audit", orgs_api.AuditView, "audit"),
-    ("api", "incidents", incident_api.IncidentListView, "incidents"),
     ("api", "unshared/disclosure", orgs_api.DisclosureView, "unshared-disclosure"),
     ("api", "unshared/descriptions", orgs_api.DescriptionListView, "unshared-descriptions"),
     (
@@ -54,6 +53,7 @@ ROUTES: tuple[tuple[str, str, type[View], str], ...] = (
         orgs_api.DescriptionDetailView,
         "unshared-description",
     ),
+    ("api", "incidents", incident_api.IncidentListView, "incidents"),
     ("api", "incidents/<int:incident_id>", incident_api.IncidentDetailView, "incident"),
     ("api", "incidents/<int:incident_id>/annotations", incident_api.AnnotationListView, "annotations"),
     ("api", "incidents/<int:incident_id>/notes", incident_api.NoteListView, "notes"),
