@@ -120,6 +120,18 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "timeline:page"
 LOGOUT_REDIRECT_URL = "login"
+# --- sign-in throttling ---
+# Password sign-in is throttled (orgs/login_throttle.py): this many failures for one account, or from
+# one client address, within the window lock sign-in there for the lockout; counted in the cache
+# (Redis when configured). Behind a proxy that appends the client to X-Forwarded-For, trust its last
+# entry as the client's address.
+AUTHENTICATION_BACKENDS = ["orgs.login_throttle.ThrottledModelBackend"]
+JOINTLINE_LOGIN_MAX_FAILURES = env_int("JOINTLINE_LOGIN_MAX_FAILURES", 5, minimum=1)
+JOINTLINE_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("JOINTLINE_LOGIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=1)
+JOINTLINE_LOGIN_WINDOW_S = env_int("JOINTLINE_LOGIN_WINDOW_S", 900, minimum=1)
+JOINTLINE_LOGIN_LOCKOUT_S = env_int("JOINTLINE_LOGIN_LOCKOUT_S", 900, minimum=1)
+JOINTLINE_TRUST_X_FORWARDED_FOR = env_bool("JOINTLINE_TRUST_X_FORWARDED_FOR", False)
+# --- end sign-in throttling ---
 
 LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"

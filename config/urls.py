@@ -17,6 +17,7 @@ from drf_spectacular.views import SpectacularAPIView
 from ingest import api as ingest_api
 from ingest import topology as ingest_topology
 from orgs import api as orgs_api
+from orgs.login_throttle import ThrottledAuthenticationForm
 from timeline import api as timeline_api
 from timeline import incident_api, incident_views, sharing_views, views
 from timeline.analysis import api as analysis_api
@@ -107,7 +108,13 @@ def routes_of(group: str) -> list[URLPattern]:
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="timeline:page", permanent=False)),
-    path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="registration/login.html", authentication_form=ThrottledAuthenticationForm
+        ),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     *(path(mount, include((routes_of(group), group), namespace=group)) for group, mount in MOUNTS.items()),
     path("admin/", admin.site.urls),
