@@ -21,7 +21,7 @@ from orgs.login_throttle import ThrottledAuthenticationForm
 from timeline import api as timeline_api
 from timeline import incident_api, incident_views, sharing_views, views
 from timeline.analysis import api as analysis_api
-from timeline.analysis import api_report
+from timeline.analysis import api_report, api_topology
 from timeline.clock import api as clock_api
 from timeline.promql import api as promql_api
 
@@ -94,6 +94,7 @@ ROUTES: tuple[tuple[str, str, type[View], str], ...] = (
     ("", "api/v1/analysis/onsets", analysis_api.OnsetsView, "analysis-onsets"),
     ("", "api/v1/analysis/selection", analysis_api.SelectionView, "analysis-selection"),
     ("", "api/v1/analysis/lag", analysis_api.LagView, "analysis-lag"),
+    ("", "api/v1/analysis/topology", api_topology.TopologyView, "analysis-topology"),
     ("", "analysis/changes/", analysis_api.WhatChangedPage, "analysis-changes-page"),
 )
 

@@ -183,3 +183,25 @@ def test_an_edge_the_viewer_may_not_read_changes_no_score(pusher_a, org_a, org_b
     placed = place_along_dependencies(unshared, _items(0.4), window_us=3600 * 10**6)
     assert [p.score for p in placed] == [0.9, 0.8, 0.4, 0.5]
     assert all(p.role == "" and p.explanation() == "" for p in placed)
+
+
+def test_topology_api_lists_what_the_viewer_may_read_and_nothing_else(
+    pusher_a, client_a, client_b, org_a, org_b
+):
+    push_topology(pusher_a, STORAGE_TOPOLOGY)
+    own = client_a.get("/api/v1/analysis/topology").json()
+    assert len(own["edges"]) == 60 and own["edges"][0]["owner"] == org_a.slug
+    assert own["entities"] == [
+        {"owner": org_a.slug, "entity": "storage_service/datasets", "series": ["storage_metadata_*"]}
+    ]
+    unshared = client_b.get("/api/v1/analysis/topology")
+    assert unshared.status_code == 200
+    assert unshared.json() == {"edges": [], "entities": [], "truncated": False}
+    assert "node-01" not in unshared.content.decode() and "datasets" not in unshared.content.decode()
+    grant_create(owner=org_a, grantee=org_b, name="topology", signals=["storage"], name_patterns=["topology"])
+    assert len(client_b.get("/api/v1/analysis/topology").json()["edges"]) == 60
+
+
+def test_topology_api_needs_a_reader(anonymous, pusher_a):
+    assert anonymous.get("/api/v1/analysis/topology").status_code in (401, 403)
+    assert pusher_a.get("/api/v1/analysis/topology").status_code in (401, 403)

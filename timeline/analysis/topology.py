@@ -214,3 +214,36 @@ def _label(labels: dict, kind: str, rules: TopologyRules) -> str | None:
         if rules.entity_labels.get(name.lower()) == kind and value:
             return str(value)
     return None
+
+
+def readable_topology(scope: Scope, *, limit: int = 50_000) -> dict:
+    """The pushed edges and entity bindings ``scope`` may read, with their owners' slugs, as
+    ``GET /api/v1/analysis/topology`` answers (at most ``limit`` edges, ``truncated`` says so)."""
+    scope = require_scope(scope)
+    out: dict = {"edges": [], "entities": [], "truncated": False}
+    edges = _readable_sources(scope, TopologyEdge)
+    if edges is not None:
+        rows = TopologyEdge.objects.filter(edges).order_by("org__slug", "pk")
+        for row in rows.values_list(
+            "org__slug", "dependent_kind", "dependent", "dependency_kind", "dependency"
+        )[: limit + 1]:
+            if len(out["edges"]) == limit:
+                out["truncated"] = True
+                break
+            owner, dependent_kind, dependent, dependency_kind, dependency = row
+            out["edges"].append(
+                {
+                    "owner": owner,
+                    "dependent": f"{dependent_kind}/{dependent}",
+                    "dependency": f"{dependency_kind}/{dependency}",
+                }
+            )
+    entities = _readable_sources(scope, TopologyEntity)
+    if entities is not None:
+        for owner, kind, name, patterns in (
+            TopologyEntity.objects.filter(entities)
+            .order_by("org__slug", "kind", "name")
+            .values_list("org__slug", "kind", "name", "series_patterns")
+        ):
+            out["entities"].append({"owner": owner, "entity": f"{kind}/{name}", "series": list(patterns)})
+    return out
