@@ -348,3 +348,24 @@ JOINTLINE_RETENTION_LOCK_TIMEOUT_S = env_int("JOINTLINE_RETENTION_LOCK_TIMEOUT_S
 # Where beat keeps its schedule: somewhere writable (the container's root filesystem is read-only).
 CELERY_BEAT_SCHEDULE_FILENAME = env_str("JOINTLINE_BEAT_SCHEDULE_FILE", "celerybeat-schedule")
 # --- end serving and security ---
+# --- ingest limits that protect every organisation (docs/decisions/0022) ---
+# Series an organisation may hold, and new series one push may create: a push over either is refused
+# whole (400 naming `series`); at apply time series beyond the organisation's limit are dropped and
+# counted in the batch status.
+JOINTLINE_MAX_SERIES_PER_ORG = env_int("JOINTLINE_MAX_SERIES_PER_ORG", 100_000, minimum=1)
+JOINTLINE_MAX_NEW_SERIES_PER_PUSH = env_int("JOINTLINE_MAX_NEW_SERIES_PER_PUSH", 20_000, minimum=1)
+# A file import takes timestamps at most this many days old, 30 years: the public log archives of 2003-2006
+# stay importable, year 1 and epoch-zero mistakes do not (pushes: JOINTLINE_PUSH_MAX_AGE_DAYS); and at
+# most JOINTLINE_FUTURE_TOLERANCE_S ahead, like every push.
+JOINTLINE_IMPORT_MAX_AGE_DAYS = env_int("JOINTLINE_IMPORT_MAX_AGE_DAYS", 10_958, minimum=1)
+# On PostgreSQL, days older than this when first written get month partitions instead of day partitions.
+JOINTLINE_DAY_PARTITIONS_DAYS = env_int("JOINTLINE_DAY_PARTITIONS_DAYS", 400, minimum=1)
+# A compressed push body may inflate to at most this many times its size (never limited below 1 MiB).
+JOINTLINE_PUSH_MAX_DECOMPRESSION_RATIO = env_float(
+    "JOINTLINE_PUSH_MAX_DECOMPRESSION_RATIO", 100.0, minimum=1.0
+)
+# Pushes of one organisation read, decompressed and parsed at once across every web process (Redis);
+# one more answers 429 with Retry-After. A slot is freed after this many seconds if its process died.
+JOINTLINE_PUSH_CONCURRENCY_PER_ORG = env_int("JOINTLINE_PUSH_CONCURRENCY_PER_ORG", 4, minimum=1)
+JOINTLINE_PUSH_SLOT_EXPIRY_S = env_int("JOINTLINE_PUSH_SLOT_EXPIRY_S", 120, minimum=1)
+# --- end ingest limits ---

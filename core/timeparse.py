@@ -25,8 +25,10 @@ of a push is: at most ``JOINTLINE_FUTURE_TOLERANCE_S`` ahead of the server's clo
 (:func:`check_not_future`), at most ``JOINTLINE_PUSH_MAX_AGE_DAYS`` days behind it
 (:func:`check_not_too_old`), and at most ``JOINTLINE_PUSH_MAX_DAYS`` distinct UTC
 days in one push (:func:`check_day_span`). Every push protocol applies these
-three; the file importer, a deliberate backfill, applies only the day span, by
-cutting a file into batches that respect it.
+three; the file importer, a deliberate backfill, applies the same future margin,
+an age limit of its own (``JOINTLINE_IMPORT_MAX_AGE_DAYS``, ten years by default:
+every old day costs the store a partition to keep) and the day span, by cutting a
+file into batches that respect it. Years 1 and 9999 are refused by both.
 
 Rounding: numeric values are rounded to the nearest microsecond, ties toward
 the later instant; fractional seconds in strings are truncated (RFC 3339 text
@@ -282,7 +284,7 @@ def check_not_too_old(ts_us: int, *, now_us: int, max_age_days: float) -> None:
     The twin of :func:`check_not_future`: the accept window of a push reaches at most this far into
     the past. Points older than that are almost always a zero or wrong-unit timestamp (epoch 0,
     year 1), and every distinct old day they touch costs the store a partition. Deliberate backfills
-    of old files go through the file importer, which does not apply this rule.
+    of old files go through the file importer, which applies it with its own, longer, horizon.
     """
     if ts_us < oldest_accepted_us(now_us=now_us, max_age_days=max_age_days):
         raise TimestampError(

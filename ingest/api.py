@@ -17,7 +17,7 @@ from ingest.protocols import storable
 from ingest.protocols.decoding import decompress
 from ingest.protocols.errors import FieldError, IngestError, InvalidPayload, PayloadTooLarge
 from ingest.protocols.native import parse_native
-from ingest.ratelimit import RateDecision, push_admit, push_charge_samples
+from ingest.ratelimit import RateDecision, push_admit, push_charge_samples, push_slot
 from ingest.selectors import batch_get
 from ingest.services import IdempotencyConflict, batch_accept
 from orgs.api_base import ScopedAPIView
@@ -120,23 +120,29 @@ class PushEndpoint(APIView):
         )
 
     def post(self, request, *args, **kwargs):
-        """Headers, then the rate limit, then the body: an organisation over its limits is refused
-        before its body is read, decompressed or parsed."""
+        """Headers, then the rate limit, then a slot of the organisation's concurrent pushes
+        (:func:`~ingest.ratelimit.push_slot`), then the body: an organisation over its limits is
+        refused before its body is read, decompressed or parsed."""
         org: Organization = request.auth.org
         refused = self.refused_before_body(request, org)
         if refused is not None:
             return refused
         key = idempotency_key(request)
-        try:
-            body = read_body_limited(request)
-            body = decompress(
-                body,
-                request.META.get("HTTP_CONTENT_ENCODING"),
-                max_bytes=settings.JOINTLINE_PUSH_MAX_DECOMPRESSED_BYTES,
-            )
-            batch = self.parse(body, request)
-        except IngestError as exc:
-            return error_response(exc)
+        slot = push_slot(org)
+        if not slot.decision.allowed:
+            return rate_refused_response(org, slot.decision)
+        with slot:
+            try:
+                body = read_body_limited(request)
+                body = decompress(
+                    body,
+                    request.META.get("HTTP_CONTENT_ENCODING"),
+                    max_bytes=settings.JOINTLINE_PUSH_MAX_DECOMPRESSED_BYTES,
+                    max_ratio=settings.JOINTLINE_PUSH_MAX_DECOMPRESSION_RATIO,
+                )
+                batch = self.parse(body, request)
+            except IngestError as exc:
+                return error_response(exc)
         charged = push_charge_samples(org, samples=batch.sample_count)
         if not charged.allowed:
             return rate_refused_response(org, charged)

@@ -34,10 +34,10 @@ from rest_framework.response import Response
 from core.records import Batch
 from core.timeparse import now_us
 from ingest import api_schema, chunked, importers, signals
-from ingest.api import IsPushToken, PushEndpoint, check_pushed, error_response
+from ingest.api import IsPushToken, PushEndpoint, check_pushed, error_response, rate_refused_response
 from ingest.protocols import loki, otlp, remote_write, storable
 from ingest.protocols.errors import FieldError, IngestError, InvalidPayload, PayloadTooLarge
-from ingest.ratelimit import push_charge_samples
+from ingest.ratelimit import push_charge_samples, push_slot
 from orgs.authentication import BasicTokenAuthentication, BearerTokenAuthentication
 from orgs.models import IngestToken
 
@@ -159,6 +159,7 @@ class RemoteWriteView(_ProtocolEndpoint):
             body,
             max_points=settings.JOINTLINE_PUSH_MAX_POINTS,
             max_bytes=settings.JOINTLINE_PUSH_MAX_DECOMPRESSED_BYTES,
+            max_ratio=settings.JOINTLINE_PUSH_MAX_DECOMPRESSION_RATIO,
             **options,
         )
         self.dropped = result.stale_markers + result.non_finite
@@ -263,6 +264,7 @@ class LokiPushView(_ProtocolEndpoint):
             encoding=self.encoding,
             max_entries=settings.JOINTLINE_PUSH_MAX_POINTS,
             max_bytes=settings.JOINTLINE_PUSH_MAX_DECOMPRESSED_BYTES,
+            max_ratio=settings.JOINTLINE_PUSH_MAX_DECOMPRESSION_RATIO,
             **options,
         )
 
@@ -312,6 +314,13 @@ class ImportView(PushEndpoint):
         refused = self.refused_before_body(request, org)
         if refused is not None:
             return refused
+        slot = push_slot(org)
+        if not slot.decision.allowed:
+            return rate_refused_response(org, slot.decision)
+        with slot:
+            return self._import(request, org)
+
+    def _import(self, request, org):
         try:
             data, files = self._form(request, _import_limit())
             upload = files.get("file")

@@ -23,13 +23,20 @@ until Redis answers again. A warning is logged when an outage starts and once
 a minute while it lasts. While an outage lasts, Redis is tried at most once per
 :data:`RETRY_INTERVAL_S` per process, so a Redis that hangs instead of refusing
 connections costs one request a socket timeout, not every request.
+
+Besides the per-minute limits, :func:`push_slot` bounds how many pushes of one organisation are read,
+decompressed and parsed at once across every web process (a sorted set of expiring slots in Redis):
+an organisation sending many heavy bodies at once holds at most that many web workers, so the
+others' pushes do not wait behind it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -194,3 +201,108 @@ def push_charge_samples(org: Organization, *, samples: int, now: float | None = 
         return ALLOWED
 
     return _guarded(check)
+
+
+# -- concurrent pushes per organisation ------------------------------------------------------------
+
+# Slots are members of a sorted set per organisation, scored by when they expire: a slot whose process
+# died (a killed worker never releases it) is dropped once its expiry passed, so an organisation is
+# never locked out for longer than JOINTLINE_PUSH_SLOT_EXPIRY_S.
+_TAKE_SLOT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], tonumber(ARGV[1]) + tonumber(ARGV[2]), ARGV[4])
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 1)
+return 1
+"""
+SLOT_RETRY_AFTER_S = 1
+
+
+class _LocalSlots:
+    """The slots of this process alone, where the cache is not Redis (the embedded default: one process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, dict[str, float]] = {}
+
+    def take(self, key: str, member: str, now: float, expiry_s: float, limit: int) -> bool:
+        with self._lock:
+            held = {m: until for m, until in self._held.get(key, {}).items() if until > now}
+            if len(held) >= limit:
+                self._held[key] = held
+                return False
+            held[member] = now + expiry_s
+            self._held[key] = held
+            return True
+
+    def give_back(self, key: str, member: str) -> None:
+        with self._lock:
+            self._held.get(key, {}).pop(member, None)
+
+
+_local_slots = _LocalSlots()
+
+
+def _redis_client():
+    """The Redis client behind Django's cache, or None when the cache is not Redis."""
+    backend = getattr(cache, "_cache", None)
+    get_client = getattr(backend, "get_client", None)
+    return get_client(None, write=True) if get_client is not None else None
+
+
+@dataclass
+class PushSlot:
+    """One of an organisation's concurrent push slots, held (``decision.allowed``) or refused (429)."""
+
+    decision: RateDecision
+    key: str = ""
+    member: str = ""
+    in_redis: bool = False
+
+    def release(self) -> None:
+        """Give the slot back (nothing when it was refused, or taken while Redis was unreachable)."""
+        if not self.member:
+            return
+        member, self.member = self.member, ""
+        if not self.in_redis:
+            _local_slots.give_back(self.key, member)
+            return
+        with contextlib.suppress(*_CACHE_ERRORS):  # unreachable: the slot expires on its own
+            _redis_client().zrem(self.key, member)
+
+    def __enter__(self) -> PushSlot:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+
+def push_slot(org: Organization, *, now: float | None = None) -> PushSlot:
+    """Take one of ``org``'s JOINTLINE_PUSH_CONCURRENCY_PER_ORG slots for reading, decompressing and
+    parsing a push, across every web process (Redis); refused (429, Retry-After) when all are taken, so
+    one organisation's bodies never hold every web worker while others' pushes wait. Release it
+    (``with`` or :meth:`PushSlot.release`) once the body is parsed. Never raises for an unreachable
+    cache: the rate limits' outage rule decides (see the module)."""
+    now = time.time() if now is None else now
+    limit = settings.JOINTLINE_PUSH_CONCURRENCY_PER_ORG
+    expiry_s = settings.JOINTLINE_PUSH_SLOT_EXPIRY_S
+    key = cache.make_key(f"jl:pushing:{org.pk}")
+    member = uuid.uuid4().hex
+    refused = RateDecision(
+        False, SLOT_RETRY_AFTER_S, f"more than {limit} pushes at once (JOINTLINE_PUSH_CONCURRENCY_PER_ORG)"
+    )
+    client = _redis_client()
+    if client is None:
+        if _local_slots.take(key, member, now, expiry_s, limit):
+            return PushSlot(ALLOWED, key, member)
+        return PushSlot(refused)
+    taken: list[bool] = []
+
+    def check() -> RateDecision:
+        taken.append(bool(client.eval(_TAKE_SLOT, 1, key, now, expiry_s, limit, member)))
+        return ALLOWED if taken[-1] else refused
+
+    decision = _guarded(check)
+    if taken and taken[-1]:
+        return PushSlot(decision, key, member, in_redis=True)
+    return PushSlot(decision)

@@ -59,8 +59,23 @@ def check_spec(spec: ImportSpec) -> None:
         time_zone(spec.timezone, required=False, why="")
 
 
+@dataclasses.dataclass(frozen=True)
+class ImportWindow:
+    """The times a file may hold: at most ``max_age_days`` days before ``now_us`` and at most
+    ``future_tolerance_s`` seconds after it (a backfill reaches further back than a push, but not
+    without end: every day it reaches is a partition the store keeps)."""
+
+    now_us: int
+    max_age_days: float
+    future_tolerance_s: float
+
+
 def read_batches(
-    lines: Iterable[bytes | str], spec: ImportSpec, *, signal_map: SignalMap = DEFAULT_MAP
+    lines: Iterable[bytes | str],
+    spec: ImportSpec,
+    *,
+    signal_map: SignalMap = DEFAULT_MAP,
+    window: ImportWindow | None = None,
 ) -> Iterator[Batch]:
     """The file's records in batches of at most ``spec.batch_records`` records, each within one window
     of ``spec.batch_days`` UTC days (see :func:`split_by_days`); raises :class:`ImportFileError`.
@@ -68,7 +83,8 @@ def read_batches(
     Errors are collected over the whole file and raised at its end, after the
     batches read so far were yielded: check a file fully before storing any of
     it (as :func:`accept_import` does). Every batch also passes
-    :func:`ingest.protocols.storable.check_batch` (without an age limit).
+    :func:`ingest.protocols.storable.check_batch`, with the age and future limits of ``window``
+    (None: years 1-9999).
     """
     check_spec(spec)
     max_days = spec.batch_days or timeparse.DEFAULT_MAX_DAYS
@@ -83,7 +99,7 @@ def read_batches(
         batches = mapped_batches(text_lines, spec, signal_map)
     for batch in batches:
         for part in split_by_days(batch, max_days):
-            yield _storable(part, spec, max_days)
+            yield _storable(part, spec, max_days, window)
 
 
 def split_by_days(batch: Batch, max_days: int) -> list[Batch]:
@@ -121,10 +137,17 @@ def split_by_days(batch: Batch, max_days: int) -> list[Batch]:
     return [Batch(source=batch.source, series=series.get(w, []), events=events.get(w, [])) for w in windows]
 
 
-def _storable(batch: Batch, spec: ImportSpec, max_days: int) -> Batch:
-    """The final check of every push, for a batch of a file: no age limit, the same day span."""
+def _storable(batch: Batch, spec: ImportSpec, max_days: int, window: ImportWindow | None) -> Batch:
+    """The final check of every push, for a batch of a file: the import's window, the same day span."""
+    limits = {}
+    if window is not None:
+        limits = {
+            "now_us": window.now_us,
+            "max_age_days": window.max_age_days,
+            "future_tolerance_s": window.future_tolerance_s,
+        }
     try:
-        return storable.check_batch(batch, max_days=max_days)
+        return storable.check_batch(batch, max_days=max_days, **limits)
     except InvalidPayload as exc:
         raise ImportFileError(
             f"{spec.format} file rejected: {exc.message}", exc.errors, total_errors=exc.total_errors
@@ -159,7 +182,8 @@ def accept_import(
     each accepted batch. A file imported again is answered with the batches of
     the first import (``duplicates``), and the store keeps every sample and event once.
     Each batch spans at most ``spec.batch_days`` distinct UTC days, by default
-    ``JOINTLINE_PUSH_MAX_DAYS``; timestamps may be of any age (a backfill).
+    ``JOINTLINE_PUSH_MAX_DAYS``; timestamps may be up to ``JOINTLINE_IMPORT_MAX_AGE_DAYS`` days old
+    (a backfill) and at most ``JOINTLINE_FUTURE_TOLERANCE_S`` ahead, as for every push.
     """
     from django.conf import settings
 
@@ -167,11 +191,16 @@ def accept_import(
 
     if spec.batch_days is None:
         spec = dataclasses.replace(spec, batch_days=settings.JOINTLINE_PUSH_MAX_DAYS)
+    window = ImportWindow(
+        now_us=timeparse.now_us(),
+        max_age_days=settings.JOINTLINE_IMPORT_MAX_AGE_DAYS,
+        future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
+    )
 
-    for _ in read_batches(open_lines(), spec, signal_map=signal_map):
+    for _ in read_batches(open_lines(), spec, signal_map=signal_map, window=window):
         pass
     summary = ImportSummary()
-    for batch in read_batches(open_lines(), spec, signal_map=signal_map):
+    for batch in read_batches(open_lines(), spec, signal_map=signal_map, window=window):
         accepted = batch_accept(org=org, batch=batch, protocol="import")
         summary.batches.append(str(accepted.batch.pk))
         summary.duplicates += accepted.duplicate

@@ -5,6 +5,12 @@ bomb"), so every decoder here stops as soon as the output would exceed
 ``max_bytes``: gzip and deflate are inflated incrementally with a bounded
 output per step, and snappy's declared length is checked before anything is
 allocated. The limit on the raw body is the HTTP layer's job.
+
+With ``max_ratio`` the limit is also at most that many times the compressed
+size (never below :data:`RATIO_FLOOR_BYTES`): real agents' bodies inflate 3 to
+50 times, a bomb a thousand times, and a 199 KiB bomb then stops after about
+20 MB of output (tens of milliseconds) instead of inflating the absolute limit
+first (seconds of a web worker that other organisations' pushes wait for).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from ingest.protocols.errors import InvalidPayload, PayloadTooLarge, Unsupported
 
 ACCEPTED_ENCODINGS: tuple[str, ...] = ("identity", "gzip", "deflate", "snappy")
 MAX_GZIP_MEMBERS = 64
+RATIO_FLOOR_BYTES = 2**20  # a tiny body may inflate far beyond the ratio: a megabyte costs nothing
 
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 _ZLIB_WBITS = zlib.MAX_WBITS
@@ -24,8 +31,17 @@ _RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
 _MAX_VARINT_BYTES = 5  # snappy lengths are 32-bit
 
 
-def decompress(body: bytes, encoding: str | None, *, max_bytes: int) -> bytes:
-    """Decode ``body`` according to its ``Content-Encoding`` and return at most ``max_bytes`` bytes.
+def decompressed_limit(compressed_bytes: int, *, max_bytes: int, max_ratio: float | None) -> int:
+    """The most a body of ``compressed_bytes`` may inflate to: ``max_bytes``, and with ``max_ratio``
+    at most ``max_ratio`` times its size, but never less than :data:`RATIO_FLOOR_BYTES`."""
+    if max_ratio is None:
+        return max_bytes
+    return min(max_bytes, max(int(compressed_bytes * max_ratio), RATIO_FLOOR_BYTES))
+
+
+def decompress(body: bytes, encoding: str | None, *, max_bytes: int, max_ratio: float | None = None) -> bytes:
+    """Decode ``body`` according to its ``Content-Encoding`` and return at most ``max_bytes`` bytes,
+    and with ``max_ratio`` at most that many times its own size (see :func:`decompressed_limit`).
 
     ``None``, ``""`` and ``identity`` return the body unchanged; ``gzip``
     (also ``x-gzip``, possibly several members), ``deflate`` (zlib-wrapped, or
@@ -43,6 +59,19 @@ def decompress(body: bytes, encoding: str | None, *, max_bytes: int) -> bytes:
     name = (encoding or "").strip().lower()
     if name in ("", "identity"):
         return body
+    limit = decompressed_limit(len(body), max_bytes=max_bytes, max_ratio=max_ratio)
+    try:
+        return _decode(body, name, encoding, limit)
+    except PayloadTooLarge:
+        if limit < max_bytes:
+            raise PayloadTooLarge(
+                f"decompressed body exceeds {limit} bytes, {max_ratio:g} times its {len(body)} compressed "
+                "bytes (JOINTLINE_PUSH_MAX_DECOMPRESSION_RATIO): send it less compressed or in smaller parts"
+            ) from None
+        raise
+
+
+def _decode(body: bytes, name: str, encoding: str | None, max_bytes: int) -> bytes:
     if name in ("gzip", "x-gzip"):
         return _inflate_gzip(body, max_bytes)
     if name == "deflate":

@@ -67,6 +67,15 @@ def not_json(body: bytes, exc: Exception) -> InvalidPayload:
     return InvalidPayload(f"body is not valid JSON: {exc}")
 
 
+def nested_too_deeply(name: str) -> InvalidPayload:
+    """The refusal of a JSON body nested deeper than the decoder goes (``RecursionError``): a 400
+    naming the body, not a server error (an OTLP exporter retries a 500 forever)."""
+    return InvalidPayload(
+        f"body is not a valid {name}",
+        [FieldError("body", "JSON arrays and objects are nested too deeply (a few hundred levels at most)")],
+    )
+
+
 class Problems:
     """The problems found in one request, in document order: every one is counted and the first
     :data:`MAX_REPORTED_ERRORS` are kept, so a systematic problem costs no more memory than a few."""

@@ -43,7 +43,13 @@ from core import timeparse
 from core.records import Batch, EventRecord
 from ingest.protocols.context import MIN_TS_US, PushContext, PushOptions
 from ingest.protocols.decoding import decompress
-from ingest.protocols.errors import InvalidPayload, Problems, UnsupportedMediaType, not_json
+from ingest.protocols.errors import (
+    InvalidPayload,
+    Problems,
+    UnsupportedMediaType,
+    nested_too_deeply,
+    not_json,
+)
 from ingest.protocols.native import (
     MAX_ATTRIBUTES,
     MAX_LABEL_VALUE_CHARS,
@@ -84,6 +90,7 @@ def parse_push(
     encoding: str,
     max_entries: int = 2_000_000,
     max_bytes: int = 128 * 2**20,
+    max_ratio: float | None = None,
     **options: Unpack[PushOptions],
 ) -> Batch:
     """Parse a push body: JSON (already decompressed), or protobuf still snappy-compressed.
@@ -93,7 +100,7 @@ def parse_push(
     push = PushContext.of("loki", options)
     reader = _Reader(push)
     if encoding == "protobuf":
-        _read_protobuf(body, reader, max_bytes, max_entries)
+        _read_protobuf(body, reader, max_bytes, max_entries, max_ratio)
     else:
         _read_json(body, reader, max_entries)
     reader.found.raise_any("push rejected")
@@ -141,11 +148,15 @@ def _unescape(quoted: str) -> str:
 # --------------------------------------------------------------------------- the two encodings
 
 
-def _read_protobuf(body: bytes, reader: _Reader, max_bytes: int, max_entries: int) -> None:
+def _read_protobuf(
+    body: bytes, reader: _Reader, max_bytes: int, max_entries: int, max_ratio: float | None = None
+) -> None:
     if body.startswith(SNAPPY_STREAM_IDENTIFIER):
         raise InvalidPayload("body is in snappy's framed (stream) format; Loki push uses the block format")
     try:
-        request = loki_push_pb2.PushRequest.FromString(decompress(body, "snappy", max_bytes=max_bytes))
+        request = loki_push_pb2.PushRequest.FromString(
+            decompress(body, "snappy", max_bytes=max_bytes, max_ratio=max_ratio)
+        )
     except (DecodeError, RuntimeError) as exc:
         raise InvalidPayload(f"body is not a valid Loki PushRequest protobuf: {exc}") from None
     total = sum(len(stream.entries) for stream in request.streams)
@@ -182,6 +193,8 @@ def _read_json(body: bytes, reader: _Reader, max_entries: int) -> None:
         document = msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
         raise not_json(body, exc) from None
+    except RecursionError:
+        raise nested_too_deeply("Loki push") from None
     streams = document.get("streams") if isinstance(document, dict) else None
     if not isinstance(streams, list):
         raise InvalidPayload('body must be a JSON object {"streams": [...]}')

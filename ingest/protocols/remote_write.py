@@ -112,26 +112,28 @@ def check_headers(content_type: str | None, content_encoding: str | None) -> Non
         )
 
 
-def decode_snappy_block(body: bytes, *, max_bytes: int) -> bytes:
+def decode_snappy_block(body: bytes, *, max_bytes: int, max_ratio: float | None = None) -> bytes:
     """Snappy block-format ``body`` → bytes; the framed (stream) format gets a message of its own."""
     if body.startswith(SNAPPY_STREAM_IDENTIFIER):
         raise InvalidPayload(
             "body is in snappy's framed (stream) format; remote write uses snappy's block format "
             "(Go: snappy.Encode, Python: cramjam.snappy.compress_raw), without the stream identifier"
         )
-    return decompress(body, "snappy", max_bytes=max_bytes)
+    return decompress(body, "snappy", max_bytes=max_bytes, max_ratio=max_ratio)
 
 
-def parse_remote_write(body: bytes, *, max_bytes: int = 128 * 2**20, **options: Any) -> WriteResult:
+def parse_remote_write(
+    body: bytes, *, max_bytes: int = 128 * 2**20, max_ratio: float | None = None, **options: Any
+) -> WriteResult:
     """Parse a snappy-compressed remote write body; see the module docstring for every rule.
 
     ``options`` are the keywords of :func:`parse_write_request` (``now_us``, the accept window, the
     limits and the signal map), which reads the body once decompressed. Raises
     :class:`InvalidPayload` (400) listing each problem with its path, e.g.
     ``timeseries[3].labels[1].name``, or :class:`PayloadTooLarge` (413) when the body would
-    inflate beyond ``max_bytes``.
+    inflate beyond ``max_bytes`` (or ``max_ratio`` times its size).
     """
-    return parse_write_request(decode_snappy_block(body, max_bytes=max_bytes), **options)
+    return parse_write_request(decode_snappy_block(body, max_bytes=max_bytes, max_ratio=max_ratio), **options)
 
 
 def parse_write_request(

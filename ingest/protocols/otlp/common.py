@@ -24,7 +24,14 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from core import timeparse
 from core.records import AttributeValue, Batch
 from ingest.protocols.context import MIN_TS_US, PushContext
-from ingest.protocols.errors import FieldError, InvalidPayload, Problems, UnsupportedMediaType, not_json
+from ingest.protocols.errors import (
+    FieldError,
+    InvalidPayload,
+    Problems,
+    UnsupportedMediaType,
+    nested_too_deeply,
+    not_json,
+)
 from ingest.protocols.native import MAX_LABEL_VALUE_CHARS
 from ingest.protocols.storable import text_problem
 
@@ -86,6 +93,8 @@ def decode_request(body: bytes, encoding: str, message: Message) -> Message:
         document = _json_decoder.decode(body)
     except msgspec.DecodeError as exc:
         raise not_json(body, exc) from None
+    except RecursionError:
+        raise nested_too_deeply(f"OTLP/JSON {name}") from None
     if not isinstance(document, dict):
         raise InvalidPayload(f"body must be a JSON object ({name}), got {type(document).__name__}")
     try:
@@ -94,7 +103,7 @@ def decode_request(body: bytes, encoding: str, message: Message) -> Message:
     except json_format.ParseError as exc:
         raise InvalidPayload(f"body is not a valid OTLP/JSON {name}: {exc}") from None
     except RecursionError:
-        raise InvalidPayload(f"body is not a valid OTLP/JSON {name}: nested too deeply") from None
+        raise nested_too_deeply(f"OTLP/JSON {name}") from None
     return message
 
 
