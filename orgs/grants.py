@@ -1,31 +1,36 @@
 """Grants as filters: each active grant an organisation was given, as a WHERE clause (``Q``) and the
-same predicate in Python, which always agree (tests/orgs/test_grants.py). :mod:`orgs.access` builds
-a scope from them."""
+same predicate in Python, which always agree (tests/orgs/test_grants.py, on the shared table of matcher
+cases). :mod:`orgs.access` builds a scope from them.
+
+Label matchers mean what they mean in PromQL (:mod:`core.labels`): a missing label is the empty
+string, regexes are RE2's, whole, with ``.`` matching a newline; the database side never sees a
+pattern as the user wrote it (:mod:`orgs.label_sql`). A stored grant whose matcher can no longer be
+used (written before these rules: a backreference, a construct the database cannot evaluate) shares
+nothing rather than something else; ``manage.py check_grants`` lists such grants.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Q
 from django.utils import timezone
 
-from core.labels import glob_to_regex, label_matches, parse_matcher
+from core.labels import SelectorError, glob_matches, glob_to_regex, label_matches
+from orgs.label_sql import label_q, name_q, parse_sql_matcher
 from orgs.models import Grant
 
+__all__ = ["GrantRule", "grant_rules_for", "label_q", "parse_sql_matcher", "usable_matchers"]
 
-def label_q(json_field: str, name: str, op: str, value: str) -> Q:
-    """One label matcher as a ``Q`` over a JSON field, with the semantics of
-    :func:`core.labels.label_matches` (the database side of the same rule)."""
-    if op in ("=", "!="):
-        q = Q(**{f"{json_field}__{name}": value})
-    else:
-        q = Q(**{f"{json_field}__{name}__regex": f"^(?:{value})$"})
-    if op in ("=", "=~"):
-        return q
-    # As in PromQL, a series without the label matches a negative matcher.
-    return ~Q(**{f"{json_field}__has_key": name}) | ~q
+
+def usable_matchers(texts: list[str] | tuple[str, ...]) -> tuple[tuple[str, str, str], ...] | None:
+    """A grant's label matchers parsed, or None when one of them cannot be used (then the grant
+    shares nothing)."""
+    try:
+        return tuple(parse_sql_matcher(text) for text in texts)
+    except SelectorError:
+        return None
 
 
 def _us(moment: datetime | None) -> int | None:
@@ -45,29 +50,35 @@ class GrantRule:
     masked_labels: tuple[str, ...]
     data_from: int | None
     data_to: int | None
+    # False for a stored grant whose selector cannot be used any more (see the module): it shares nothing.
+    usable: bool = True
 
     @classmethod
     def from_grant(cls, grant: Grant) -> GrantRule:
+        matchers = usable_matchers(grant.label_matchers or ())
         return cls(
             grant_id=grant.pk,
             owner_id=grant.owner_id,
             level=grant.level,
             signals=tuple(grant.signals or ()),
             name_patterns=tuple(grant.name_patterns or ()),
-            matchers=tuple(parse_matcher(m) for m in grant.label_matchers or ()),
+            matchers=matchers or (),
             masked_labels=tuple(grant.masked_labels or ()),
             data_from=_us(grant.data_from),
             data_to=_us(grant.data_to),
+            usable=matchers is not None,
         )
 
     def _common_q(self, name_field: str, labels_field: str) -> Q:
+        if not self.usable:
+            return Q(pk__in=[])
         q = Q(org_id=self.owner_id)
         if self.signals:
             q &= Q(signal__in=self.signals)
         if self.name_patterns:
             names = Q()
             for pattern in self.name_patterns:
-                names |= Q(**{f"{name_field}__regex": glob_to_regex(pattern)})
+                names |= name_q(name_field, glob_to_regex(pattern))
             q &= names
         for name, op, value in self.matchers:
             q &= label_q(labels_field, name, op, value)
@@ -85,9 +96,9 @@ class GrantRule:
         return q
 
     def _matches(self, org_id: int, signal: str, name: str, labels: dict) -> bool:
-        if org_id != self.owner_id or (self.signals and signal not in self.signals):
+        if not self.usable or org_id != self.owner_id or (self.signals and signal not in self.signals):
             return False
-        if self.name_patterns and not any(re.match(glob_to_regex(p), name) for p in self.name_patterns):
+        if self.name_patterns and not any(glob_matches(p, name) for p in self.name_patterns):
             return False
         return all(label_matches(labels, n, op, v) for n, op, v in self.matchers)
 

@@ -135,8 +135,9 @@ def _require_owner_admin(user, owner: Organization, *, action: str) -> Membershi
 
 
 def _validate_selector(*, signals: list[str], label_matchers: list[str], level: str) -> None:
-    from core.labels import SelectorError, parse_matcher
+    from core.labels import SelectorError
     from core.records import SIGNALS
+    from orgs.label_sql import parse_sql_matcher
 
     unknown = [s for s in signals if s not in SIGNALS]
     if unknown:
@@ -145,7 +146,7 @@ def _validate_selector(*, signals: list[str], label_matchers: list[str], level: 
         raise ValidationError({"level": f"{level!r} is not one of {', '.join(Level.values)}"})
     for matcher in label_matchers:
         try:
-            parse_matcher(matcher)
+            parse_sql_matcher(matcher)
         except SelectorError as exc:
             raise ValidationError({exc.field: exc.reason}) from exc
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from core.labels import SelectorError, parse_matcher
+from core.labels import SelectorError
 from orgs.access import require_role
+from orgs.grants import parse_sql_matcher
 from orgs.models import Role
 from timeline.clock.estimators import HOUR_US, Estimate
 from timeline.models import ClockCorrection, ClockOrigin, Source
@@ -42,7 +43,7 @@ def _checked(
         problems["valid_to"] = "must be after valid_from"
     if label_matcher:
         try:
-            parse_matcher(label_matcher)
+            parse_sql_matcher(label_matcher)
         except SelectorError as exc:
             problems["labels"] = exc.reason
     if problems:

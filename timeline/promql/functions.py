@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from core.labels import PatternError, compile_regex
 from timeline.promql.values import (
     LABEL_NAME,
     NAME,
@@ -142,7 +143,7 @@ def _calendar_part(part: str, moment: np.ndarray) -> np.ndarray:
     return (moment - moment.astype("datetime64[h]")).astype(np.int64) // 60
 
 
-def _go_expand(template: str, match: re.Match) -> str:
+def _go_expand(template: str, match) -> str:
     """Go's ``Regexp.Expand``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``; an unknown group is empty."""
 
     def group(found: re.Match) -> str:
@@ -162,14 +163,15 @@ def _label_replace(args, times) -> Vector:
     vector = args[0]
     destination, replacement, source, pattern = (arg.value for arg in args[1:5])
     try:
-        regex = re.compile(f"^(?:{pattern})$", re.DOTALL)
-    except re.error as exc:
-        raise BadData(f'invalid regular expression in label_replace(): "{pattern}"') from exc
+        # RE2, matched whole with "." matching a newline, as every PromQL regex (core.labels)
+        regex = compile_regex(pattern)
+    except PatternError:
+        raise BadData(f'invalid regular expression in label_replace(): "{pattern}"') from None
     if not LABEL_NAME.match(destination):
         raise BadData(f'invalid destination label name in label_replace(): "{destination}"')
     labels = []
     for row in vector.labels:
-        match = regex.match(row.get(source, ""))
+        match = regex.fullmatch(row.get(source, ""))
         if match is None:
             labels.append(dict(row))
             continue

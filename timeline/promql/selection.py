@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from functools import partial
@@ -26,8 +25,9 @@ import numpy as np
 from django.conf import settings
 from django.db.models import Q
 
-from core.labels import RESERVED_LABEL_NAMES
+from core.labels import REGEX_OPS, RESERVED_LABEL_NAMES, PatternError, compile_regex, value_matches
 from orgs.access import LEVEL_AGGREGATE, MIN_AGGREGATE_GROUP, Scope
+from orgs.label_sql import name_q, sql_refusal
 from timeline.clock.model import clock_for
 from timeline.lanes.reads import run_reads
 from timeline.models import Series
@@ -96,29 +96,20 @@ def visible_labels(scope: Scope, series: Series) -> Labels:
 
 
 def matches(labels: Labels, matcher: Matcher) -> bool:
-    """One PromQL matcher: a missing label is the empty string; regexes are anchored."""
+    """One PromQL matcher (:func:`core.labels.value_matches`): a missing label is the empty string;
+    regexes are RE2's, anchored, with ``.`` matching a newline, in time linear in the value."""
     name, op, value = matcher
-    actual = labels.get(name, "")
-    if op == "=":
-        return actual == value
-    if op == "!=":
-        return actual != value
-    found = _regex(value).fullmatch(actual) is not None
-    return found if op == "=~" else not found
+    if op in REGEX_OPS:
+        _regex(value)
+    return value_matches(labels.get(name, ""), op, value)
 
 
-_compiled: dict[str, re.Pattern] = {}
-
-
-def _regex(pattern: str) -> re.Pattern:
-    if pattern not in _compiled:
-        try:
-            _compiled[pattern] = re.compile(pattern, re.DOTALL)
-        except re.error as exc:
-            raise BadData(f'error parsing regexp "{pattern}": {exc}') from exc
-        if len(_compiled) > 1000:
-            _compiled.clear()
-    return _compiled[pattern]
+def _regex(pattern: str) -> None:
+    """Raises Prometheus's ``bad_data`` for a pattern RE2 refuses (compiled patterns are cached)."""
+    try:
+        compile_regex(pattern)
+    except PatternError as exc:
+        raise BadData(f'error parsing regexp "{pattern}": {exc}') from None
 
 
 def _masked_names(scope: Scope) -> frozenset[str]:
@@ -129,10 +120,14 @@ def _pushdown(group: list[Matcher], masked: frozenset[str]) -> Q:
     """The part of one matcher group the database may apply without seeing a masked label value."""
     q = Q()
     for name, op, value in group:
+        if op in REGEX_OPS:
+            _regex(value)  # a pattern RE2 refuses is bad_data even where no series would be compared
         if name == NAME and op == "=":
             q &= Q(metric=value)
-        elif name == NAME and op == "=~":
-            q &= Q(metric__regex=f"^(?:{value})$")
+        elif name == NAME and op == "=~" and not sql_refusal(value):
+            # the database compares a rewritten pattern of the same meaning, never the text as written
+            # (orgs.label_sql); one it cannot evaluate is matched in Python only, below
+            q &= name_q("metric", value)
         elif name == ORG_LABEL and op == "=":
             q &= Q(org__slug=value)
         elif op == "=" and value and name not in masked and _plain_name(name):

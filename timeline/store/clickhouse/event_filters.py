@@ -3,7 +3,7 @@ with bound parameters (:class:`Compiler`), and the event window under the read's
 (:func:`window_sql`), for the event reads of :mod:`timeline.store.clickhouse.events`.
 
 The compiler knows the lookups the store's filters are made of (exact, in, comparisons, isnull,
-icontains, regex, has_key and label keys of the JSON columns, and ``org__…``/``source__…`` relations,
+icontains, regex, re2, has_key and label keys of the JSON columns, and ``org__…``/``source__…`` relations,
 which it resolves to ids in the Django database first); anything else raises, naming the lookup, rather
 than filtering differently.
 """
@@ -27,6 +27,7 @@ from django.db.models import (
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Cast, Round
 
+from orgs.label_sql import anchored
 from timeline.models import Source
 from timeline.store.clickhouse.sql import ROUND_HALF_AWAY, Params
 from timeline.store.hints import ReadHints
@@ -48,7 +49,7 @@ JSON_COLUMNS = ("resource", "attributes")
 INT_COLUMNS = frozenset(name for name, type_ in COLUMN_TYPES.items() if type_ == "Int64")
 LOOKUPS = frozenset(
     {"exact", "iexact", "in", "gt", "gte", "lt", "lte", "isnull", "contains", "icontains", "regex"}
-    | {"startswith", "has_key"}
+    | {"startswith", "has_key", "re2"}
 )
 RELATIONS = {"org": ("org_id", "orgs.Organization"), "source": ("source_id", "timeline.Source")}
 
@@ -133,6 +134,8 @@ class Compiler:
             return f"startsWith({column}, {p(str(value), 'String')})"
         if lookup == "regex":
             return f"match({column}, {p(str(value), 'String')})"
+        if lookup == "re2":  # orgs.label_sql: RE2, whole, "." matching a newline; match() is RE2
+            return f"match({column}, {p(anchored(str(value)), 'String')})"
         raise UnsupportedFilter(f"event filter {key!r}: the lookup {lookup!r} is not supported on ClickHouse")
 
     def _json(self, field: str, path: list[str], value: Any) -> str:
