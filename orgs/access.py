@@ -13,9 +13,12 @@ Invariants:
   data only through that organisation's active :class:`~orgs.models.Grant`\\ s,
   each turned into a :class:`~orgs.grants.GrantRule` that is both a WHERE clause (``Q``) and
   a Python predicate — the two always agree (tests/orgs/test_grants.py);
-* ``aggregate`` grants never make a single series readable: per-series reads
+* ``aggregate`` grants never make a per-entity series readable: per-series reads
   use :meth:`Scope.series_filter`, which leaves them out; only fleet aggregates
-  over at least :data:`MIN_AGGREGATE_GROUP` series may use them;
+  over at least :data:`MIN_AGGREGATE_GROUP` series may use them (:func:`fleet_group_allowed`), grouped
+  only by the labels the grant exposes. Which labels name an entity is decided per grant and metric
+  (:mod:`orgs.entities`: the known names in any case, the grant's own list, or detection) once per
+  scope (:meth:`Scope.fleet_policy`); lanes, PromQL and the analysis ask, they do not decide;
 * redaction is decided here (:meth:`Scope.series_masked_labels`, :meth:`Scope.hides_body`,
   :meth:`Scope.mask_labels`) and applied by the read side's presenters (``timeline.presenters``),
   never in templates; this module imports neither ``timeline`` nor ``ingest``;
@@ -27,7 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -36,9 +40,18 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 
 from orgs.audit import audit_reads_record
+from orgs.entities import (
+    KNOWN_ENTITY_LABELS,
+    detected_entity_labels,
+    entity_names,
+    fold,
+    is_known_entity_label,
+    usable_names,
+)
 from orgs.grants import GrantRule, grant_rules_for
 from orgs.models import (
     LEVEL_RANK,
+    Grant,
     IngestToken,
     Level,
     Membership,
@@ -51,14 +64,88 @@ LEVEL_FULL = Level.FULL.value
 LEVEL_REDACTED = Level.REDACTED.value
 LEVEL_AGGREGATE = Level.AGGREGATE.value
 MIN_AGGREGATE_GROUP = 5
-# Labels that name one machine, device or process. A series with none of them is already a fleet
-# figure (the storage array's total read rate), so an aggregate grant lets it be read as it is.
-ENTITY_LABELS = ("node", "host", "instance", "gpu", "rank", "pod", "uuid", "device_id")
+# Labels that always name one machine, device or process (in any case). A series an aggregate grant
+# shares with none of its entity labels (these, the grant's own, or detected) is already a fleet
+# figure (the storage array's total read rate), so it may be read as it is.
+ENTITY_LABELS = KNOWN_ENTITY_LABELS
 REDACTED_MESSAGE = ""
+# The rows of ``Series`` a WHERE clause selects (objects with pk, org_id, signal, metric, labels).
+# The store's models live above this module, so the read side hands the gate its reader at start-up
+# (:func:`read_series_with`); without one, aggregate grants share nothing one by one (fail closed).
+SeriesReader = Callable[[Q], Iterable]
+_series_reader: list[SeriesReader] = []
 
 
 class NoScope(PermissionDenied):
     """Raised when something tries to read without a scope, or a viewer has none."""
+
+
+def read_series_with(reader: SeriesReader) -> None:
+    """Let the gate read the series its aggregate grants select (called once, by the store's app)."""
+    _series_reader[:] = [reader]
+
+
+def fleet_group_allowed(members, alone=0):
+    """The fleet rule: a figure over ``members`` series, ``alone`` of them readable one by one, gives
+    away no value the viewer may not read when every member is readable alone or the group holds at
+    least :data:`MIN_AGGREGATE_GROUP` series. Works on numbers and on numpy arrays of them alike."""
+    return (members >= MIN_AGGREGATE_GROUP) | (members == alone)
+
+
+@dataclass(frozen=True)
+class FleetPolicy:
+    """What a scope's aggregate grants allow for each series they share, by series id.
+
+    ``alone``: series that carry no entity label under some aggregate grant (fleet figures by
+    themselves, readable one by one). ``entities``: the labels (as stored) of each shared series that
+    name an entity. ``usable``: for a series readable only inside a fleet figure, the labels (as
+    stored) such a figure may group by, match on and show — those a grant exposes; never an entity."""
+
+    alone: frozenset[int] = frozenset()
+    entities: Mapping[int, frozenset[str]] = field(default_factory=dict)
+    usable: Mapping[int, frozenset[str]] = field(default_factory=dict)
+
+
+def _fleet_policy(rules: list[GrantRule]) -> FleetPolicy:
+    """Per series the aggregate ``rules`` select: its entity labels, per grant and metric (detected
+    among the series of that metric the grant selects when the grant names none), whether it is a
+    fleet figure by itself under some grant, and the labels the grants expose for fleet figures."""
+    if not rules or not _series_reader:
+        return FleetPolicy()
+    settings_of = {
+        pk: (entity, exposed)
+        for pk, entity, exposed in Grant.objects.filter(pk__in=[r.grant_id for r in rules]).values_list(
+            "pk", "entity_labels", "exposed_labels"
+        )
+    }
+    where = Q(pk__in=[])
+    for rule in rules:
+        where |= rule.series_q()
+    rows = list(_series_reader[0](where))
+    alone: set[int] = set()
+    entities: dict[int, frozenset[str]] = defaultdict(frozenset)
+    usable: dict[int, frozenset[str]] = defaultdict(frozenset)
+    for rule in rules:
+        configured, exposed = settings_of.get(rule.grant_id, ([], []))
+        by_metric: dict[str, list] = defaultdict(list)
+        for series in rows:
+            if rule.matches_series(series):
+                by_metric[series.metric].append(series)
+        for members in by_metric.values():
+            detected = () if configured else detected_entity_labels(s.labels for s in members)
+            names = entity_names(configured or (), detected)
+            for series in members:
+                entity = frozenset(k for k in series.labels if fold(k) in names)
+                entities[series.pk] |= entity
+                if entity:
+                    usable[series.pk] |= usable_names(series.labels, names, exposed or ())
+                else:
+                    alone.add(series.pk)
+    return FleetPolicy(
+        alone=frozenset(alone),
+        entities=dict(entities),
+        usable={pk: names for pk, names in usable.items() if pk not in alone},
+    )
 
 
 @dataclass(frozen=True)
@@ -74,6 +161,8 @@ class Scope:
     # its organisation here and nothing in ``own_org_ids``: it reads no series, event or incident.
     journal_org_ids: frozenset[int] = field(default_factory=frozenset)
     reads: list = field(default_factory=list, compare=False, repr=False)
+    # Decisions worked out once per scope (a scope lives for one request): the fleet policy.
+    _decided: dict = field(default_factory=dict, compare=False, repr=False)
 
     # -- construction ---------------------------------------------------------
     @classmethod
@@ -130,19 +219,18 @@ class Scope:
 
     def series_filter(self, *, include_aggregate: bool = False) -> Q:
         """Rows of ``Series`` this scope may read one by one: own, full and redacted grants, and under
-        aggregate grants the fleet-level series (no entity label). With ``include_aggregate``, also
-        the per-entity series of aggregate grants, for fleet aggregates only."""
+        aggregate grants the fleet-level series (no entity label: :meth:`fleet_policy`). With
+        ``include_aggregate``, also the per-entity series of aggregate grants, for fleet aggregates
+        only."""
         if self.is_system:
             return Q()
         q = self._own()
-        fleet_level = Q()
-        for label in ENTITY_LABELS:
-            fleet_level &= ~Q(labels__has_key=label)
         for rule in self.rules:
             if rule.level != LEVEL_AGGREGATE or include_aggregate:
                 q |= rule.series_q()
-            else:
-                q |= rule.series_q() & fleet_level
+        alone = self.fleet_policy().alone
+        if alone and not include_aggregate:
+            q |= Q(pk__in=sorted(alone))
         return q
 
     def event_filter(self) -> Q:
@@ -177,11 +265,19 @@ class Scope:
         rule = self._best_rule(lambda r: r.matches_series(series))
         return rule.level if rule else None
 
+    def fleet_policy(self) -> FleetPolicy:
+        """What this scope's aggregate grants allow per series (:class:`FleetPolicy`), worked out on
+        first use and kept for the scope's life (one request)."""
+        if "fleet" not in self._decided:
+            rules = [] if self.is_system else [r for r in self.rules if r.level == LEVEL_AGGREGATE]
+            self._decided["fleet"] = _fleet_policy(rules)
+        return self._decided["fleet"]
+
     def readable_alone(self, series) -> bool:
         """May this series be drawn on its own (not only inside a fleet aggregate)?"""
         level = self.series_level(series)
         if level == LEVEL_AGGREGATE:
-            return not any(label in series.labels for label in ENTITY_LABELS)
+            return series.pk in self.fleet_policy().alone
         return level is not None
 
     def fleet_readable(self, series: Iterable) -> bool:
@@ -189,7 +285,23 @@ class Scope:
         read alone; otherwise only as a group of at least :data:`MIN_AGGREGATE_GROUP`, so an aggregate
         never stands for one or two hidden series."""
         series = list(series)
-        return all(self.readable_alone(s) for s in series) or len(series) >= MIN_AGGREGATE_GROUP
+        return bool(fleet_group_allowed(len(series), sum(1 for s in series if self.readable_alone(s))))
+
+    def entity_labels_for(self, series) -> frozenset[str]:
+        """The labels of ``series`` (as stored) that name an entity for this scope: under an aggregate
+        grant as the grant decides (:meth:`fleet_policy`), otherwise the known names in any case."""
+        if self.series_level(series) == LEVEL_AGGREGATE:
+            found = self.fleet_policy().entities.get(series.pk)
+            if found is not None:
+                return found
+        return frozenset(name for name in series.labels if is_known_entity_label(name))
+
+    def fleet_labels(self, series) -> frozenset[str]:
+        """The labels of ``series`` (as stored) a fleet figure over it may group by, match on and show:
+        all of them for a series readable alone, the exposed ones for one readable only in aggregate."""
+        if self.readable_alone(series):
+            return frozenset(series.labels)
+        return self.fleet_policy().usable.get(series.pk, frozenset())
 
     def series_time_bounds(self, series) -> tuple[int | None, int | None]:
         """The part of a series' time this scope may read (µs; None: unbounded)."""

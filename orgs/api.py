@@ -45,6 +45,8 @@ def grant_json(grant: Grant) -> dict:
         "name_patterns": grant.name_patterns,
         "label_matchers": grant.label_matchers,
         "masked_labels": grant.masked_labels,
+        "entity_labels": grant.entity_labels,
+        "exposed_labels": grant.exposed_labels,
         "data_from": grant.data_from,
         "data_to": grant.data_to,
         "expires_at": grant.expires_at,
@@ -98,6 +100,13 @@ class GrantCreateBody(serializers.Serializer):
     name_patterns = StringListField(help_text="metric and event name patterns (nfs_*)")
     label_matchers = StringListField(help_text='label matchers (node=~"node-1.*")')
     masked_labels = StringListField(help_text="labels pseudonymised at the redacted level")
+    entity_labels = StringListField(
+        help_text="aggregate level: labels naming a machine, device or process besides the known ones "
+        "(any case); none: detected as the labels whose values are nearly unique per series"
+    )
+    exposed_labels = StringListField(
+        help_text="aggregate level: labels (no entity) fleet figures may be grouped by, showing their values"
+    )
     data_from = OffsetDateTimeField()
     data_to = OffsetDateTimeField()
     expires_at = OffsetDateTimeField()
@@ -130,6 +139,8 @@ class GrantShape(serializers.Serializer):
     name_patterns = serializers.ListField(child=serializers.CharField())
     label_matchers = serializers.ListField(child=serializers.CharField())
     masked_labels = serializers.ListField(child=serializers.CharField())
+    entity_labels = serializers.ListField(child=serializers.CharField())
+    exposed_labels = serializers.ListField(child=serializers.CharField())
     data_from = serializers.DateTimeField(allow_null=True)
     data_to = serializers.DateTimeField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
@@ -199,6 +210,8 @@ class GrantListView(ScopedAPIView):
             name_patterns=body["name_patterns"],
             label_matchers=body["label_matchers"],
             masked_labels=body["masked_labels"],
+            entity_labels=body["entity_labels"],
+            exposed_labels=body["exposed_labels"],
             data_from=body.get("data_from"),
             data_to=body.get("data_to"),
             expires_at=body.get("expires_at"),

@@ -182,6 +182,23 @@ class Grant(Revocable, models.Model):
     masked_labels = models.JSONField(
         default=list, blank=True, help_text="Redacted level: labels replaced by stable pseudonyms."
     )
+    entity_labels = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=(
+            "Aggregate level: labels naming one machine, device or process (any case), besides the "
+            "known ones (node, hostname, instance, gpu, uuid, …); empty: detected as the labels whose "
+            "values are (nearly) unique per series."
+        ),
+    )
+    exposed_labels = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=(
+            "Aggregate level: labels (not naming an entity) the grantee may group by, match on and see "
+            "values of in fleet figures; empty: none."
+        ),
+    )
     data_from = models.DateTimeField(null=True, blank=True, help_text="Only data at or after this time.")
     data_to = models.DateTimeField(null=True, blank=True, help_text="Only data before this time.")
     expires_at = models.DateTimeField(null=True, blank=True)

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from orgs.access import require_role
+from orgs.entities import LabelListError, clean_label_lists
 from orgs.models import (
     TOKEN_PREFIX,
     AccessRequest,
@@ -166,8 +167,12 @@ def grant_create(
     data_to=None,
     expires_at=None,
     created_by=None,
+    entity_labels: list[str] | None = None,
+    exposed_labels: list[str] | None = None,
 ) -> Grant:
-    """Share part of ``owner``'s data with ``grantee`` (None: every other organisation).
+    """Share part of ``owner``'s data with ``grantee`` (None: every other organisation). At the
+    aggregate level, ``entity_labels`` (empty: detected) and ``exposed_labels`` are the grant's fleet
+    rule (:func:`orgs.entities.clean_label_lists`).
 
     ``created_by`` must be an admin of ``owner`` (PermissionDenied otherwise); None only for system
     jobs."""
@@ -181,6 +186,12 @@ def grant_create(
         raise ValidationError({"data_to": "must be after data_from"})
     if level == Level.REDACTED and not masked_labels:
         masked_labels = ["node", "host", "instance", "rank", "gpu", "uuid", "pod"]
+    try:
+        entity_labels, exposed_labels = clean_label_lists(
+            level=level, entity_labels=entity_labels or [], exposed_labels=exposed_labels or []
+        )
+    except LabelListError as exc:
+        raise ValidationError({exc.field: exc.reason}) from exc
     grant = Grant.objects.create(
         owner=owner,
         grantee=grantee,
@@ -190,6 +201,8 @@ def grant_create(
         name_patterns=list(name_patterns or []),
         label_matchers=label_matchers,
         masked_labels=list(masked_labels or []),
+        entity_labels=entity_labels,
+        exposed_labels=exposed_labels,
         data_from=data_from,
         data_to=data_to,
         expires_at=expires_at,

@@ -182,6 +182,8 @@ class SharingPage(ScopedPageMixin, TemplateView):
                     name_patterns=_split(request.POST.get("name_patterns", "")),
                     label_matchers=_split(request.POST.get("label_matchers", "")),
                     masked_labels=_split(request.POST.get("masked_labels", "")),
+                    entity_labels=_split(request.POST.get("entity_labels", "")),
+                    exposed_labels=_split(request.POST.get("exposed_labels", "")),
                     expires_at=_moment(request.POST.get("expires_at", "")),
                     created_by=request.user,
                 )

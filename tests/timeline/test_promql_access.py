@@ -9,7 +9,7 @@ import json
 import pytest
 
 from core.records import Batch, SeriesBlock
-from orgs.models import AuditEntry, Level
+from orgs.models import AuditEntry, Grant, Level
 from orgs.services import grant_create
 from tests.conftest import bearer_client
 from timeline.store import get_store
@@ -197,6 +197,9 @@ def test_an_aggregate_grant_answers_the_fleet_sum(fleet_grant, read_token_a):
     (series,) = answer["data"]["result"]
     assert series["metric"] == {}
     assert float(series["value"][1]) == sum(100.0 * n + 13 for n in range(1, 7))  # samples at T0 + 195 s
+    # Grouping by a label needs the grant to expose it.
+    assert query(client, "avg by (mount) (nfs_rpc_slots_in_use)").status_code == 422
+    Grant.objects.filter(owner=fleet_grant[1]).update(exposed_labels=["mount"])
     by_mount = query(client, "avg by (mount) (nfs_rpc_slots_in_use)").json()["data"]["result"]
     assert [(s["metric"], float(s["value"][1])) for s in by_mount] == [({"mount": "/scratch"}, 363.0)]
     owner = query(client, 'count(nfs_rpc_slots_in_use{jl_org="storage"})').json()["data"]["result"]

@@ -36,7 +36,14 @@ from functools import partial
 import numpy as np
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Value
 
-from orgs.access import ENTITY_LABELS, LEVEL_AGGREGATE, LEVEL_FULL, LEVEL_REDACTED, Scope, require_scope
+from orgs.access import (
+    LEVEL_AGGREGATE,
+    LEVEL_FULL,
+    LEVEL_REDACTED,
+    Scope,
+    is_known_entity_label,
+    require_scope,
+)
 from orgs.models import Organization
 from timeline.analysis.scoring import Change, compare, compare_rows
 from timeline.analysis.templates_mining import mine_templates
@@ -215,7 +222,7 @@ def _group_key(member: Member) -> tuple:
     except those naming an entity (node, gpu, …). Stored values: a pseudonym stands for one value, so
     grouping on them groups as on what the viewer sees; the key itself is never shown."""
     s = member.series
-    rest = tuple(sorted((k, str(v)) for k, v in s.labels.items() if k not in ENTITY_LABELS))
+    rest = tuple(sorted((k, str(v)) for k, v in s.labels.items() if not is_known_entity_label(k)))
     return (s.org_id, s.signal, s.metric, rest)
 
 
@@ -373,7 +380,7 @@ def _present(scope: Scope, entry: Entry) -> None:
         labels = tuple(sorted((k, str(v)) for k, v in head["labels"].items()))
     else:
         kind = "band"
-        labels = tuple(sorted((k, str(v)) for k, v in head["labels"].items() if k not in ENTITY_LABELS))
+        labels = tuple(sorted((k, str(v)) for k, v in head["labels"].items() if not is_known_entity_label(k)))
     entry.labels = dict(labels)
     spec = LaneSpec(
         kind=kind,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from orgs.access import MIN_AGGREGATE_GROUP, Scope
+from orgs.access import Scope, fleet_group_allowed
 from timeline.lanes.rules import lane_rules
 from timeline.lanes.selection import natural_key, readable_members, readable_series
 
@@ -38,7 +38,7 @@ class SeriesGroup:
             kinds += ["line", "rate"] if self.kind == "counter" else ["line"]
             if self.per_series > 1:
                 kinds.append("heatmap")
-        if self.count > 1 and (self.per_series == self.count or self.count >= MIN_AGGREGATE_GROUP):
+        if self.count > 1 and fleet_group_allowed(self.count, self.per_series):
             kinds += ["band", "sum"]
         elif self.count == 1 and self.per_series == 0:
             kinds = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from orgs.access import MIN_AGGREGATE_GROUP, NoScope, Scope, require_scope
+from orgs.access import NoScope, Scope, fleet_group_allowed, require_scope
 from timeline.lanes.spec import FLEET_KINDS, LaneSpec
 from timeline.models import Series
 from timeline.presenters import present_series
@@ -128,9 +128,9 @@ def row_label(member: Member) -> str:
 
 
 def aggregate_allowed(members: list[Member]) -> bool:
-    """A fleet aggregate over these members gives away no per-series value the viewer may not see:
-    either every member is readable alone, or the group has at least ``MIN_AGGREGATE_GROUP`` series."""
-    return all(m.alone for m in members) or len(members) >= MIN_AGGREGATE_GROUP
+    """A fleet aggregate over these members gives away no per-series value the viewer may not see: the
+    gate's rule (:func:`orgs.access.fleet_group_allowed`) over the members and those readable alone."""
+    return bool(fleet_group_allowed(len(members), sum(1 for m in members if m.alone)))
 
 
 def group_presented(scope: Scope, members: list[Member]) -> dict:

@@ -5,15 +5,19 @@ Such a series is selected only by a selector that sits inside an aggregation tha
 fleet (:data:`FLEET_OPERATORS`), with nothing in between that could single a series out again: only
 functions that keep each series apart and its labels as they are (:data:`ROW_FUNCTIONS`), arithmetic
 with a number, and parentheses. :func:`fleet_selectors` finds those selectors before evaluation. The
-series come marked with the :data:`FLEET_ONLY` label, which the aggregation removes, and it admits them
-only under the gate's rule (:func:`admitted`):
+series come marked with the :data:`FLEET_ONLY` label (:func:`marked`), whose value lists the labels the
+gate lets a fleet figure over the series use (``orgs.access.Scope.fleet_labels``: the metric name, the
+owner and the labels the grant exposes, never one naming an entity); the aggregation removes it, and
+admits them only under the gate's rule (:func:`admitted`):
 
-* the aggregation's groups keep no entity label (``orgs.access.ENTITY_LABELS``: ``sum`` and
-  ``sum by (mount)`` are fleet figures, ``sum by (node)`` is not) — else an error naming the rule;
-* a group's value at a step counts at least ``MIN_AGGREGATE_GROUP`` of them, or it has none there;
-* they are selected by metric name and owner only (a matcher on any other label could cut the fleet
-  down to the difference of two large groups: one node);
-* a metric of one owner with fewer than ``MIN_AGGREGATE_GROUP`` such series is never selected.
+* the aggregation's groups keep no other label (``sum`` and, when the grant exposes ``mount``,
+  ``sum by (mount)`` are fleet figures; ``sum by (node)``, ``sum by (hostname)`` and ``sum by
+  (tenant)`` of a grant that does not expose ``tenant`` are not) — else an error naming the rule;
+* a group's value at a step counts enough of them for the gate's fleet rule
+  (``orgs.access.fleet_group_allowed``), or it has none there;
+* they are selected by those labels only (a matcher on any other label could cut the fleet down to
+  the difference of two large groups: one node, or probe a value the viewer may not read);
+* a metric of one owner with too few such series for the fleet rule is never selected.
 
 A selector elsewhere that names a metric shared only this way answers the rule as an error, not an
 empty result, so a user learns how to read it; the error names the metric the user wrote, nothing else.
@@ -24,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import promql_parser as pp
 
-from orgs.access import ENTITY_LABELS, MIN_AGGREGATE_GROUP
+from orgs.access import MIN_AGGREGATE_GROUP, fleet_group_allowed
 from timeline.promql.values import ExecutionError, Labels
 
 FLEET_ONLY = "__jl_fleet_only__"
@@ -50,8 +54,9 @@ ARITHMETIC = frozenset({"+", "-", "*", "/", "%", "^"})
 RULE = (
     f"an aggregate grant shares these series only as a fleet figure: use them inside sum, avg, min, "
     f"max, count, group, stddev, stdvar or quantile over at least {MIN_AGGREGATE_GROUP} series, "
-    f"grouped by no entity label ({', '.join(ENTITY_LABELS)}), selected by metric name and jl_org only, "
-    f"with only per-series functions and arithmetic with a number in between"
+    f"selected and grouped by metric name, jl_org and the labels the grant exposes only (never one "
+    f"naming an entity, such as node or hostname), with only per-series functions and arithmetic with "
+    f"a number in between"
 )
 
 
@@ -99,17 +104,30 @@ def refuse(metric: str) -> ExecutionError:
     return ExecutionError(f"{metric}: {RULE}")
 
 
+def marked(labels: Labels, usable: frozenset[str] | set[str]) -> Labels:
+    """``labels`` of a series readable only in aggregate, marked with the label names a fleet figure
+    over it may keep (label names hold no comma)."""
+    return {**labels, FLEET_ONLY: ",".join(sorted(usable))}
+
+
 def admitted(labels: list[Labels], rows: np.ndarray, present: np.ndarray, grouped: Labels) -> np.ndarray:
     """Which of a group's series count at each step (``(rows, steps)``): all of them, except that the
-    fleet-only ones count only at steps where at least ``MIN_AGGREGATE_GROUP`` of them are present.
-    Raises :class:`ExecutionError` when the group keeps an entity label and holds any of them."""
+    fleet-only ones count only at steps where enough of them are present for the gate's fleet rule.
+    Raises :class:`ExecutionError` when the group keeps a label one of them does not let it use."""
     hidden = np.array([FLEET_ONLY in labels[row] for row in rows], dtype=bool)
     if not hidden.any():
         return present
-    kept = sorted(name for name in ENTITY_LABELS if grouped.get(name, "") != "")
+    kept = sorted(
+        {
+            name
+            for row in rows[hidden]
+            for name in grouped
+            if grouped[name] != "" and name not in labels[row][FLEET_ONLY].split(",")
+        }
+    )
     if kept:
         raise ExecutionError(f"grouping by {', '.join(kept)}: {RULE}")
-    enough = present[hidden].sum(axis=0) >= MIN_AGGREGATE_GROUP
+    enough = fleet_group_allowed(present[hidden].sum(axis=0))
     return np.where(hidden[:, None], present & enough[None, :], present)
 
 

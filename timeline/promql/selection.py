@@ -3,7 +3,10 @@
 * Series are chosen among ``Series.objects.scoped(scope)``: the viewer's own, and those full and
   redacted grants share, and under aggregate grants only the fleet-level series (no entity label).
   A per-entity series an aggregate grant shares is selected only for a selector inside a fleet
-  aggregation, marked so the aggregation applies the gate's rule (:mod:`timeline.promql.fleet`).
+  aggregation, matched only on its metric name, owner and the labels the gate lets a fleet figure
+  use (``Scope.fleet_labels``), and marked with them so the aggregation applies the gate's rule
+  (:mod:`timeline.promql.fleet`). A selector with a matcher on any other label selects none of them
+  (its own and fully shared series still answer).
 * A series' labels are shown as the gate decides (``Scope.series_masked_labels``/``mask_labels``):
   masked values are the viewer's pseudonyms, and matchers are applied to the labels as shown, so a
   viewer can neither see nor probe a raw value it may not read. Each series carries its owner as
@@ -26,7 +29,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from core.labels import REGEX_OPS, RESERVED_LABEL_NAMES, PatternError, compile_regex, value_matches
-from orgs.access import LEVEL_AGGREGATE, MIN_AGGREGATE_GROUP, Scope
+from orgs.access import LEVEL_AGGREGATE, Scope, fleet_group_allowed
 from orgs.label_sql import name_q, sql_refusal
 from timeline.clock.model import clock_for
 from timeline.lanes.reads import run_reads
@@ -178,36 +181,51 @@ class ScopedSeries:
             self._resolved[key] = found
         return self._resolved[key]
 
-    def fleet_only(self, groups: list[list[Matcher]]) -> list[tuple[Series, Labels]]:
-        """The series readable only in aggregate whose metric name and owner match any group (other
-        matchers are not looked at), marked :data:`~timeline.promql.fleet.FLEET_ONLY`; a metric of one
-        owner with fewer than ``MIN_AGGREGATE_GROUP`` of them is left out."""
-        shared = [rule.series_q() for rule in self.scope.rules if rule.level == LEVEL_AGGREGATE]
-        if not shared:
-            return []
-        named = [[m for m in group if m[0] in (NAME, ORG_LABEL)] for group in groups]
-        key = tuple(tuple(group) for group in named)
+    def fleet_only(self, groups: list[list[Matcher]]) -> tuple[list[tuple[Series, Labels]], bool]:
+        """The series readable only in aggregate that any group selects, marked with the labels a fleet
+        figure may use (:func:`~timeline.promql.fleet.marked`), and whether a group that names its
+        metric (``__name__=``) met such series but matches on a label they do not let it use (the
+        caller answers the rule when nothing else is selected). A group matches such a series only on
+        its metric name, owner and the labels the gate lets a fleet figure use
+        (``Scope.fleet_labels``); a metric of one owner with too few of them for the gate's fleet rule
+        is left out."""
+        if not any(rule.level == LEVEL_AGGREGATE for rule in self.scope.rules):
+            return [], False
+        key = tuple(tuple(group) for group in groups)
         if key not in self._fleet_only:
-            self._fleet_only[key] = self._aggregate_shared(named, shared)
+            self._fleet_only[key] = self._aggregate_shared(groups)
         return self._fleet_only[key]
 
-    def _aggregate_shared(self, named: list[list[Matcher]], shared: list[Q]) -> list[tuple[Series, Labels]]:
+    def _aggregate_shared(self, groups: list[list[Matcher]]) -> tuple[list[tuple[Series, Labels]], bool]:
+        named = [[m for m in group if m[0] in (NAME, ORG_LABEL)] for group in groups]
         conditions = [_pushdown(group, self._masked) for group in named]
         # The gate's own WHERE clause for fleet aggregates (as the store's fleet reads use it); the
         # store checks the group again when it reads the samples.
-        fleet_readable = self.scope.series_filter(include_aggregate=True)
-        rows = Series.unscoped.filter(fleet_readable).filter(_any(shared))
+        aggregate = [rule.series_q() for rule in self.scope.rules if rule.level == LEVEL_AGGREGATE]
+        rows = Series.unscoped.filter(self.scope.series_filter(include_aggregate=True)).filter(
+            _any(aggregate)
+        )
         if all(conditions):
             rows = rows.filter(_any(conditions))
-        found = []
+        found, refused = [], False
         for series in rows.select_related("org").order_by("pk"):
             if self.scope.readable_alone(series):
                 continue
             labels = visible_labels(self.scope, series)
-            if any(all(matches(labels, m) for m in group) for group in named):
-                found.append((series, {**labels, fleet.FLEET_ONLY: "1"}))
+            usable = self.scope.fleet_labels(series) | {NAME, ORG_LABEL}
+            selected = False
+            for group, names in zip(groups, named, strict=True):
+                if not all(matches(labels, m) for m in names):
+                    continue
+                if any(m[0] not in usable for m in group):
+                    refused = refused or any(m[0] == NAME and m[1] == "=" for m in group)
+                elif all(matches(labels, m) for m in group):
+                    selected = True
+            if selected:
+                found.append((series, fleet.marked(labels, usable)))
         sizes = Counter((series.org_id, series.metric) for series, _ in found)
-        return [(s, labels) for s, labels in found if sizes[(s.org_id, s.metric)] >= MIN_AGGREGATE_GROUP]
+        kept = [(s, labels) for s, labels in found if fleet_group_allowed(sizes[(s.org_id, s.metric)])]
+        return kept, refused
 
     def chosen(
         self, matchers: list[list[Matcher]], *, fleet_aggregate: bool = False
@@ -216,13 +234,13 @@ class ScopedSeries:
         fleet aggregate (then the group rule applies to the read); refuses a selector that would show
         such series one by one."""
         chosen = self.series(matchers)
-        hidden = self.fleet_only(matchers)
+        hidden, refused = self.fleet_only(matchers)
+        if refused and not chosen and not hidden:
+            raise fleet.refuse(_written_name(matchers))
         if hidden and not fleet_aggregate:
             if not chosen:
                 raise fleet.refuse(_written_name(matchers))
             hidden = []
-        if hidden and any(m[0] not in (NAME, ORG_LABEL) for group in matchers for m in group):
-            raise fleet.refuse(_written_name(matchers))
         return chosen + hidden, bool(hidden)
 
     def _count(self, chosen: list[tuple[Series, Labels]]) -> None:
