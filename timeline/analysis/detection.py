@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +53,7 @@ from django.db.models import Q
 from core.records import SEVERITIES, Batch, EventRecord
 from orgs.access import Scope, require_role
 from orgs.models import Role
+from timeline.analysis import seasonal
 from timeline.analysis.layers import (
     cusum_scores,
     gap_scores,
@@ -63,6 +65,7 @@ from timeline.analysis.layers import (
     shared_onsets,
 )
 from timeline.analysis.recovery import analysis_overrides, with_overrides
+from timeline.analysis.seasonal import SeasonalSettings
 from timeline.clock.model import clock_for, read_hints
 from timeline.lanes import readable_series
 from timeline.presenters import present_event, present_series
@@ -70,6 +73,7 @@ from timeline.store import get_store
 
 S = 1_000_000
 READ_CHUNK = 400  # series per bucket read
+DEFAULT_FP_PER_DAY = 0.2
 
 
 @dataclass(frozen=True)
@@ -103,11 +107,26 @@ class DetectionConfig:
     source: str = "jointline-detector"
     organisations: tuple[str, ...] = ()  # slugs whose detector the periodic task runs
     slot_s: int = 600  # the periodic task covers one whole slot of this length at a time
+    fp_per_day: float = DEFAULT_FP_PER_DAY  # a series judged alone: false detections a day it may give
+    history_s: int = 28 * 86400  # ... read before the window for its seasonal baseline and threshold
+    chunk_s: int = 86400  # a run reads and scores this much at a time (bounded memory)
 
     @classmethod
     def load(cls, path: str | None = None, **overrides) -> DetectionConfig:
-        config = with_overrides(cls(), analysis_overrides("detection", path))
-        return with_overrides(config, overrides)
+        """The settings: the defaults, ``JOINTLINE_DETECTOR_FP_PER_DAY``, then the ``detection``
+        section of the analyses file, then ``overrides``."""
+        from django.conf import settings
+
+        budget = getattr(settings, "JOINTLINE_DETECTOR_FP_PER_DAY", DEFAULT_FP_PER_DAY)
+        config = with_overrides(cls(fp_per_day=budget), analysis_overrides("detection", path))
+        config = with_overrides(config, overrides)
+        if config.fp_per_day <= 0 or config.chunk_s < config.step_s or config.history_s < 0:
+            raise ValueError("detection: fp_per_day > 0, chunk_s >= step_s and history_s >= 0")
+        return config
+
+    def seasonal(self) -> SeasonalSettings:
+        """How a series without peers is judged alone (:mod:`timeline.analysis.seasonal`)."""
+        return SeasonalSettings(fp_per_day=self.fp_per_day)
 
 
 @dataclass
@@ -120,17 +139,27 @@ class Firing:
 
 @dataclass
 class Detection:
+    """One detection on ``entity`` at ``ts`` (the end of the bucket that decided it). ``families``
+    fired together; ``corroboration`` counts the signal families of the run (its own and those of
+    other detections on the entity within ``fusion_s``), ``confidence`` is that count over
+    ``k_of_n``, at most 1: one series alone is a detection with lower confidence, not none."""
+
     entity: str
     ts: int
     score: float
     families: list[str]
     firings: list[Firing] = field(default_factory=list)
+    corroboration: int = 1
+    confidence: float = 1.0
+    resource: dict[str, str] | None = None  # default: {entity_label: entity}
 
     def as_json(self) -> dict:
         return {
             "ts": self.ts,
             "entity": self.entity,
             "score": round(self.score, 3),
+            "confidence": round(self.confidence, 2),
+            "corroboration": self.corroboration,
             "families": self.families,
             "signals": [
                 {"family": f.family, "series": f.series, "layer": f.layer, "score": round(f.score, 2)}
@@ -216,21 +245,22 @@ def fuse(
 class _Member:
     series_id: int
     family: str
-    entity: str
+    entity: str | None  # the entity label's value; None for a series without it
     group: tuple
     name: str
     counter: bool
 
 
 def _members(scope: Scope, config: DetectionConfig, selectors: Q | None) -> list[_Member]:
-    candidates = readable_series(scope, include_aggregate=False).filter(labels__has_key=config.entity_label)
+    """Every series the scope may read one by one (narrowed by ``selectors``), as it is shown to it."""
+    candidates = readable_series(scope, include_aggregate=False)
     if selectors is not None:
         candidates = candidates.filter(selectors)
     out = []
-    for series in candidates.order_by("pk"):
+    for series in candidates.order_by("pk").iterator(chunk_size=2000):
         shown = present_series(scope, series)
         labels = dict(shown["labels"])
-        entity = labels.pop(config.entity_label)
+        entity = labels.pop(config.entity_label, None)
         rest = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         out.append(
             _Member(
@@ -245,6 +275,21 @@ def _members(scope: Scope, config: DetectionConfig, selectors: Q | None) -> list
             )
         )
     return out
+
+
+def split_members(members: list[_Member], config: DetectionConfig) -> tuple[list[_Member], list[_Member]]:
+    """``(fleet, alone)``: a series with the entity label among at least ``min_peers`` series of the
+    same metric and other labels is judged against its peers; every other one alone, against its own
+    history (:mod:`timeline.analysis.seasonal`)."""
+    peers: dict[tuple, set[str]] = defaultdict(set)
+    for member in members:
+        if member.entity is not None:
+            peers[member.group].add(member.entity)
+    fleet, alone = [], []
+    for member in members:
+        in_fleet = member.entity is not None and len(peers[member.group]) >= config.min_peers
+        (fleet if in_fleet else alone).append(member)
+    return fleet, alone
 
 
 def _matrix(
@@ -327,13 +372,16 @@ def observe(
     end: int,
     config: DetectionConfig,
     selectors: Q | None = None,
+    members: list[_Member] | None = None,
 ) -> Observations:
-    """Read what ``scope`` may read for a run over ``[start, end)``, with the ``baseline_s`` before it."""
+    """Read what ``scope`` may read of ``members`` (default: every series with peers) for a run over
+    ``[start, end)``, with the ``baseline_s`` before it."""
     step = config.step_s * S
     origin = start - config.baseline_s * S
     origin -= origin % step
     n = -(-(end - origin) // step)
-    members = _members(scope, config, selectors)
+    if members is None:
+        members = split_members(_members(scope, config, selectors), config)[0]
     means, counts = _matrix(scope, members, start=origin, n=n, step=step)
     events = {
         entity: dict(families)
@@ -349,11 +397,134 @@ def detect(
     end: int,
     config: DetectionConfig | None = None,
     selectors: Q | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> list[Detection]:
-    """Detections in ``[start, end)`` from what ``scope`` may read (the baseline before ``start`` is read
-    too), oldest first. ``selectors``: an optional ``Q`` over ``Series`` narrowing the series used."""
+    """Detections in ``[start, end)`` from what ``scope`` may read, oldest first. ``selectors``: an
+    optional ``Q`` over ``Series`` narrowing the series used; ``progress`` is called with the
+    microseconds of each chunk done.
+
+    The window is read and scored ``chunk_s`` at a time: series with peers (:func:`split_members`)
+    with the ``baseline_s`` before each chunk, series judged alone with a carried history of at most
+    ``SeasonalSettings.history_buckets`` buckets each (primed from the ``history_s`` before
+    ``start``). Memory is bounded by the series count times (chunk + baseline + history) buckets,
+    whatever the window's length; a detection in one chunk keeps its entity quiet into the next."""
     config = config or DetectionConfig.load()
-    return detect_observed(observe(scope, start=start, end=end, config=config, selectors=selectors), config)
+    fleet, alone = split_members(_members(scope, config, selectors), config)
+    solo = AloneRun(scope, alone, config=config, start=start)
+    found: list[Detection] = []
+    last: dict[str, int] = {}
+    chunk = config.chunk_s * S
+    for lo in range(start, end, chunk):
+        hi = min(end, lo + chunk)
+        observed = observe(scope, start=lo, end=hi, config=config, members=fleet)
+        for d in detect_observed(observed, config):
+            if d.ts - last.get(d.entity, -(10**18)) >= config.cooldown_s * S:
+                found.append(d)
+                last[d.entity] = d.ts
+        found += solo.run(lo, hi)
+        if progress is not None:
+            progress(hi - lo)
+    return with_confidence(sorted(found, key=lambda d: (d.ts, d.entity)), config)
+
+
+def with_confidence(detections: list[Detection], config: DetectionConfig) -> list[Detection]:
+    """Each detection's ``corroboration`` (the signal families firing on its entity within
+    ``fusion_s``: its own and those of the entity's other detections) and ``confidence`` (that count
+    over ``k_of_n``, at most 1)."""
+    span = config.fusion_s * S
+    by_entity: dict[str, list[Detection]] = defaultdict(list)
+    for d in detections:
+        by_entity[d.entity].append(d)
+    for same in by_entity.values():
+        for d in same:
+            families = {f for other in same if abs(other.ts - d.ts) <= span for f in other.families}
+            d.corroboration = len(families)
+            d.confidence = min(1.0, d.corroboration / max(1, config.k_of_n))
+    return detections
+
+
+class AloneRun:
+    """The series judged alone during one run: each bucketed at its own cadence
+    (:func:`seasonal.cadence_step`), its history carried from chunk to chunk in a
+    :class:`seasonal.SeriesTrack`."""
+
+    def __init__(self, scope: Scope, members: list[_Member], *, config: DetectionConfig, start: int):
+        self.scope, self.config, self.start = scope, config, start
+        self.members = members
+        self.settings = config.seasonal()
+        self.tracks: dict[int, seasonal.SeriesTrack] = {}
+        self.steps: dict[int, int] = {}
+
+    def run(self, lo: int, hi: int) -> list[Detection]:
+        """The detections of ``[lo, hi)``; chunks must be run in order."""
+        if not self.members:
+            return []
+        self._learn_steps(lo, hi)
+        out: list[Detection] = []
+        for step_s, members in self._by_step().items():
+            step = step_s * S
+            first, last = -(-lo // step), -(-hi // step)  # buckets that start inside the chunk
+            if last <= first:
+                continue
+            means, _counts = _matrix(self.scope, members, start=first * step, n=last - first, step=step)
+            for row, member in enumerate(members):
+                track = self._track(member, step_s, first)
+                for firing in track.feed(first, means[row]):
+                    out.append(self._detection(member, firing, step))
+        return out
+
+    def _learn_steps(self, lo: int, hi: int) -> None:
+        """The cadence of each series not yet known, from its sample counts per hour in the chunk
+        (and the history before the first one)."""
+        unknown = [m for m in self.members if m.series_id not in self.steps]
+        if not unknown:
+            return
+        hour = 3600 * S
+        since = (self.start - self.config.history_s * S) if lo == self.start else lo
+        since -= since % hour
+        n = -(-(hi - since) // hour)
+        _means, counts = _matrix(self.scope, unknown, start=since, n=n, step=hour)
+        for row, member in enumerate(unknown):
+            if counts[row].any():
+                step_s = seasonal.cadence_step(counts[row], minimum_s=self.config.step_s)
+                self.steps[member.series_id] = step_s
+
+    def _by_step(self) -> dict[int, list[_Member]]:
+        out: dict[int, list[_Member]] = defaultdict(list)
+        for member in self.members:
+            if member.series_id in self.steps:
+                out[self.steps[member.series_id]].append(member)
+        return out
+
+    def _track(self, member: _Member, step_s: int, first: int) -> seasonal.SeriesTrack:
+        """The series' track, primed on first use with the history before ``first``: read, and its
+        last ``cooldown + bridge`` buckets scored with their detections dropped, so an anomaly already
+        under way when the run starts is not reported as new."""
+        track = self.tracks.get(member.series_id)
+        if track is not None:
+            return track
+        settings = self.settings
+        track = seasonal.SeriesTrack(step_s=step_s, settings=settings)
+        step = step_s * S
+        n = min(settings.history_buckets, self.config.history_s // step_s)
+        if n > 0:
+            (past,), _counts = _matrix(self.scope, [member], start=(first - n) * step, n=n, step=step)
+            prime = min(n, settings.cooldown + settings.bridge)
+            track.feed(first - n, past[: n - prime])
+            track.feed(first - prime, past[n - prime :])
+        self.tracks[member.series_id] = track
+        return track
+
+    def _detection(self, member: _Member, firing: seasonal.Firing, step: int) -> Detection:
+        layer = f"{firing.kind} ({firing.baseline})"
+        return Detection(
+            member.entity if member.entity is not None else member.name,
+            (firing.bucket + 1) * step,
+            firing.ratio,
+            [member.family],
+            [Firing(member.family, member.name, layer, firing.ratio)],
+            resource=None if member.entity is not None else {"series": member.name},
+        )
 
 
 def detect_observed(observed: Observations, config: DetectionConfig) -> list[Detection]:
@@ -483,10 +654,13 @@ def detection_records(detections: list[Detection], config: DetectionConfig) -> l
             severity="warning",
             name=config.name,
             message=f"{config.entity_label} {d.entity}: {len(d.families)} signal families deviate "
-            f"({', '.join(d.families)})",
-            resource={config.entity_label: d.entity},
+            f"({', '.join(d.families)})"
+            if d.resource is None
+            else f"{d.entity}: {', '.join(f.layer for f in d.firings)}",
+            resource=d.resource or {config.entity_label: d.entity},
             attributes={
                 "score": round(d.score, 3),
+                "confidence": round(d.confidence, 2),
                 "families": ", ".join(d.families),
                 "signals": ", ".join(sorted({f"{f.series} ({f.layer} {f.score:.1f})" for f in d.firings}))[
                     :4000
@@ -538,7 +712,8 @@ def recent_detection_entities(scope: Scope, *, before: int, config: DetectionCon
     """Entities with a detection of the scope's own organisation in the ``cooldown_s`` before ``before``."""
     events = stored_detections(scope, start=before - config.cooldown_s * S, end=before, config=config)
     own = [e for e in events if e.org_id in scope.own_org_ids]
-    return {present_event(scope, e)["resource"].get(config.entity_label) for e in own}
+    resources = [present_event(scope, e)["resource"] for e in own]
+    return {r.get(config.entity_label, r.get("series")) for r in resources}
 
 
 def detect_slot(scope: Scope, *, org_id: int, slot_start: int, config: DetectionConfig) -> int:

@@ -1,0 +1,157 @@
+"""The detector on series without peers: each judged against its own (seasonal) history, calibrated to
+a false-positive budget, and ``manage.py detect`` over any past window."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from core.records import SeriesBlock
+from core.timeparse import format_rfc3339
+from orgs.access import Scope
+from orgs.models import Organization
+from orgs.services import organization_create
+from tests.factories import write
+from timeline.analysis import detection, seasonal
+
+S = 1_000_000
+DAY = 86_400 * S
+STEP = 300 * S  # a 5-minute series
+START = 1_781_481_600 * S  # 2026-06-15 00:00 UTC
+SERIES = "webshop/checkout_requests"
+
+
+@pytest.fixture
+def owner(db) -> Organization:
+    return organization_create(slug="webshop", name="Web shop")[0]
+
+
+def daily_series(days: int, *, seed: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """A 5-minute gauge with a strong daily cycle (quiet nights, busy afternoons) and noise."""
+    rng = np.random.default_rng(seed)
+    ts = START + np.arange(days * 288) * STEP
+    hours = ((ts - START) % DAY) / (3600 * S)
+    cycle = 100 + 80 * np.clip(np.sin((hours - 6) / 24 * 2 * np.pi), -0.3, None)
+    return ts, cycle + rng.normal(0, 4, ts.size)
+
+
+def store(org: Organization, ts: np.ndarray, values: np.ndarray) -> None:
+    """Written 20 days at a time, as a backfill arrives."""
+    for lo in range(0, ts.size, 20 * 288):
+        part = slice(lo, lo + 20 * 288)
+        keep = ~np.isnan(values[part])
+        block = SeriesBlock(
+            "application",
+            "checkout_requests",
+            {},
+            "gauge",
+            "",
+            ts[part][keep].tolist(),
+            values[part][keep].tolist(),
+        )
+        write(org, series=[block])
+
+
+def detect(org: Organization, start: int, end: int, **overrides) -> list[detection.Detection]:
+    config = detection.DetectionConfig.load(**overrides)
+    return detection.detect(Scope.dangerously_as_org(org.pk, "test"), start=start, end=end, config=config)
+
+
+ANOMALY_AT = START + 5 * DAY + 15 * 3600 * S  # day 6, 15:00
+
+
+def with_anomaly(kind: str) -> tuple[np.ndarray, np.ndarray]:
+    ts, values = daily_series(7)
+    after = ts >= ANOMALY_AT
+    if kind == "level shift":
+        values[after] += 30
+    elif kind == "spike":
+        values[ts == ANOMALY_AT] += 60
+    elif kind == "variance change":
+        values[after & (ts < ANOMALY_AT + 3 * 3600 * S)] += np.random.default_rng(9).normal(0, 25, 36)
+    elif kind == "stop":
+        values[after] = np.nan
+    return ts, values
+
+
+@pytest.mark.parametrize("kind", ["level shift", "spike", "variance change", "stop"])
+def test_an_anomaly_in_one_series_without_peers_is_detected(owner, kind):
+    store(owner, *with_anomaly(kind))
+    found = detect(owner, START + 4 * DAY, START + 7 * DAY)
+    assert [d.entity for d in found] == [SERIES]
+    assert ANOMALY_AT < found[0].ts <= ANOMALY_AT + 3600 * S
+    assert found[0].resource == {"series": SERIES} and found[0].confidence < 1
+
+
+def test_a_daily_cycle_alone_gives_no_detection_over_a_week_at_the_default_budget(owner):
+    store(owner, *daily_series(14))
+    assert detect(owner, START + 7 * DAY, START + 14 * DAY) == []
+
+
+def test_a_seasonal_series_is_judged_against_the_same_hour_of_earlier_days():
+    _ts, values = daily_series(6)
+    name, _baseline = seasonal.choose_baseline(
+        values, values.size - 288, step_s=300, settings=seasonal.SeasonalSettings()
+    )
+    assert name == "daily"
+    flat = np.random.default_rng(2).normal(50, 3, 6 * 288)
+    assert (
+        seasonal.choose_baseline(flat, flat.size - 288, step_s=300, settings=seasonal.SeasonalSettings())[0]
+        == "rolling"
+    )
+
+
+def test_a_larger_false_positive_budget_lowers_the_threshold():
+    scores = np.abs(np.random.default_rng(3).standard_t(4, 5000))
+    strict = seasonal.tail_threshold(scores, 1e-4, floor=0)
+    loose = seasonal.tail_threshold(scores, 1e-2, floor=0)
+    assert loose < strict and seasonal.tail_threshold(scores, 1e-4, floor=50) == 50
+
+
+def test_a_series_needs_a_day_of_history_before_it_is_judged_alone(owner):
+    store(owner, *with_anomaly("spike"))
+    late = ANOMALY_AT - 6 * 3600 * S
+    assert detect(owner, late, ANOMALY_AT + 3600 * S, history_s=3600) == []
+    assert len(detect(owner, late, ANOMALY_AT + 3600 * S)) == 1
+
+
+def test_chunks_carry_the_history_so_a_chunked_run_finds_what_one_pass_finds(owner):
+    store(owner, *with_anomaly("level shift"))
+    whole = detect(owner, START + 4 * DAY, START + 7 * DAY, chunk_s=3 * 86400)
+    hourly = detect(owner, START + 4 * DAY, START + 7 * DAY, chunk_s=3600)
+    assert [(d.entity, d.ts) for d in hourly] == [(d.entity, d.ts) for d in whole] and whole
+
+
+def test_the_cadence_of_a_series_sets_its_bucket_width():
+    five_minutes = np.full(48, 12.0)
+    hourly = np.ones(48)
+    every_two_hours = np.tile([1.0, 0.0], 24)
+    assert seasonal.cadence_step(five_minutes, minimum_s=60) == 300
+    assert seasonal.cadence_step(hourly, minimum_s=60) == 3600
+    assert seasonal.cadence_step(every_two_hours, minimum_s=60) == 7200
+
+
+def test_the_detect_command_runs_over_more_than_62_days_in_chunks(owner):
+    ts, values = daily_series(70, seed=8)
+    values[ts >= START + 66 * DAY] += 40
+    store(owner, ts, values)
+    out, err = StringIO(), StringIO()
+    call_command(
+        "detect",
+        "--org",
+        owner.slug,
+        "--from",
+        format_rfc3339(START),
+        "--to",
+        format_rfc3339(START + 70 * DAY),
+        "--json",
+        "--no-progress",
+        stdout=out,
+        stderr=err,
+    )
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and '"entity": "webshop/checkout_requests"' in lines[0]
+    assert "1 detections for webshop" in err.getvalue()
