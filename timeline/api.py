@@ -177,6 +177,8 @@ class WarroomEventsView(WindowAPIView):
             kinds=query.get("kind", []),
             min_severity=query.get("severity") or None,
             labels=query.get("label", {}),
+            scope=self.scope,
+            window=window,
         )
         return warroom_events(
             self.scope,

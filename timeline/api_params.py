@@ -84,7 +84,10 @@ class SeriesQuery(serializers.Serializer):
     signal = text(help_text="signal family, e.g. storage")
     metric = text(help_text="metric name")
     org = text(help_text="organisation slug")
-    label = LabelFilterField(help_text="name=value, repeatable; labels match exactly")
+    label = LabelFilterField(
+        help_text="name=value, repeatable; labels match exactly as you see them (a masked label: its "
+        "pseudonym), an empty value a series without the label"
+    )
 
 
 class LanesQuery(WindowQuery):
@@ -134,7 +137,9 @@ class WarroomEventsQuery(WindowQuery):
     signal = texts(help_text="signal family, repeatable")
     kind = texts(max_length=10, help_text=f"{KIND_HELP}, repeatable")
     severity = text(max_length=10, help_text=SEVERITY_HELP)
-    label = LabelFilterField(help_text="resource name=value, repeatable")
+    label = LabelFilterField(
+        help_text="resource name=value, repeatable; as you see them (a masked label: its pseudonym)"
+    )
     limit = big_integer(required=False, default=500, help_text=f"1 … {EVENT_LIMIT}; default 500")
     id = identifier(required=False, help_text="one event by id, over all time (from and to are ignored)")
     align = text(max_length=10, help_text=ALIGN_HELP)

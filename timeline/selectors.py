@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 
@@ -10,9 +11,11 @@ from django.conf import settings
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
 from config.api_errors import RequestFieldError
+from core.labels import label_matches
 from core.records import SEVERITIES
 from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
-from orgs.access import Scope, require_scope
+from orgs.access import Scope, pseudonym, require_scope
+from orgs.grants import label_q
 from orgs.models import Level
 from timeline.clock.model import read_hints
 from timeline.models import Event, Series
@@ -82,18 +85,47 @@ def series_list(
     metric: str | None = None,
     org_slug: str | None = None,
     labels: dict[str, str] | None = None,
-) -> QuerySet[Series]:
-    """Series the scope may read, filtered; labels match exactly."""
-    series = Series.objects.scoped(require_scope(scope)).select_related("org")
+) -> QuerySet[Series] | list[Series]:
+    """Series the scope may read, filtered; labels match exactly (an empty value: a series without the
+    label), on the values as the viewer sees them: a label a redacted grant masks matches the viewer's
+    pseudonym, never the raw value behind it (a guess of a raw value would otherwise tell which
+    pseudonym stands for it)."""
+    scope = require_scope(scope)
+    series = Series.objects.scoped(scope).select_related("org")
     if signal:
         series = series.filter(signal=signal)
     if metric:
         series = series.filter(metric=metric)
     if org_slug:
         series = series.filter(org__slug=org_slug)
+    masked = masked_label_names(scope)
+    shown = {name: value for name, value in (labels or {}).items() if name in masked}
     for name, value in (labels or {}).items():
-        series = series.filter(**{f"labels__{name}": value})
-    return series.order_by("org__slug", "signal", "metric", "labels_key")
+        if name not in masked:
+            series = series.filter(label_q("labels", name, "=", value))
+    series = series.order_by("org__slug", "signal", "metric", "labels_key")
+    if not shown:
+        return series
+    # A catalogue, not samples: the labels as shown are compared in Python.
+    return [
+        one
+        for one in series
+        if all(
+            label_matches(
+                scope.mask_labels(one.org_id, one.labels, scope.series_masked_labels(one)), n, "=", v
+            )
+            for n, v in shown.items()
+        )
+    ]
+
+
+def masked_label_names(scope: Scope) -> frozenset[str]:
+    """Label names some redacted grant of ``scope`` masks (for some of its rows)."""
+    if scope.is_system:
+        return frozenset()
+    return frozenset(
+        name for rule in scope.rules if rule.level == Level.REDACTED for name in rule.masked_labels
+    )
 
 
 SEVERITY_ORDER = SEVERITIES
@@ -246,10 +278,11 @@ def event_conditions(
     kinds: list[str] | None = None,
     min_severity: str | None = None,
     labels: dict[str, str] | None = None,
+    scope: Scope | None = None,
+    window: Window | None = None,
 ):
-    """A ``Q`` over ``Event`` for the war room's event filters (the scope's filter is added by the reader)."""
-    from django.db.models import Q
-
+    """A ``Q`` over ``Event`` for the war room's event filters (the scope's filter is added by the reader).
+    ``labels`` match the resource labels as ``scope`` sees them in ``window`` (:func:`event_label_q`)."""
     condition = Q()
     if event_id is not None:
         condition &= Q(pk=event_id)
@@ -262,8 +295,53 @@ def event_conditions(
     if min_severity:
         condition &= severities_from(min_severity)
     for name, value in (labels or {}).items():
-        condition &= Q(**{f"resource__{name}": value})
+        condition &= event_label_q(require_scope(scope), name, value, window=window or Window(MIN_US, MAX_US))
     return condition
+
+
+_PSEUDONYM = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*~[0-9a-f]{8}")
+
+
+def _masked_events(scope: Scope, name: str) -> Q:
+    """Events whose resource label ``name`` ``scope`` sees pseudonymised: neither its own nor shared by a
+    full grant, and the first redacted grant that shares them masks ``name``
+    (as ``Scope.event_masked_labels`` decides one event)."""
+    masked, earlier, unmasked = Q(pk__in=[]), Q(pk__in=[]), Q(org_id__in=sorted(scope.own_org_ids))
+    for rule in scope.rules:
+        if rule.level == Level.FULL:
+            unmasked |= rule.event_q()
+        elif rule.level == Level.REDACTED:
+            if name in rule.masked_labels:
+                masked |= rule.event_q() & ~earlier
+            earlier |= rule.event_q()
+    return masked & ~unmasked
+
+
+def event_label_q(scope: Scope, name: str, value: str, *, window: Window) -> Q:
+    """Events whose resource label ``name`` is ``value`` as ``scope`` sees it: the raw value where the
+    viewer reads it raw; where a redacted grant masks it, the viewer's pseudonym of the raw value (raw
+    values of such events in ``window`` are tried against ``value``), so a raw guess matches nothing."""
+    exact = label_q("resource", name, "=", value)
+    if name not in masked_label_names(scope):
+        return exact
+    masked = _masked_events(scope, name)
+    condition = ~masked & exact
+    if not (_PSEUDONYM.fullmatch(value) and value.startswith(f"{name}~")):
+        return condition  # a pseudonym has this shape: anything else is a raw value, which matches nothing
+    hints = read_hints(scope, start=window.start, end=window.end)
+    for owner_id in sorted({rule.owner_id for rule in scope.rules if name in rule.masked_labels}):
+        owned = masked & Q(org_id=owner_id) & Q(**{f"resource__{name}__isnull": False})
+        found = get_store().select_events(scope, hints, filters=owned, overlapping=True)
+        raws = {_resource(row).get(name) for row in found.values_list("resource", flat=True)}
+        viewer = scope.viewer_org_id
+        hits = [raw for raw in raws if raw is not None and pseudonym(owner_id, viewer, name, raw) == value]
+        if hits:
+            condition |= Q(org_id=owner_id) & masked & Q(**{f"resource__{name}__in": hits})
+    return condition
+
+
+def _resource(value) -> dict:
+    return json.loads(value) if isinstance(value, str) else (value or {})
 
 
 EVENT_ORDERS = ("time", "severity")
