@@ -234,6 +234,24 @@ JOINTLINE_APPLY_MAX_ATTEMPTS = env_int("JOINTLINE_APPLY_MAX_ATTEMPTS", 5, minimu
 JOINTLINE_PARTITION_DAYS_AHEAD = env_int("JOINTLINE_PARTITION_DAYS_AHEAD", 3, minimum=0)
 JOINTLINE_LANE_MAX_WIDTH = env_int("JOINTLINE_LANE_MAX_WIDTH", 4000, minimum=10)
 JOINTLINE_PROMQL_MAX_SERIES = env_int("JOINTLINE_PROMQL_MAX_SERIES", 10_000, minimum=1)  # per PromQL query
+# --- read budgets (orgs/read_limits.py, timeline/promql/) ---
+# A request's database statements run under this PostgreSQL statement_timeout (ms; 0: none), and none
+# starts once the request has run this long (s; 0: no budget): a 503 saying so instead of a worker pinned
+# until gunicorn kills it. The default stays under the web workers' timeout (JOINTLINE_WEB_TIMEOUT_S).
+JOINTLINE_READ_STATEMENT_TIMEOUT_MS = env_int("JOINTLINE_READ_STATEMENT_TIMEOUT_MS", 30_000, minimum=0)
+JOINTLINE_READ_BUDGET_S = env_float(
+    "JOINTLINE_READ_BUDGET_S", max(env_int("JOINTLINE_WEB_TIMEOUT_S", 60, minimum=5) - 10, 5), minimum=0
+)
+# Reads (API and pages) per minute of one token or one signed-in person, counted in the shared cache;
+# over it a 429 with Retry-After (0: no limit).
+JOINTLINE_READ_REQUESTS_PER_MINUTE = env_int("JOINTLINE_READ_REQUESTS_PER_MINUTE", 1200, minimum=0)
+# PromQL: samples one query may hold at once (Prometheus's query.max-samples), and the longest timeout a
+# query may ask for in seconds (also its timeout when it asks none).
+JOINTLINE_PROMQL_MAX_SAMPLES = env_int("JOINTLINE_PROMQL_MAX_SAMPLES", 20_000_000, minimum=1000)
+JOINTLINE_PROMQL_MAX_TIMEOUT = env_float(
+    "JOINTLINE_PROMQL_MAX_TIMEOUT", JOINTLINE_READ_BUDGET_S or 120.0, minimum=0.001
+)
+# --- end read budgets ---
 # Seconds a live war-room lanes answer is served from the cache (timeline/lane_cache.py); 0: off.
 JOINTLINE_LANE_CACHE_S = env_float("JOINTLINE_LANE_CACHE_S", 10.0, minimum=0)
 # Store reads of one lanes request run on this many threads, each with its own connection, where the

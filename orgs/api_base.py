@@ -3,6 +3,12 @@
 Subclasses get ``self.scope`` before their handler runs and cannot replace the
 way it is built: overriding ``initial``/``dispatch``/``build_scope`` raises at
 import time (the guard below), so no view can skip the gate by accident.
+
+The same two places apply the read budgets of :mod:`orgs.read_limits`: a read
+over its token's or person's reads per minute is refused (429, ``Retry-After``)
+before its scope is built, and the handler's database work runs under the
+request's statement timeout and wall-clock budget (503 with a message when it
+runs past them).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import re
 from collections.abc import Callable
 
 from django.contrib.auth.mixins import LoginRequiredMixin
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.permissions import BasePermission
@@ -18,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api_input import query_params, request_body
+from orgs import read_limits
 from orgs.access import NoScope, Scope, scope_for_request
 from orgs.models import IngestToken
 
@@ -93,7 +101,18 @@ class ScopedAPIView(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
+        admitted = read_limits.read_admit(request.user, request.auth)
+        if not admitted.allowed:
+            raise exceptions.Throttled(wait=admitted.retry_after_s, detail=admitted.reason)
+        self.read_budget = read_limits.begin_request()
         self.scope = self.build_scope(request)
+
+    def handle_exception(self, exc):
+        """A statement the database cancelled at the read budget is a 503 saying so."""
+        budget = getattr(self, "read_budget", None)
+        if budget is not None and read_limits.timed_out(exc):
+            exc = read_limits.ReadTimedOut(budget.message())
+        return super().handle_exception(exc)
 
     def build_scope(self, request) -> Scope:
         try:
@@ -109,6 +128,10 @@ class ScopedAPIView(APIView):
         return request_body(body_class, self.request, partial=partial, unknown=unknown)
 
     def finalize_response(self, request, response, *args, **kwargs):
+        budget = getattr(self, "read_budget", None)
+        if budget is not None:  # the audit entry below is not the request's read: no budget for it
+            budget.close()
+            self.read_budget = None
         scope = getattr(self, "scope", None)
         if scope is not None and response.status_code < 400:
             scope.flush_audit(via=audit_via(request), through=audit_view(request), window=self.audit_window)
@@ -160,10 +183,30 @@ class ScopedPageMixin(LoginRequiredMixin):
     def dispatch(self, request, *args, **kwargs):
         if not request.user.is_authenticated:
             return self.handle_no_permission()
-        self.scope = self.build_scope(request)
-        response = super().dispatch(request, *args, **kwargs)
+        admitted = read_limits.read_admit(request.user, None)
+        if not admitted.allowed:
+            refused = HttpResponse(f"{admitted.reason}; try again in {admitted.retry_after_s} s", status=429)
+            refused["Retry-After"] = str(admitted.retry_after_s)
+            refused["Content-Type"] = "text/plain; charset=utf-8"
+            return refused
+        budget = read_limits.begin_request()
+        try:
+            self.scope = self.build_scope(request)
+            response = super().dispatch(request, *args, **kwargs)
+        except read_limits.ReadTimedOut as exc:
+            return _page_timed_out(str(exc.detail))
+        except Exception as exc:
+            if not read_limits.timed_out(exc):
+                raise
+            return _page_timed_out(budget.message())
+        finally:
+            budget.close()
         self.scope.flush_audit(via=f"page {request.get_full_path()}"[:500], window=self.audit_window)
         return response
 
     def build_scope(self, request) -> Scope:
         return Scope.for_user(request.user)
+
+
+def _page_timed_out(message: str) -> HttpResponse:
+    return HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
