@@ -21,6 +21,7 @@ from timeline.promql.values import (
     BadData,
     ExecutionError,
     Labels,
+    QueryLimits,
     Scalar,
     StringValue,
     Vector,
@@ -98,19 +99,30 @@ REDUCERS: dict[str, Callable] = {
 }
 
 
-def aggregate(op: str, vector: Vector, param, names: list[str] | None, *, without: bool) -> Vector:
+def aggregate(
+    op: str,
+    vector: Vector,
+    param,
+    names: list[str] | None,
+    *,
+    without: bool,
+    limits: QueryLimits | None = None,
+) -> Vector:
     """``op`` over ``vector``'s series grouped by ``names`` (``without``: all labels but those); ``param``
-    is the evaluated parameter of ``topk``, ``bottomk``, ``quantile`` and ``count_values``."""
+    is the evaluated parameter of ``topk``, ``bottomk``, ``quantile`` and ``count_values``. ``limits``:
+    the query's deadline, checked per group (and per series for ``count_values``)."""
     steps = vector.steps
+    limits = limits or QueryLimits(timeout_s=float("inf"), max_samples=2**62)
     if op in ("topk", "bottomk"):
-        return _top(vector, param.values, names, without=without, largest=op == "topk")
+        return _top(vector, param.values, names, without=without, largest=op == "topk", limits=limits)
     if op == "count_values":
-        return _count_values(vector, param, names, without=without)
+        return _count_values(vector, param, names, without=without, limits=limits)
     if op not in REDUCERS:
         raise ExecutionError(f"aggregation {op}() is not supported by Jointline")
     values_param = param.values if isinstance(param, Scalar) else None
     labels, values, present = [], [], []
     for grouped, rows in _groups(vector, names, without):
+        limits.check_time()
         group_values = vector.values[rows]
         group_present = admitted(vector.labels, rows, vector.present[rows], grouped)
         labels.append(grouped)
@@ -121,12 +133,15 @@ def aggregate(op: str, vector: Vector, param, names: list[str] | None, *, withou
     return Vector(labels, np.array(values), np.array(present)).drop_absent()
 
 
-def _top(vector: Vector, k: np.ndarray, names, *, without: bool, largest: bool) -> Vector:
+def _top(
+    vector: Vector, k: np.ndarray, names, *, without: bool, largest: bool, limits: QueryLimits
+) -> Vector:
     """The ``k`` largest (smallest) present series of each group at each step; NaN ranks last, ties
     keep the order of the series."""
     chosen = np.zeros_like(vector.present)
     limit = np.where(np.isfinite(k), np.trunc(k), 0).astype(np.int64)
     for _grouped, rows in _groups(vector, names, without):
+        limits.check_time()
         values, present = vector.values[rows], vector.present[rows]
         ranked = np.where(np.isnan(values), -np.inf if largest else np.inf, values)
         # lexsort's last key is primary: present series first, then by value, then NaN last.
@@ -138,17 +153,21 @@ def _top(vector: Vector, k: np.ndarray, names, *, without: bool, largest: bool) 
     return Vector(list(vector.labels), vector.values.copy(), chosen).drop_absent()
 
 
-def _count_values(vector: Vector, param: StringValue, names, *, without: bool) -> Vector:
+def _count_values(vector: Vector, param: StringValue, names, *, without: bool, limits: QueryLimits) -> Vector:
     target = param.value
     if not LABEL_NAME.match(target):
         raise BadData(f'invalid label name "{target}"')
     counts: dict[tuple, tuple[Labels, np.ndarray]] = {}
     for grouped, rows in _groups(vector, names, without):
         for row in rows:
+            limits.check_time()
             for step in np.flatnonzero(vector.present[row]):
                 labels = {**grouped, target: format_value(float(vector.values[row, step]))}
-                entry = counts.setdefault(label_key(labels), (labels, np.zeros(vector.steps)))
-                entry[1][step] += 1
+                key = label_key(labels)
+                if key not in counts:  # a series per distinct value: counted before it is made
+                    limits.charge(vector.steps)
+                    counts[key] = (labels, np.zeros(vector.steps))
+                counts[key][1][step] += 1
     if not counts:
         return Vector.empty(vector.steps)
     labels = [entry[0] for entry in counts.values()]

@@ -7,14 +7,19 @@ A read token authenticates as ``Authorization: Bearer <token>`` or as the passwo
 status codes (``bad_data`` 400, ``execution`` 422, ``timeout`` 503; 401/403 for a missing or
 refused credential). Parameters come from the query string and, for POST, a form body.
 
-Work per request is bounded: a range query answers at most :data:`MAX_POINTS` steps, a query reads at
-most ``JOINTLINE_PROMQL_MAX_SERIES`` series, and stops at its ``timeout`` (default and limit
-:data:`DEFAULT_TIMEOUT_S`).
+Work per request is bounded: a query's text by length and depth before it is parsed
+(:func:`timeline.promql.parse.check_query_text`), a range query answers at most :data:`MAX_POINTS`
+steps, a query reads at most ``JOINTLINE_PROMQL_MAX_SERIES`` series and holds at most
+``JOINTLINE_PROMQL_MAX_SAMPLES`` samples at once (``execution``, 422, in Prometheus's words), and
+stops at its ``timeout`` — at most, and by default, ``JOINTLINE_PROMQL_MAX_TIMEOUT`` — checked
+during evaluation and given to the database as the request's statement timeout (``timeout``, 503).
+Every failure is an answer in Prometheus's shape; only a bug is ``internal`` (500).
 """
 
 from __future__ import annotations
 
 import msgspec
+from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
@@ -22,6 +27,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.parsers import FormParser
 
 from core.timeparse import now_us
+from orgs import read_limits
 from orgs.api_base import ScopedAPIView
 from orgs.authentication import BasicTokenAuthentication, BearerTokenAuthentication
 from timeline.promql import catalogue
@@ -29,10 +35,9 @@ from timeline.promql.encode import instant_result, range_result
 from timeline.promql.engine import Evaluator
 from timeline.promql.parse import check_range_query, parse_duration, parse_query, parse_time
 from timeline.promql.selection import ScopedSeries
-from timeline.promql.values import LABEL_NAME, BadData, PromQLError
+from timeline.promql.values import LABEL_NAME, TOO_MANY_SAMPLES, BadData, PromQLError
 
 MAX_POINTS = 11_000
-DEFAULT_TIMEOUT_S = 120.0
 DAY_US = 86_400_000_000
 BUILD_VERSION = "2.42.0"
 _STATUS = {"bad_data": 400, "execution": 422, "timeout": 503, "internal": 500}
@@ -82,15 +87,37 @@ class PrometheusView(ScopedAPIView):
         return values
 
     def timeout(self, request) -> float:
+        """The query's ``timeout`` in seconds, at most (and by default) JOINTLINE_PROMQL_MAX_TIMEOUT; the
+        rest of the request's database work is bounded by it too."""
+        most = settings.JOINTLINE_PROMQL_MAX_TIMEOUT
         value = self.param(request, "timeout")
-        if value is None or value == "":
-            return DEFAULT_TIMEOUT_S
-        seconds = parse_duration("timeout", value) / 1e6
-        return min(max(seconds, 0.0), DEFAULT_TIMEOUT_S)
+        seconds = most if value is None or value == "" else parse_duration("timeout", value) / 1e6
+        seconds = min(max(seconds, 0.0), most)
+        read_limits.narrow(seconds)
+        return seconds
+
+    def evaluator(self, request, *, start: int, end: int, step: int) -> Evaluator:
+        return Evaluator(
+            ScopedSeries(self.scope),
+            start=start,
+            end=end,
+            step=step,
+            timeout_s=self.timeout(request),
+            max_samples=settings.JOINTLINE_PROMQL_MAX_SAMPLES,
+        )
 
     def handle_exception(self, exc):
         if isinstance(exc, PromQLError):
             return error(exc.kind, exc.message, _STATUS.get(exc.kind, 422))
+        if isinstance(exc, read_limits.ReadTimedOut):
+            return error("timeout", f"query timed out: {exc.detail}", 503)
+        budget = getattr(self, "read_budget", None)
+        if budget is not None and read_limits.timed_out(exc):
+            return error("timeout", f"query timed out: {budget.message()}", 503)
+        if isinstance(exc, RecursionError):  # parsing and evaluation are bounded: a last resort
+            return error("execution", "the query is nested too deeply to evaluate", 422)
+        if isinstance(exc, MemoryError):
+            return error("execution", TOO_MANY_SAMPLES, 422)
         response = super().handle_exception(exc)
         message = response.data.get("error") if isinstance(response.data, dict) else None
         if isinstance(exc, exceptions.APIException):
@@ -110,8 +137,7 @@ class QueryView(PrometheusView):
         expr = parse_query(self.param(request, "query"))
         now = now_us() // 1000 * 1000
         at = parse_time("time", self.param(request, "time"), default=now)
-        timeout = self.timeout(request)
-        evaluator = Evaluator(ScopedSeries(self.scope), start=at, end=at, step=1, timeout_s=timeout)
+        evaluator = self.evaluator(request, start=at, end=at, step=1)
         self.audit_window = (at, at)
         return success(instant_result(evaluator.run(expr), at))
 
@@ -137,8 +163,7 @@ class QueryRangeView(PrometheusView):
                 "exceeded maximum resolution of 11,000 points per timeseries. "
                 "Try decreasing the query resolution (?step=XX)"
             )
-        timeout = self.timeout(request)
-        evaluator = Evaluator(ScopedSeries(self.scope), start=start, end=end, step=step, timeout_s=timeout)
+        evaluator = self.evaluator(request, start=start, end=end, step=step)
         self.audit_window = (start, end)
         return success(range_result(evaluator.run(expr), evaluator.times))
 

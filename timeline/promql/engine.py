@@ -11,14 +11,22 @@ the caller may see and with which labels. Invariants, as in Prometheus 2.42:
 * ``offset`` moves the evaluation time back, ``@`` fixes it (``start()``/``end()``: the query's);
 * a subquery evaluates its expression on a grid of multiples of its step (default: one minute) and
   hands the results on as if they were samples;
-* the query stops with :class:`QueryTimeout` when it runs past its deadline, checked at every node;
+* the query stops with :class:`QueryTimeout` when it runs past its deadline, checked at every node
+  and in the loops over series and windows;
+* a query holds at most ``max_samples`` samples at once (:class:`~timeline.promql.values.QueryLimits`,
+  Prometheus's ``query.max-samples``): the samples it read, and the values of the nodes being
+  evaluated — one per series and step, one per series and step of a range's windows, one per sample
+  a subquery hands on. A subquery's grid is refused before it is made when its steps alone are over
+  the budget, and every selected series is counted before its row is made; over the budget the query
+  stops with Prometheus's "query processing would load too many samples into memory";
+* a query too deep for Python's recursion, or whose arrays do not fit in memory, is an ``execution``
+  error, never a crash (the HTTP layer bounds depth before parsing, so this is a last resort);
 * where every window is made of whole minutes, range functions and instant selectors are evaluated
   from the store's 1-minute rollups when that gives the raw answer (:mod:`timeline.promql.rollups`).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple, Protocol
@@ -29,15 +37,17 @@ import promql_parser as pp
 from timeline.promql import aggregate, binary, fleet, functions, rollups
 from timeline.promql.values import (
     NAME,
+    TOO_MANY_SAMPLES,
     BadData,
     ExecutionError,
     Labels,
-    QueryTimeout,
+    QueryLimits,
     RangeInput,
     Scalar,
     StringValue,
     Value,
     Vector,
+    samples_held,
     without_name,
 )
 from timeline.promql.windows import RANGE_FUNCTIONS
@@ -45,6 +55,8 @@ from timeline.promql.windows import RANGE_FUNCTIONS
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LOOKBACK_US = 5 * 60 * 1_000_000
 SUBQUERY_STEP_US = 60 * 1_000_000
+# Prometheus's default ``query.max-samples``; the HTTP layer passes JOINTLINE_PROMQL_MAX_SAMPLES.
+DEFAULT_MAX_SAMPLES = 50_000_000
 US_PER_S = 1_000_000.0
 # Prometheus's staleness marker: a NaN with this exact bit pattern ends a series.
 STALE_NAN_BITS = np.uint64(0x7FF0000000000002)
@@ -110,31 +122,73 @@ class Context:
 
 
 class Evaluator:
-    """Evaluates one query: ``start``..``end`` every ``step`` (µs; an instant query has start = end)."""
+    """Evaluates one query: ``start``..``end`` every ``step`` (µs; an instant query has start = end),
+    within ``timeout_s`` seconds and ``max_samples`` samples held at once (see the module)."""
 
-    def __init__(self, source: SeriesSource, *, start: int, end: int, step: int, timeout_s: float):
+    def __init__(
+        self,
+        source: SeriesSource,
+        *,
+        start: int,
+        end: int,
+        step: int,
+        timeout_s: float,
+        max_samples: int = DEFAULT_MAX_SAMPLES,
+    ):
         self.source = source
         self.start, self.end, self.step = start, end, step
-        self.deadline = time.monotonic() + timeout_s
+        self.limits = QueryLimits(timeout_s=timeout_s, max_samples=max_samples)
         self.fleet_selectors: set[int] = set()
+        # Sample arrays read from the source, counted once each as kept for the query (a source keeps
+        # them for a repeated selector); by id, with the array, so an id is never reused meanwhile.
+        self._read: dict[int, np.ndarray] = {}
 
     @property
     def times(self) -> np.ndarray:
         return np.arange(self.start, self.end + 1, self.step, dtype=np.int64)
 
     def run(self, expr) -> Value:
-        self.fleet_selectors = fleet.fleet_selectors(expr)
-        return self.eval(expr, Context(self.times))
+        """The value of ``expr``; a :class:`PromQLError` for anything that stops it (see the module)."""
+        try:
+            self.fleet_selectors = fleet.fleet_selectors(expr)
+            return self.eval(expr, Context(self.times))
+        except RecursionError:
+            raise ExecutionError("the query is nested too deeply to evaluate") from None
+        except MemoryError:
+            raise ExecutionError(TOO_MANY_SAMPLES) from None
 
     # -- dispatch ---------------------------------------------------------------
     def eval(self, node, ctx: Context) -> Value:
-        if time.monotonic() >= self.deadline:
-            raise QueryTimeout("query timed out in expression evaluation")
+        self.limits.check_time()
         kind = type(node).__name__
         handler = getattr(self, f"_eval_{kind}", None)
         if handler is None:
             raise ExecutionError(f"{kind} expressions are not supported by Jointline")
-        return handler(node, ctx)
+        # A node's value holds at least one row of its steps: refuse it before it is made.
+        self.limits.reserve(len(ctx.times))
+        held = self.limits.held
+        value = handler(node, ctx)
+        # The inputs of the node are freed now; what stays held is its value.
+        self.limits.settle(held, self._held_by(value))
+        return value
+
+    def _held_by(self, value: Value) -> int:
+        """The samples ``value`` holds beyond the read arrays already counted as kept; a range's
+        windows count one per series and step."""
+        if not isinstance(value, RangeInput):
+            return samples_held(value)
+        own = sum(len(times) for times in value.times if id(times) not in self._read)
+        return own + len(value.times) * value.steps
+
+    def _keep(self, selected) -> None:
+        """Count the sample arrays (or rollup rows) of ``selected`` series as kept for the query."""
+        added = 0
+        for series in selected:
+            arrays = series.rows if isinstance(series, SeriesRows) else series.times
+            if id(arrays) not in self._read:
+                self._read[id(arrays)] = arrays
+                added += len(arrays)
+        self.limits.charge(added, kept=True)
 
     def _eval_ParenExpr(self, node, ctx: Context) -> Value:
         return self.eval(node.expr, ctx)
@@ -167,7 +221,9 @@ class Evaluator:
 
     def _select(self, node, start: int, end: int) -> list[SeriesData]:
         fleet_aggregate = id(node) in self.fleet_selectors
-        return self.source.select(selector_matchers(node), start, end, fleet_aggregate=fleet_aggregate)
+        selected = self.source.select(selector_matchers(node), start, end, fleet_aggregate=fleet_aggregate)
+        self._keep(selected)
+        return selected
 
     def _eval_VectorSelector(self, node, ctx: Context) -> Vector:
         return self.instant_selection(node, ctx, sample_times=False)
@@ -179,7 +235,9 @@ class Evaluator:
         labels, values, present = [], [], []
         selected = None if sample_times else self._from_rollups(node, at, LOOKBACK_US, rollups.INSTANT)
         if selected is not None and selected[0]:
+            self.limits.reserve(len(selected[0]) * len(at))
             found, where = rollups.instant([series.rows for series in selected[0]], at, LOOKBACK_US)
+            self.limits.charge(found.size)
             for row, series in enumerate(selected[0]):
                 if where[row].any():
                     labels.append(series.labels)
@@ -192,6 +250,7 @@ class Evaluator:
         ):
             if not len(series.times):
                 continue
+            self.limits.charge(len(at))  # this series' row, counted before it is made
             index = np.searchsorted(series.times, at, side="right") - 1
             safe = np.maximum(index, 0)
             found = (index >= 0) & (series.times[safe] >= at - LOOKBACK_US)
@@ -212,16 +271,20 @@ class Evaluator:
         selected = self._select(selector, int(ends.min()) - range_us, int(ends.max()))
         return self._range_input(selected, ends, range_us, ctx)
 
-    @staticmethod
-    def _range_input(selected: list[SeriesData], ends: np.ndarray, range_us: int, ctx: Context) -> RangeInput:
-        """The samples of a range selector's series for a function, staleness markers left out."""
+    def _range_input(
+        self, selected: list[SeriesData], ends: np.ndarray, range_us: int, ctx: Context
+    ) -> RangeInput:
+        """The samples of a range selector's series for a function, staleness markers left out; its
+        windows (two indexes per series and step) are counted before they are made."""
+        self.limits.reserve(len(selected) * len(ends))
         labels, times, samples = [], [], []
         for series in selected:
+            self.limits.check_time()
             fresh = series.values.view(np.uint64) != STALE_NAN_BITS
             labels.append(series.labels)
             times.append(series.times[fresh] if not fresh.all() else series.times)
             samples.append(series.values[fresh] if not fresh.all() else series.values)
-        return RangeInput(labels, times, samples, ends, range_us, eval_times=ctx.times)
+        return RangeInput(labels, times, samples, ends, range_us, eval_times=ctx.times, limits=self.limits)
 
     def _eval_SubqueryExpr(self, node, ctx: Context) -> RangeInput:
         ends = self._eval_times(node, ctx)
@@ -231,14 +294,22 @@ class Evaluator:
         first = step * (low // step)
         if first < low:
             first += step
+        # The grid and every series of the inner expression hold a value per step of the grid: refuse a
+        # grid whose steps with one series are over the budget before making it (``[365d:1ms]`` has
+        # 31.5 billion); the inner expression is counted series by series as it is evaluated.
+        self.limits.reserve(2 * max(0, (int(ends.max()) - first) // step + 1))
         grid = np.arange(first, int(ends.max()) + 1, step, dtype=np.int64)
+        self.limits.charge(len(grid))
         inner = self.eval(node.expr, Context(grid))
         if not isinstance(inner, Vector):
             raise BadData("subquery is only allowed on instant vector")
         inner = inner.drop_absent()
+        self.limits.reserve(int(inner.present.sum()) + len(inner) * len(ends))
         times = [grid[inner.present[row]] for row in range(len(inner))]
         samples = [inner.values[row][inner.present[row]] for row in range(len(inner))]
-        return RangeInput(list(inner.labels), times, samples, ends, range_us, eval_times=ctx.times)
+        return RangeInput(
+            list(inner.labels), times, samples, ends, range_us, eval_times=ctx.times, limits=self.limits
+        )
 
     def _from_rollups(self, selector, ends: np.ndarray, range_us: int, function: str):
         """``SeriesSource.select_rollups`` for a selector whose windows ``[e - range, e]`` end at
@@ -248,13 +319,17 @@ class Evaluator:
             return None
         start, end = rollups.span(ends, range_us)
         fleet_aggregate = id(selector) in self.fleet_selectors
-        return select(
+        selected = select(
             selector_matchers(selector),
             start,
             end,
             rollups.COLUMNS[function],
             fleet_aggregate=fleet_aggregate,
         )
+        if selected is not None:
+            self._keep(selected[0])
+            self._keep(selected[1])
+        return selected
 
     def _range_from_rollups(self, name: str, node, ctx: Context) -> Vector | None:
         """A range function of a range selector evaluated from minute rollups, where exact
@@ -271,6 +346,7 @@ class Evaluator:
         keep_name = name == "last_over_time"
         vector = Vector.empty(len(ctx.times))
         if with_rows:
+            self.limits.reserve(2 * len(with_rows) * len(ends))
             found, where = rollups.range_function(name, [series.rows for series in with_rows], ends, range_us)
             keep = where.any(axis=1)
             labels = [
@@ -339,7 +415,7 @@ class Evaluator:
         names, without = None, False
         if node.modifier is not None:
             names, without = list(node.modifier.labels), node.modifier.type == pp.AggModifierType.Without
-        return aggregate.aggregate(str(node.op), vector, param, names, without=without)
+        return aggregate.aggregate(str(node.op), vector, param, names, without=without, limits=self.limits)
 
     def _eval_BinaryExpr(self, node, ctx: Context) -> Value:
         op = str(node.op)

@@ -11,12 +11,14 @@ one step), so each value holds one column per step:
   samples (µs times, values) and the window ``[t - range, t]`` of each step.
 
 Errors carry Prometheus's error type (``bad_data``, ``execution``, ``timeout``) so the HTTP layer can
-answer in Prometheus's shape and status.
+answer in Prometheus's shape and status. :class:`QueryLimits` is what one query may spend: a deadline
+and a number of samples held in memory at once.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +55,59 @@ class QueryTimeout(PromQLError):
     """The query ran past its deadline (HTTP 503)."""
 
     kind = "timeout"
+
+
+# Prometheus's own words (promql.ErrTooManySamples), so a client that looks for them finds them.
+TOO_MANY_SAMPLES = "query processing would load too many samples into memory in query execution"
+
+
+class QueryLimits:
+    """What one query may spend: time until ``deadline`` (``time.monotonic()``) and at most
+    ``max_samples`` samples held in memory at once — Prometheus's ``query.max-samples``.
+
+    A sample is one number held for the query: a sample read from the store, a rollup row, or one
+    cell (series by step) of an evaluated value. Two kinds are counted: what is ``kept`` for the whole
+    query (samples read, which the series source keeps for a repeated selector) and what is
+    ``held`` by the values in evaluation, which the engine settles as each node's inputs are freed.
+    :meth:`reserve` refuses work before it allocates (a subquery's grid, a window table), :meth:`charge`
+    counts what was made. Both raise :class:`ExecutionError` with :data:`TOO_MANY_SAMPLES` when the
+    total would pass ``max_samples``; :meth:`check_time` raises :class:`QueryTimeout` past the deadline.
+    """
+
+    def __init__(self, *, timeout_s: float, max_samples: int):
+        self.deadline = time.monotonic() + timeout_s
+        self.max_samples = max_samples
+        self.kept = 0
+        self.held = 0
+        self.peak = 0
+
+    @property
+    def samples(self) -> int:
+        return self.kept + self.held
+
+    def check_time(self) -> None:
+        if time.monotonic() >= self.deadline:
+            raise QueryTimeout("query timed out in expression evaluation")
+
+    def reserve(self, samples: int) -> None:
+        """Refuse, before allocating them, ``samples`` more than the budget has left."""
+        if self.samples + samples > self.max_samples:
+            raise ExecutionError(TOO_MANY_SAMPLES)
+
+    def charge(self, samples: int, *, kept: bool = False) -> None:
+        """Count ``samples`` now held (``kept``: for the rest of the query), then check time."""
+        self.reserve(samples)
+        if kept:
+            self.kept += samples
+        else:
+            self.held += samples
+        self.peak = max(self.peak, self.samples)
+        self.check_time()
+
+    def settle(self, held_before: int, result: int) -> None:
+        """A node is evaluated: what its inputs held is freed, its ``result`` samples are held."""
+        self.held = held_before
+        self.charge(result)
 
 
 def label_key(labels: Labels) -> tuple[tuple[str, str], ...]:
@@ -148,6 +203,8 @@ class RangeInput:
     eval_times: np.ndarray
     # Per series, the first and one-past-last sample index of each step's window.
     bounds: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    # The query's limits, for functions that loop over series or allocate per window (None: unbounded).
+    limits: QueryLimits | None = None
 
     def __post_init__(self) -> None:
         if not self.bounds:
@@ -162,6 +219,29 @@ class RangeInput:
     @property
     def steps(self) -> int:
         return len(self.ends)
+
+    @property
+    def sample_count(self) -> int:
+        return sum(len(times) for times in self.times)
+
+    def check_time(self) -> None:
+        if self.limits is not None:
+            self.limits.check_time()
+
+    def reserve(self, samples: int) -> None:
+        if self.limits is not None:
+            self.limits.reserve(samples)
+
+
+def samples_held(value) -> int:
+    """The samples a value holds: one per series and step, per step of a scalar, per sample of a range."""
+    if isinstance(value, Vector):
+        return int(value.values.size)
+    if isinstance(value, Scalar):
+        return len(value.values)
+    if isinstance(value, RangeInput):
+        return value.sample_count
+    return 0
 
 
 Value = Vector | Scalar | StringValue | RangeInput

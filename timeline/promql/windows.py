@@ -2,11 +2,12 @@
 
 Each takes a :class:`~timeline.promql.values.RangeInput` — per series its samples and, per step, the
 window ``[end - range, end]`` as sample indexes ``lo`` (first) and ``hi`` (one past the last) — and
-returns an instant vector over the same steps. Work is vectorised over steps: functions of the window's
-edges (``rate``, ``increase``, ``delta``, ``irate``, ``idelta``, ``count``, ``last``, ``present``) read
-the samples at ``lo`` and ``hi - 1`` (plus prefix sums of counter resets); ``max``/``min`` read a
-sparse table of runs; the others gather the windows into a ``(steps, width)`` matrix, a bounded number
-of cells at a time.
+returns an instant vector over the same steps. Work is vectorised over steps: functions of the
+window's edges (``rate``, ``increase``, ``delta``, ``irate``, ``idelta``, ``count``, ``last``,
+``present``) read the samples at ``lo`` and ``hi - 1`` (plus prefix sums of counter resets);
+``max``/``min`` read a sparse table of runs; the others gather the windows into a ``(steps, width)``
+matrix, a bounded number of cells at a time. The input's query limits are checked per series and per
+gathered block (the deadline) and before a sparse table is made (the sample budget).
 
 A step whose window holds too few samples (none; fewer than two for rates, ``deriv`` and the ``i*``
 functions) has no result there, as in Prometheus. Times are µs; rates are per second.
@@ -38,6 +39,7 @@ def _edge_function(compute: Callable, *, keep_name: bool = False) -> Callable[[R
     def evaluate(rng: RangeInput) -> Vector:
         rows = []
         for times, samples, (lo, hi) in zip(rng.times, rng.samples, rng.bounds, strict=True):
+            rng.check_time()
             if len(samples) == 0:
                 rows.append((np.full(rng.steps, np.nan), np.zeros(rng.steps, dtype=bool)))
                 continue
@@ -158,6 +160,7 @@ def _sliding(combine: np.ufunc) -> Callable:
         ok = count >= 1
         widest = int(count.max(initial=0))
         size = len(samples)
+        rng.reserve(max(widest, 1).bit_length() * size)  # the table, before it is made
         table = np.full((max(widest, 1).bit_length(), size), np.nan)
         table[0] = samples
         for level in range(1, len(table)):
@@ -200,6 +203,7 @@ def _gathered(reduce: Callable, *, minimum: int = 1, keep_name: bool = False, ti
             ok = count >= minimum
             if len(samples) and ok.any():
                 for part, index, mask in _blocks(lo, hi, len(samples)):
+                    rng.check_time()
                     extra = [p[part] for p in params]
                     if times_too:
                         extra = [times[index], rng.eval_times[part], *extra]
