@@ -58,9 +58,10 @@ def _with_samples(
     if not chosen:
         return chosen
     start, end = window
-    hints = ReadHints(start=start, end=end + 1, step=end + 1 - start, clock=clock_for(scope))
-    frame = get_store().select_buckets(scope, [series.pk for series, _ in chosen], hints)
-    sampled = set(frame["series_id"][frame["count"] > 0].astype(np.int64).tolist())
+    hints = ReadHints(start=start, end=end + 1, clock=clock_for(scope))
+    # Pruned by time in the store: a ten-year window touches the hour rollups and the partitions of
+    # its two ends, not every partition of ten years for every series.
+    sampled = get_store().series_with_samples(scope, [series.pk for series, _ in chosen], hints)
     return [(series, labels) for series, labels in chosen if series.pk in sampled]
 
 

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.transaction import TransactionManagementError
 
 from core.records import Batch
+from orgs.access import Scope, require_scope
+from timeline.models import Series
+from timeline.store import rollups
 from timeline.store.batches import (
     DAY_US,
     EventPart,
@@ -32,7 +36,7 @@ from timeline.store.batches import (
     sum_results,
 )
 from timeline.store.event_reads import EventReads
-from timeline.store.hints import Capabilities
+from timeline.store.hints import Capabilities, ReadHints
 from timeline.store.retention import PartitionSize, RetentionAndSize
 from timeline.store.rollup_refresh import RollupRefresh
 from timeline.store.sample_cache import CachedSampleReads
@@ -191,6 +195,89 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
             )
             for index, (_, batch) in enumerate(batches)
         ]
+
+    # -- reads: which series hold data in a window -----------------------------------------------
+    def series_with_samples(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> set[int]:
+        """The series of ``series_ids`` the scope may read one by one that hold a sample in
+        ``[hints.start, hints.end)`` (corrected time, cut by the grant's time window): what the
+        metadata reads with a window (PromQL ``series``, ``labels``, label values) list.
+
+        The same answer as counting each series' samples in one bucket (:meth:`select_buckets`), but
+        a window of years does not open every partition of those years: the whole hours inside it are
+        answered from the hour rollups and from the queue of minute ranges waiting for their refresh
+        (each queued range begins and ends with a minute that holds a sample, and holds one at least
+        every 61 minutes), one index probe per series; only the partial hours at both ends, hours
+        older than the hour rollups keep, and series with a drifting clock correction are read from
+        the samples. Windows of a few hours, or with rollups off for reads, read the samples.
+        """
+        scope = require_scope(scope)
+        readable = self.readable_series(scope, series_ids)
+        if not readable or hints.empty:
+            return set()
+        found: set[int] = set()
+        drifting: list[int] = []
+        for (lo, hi, _bounded, corrections), ids in self._bucket_groups(scope, readable, hints).items():
+            if corrections and not all(c.constant for c in corrections):
+                drifting.extend(ids)
+                continue
+            if corrections:  # a constant shift k: corrected [start, end) is stored [start - k, end - k)
+                shift = sum(c.offset_us for c in corrections)
+                origin, end = hints.start - shift, hints.end - shift
+                lo = origin if lo is None else max(origin, lo)
+                hi = end if hi is None else min(end, hi)
+            if lo < hi:
+                found |= self._series_with_samples_between(ids, lo, hi)
+        if drifting:
+            step = hints.end - hints.start
+            whole = ReadHints(start=hints.start, end=hints.end, step=step, clock=hints.clock)
+            frame = self.select_buckets(scope, drifting, whole)
+            found |= set(frame["series_id"][frame["count"] > 0].astype(np.int64).tolist())
+        return found
+
+    def _series_with_samples_between(self, ids: list[int], lo: int, hi: int) -> set[int]:
+        """:meth:`series_with_samples` for series without clock corrections, in stored ``[lo, hi)``."""
+        hour = rollups.HOUR_US
+        first_hour, last_hour = rollups.ceil_to(lo, hour), rollups.floor_to(hi, hour)
+        if not self.rollups_enabled or last_hour - first_hour < 3 * hour:
+            return self._sampled_between(ids, lo, hi)
+        kept = max(first_hour, self.rollups_kept_from().get(hour, first_hour))
+        kept = min(rollups.ceil_to(kept, hour), last_hour)
+        found = self._sampled_between(ids, lo, kept) | self._sampled_between(ids, last_hour, hi)
+        series = Series._meta.db_table
+        for start in range(0, len(ids), 1000):
+            chunk = [sid for sid in ids[start : start + 1000] if sid not in found]
+            if not chunk or kept >= last_hour:
+                continue
+            placeholders = ",".join(["%s"] * len(chunk))
+            with self.connection.cursor() as cursor:
+                cursor.execute(
+                    f"""SELECT s.id FROM {series} s WHERE s.id IN ({placeholders}) AND (
+                        EXISTS (SELECT 1 FROM {rollups.ROLLUPS[0][1]} r
+                                WHERE r.series_id = s.id AND r.bucket >= %s AND r.bucket < %s AND r.n > 0)
+                        OR EXISTS (SELECT 1 FROM {rollups.DIRTY} q
+                                   WHERE q.series_id = s.id AND q.hi > %s AND q.lo < %s))""",
+                    [*chunk, kept, last_hour, kept, last_hour],
+                )
+                found.update(int(row[0]) for row in cursor.fetchall())
+        return found
+
+    def _sampled_between(self, ids: list[int], lo: int, hi: int) -> set[int]:
+        """The series of ``ids`` with a stored sample in ``[lo, hi)``: constant bounds, so the planner
+        opens only the partitions of those times."""
+        found: set[int] = set()
+        if lo >= hi:
+            return found
+        with self.connection.cursor() as cursor:
+            for start in range(0, len(ids), 1000):
+                chunk = ids[start : start + 1000]
+                placeholders = ",".join(["%s"] * len(chunk))
+                cursor.execute(
+                    f"""SELECT DISTINCT series_id FROM timeline_sample
+                        WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s""",
+                    [*chunk, lo, hi],
+                )
+                found.update(int(row[0]) for row in cursor.fetchall())
+        return found
 
     def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
         """Write the samples of ``parts``; returns how many were new, per batch position."""

@@ -5,14 +5,23 @@ EXCLUSIVE, so readers and writers go on while it runs; ``CREATE TABLE … PARTIT
 ACCESS EXCLUSIVE, measured in docs/decisions/0005-partitions-outside-apply.md), their drop by
 retention and their sizes.
 
+Days older than ``JOINTLINE_DAY_PARTITIONS_DAYS`` when first written (what only a file import can
+reach: pushes stop at ``JOINTLINE_PUSH_MAX_AGE_DAYS``) get one partition per calendar month instead,
+cut short where a day partition of that month exists already: a ten-year backfill leaves about 120
+month partitions, not 3,650 day partitions, each a relation every plan over its time must open and
+lock (docs/decisions/0022-ingest-limits-and-old-partitions.md). A month partition is named by its
+first day and the day after its last (``timeline_sample_p20170301_20170401``); retention drops it once
+all of it has expired and deletes the expired rows of one it only partly covers.
+
 Mixed into :class:`~timeline.store.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import psycopg
 from django.conf import settings
@@ -26,13 +35,22 @@ log = logging.getLogger(__name__)
 
 PARTITIONED_TABLES = ("timeline_sample", "timeline_event")
 PARTITION_LOCK = 0x4A4C5054  # "JLPT": serialises partition creation across workers
+MIN_DAY = -719_162  # 0001-01-01
 
 
-def partition_name(table: str, day: int) -> str:
-    """``<table>_pYYYYMMDD``, the year zero-padded to four digits (``%Y`` writes 999 for year 999,
-    which would sort after 1970 and escape retention)."""
+def partition_name(table: str, day: int, end_day: int | None = None) -> str:
+    """``<table>_pYYYYMMDD`` for the day partition of ``day``, ``<table>_pYYYYMMDD_YYYYMMDD`` for a
+    partition of days ``day`` up to ``end_day`` (excluded); years zero-padded to four digits (``%Y``
+    writes 999 for year 999, which would sort after 1970 and escape retention)."""
+    name = f"{table}_p{_day_digits(day)}"
+    if end_day is None or end_day == day + 1:
+        return name
+    return f"{name}_{_day_digits(end_day)}"
+
+
+def _day_digits(day: int) -> str:
     moment = datetime.fromtimestamp(day * 86_400, tz=UTC)
-    return f"{table}_p{moment.year:04d}{moment.month:02d}{moment.day:02d}"
+    return f"{moment.year:04d}{moment.month:02d}{moment.day:02d}"
 
 
 def _unpadded_partition_name(table: str, day: int) -> str:
@@ -42,10 +60,31 @@ def _unpadded_partition_name(table: str, day: int) -> str:
 
 
 def partition_day(name: str) -> int:
-    """The day (since the epoch) a partition name stands for; reads padded and unpadded years."""
+    """The first day (since the epoch) a partition name stands for; reads padded and unpadded years."""
+    return partition_days(name)[0]
+
+
+def partition_days(name: str) -> tuple[int, int]:
+    """The days ``[first, end)`` (since the epoch) a partition name stands for: one day, or the range
+    of a month partition."""
     digits = name.rsplit("_p", 1)[1]
+    first, _, end = digits.partition("_")
+    day = _digits_day(first)
+    return day, (_digits_day(end) if end else day + 1)
+
+
+def _digits_day(digits: str) -> int:
     moment = date(int(digits[:-4]), int(digits[-4:-2]), int(digits[-2:]))
     return (moment - date(1970, 1, 1)).days
+
+
+def _month_of(day: int) -> tuple[int, int]:
+    """The days ``[first, end)`` of the calendar month holding ``day``."""
+    moment = date(1970, 1, 1) + timedelta(days=day)
+    first = moment.replace(day=1)
+    following = (first + timedelta(days=32)).replace(day=1)
+    epoch = date(1970, 1, 1)
+    return (first - epoch).days, (following - epoch).days
 
 
 def _wanted(days: PartitionDays) -> list[tuple[str, int]]:
@@ -56,33 +95,75 @@ def _wanted(days: PartitionDays) -> list[tuple[str, int]]:
     )
 
 
+class _Ranges:
+    """The day ranges ``[first, end)`` the partitions of one table cover, sorted."""
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        self.ranges = sorted(ranges)
+        self.firsts = [first for first, _ in self.ranges]
+
+    def covers(self, day: int) -> bool:
+        at = bisect.bisect_right(self.firsts, day) - 1
+        return at >= 0 and self.ranges[at][1] > day
+
+    def free_around(self, day: int, first: int, end: int) -> tuple[int, int]:
+        """``[first, end)`` cut short so that it overlaps no partition (``day`` being in none)."""
+        at = bisect.bisect_right(self.firsts, day)
+        if at > 0:
+            first = max(first, self.ranges[at - 1][1])
+        if at < len(self.ranges):
+            end = min(end, self.ranges[at][0])
+        return first, end
+
+
+def _partition_ranges(cursor, tables=PARTITIONED_TABLES) -> dict[str, _Ranges]:
+    cursor.execute(
+        """SELECT parent.relname, child.relname FROM pg_inherits
+           JOIN pg_class parent ON parent.oid = pg_inherits.inhparent
+           JOIN pg_class child ON child.oid = pg_inherits.inhrelid
+           WHERE parent.relname = ANY(%s)""",
+        [list(tables)],
+    )
+    found: dict[str, list[tuple[int, int]]] = {table: [] for table in tables}
+    for table, name in cursor.fetchall():
+        found[table].append(partition_days(name))
+    return {table: _Ranges(ranges) for table, ranges in found.items()}
+
+
 def _missing_partitions(cursor, wanted: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The (table, day) pairs of ``wanted`` that no partition covers yet."""
     if not wanted:
         return []
-    names = {
-        name: (table, day)
-        for table, day in wanted
-        for name in (partition_name(table, day), _unpadded_partition_name(table, day))
-    }
-    cursor.execute(
-        """SELECT child.relname FROM pg_inherits
-           JOIN pg_class child ON child.oid = pg_inherits.inhrelid
-           WHERE pg_inherits.inhparent IN (%s::regclass, %s::regclass) AND child.relname = ANY(%s)""",
-        [*PARTITIONED_TABLES, list(names)],
-    )
-    present = {names[row[0]] for row in cursor.fetchall()}
-    return [pair for pair in wanted if pair not in present]
+    ranges = _partition_ranges(cursor)
+    return [(table, day) for table, day in wanted if not ranges[table].covers(day)]
 
 
-def _create_partitions(conn: psycopg.Connection, missing: list[tuple[str, int]]) -> int:
-    """Create each partition of ``missing`` in a transaction of its own on ``conn`` (a savepoint when
-    ``conn`` is in a transaction already)."""
-    return sum(_create_partition(conn, table, day) for table, day in missing)
+def _days_for(table_ranges: _Ranges, day: int, *, first_daily_day: int) -> tuple[int, int]:
+    """The days the partition made for ``day`` covers: the day alone from ``first_daily_day`` on, else
+    its month, cut short by the partitions already there."""
+    if day >= first_daily_day:
+        return day, day + 1
+    first, end = _month_of(day)
+    return table_ranges.free_around(day, first, min(end, first_daily_day))
 
 
-def _create_partition(conn: psycopg.Connection, table: str, day: int) -> int:
-    name = partition_name(table, day)
+def _first_daily_day() -> int:
+    return int(time.time() // 86_400) - settings.JOINTLINE_DAY_PARTITIONS_DAYS
+
+
+def _create_partitions(
+    conn: psycopg.Connection, missing: list[tuple[str, int]], *, daily: bool = False
+) -> int:
+    """Create a partition for each of ``missing`` still uncovered when its turn comes (a month
+    partition covers the days after its first), each in a transaction of its own on ``conn`` (a
+    savepoint when ``conn`` is in a transaction already); with ``daily``, day partitions only."""
+    first_daily_day = MIN_DAY if daily else _first_daily_day()
+    return sum(_create_partition(conn, table, day, first_daily_day) for table, day in missing)
+
+
+def _create_partition(conn: psycopg.Connection, table: str, day: int, first_daily_day: int) -> int:
     retries = settings.JOINTLINE_PARTITION_LOCK_RETRIES
+    name = partition_name(table, day)
     for attempt in range(retries + 1):
         try:
             with conn.transaction(), conn.cursor() as cursor:
@@ -92,12 +173,15 @@ def _create_partition(conn: psycopg.Connection, table: str, day: int) -> int:
                 )
                 # Workers creating the same day wait for each other here instead of racing.
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PARTITION_LOCK])
-                if not _missing_partitions(cursor, [(table, day)]):
+                ranges = _partition_ranges(cursor, (table,))[table]
+                if ranges.covers(day):
                     return 0
+                first, end = _days_for(ranges, day, first_daily_day=first_daily_day)
+                name = partition_name(table, first, end)
                 cursor.execute(f"CREATE TABLE {name} (LIKE {table})")
                 cursor.execute(
                     f"ALTER TABLE {table} ATTACH PARTITION {name} "
-                    f"FOR VALUES FROM ({day * DAY_US}) TO ({(day + 1) * DAY_US})"
+                    f"FOR VALUES FROM ({first * DAY_US}) TO ({end * DAY_US})"
                 )
                 return 1
         except psycopg.errors.LockNotAvailable:
@@ -134,10 +218,14 @@ class PostgresPartitions:
         )
 
     def ensure_partitions(self, first_day: int, last_day: int) -> int:
-        return self.create_partitions(PartitionDays.every(range(first_day, last_day + 1)))
+        """Day partitions of both tables for ``first_day..last_day`` (created ahead of the writes: day
+        partitions whatever the days' age)."""
+        return self.create_partitions(PartitionDays.every(range(first_day, last_day + 1)), daily=True)
 
-    def create_partitions(self, days: PartitionDays) -> int:
-        """Create the missing partitions of ``days`` (per table); returns how many were created.
+    def create_partitions(self, days: PartitionDays, *, daily: bool = False) -> int:
+        """Create the missing partitions of ``days`` (per table): day partitions, month partitions for
+        days older than ``JOINTLINE_DAY_PARTITIONS_DAYS`` (unless ``daily``); returns how many were
+        created.
 
         Outside a transaction each partition gets a short transaction of its own (the journal's
         apply creates its partitions so, before the transaction that copies its rows). Inside the
@@ -160,34 +248,39 @@ class PostgresPartitions:
                 cursor.execute("SELECT current_setting('lock_timeout')")
                 previous = cursor.fetchone()[0]
             try:
-                return _create_partitions(conn, missing)
+                return _create_partitions(conn, missing, daily=daily)
             finally:
                 with self.connection.cursor() as cursor:
                     cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
-        return _create_partitions(conn, missing)
+        return _create_partitions(conn, missing, daily=daily)
 
     def drop_partitions_before(self, day: int, *, lock_timeout_s: float | None = None) -> list[str]:
-        """Drop whole day partitions of days before ``day`` (retention); returns their names.
+        """Drop the partitions all of whose days are before ``day`` (retention); returns their names.
+        A month partition reaching ``day`` or later keeps its rows from ``day`` on: those before are
+        deleted from it, so retention forgets exactly what it would with day partitions.
 
         Outside a transaction each partition is dropped in its own (one transaction over hundreds of
         partitions could exhaust the lock table), each waiting at most ``lock_timeout_s`` for its
         lock; inside the caller's transaction they go with it.
         """
-        expired = [
-            (table, name)
-            for table in PARTITIONED_TABLES
-            for name in sorted(self.existing_partitions(table))
-            if partition_day(name) < day
-        ]
         dropped: list[str] = []
-        for table, name in expired:
-            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
-                if lock_timeout_s is not None:
-                    cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{lock_timeout_s}s"])
-                cursor.execute(f"DROP TABLE {name}")
-                if table == "timeline_sample":
-                    self.note_samples_deleted()
-            dropped.append(name)
+        for table in PARTITIONED_TABLES:
+            for name in sorted(self.existing_partitions(table)):
+                first, end = partition_days(name)
+                if first >= day:
+                    continue
+                with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+                    if lock_timeout_s is not None:
+                        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{lock_timeout_s}s"])
+                    if end <= day:
+                        cursor.execute(f"DROP TABLE {name}")
+                        dropped.append(name)
+                        deleted = True
+                    else:
+                        cursor.execute(f"DELETE FROM {name} WHERE ts < %s", [day * DAY_US])
+                        deleted = cursor.rowcount > 0
+                    if deleted and table == "timeline_sample":
+                        self.note_samples_deleted()
         return dropped
 
     def partition_sizes(self) -> list[PartitionSize]:
