@@ -24,10 +24,10 @@ from core.timeparse import format_rfc3339, now_us
 from orgs.access import NoScope
 from orgs.api_base import QueryAPIView, ScopedPageMixin
 from timeline import api_params
-from timeline.analysis.changes import Entry, Period, Ranking, rank_changes
+from timeline.analysis.changes import Baseline, Entry, Period, Ranking, rank_changes
 from timeline.analysis.onsets import METHODS as ONSET_METHODS
 from timeline.analysis.onsets import Onset, onsets
-from timeline.analysis.scoring import Summary
+from timeline.analysis.scoring import KS_WEIGHT, SURPRISE_FULL, TAIL_DF, Change, Summary
 from timeline.analysis.selection import StretchStats, lagged_correlation, stretch_statistics
 from timeline.analysis.templates_mining import METHODS
 from timeline.api_shapes import ClockShape, WindowShape, window_bounds
@@ -68,6 +68,8 @@ class PeriodsQuery(api_params.WindowQuery):
         except QueryError as exc:
             raise serializers.ValidationError({exc.field: exc.reason}) from None
         length = window.end - window.start
+        # neither bound: the ranking picks its baseline (``changes.default_baseline``) and says which
+        attrs["baseline_default"] = start is None and end is None
         if end is None:
             end = window.start if start is None else start + length
         if start is None:
@@ -100,12 +102,14 @@ class SummaryShape(serializers.Serializer):
     p05 = serializers.FloatField(allow_null=True)
     p95 = serializers.FloatField(allow_null=True)
     mean = serializers.FloatField(allow_null=True)
+    min = serializers.FloatField(allow_null=True)
+    max = serializers.FloatField(allow_null=True)
 
 
 class FiguresShape(serializers.Serializer):
     before = SummaryShape()
     during = SummaryShape()
-    separation = serializers.FloatField(help_text="median shift over the pooled robust spread")
+    separation = serializers.FloatField(help_text="median shift over the baseline's own robust spread")
     ks = serializers.FloatField(help_text="Kolmogorov-Smirnov distance of the per-bucket values, 0-1")
     wasserstein = serializers.FloatField(help_text="earth mover's distance over the larger median")
     saturation_before = serializers.FloatField(
@@ -113,6 +117,27 @@ class FiguresShape(serializers.Serializer):
     )
     saturation_during = serializers.FloatField(allow_null=True)
     novelty = serializers.CharField(allow_blank=True, help_text="new, gone, or empty")
+
+
+class EvidenceShape(serializers.Serializer):
+    baseline = serializers.CharField(
+        help_text="the baseline this entry was measured against: before, day_before, week_before, "
+        "nearest_with_data or given (its least change of those the ranking compared)"
+    )
+    spread = serializers.FloatField(help_text="the baseline's own robust spread the effects are in")
+    level_shift = serializers.FloatField(help_text="|median shift| / spread")
+    tail_shift = serializers.FloatField(help_text="the tails' move beyond the baseline's own / spread")
+    effect = serializers.FloatField(help_text="the larger of the two")
+    probability = serializers.FloatField(
+        help_text="two-sided tail probability of the effect under the baseline (heavy-tailed reference)"
+    )
+    ks = serializers.FloatField()
+    saturation_change = serializers.FloatField()
+    novelty = serializers.CharField(allow_blank=True, help_text="new or gone: scored apart, no baseline")
+
+
+class ExplanationShape(serializers.Serializer):
+    text = serializers.CharField()
 
 
 class ChangeEntryShape(serializers.Serializer):
@@ -140,11 +165,34 @@ class ChangeEntryShape(serializers.Serializer):
         child=serializers.DictField(), help_text="labels (as you see them) of the most changed members"
     )
     figures = FiguresShape()
+    evidence = EvidenceShape()
+    explanations = ExplanationShape(
+        many=True, help_text="why it changed beyond its own numbers (e.g. a dependency); may be empty"
+    )
+
+
+class BaselineShape(serializers.Serializer):
+    start = serializers.CharField()
+    end = serializers.CharField()
+    kind = serializers.ChoiceField(["before", "day_before", "week_before", "nearest_with_data", "given"])
+    reason = serializers.CharField()
+
+
+class MethodShape(serializers.Serializer):
+    score = serializers.CharField()
+    effect = serializers.CharField()
+    probability = serializers.CharField()
+    baselines = serializers.CharField()
+    novelty = serializers.CharField()
+    step_ms = serializers.FloatField()
 
 
 class ChangesShape(WindowShape):
     baseline_from = serializers.CharField()
     baseline_to = serializers.CharField()
+    baseline = BaselineShape(help_text="the baseline entries' profiles are drawn against, and why it")
+    baselines = BaselineShape(many=True, help_text="every baseline compared (the first, then seasonal)")
+    method = MethodShape()
     step_ms = serializers.FloatField()
     scored = serializers.DictField(child=serializers.IntegerField())
     entries = ChangeEntryShape(many=True)
@@ -169,6 +217,23 @@ def _summary_json(summary: Summary) -> dict:
         "p05": _number(summary.p05),
         "p95": _number(summary.p95),
         "mean": _number(summary.mean),
+        "min": _number(summary.low),
+        "max": _number(summary.high),
+    }
+
+
+def evidence_json(change: Change) -> dict:
+    """The numbers an entry's score is made of, and the baseline they were measured against."""
+    return {
+        "baseline": change.baseline,
+        "spread": _number(change.spread) or 0.0,
+        "level_shift": _number(change.separation) or 0.0,
+        "tail_shift": _number(change.tail) or 0.0,
+        "effect": _number(change.effect) or 0.0,
+        "probability": float(f"{change.probability:.3g}"),
+        "ks": _number(change.ks) or 0.0,
+        "saturation_change": _number(change.saturation_change) or 0.0,
+        "novelty": change.novelty,
     }
 
 
@@ -204,6 +269,8 @@ def entry_json(rank: int, entry: Entry) -> dict:
             "saturation_during": _number(c.saturation_during),
             "novelty": c.novelty,
         },
+        "evidence": evidence_json(c),
+        "explanations": [dict(item) for item in entry.explanations],
     }
 
 
@@ -213,10 +280,41 @@ def periods_json(window: Period, baseline: Period) -> dict:
     return {**window_bounds(window), "baseline_from": bounds["from"], "baseline_to": bounds["to"]}
 
 
+def baseline_json(baseline: Baseline) -> dict:
+    return {
+        "start": format_rfc3339(baseline.period.start),
+        "end": format_rfc3339(baseline.period.end),
+        "kind": baseline.kind,
+        "reason": baseline.reason,
+    }
+
+
+def method_json(ranking: Ranking) -> dict:
+    """How the ranking scored: what a reader needs to weigh its numbers (the same for every entry)."""
+    return {
+        "score": f"min(1, -log10(probability) / {SURPRISE_FULL:g}) + {KS_WEIGHT:g} x KS"
+        " + |saturation change|",
+        "effect": "max(|median shift|, the tails' move beyond the baseline's p5/p95 and half beyond its "
+        "min/max) over the baseline's own robust spread (1.4826 MAD; Poisson at least for counts)",
+        "probability": f"two-sided tail probability of the effect under a Student t with {TAIL_DF} degrees "
+        "of freedom (fewer for a baseline under four buckets) at the baseline's median and spread",
+        "baselines": "each signal is compared with every baseline listed and keeps its least change"
+        if len(ranking.baselines) > 1
+        else "one baseline",
+        "novelty": "a signal with data in only one period is new or gone, scored apart at a fixed score",
+        "step_ms": ranking.step / 1000,
+    }
+
+
 def ranking_json(ranking: Ranking) -> dict:
-    """A ranking as the API answers it (also what a snapshot or an export would store)."""
+    """A ranking as the API answers it (also what a snapshot or an export stores): the baseline used and
+    why, every baseline compared, the method, and each entry with its evidence."""
+    baselines = ranking.baselines or [Baseline(ranking.baseline, "given", "the baseline asked for")]
     return {
         **periods_json(ranking.window, ranking.baseline),
+        "baseline": baseline_json(baselines[0]),
+        "baselines": [baseline_json(b) for b in baselines],
+        "method": method_json(ranking),
         "step_ms": ranking.step / 1000,
         "scored": ranking.scored,
         "entries": [entry_json(i + 1, e) for i, e in enumerate(ranking.entries)],
@@ -237,11 +335,16 @@ def read_periods(view: QueryAPIView, query: dict) -> Iterator[tuple[Period, Peri
 
 
 def ranked(view: QueryAPIView, query: dict, *, limit: int) -> Ranking:
-    """The ``limit`` most changed entries of a :class:`ChangesQuery`, inside :func:`read_periods`."""
-    window, baseline = query["analysis_window"], query["baseline"]
-    return rank_changes(
+    """The ``limit`` most changed entries of a :class:`ChangesQuery`, inside :func:`read_periods`; with
+    no baseline asked for, the ranking's own default (and the view's audit span covers what it read)."""
+    window = query["analysis_window"]
+    baseline = None if query.get("baseline_default") else query["baseline"]
+    ranking = rank_changes(
         view.scope, window=window, baseline=baseline, limit=limit, template_method=query["templates"]
     )
+    periods = [window, *(b.period for b in ranking.baselines)]
+    view.audit_window = (min(p.start for p in periods), max(p.end for p in periods))
+    return ranking
 
 
 class WhatChangedView(QueryAPIView):
@@ -293,6 +396,7 @@ class OnsetShape(serializers.Serializer):
 class OnsetsShape(WindowShape):
     baseline_from = serializers.CharField()
     baseline_to = serializers.CharField()
+    baseline = BaselineShape()
     method = serializers.CharField()
     onsets = OnsetShape(many=True)
     clock = ClockShape()
@@ -321,13 +425,14 @@ class OnsetsView(QueryAPIView):
     responses = {200: OnsetsShape}
 
     def answer(self, query):
-        with read_periods(self, query) as (window, baseline):
+        with read_periods(self, query) as (window, _baseline):
             ranking = ranked(self, query, limit=query["top"])
             found = onsets(self.scope, ranking, top=query["top"], method=query["method"])
             clock = clock_state(self.scope)
         return Response(
             {
-                **periods_json(window, baseline),
+                **periods_json(window, ranking.baseline),
+                "baseline": baseline_json(ranking.baselines[0]),
                 "method": query["method"],
                 "onsets": [onset_json(o) for o in found],
                 "clock": clock,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -65,6 +65,10 @@ from timeline.store.hints import grid_origin, nice_step
 
 MINUTE_US = 60_000_000
 HOUR_US = 3_600_000_000
+DAY_US = 24 * HOUR_US
+WEEK_US = 7 * DAY_US
+SEASONS = (("day_before", DAY_US), ("week_before", WEEK_US))  # the same hours a day and a week before
+NEAREST_REACH = 8  # window lengths searched either side for the nearest baseline with data
 BUCKETS = 120  # buckets of the longer period; the shorter gets as many of the same width as fit
 CHANGED_SHARE = 0.5  # a member of a group counts as changed from half the group's best score
 MAX_TEMPLATE_LINES = 20_000  # log lines per period read for templates (the first, in time order)
@@ -138,16 +142,36 @@ class Entry:
     shown: list[Member] = field(default_factory=list)  # series whose labels the entry shows
     labels: dict = field(default_factory=dict)  # the labels its lane fixes, as the viewer sees them
     explanation: str = ""
+    # why it changed, beyond its own numbers (e.g. a dependency that changed first): filled in by
+    # analyses that know more than one signal; each item a dict with a ``text``
+    explanations: list[dict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A baseline the ranking compared the window with: its period, what kind of stretch it is
+    (``before``: as long as the window, just before it; ``day_before``/``week_before``: the window's
+    hours a day or a week earlier; ``nearest_with_data``: the nearest stretch as long as the window that
+    holds data, when the one just before holds none; ``given``: chosen by the caller), and why."""
+
+    period: Period
+    kind: str
+    reason: str
 
 
 @dataclass
 class Ranking:
+    """``baseline`` is the period every entry's profile is drawn against (``baselines[0]``); the other
+    ``baselines`` are the seasonal ones each signal was also compared with (each entry's change says
+    which one it kept)."""
+
     window: Period
     baseline: Period
     step: int
     entries: list[Entry]
     scored: dict[str, int]
     grids: tuple[Grid, Grid]
+    baselines: list[Baseline] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -255,6 +279,8 @@ class _SeriesRows:
     during: np.ndarray
     capacity_row: list[int | None]
     capacity_metric: list[str]
+    kind: str = "given"  # the kind of baseline ``before`` is
+    seasonal: list[tuple[str, np.ndarray]] = field(default_factory=list)  # other baselines' rows
 
 
 def _capacity_pairs(members: list[Member], fleet: dict[tuple, list[Series]]) -> dict[tuple[str, str], str]:
@@ -274,20 +300,37 @@ def _capacity_pairs(members: list[Member], fleet: dict[tuple, list[Series]]) -> 
     return pair_capacities(list(groups.values()))
 
 
-def _read_alone(scope: Scope, members: list[Member], grids: tuple[Grid, Grid], pairs) -> _SeriesRows:
-    """Both periods of every alone series (rates of counters, values of gauges), read in chunks that
-    run concurrently where the store can (``timeline.lanes.start_reads``)."""
+def _read_alone(
+    scope: Scope,
+    members: list[Member],
+    grids: tuple[Grid, Grid],
+    pairs,
+    *,
+    kind: str = "given",
+    seasonal: tuple[tuple[str, Grid], ...] = (),
+) -> _SeriesRows:
+    """Both periods of every alone series (rates of counters, values of gauges), and the ``seasonal``
+    baselines (kind, grid) too, read in chunks that run concurrently where the store can
+    (``timeline.lanes.start_reads``)."""
     before = np.full((len(members), grids[0].buckets), np.nan)
     during = np.full((len(members), grids[1].buckets), np.nan)
+    others = [np.full((len(members), grid.buckets), np.nan) for _kind, grid in seasonal]
     jobs, places = [], []
     for rate in (True, False):
         rows = [i for i, m in enumerate(members) if (m.series.kind == "counter") == rate]
         for first in range(0, len(rows), READ_CHUNK):
             chunk = rows[first : first + READ_CHUNK]
-            jobs.append(partial(_read_both, scope, [members[i].series.pk for i in chunk], grids, rate=rate))
-            places.append(chunk)
-    for chunk, (chunk_before, chunk_during) in zip(places, run_reads(jobs), strict=True):
-        before[chunk], during[chunk] = chunk_before, chunk_during
+            ids = [members[i].series.pk for i in chunk]
+            jobs.append(partial(_read_both, scope, ids, grids, rate=rate))
+            places.append((chunk, None))
+            for k, (_kind, grid) in enumerate(seasonal):
+                jobs.append(partial(_read, scope, ids, grid, rate=rate))
+                places.append((chunk, k))
+    for (chunk, k), found in zip(places, run_reads(jobs), strict=True):
+        if k is None:
+            before[chunk], during[chunk] = found
+        else:
+            others[k][chunk] = found
     by_labels = {(m.series.org_id, m.series.metric, m.series.labels_key): i for i, m in enumerate(members)}
     by_metric: dict[tuple[int, str], list[int]] = defaultdict(list)
     for i, m in enumerate(members):
@@ -302,17 +345,51 @@ def _read_alone(scope: Scope, members: list[Member], grids: tuple[Grid, Grid], p
             row = by_metric[(s.org_id, metric)][0]  # one capacity for the whole metric (a cluster total)
         capacity_row.append(row)
         capacity_metric.append(metric if row is not None else "")
-    return _SeriesRows(members, before, during, capacity_row, capacity_metric)
+    return _SeriesRows(
+        members,
+        before,
+        during,
+        capacity_row,
+        capacity_metric,
+        kind=kind,
+        seasonal=[(name, matrix) for (name, _grid), matrix in zip(seasonal, others, strict=True)],
+    )
+
+
+def _padded(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` with one all-NaN row at the end: the capacity row of a series without one."""
+    return np.vstack([matrix, np.full((1, matrix.shape[1]), np.nan)])
+
+
+def least_change(options: list[tuple[str, Change | None]]) -> Change | None:
+    """Of one signal's changes against several baselines (kind, change), the smallest among those
+    where the baseline held values of it, marked with its baseline's kind; a signal no baseline held
+    is new (or gone) against the first. A daily rhythm is no change against the day before; a real
+    change is one against every baseline there is."""
+    measured = [(kind, c) for kind, c in options if c is not None and not c.novelty]
+    if measured:
+        kind, change = min(measured, key=lambda option: option[1].score)
+        return replace(change, baseline=kind)
+    kind, change = options[0]
+    return None if change is None else replace(change, baseline=kind)
 
 
 def _series_entries(scope: Scope, rows: _SeriesRows) -> list[Entry]:
     nan_row = len(rows.members)  # capacity row index of a series without one: all NaN
-    padded_before = np.vstack([rows.before, np.full((1, rows.before.shape[1]), np.nan)])
-    padded_during = np.vstack([rows.during, np.full((1, rows.during.shape[1]), np.nan)])
     caps = [nan_row if cap is None else cap for cap in rows.capacity_row]
-    changes = compare_rows(
-        rows.before, rows.during, capacity_before=padded_before[caps], capacity_during=padded_during[caps]
-    )
+    during_caps = _padded(rows.during)[caps]
+    per_baseline = [
+        (
+            kind,
+            compare_rows(
+                before, rows.during, capacity_before=_padded(before)[caps], capacity_during=during_caps
+            ),
+        )
+        for kind, before in [(rows.kind, rows.before), *rows.seasonal]
+    ]
+    changes = [
+        least_change([(kind, found[i]) for kind, found in per_baseline]) for i in range(len(rows.members))
+    ]
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, member in enumerate(rows.members):
         if changes[i] is not None:
@@ -323,8 +400,14 @@ def _series_entries(scope: Scope, rows: _SeriesRows) -> list[Entry]:
     return entries
 
 
+def _baseline_rows(rows: _SeriesRows, kind: str) -> np.ndarray:
+    return rows.before if kind == rows.kind else dict(rows.seasonal)[kind]
+
+
 def _group_entry(rows: _SeriesRows, indexes: list[int], changes: list[Change | None]) -> Entry:
-    """The entry of one group; its lane and examples are filled in by :func:`_present` if it is shown."""
+    """The entry of one group; its lane and examples are filled in by :func:`_present` if it is shown.
+    A group of several changed members is explained on their per-bucket median against the baseline
+    most of them kept."""
     scores = np.array([changes[i].score for i in indexes])
     best = float(scores.max())
     changed = [i for i, score in zip(indexes, scores, strict=True) if score >= CHANGED_SHARE * best]
@@ -334,19 +417,27 @@ def _group_entry(rows: _SeriesRows, indexes: list[int], changes: list[Change | N
     capacity = rows.capacity_metric[changed[0]]
     changed_scores = np.array([changes[i].score for i in changed])
     breadth = len(changed) / len(indexes)
-    score = float(np.median(changed_scores)) * (0.85 + 0.15 * breadth) if len(indexes) > 1 else best
+    typical = float(np.median(changed_scores))
     before = _fleet_median(rows.before[changed])
     during = _fleet_median(rows.during[changed])
     if len(changed) == 1:
         change = changes[changed[0]]
     else:
+        kinds = [changes[i].baseline for i in changed]
+        kind = max(dict.fromkeys(kinds), key=kinds.count)
+        reference = _baseline_rows(rows, kind)
         caps = [rows.capacity_row[i] for i in changed]
         change = compare(
-            before,
+            _fleet_median(reference[changed]),
             during,
-            capacity_before=_fleet_median(rows.before[caps]) if None not in caps else None,
+            capacity_before=_fleet_median(reference[caps]) if None not in caps else None,
             capacity_during=_fleet_median(rows.during[caps]) if None not in caps else None,
         )
+        change = changes[changed[0]] if change is None else replace(change, baseline=kind)
+        # members moving together: their per-bucket median, where the members' own noise averages
+        # out, is as much evidence as a typical member
+        typical = max(typical, change.score)
+    score = typical * (0.85 + 0.15 * breadth) if len(indexes) > 1 else best
     return Entry(
         kind="series" if len(indexes) == 1 else "group",
         org=s.org,
@@ -539,23 +630,37 @@ def _template_counts(scope: Scope, grid: Grid, messages: list[str], keys: list[t
 
 
 def _event_entries(
-    scope: Scope, grids: tuple[Grid, Grid], orgs: dict[int, Organization], *, template_method: str
+    scope: Scope,
+    grids: tuple[Grid, Grid],
+    orgs: dict[int, Organization],
+    *,
+    template_method: str,
+    kind: str = "given",
+    seasonal: tuple[tuple[str, Grid], ...] = (),
 ) -> tuple[list[Entry], int]:
-    before_counts, during_counts = run_reads([partial(_family_counts, scope, grid) for grid in grids])
+    """Entries of event families (counts per bucket, against the baseline and each ``seasonal`` one,
+    keeping the least change) and of new or rising log templates; and how many families were scored."""
+    all_grids = [*grids, *(grid for _kind, grid in seasonal)]
+    before_counts, during_counts, *other_counts = run_reads(
+        [partial(_family_counts, scope, grid) for grid in all_grids]
+    )
     entries: dict[tuple, Entry] = {}
     for key in sorted(set(before_counts) | set(during_counts), key=str):
-        org_id, signal, kind, name, severity = key
+        org_id, signal, event_kind, name, severity = key
         before = before_counts.get(key, np.zeros(grids[0].buckets))
         during = during_counts.get(key, np.zeros(grids[1].buckets))
-        change = compare(before, during)
+        options = [(kind, compare(before, during, counts=True))]
+        for (season, grid), counts in zip(seasonal, other_counts, strict=True):
+            options.append((season, compare(counts.get(key, np.zeros(grid.buckets)), during, counts=True)))
+        change = least_change(options)
         if change is None or org_id not in orgs:
             continue
-        lane_kind = "spans" if kind == "span" else "logs"
+        lane_kind = "spans" if event_kind == "span" else "logs"
         entries[key] = Entry(
             kind="events",
             org=orgs[org_id],
             signal=signal,
-            title=f"{name or kind} ({severity})",
+            title=f"{name or event_kind} ({severity})",
             unit="events",
             change=change,
             score=change.score,
@@ -564,12 +669,18 @@ def _event_entries(
             profile=(before, during),
             owners={(org_id, f"event counts {signal}")},
         )
-    templates = _template_entries(scope, grids, orgs, entries, method=template_method)
+    templates = _template_entries(scope, grids, orgs, entries, method=template_method, kind=kind)
     return [*entries.values(), *templates], len(entries)
 
 
 def _template_entries(
-    scope: Scope, grids: tuple[Grid, Grid], orgs: dict[int, Organization], families: dict, *, method: str
+    scope: Scope,
+    grids: tuple[Grid, Grid],
+    orgs: dict[int, Organization],
+    families: dict,
+    *,
+    method: str,
+    kind: str = "given",
 ) -> list[Entry]:
     """New or rising log templates, mined over both periods' readable bodies at once (one template id
     means the same in both). A template that is most of its family's lines rides on the family entry."""
@@ -593,7 +704,7 @@ def _template_entries(
     for (org_id, signal, name, template), (before, during) in counts.items():
         if org_id not in orgs or during.sum() * per_hour[1] <= before.sum() * per_hour[0]:
             continue  # only new or rising templates
-        change = compare(before, during)
+        change = replace(compare(before, during, counts=True), baseline=kind)
         family = _family_of(families, org_id, signal, name, during)
         text = mined.texts[template]
         if family is not None and during.sum() >= TEMPLATE_OF_FAMILY * family.profile[1].sum():
@@ -622,6 +733,88 @@ def _family_of(families: dict, org_id: int, signal: str, name: str, during: np.n
     return max(found, key=lambda e: e.profile[1].sum(), default=None)
 
 
+# ----------------------------------------------------------------------------- baselines
+
+
+def _data_buckets(scope: Scope, ids: list[int], grid: Grid) -> np.ndarray:
+    """Per bucket of ``grid``, whether any of the series ``ids`` or any event the scope may read has a
+    value there (series read one by one only: a probe, not a score)."""
+    found = np.zeros(grid.buckets, dtype=bool)
+    for first in range(0, len(ids), READ_CHUNK):
+        matrix = _read(scope, ids[first : first + READ_CHUNK], grid, rate=False)
+        found |= (~np.isnan(matrix)).any(axis=0)
+    hints = read_hints(scope, start=grid.origin, end=grid.period.end)
+    buckets = (
+        get_store()
+        .select_events(scope, hints)
+        .annotate(bucket=_bucket_expression(grid))
+        .values_list("bucket", flat=True)
+        .distinct()
+        .order_by()
+    )
+    for bucket in buckets:
+        if 0 <= bucket < grid.buckets:
+            found[bucket] = True
+    return found
+
+
+def _holds_data(scope: Scope, ids: list[int], period: Period) -> bool:
+    step = nice_step(max(MINUTE_US, period.length))
+    return bool(_data_buckets(scope, ids, Grid(period, step)).any())
+
+
+def default_baseline(scope: Scope, window: Period, ids: list[int]) -> Baseline:
+    """The baseline of a window when the caller names none: as long as the window, just before it; when
+    that stretch holds nothing ``scope`` may read (the window starts where the data start), the nearest
+    stretch as long as the window, before or after it and within :data:`NEAREST_REACH` window lengths,
+    that holds some (ties: the earlier). ``ids``: the series probed."""
+    length = window.length
+    before = Period(window.start - length, window.start)
+    if _holds_data(scope, ids, before):
+        return Baseline(before, "before", "as long as the window, just before it")
+    step = nice_step(max(MINUTE_US, math.ceil(length / 4)))
+    reach = NEAREST_REACH * length
+    probe = Grid(Period(window.start - reach, window.end + reach), step)
+    found = _data_buckets(scope, ids, probe)
+    times = probe.origin + np.arange(probe.buckets) * step
+    for distance in range(0, reach - length + 1, step):
+        for candidate in (
+            Period(window.start - length - distance, window.start - distance),
+            Period(window.end + distance, window.end + length + distance),
+        ):
+            if distance == 0 and candidate == before:
+                continue
+            inside = (times + step > candidate.start) & (times < candidate.end)
+            if found[inside].any():
+                where = "before" if candidate.end <= window.start else "after"
+                return Baseline(
+                    candidate,
+                    "nearest_with_data",
+                    f"no data in the {format_duration(length)} just before the window: the nearest "
+                    f"{format_duration(length)} with data, {format_duration(distance)} {where} it",
+                )
+    return Baseline(before, "before", "as long as the window, just before it (no data found nearby either)")
+
+
+def seasonal_baselines(scope: Scope, window: Period, ids: list[int]) -> list[Baseline]:
+    """The window's hours a day and a week before, each when it holds data ``scope`` may read and does
+    not overlap the window."""
+    out = []
+    for kind, shift in SEASONS:
+        period = Period(window.start - shift, window.end - shift)
+        if period.end <= window.start and _holds_data(scope, ids, period):
+            out.append(Baseline(period, kind, f"the window's hours {kind.replace('_', ' ')}"))
+    return out
+
+
+def format_duration(us: int) -> str:
+    """A duration in its largest whole unit where it is one (``2 h``, ``90 min``, ``3 d``)."""
+    for unit, name in ((7 * DAY_US, "w"), (DAY_US, "d"), (HOUR_US, "h"), (MINUTE_US, "min")):
+        if us >= unit and us % unit == 0:
+            return f"{us // unit} {name}"
+    return f"{us / 1e6:g} s"
+
+
 # ----------------------------------------------------------------------------- the ranking
 
 
@@ -629,26 +822,45 @@ def rank_changes(
     scope: Scope,
     *,
     window: Period,
-    baseline: Period,
+    baseline: Period | None = None,
     limit: int = 20,
     template_method: str = "mask",
 ) -> Ranking:
-    """Everything ``scope`` may read over ``window`` and ``baseline``, scored and ranked (best first,
-    at most ``limit`` entries; ties by organisation and title), each explained in one line."""
+    """Everything ``scope`` may read over ``window`` and a baseline, scored and ranked (best first, at
+    most ``limit`` entries; ties by organisation and title), each explained in one line.
+
+    ``baseline`` None: :func:`default_baseline`, and each signal is also compared with the window's
+    hours a day and a week before where they hold data (:func:`seasonal_baselines`), keeping its
+    least change — so a daily or weekly rhythm is not a change. A ``baseline`` named by the caller is
+    the only one. ``Ranking.baselines`` says which were used."""
     scope = require_scope(scope)
-    if window.length <= 0 or baseline.length <= 0:
+    if window.length <= 0 or (baseline is not None and baseline.length <= 0):
         raise ValueError("the window and the baseline must each have a positive length")
+    alone, fleet = _readable_series(scope)
+    if baseline is None:
+        ids = [m.series.pk for m in alone]
+        chosen = default_baseline(scope, window, ids)
+        baselines = [chosen, *seasonal_baselines(scope, window, ids)]
+    else:
+        baselines = [Baseline(baseline, "given", "the baseline asked for")]
+    baseline = baselines[0].period
     step = analysis_step(window, baseline)
     # both grids on one lattice, so that a read spanning the two periods serves both
     lattice = grid_origin(min(window.start, baseline.start), step)
     grids = tuple(Grid(p, step, lattice + (p.start - lattice) // step * step) for p in (baseline, window))
-    alone, fleet = _readable_series(scope)
+    seasonal = tuple(
+        (b.kind, Grid(b.period, step, grids[1].origin - (window.start - b.period.start)))
+        for b in baselines[1:]
+    )
+    kind = baselines[0].kind
     pairs = _capacity_pairs(alone, fleet)
-    series_rows = _read_alone(scope, alone, grids, pairs)
+    series_rows = _read_alone(scope, alone, grids, pairs, kind=kind, seasonal=seasonal)
     entries = _series_entries(scope, series_rows)
-    fleet_entries = _fleet_entries(scope, fleet, grids, pairs)
+    fleet_entries = [_marked(e, kind) for e in _fleet_entries(scope, fleet, grids, pairs)]
     orgs = {org.pk: org for org in scope.organizations()}
-    event_entries, families = _event_entries(scope, grids, orgs, template_method=template_method)
+    event_entries, families = _event_entries(
+        scope, grids, orgs, template_method=template_method, kind=kind, seasonal=seasonal
+    )
     everything = [*entries, *fleet_entries, *event_entries]
     everything.sort(key=lambda e: (-round(e.score, 6), e.org.slug, e.title))
     top = everything[:limit]
@@ -663,8 +875,23 @@ def rank_changes(
         "event_families": families,
         "templates": sum(1 for e in event_entries if e.kind == "template"),
         "entries": len(everything),
+        "new": sum(1 for e in everything if e.change.novelty == "new"),
+        "gone": sum(1 for e in everything if e.change.novelty == "gone"),
     }
-    return Ranking(window=window, baseline=baseline, step=step, entries=top, scored=scored, grids=grids)
+    return Ranking(
+        window=window,
+        baseline=baseline,
+        step=step,
+        entries=top,
+        scored=scored,
+        grids=grids,
+        baselines=baselines,
+    )
+
+
+def _marked(entry: Entry, kind: str) -> Entry:
+    entry.change = replace(entry.change, baseline=kind)
+    return entry
 
 
 def also_readable(entries: list[Entry], other: Scope, window: Period) -> list[Entry]:

@@ -10,7 +10,15 @@ truth in ``bench/analysis.py``:
   the sum or :data:`CUSUM_QUIET` buckets in a row fall back within the allowance, and the onset of the
   change is the earliest run still active in the window (bursts that ended in the baseline are not it);
 * ``split``: the single split of the profile that minimises the squared error of two constant
-  levels (binary segmentation, one step), searched from the middle of the baseline on.
+  levels (binary segmentation, one step), searched from the window's start on.
+
+An onset is never placed inside the baseline: a run that began on a normal episode there (a routine
+save the sum had not forgotten when the window's change came) starts, instead, at the run's first
+window bucket beyond the allowance. Then, at the scale of a whole incident a bucket is minutes wide, so
+each onset is refined on the finest resolution stored (:data:`FINE_BUCKETS` buckets of whole seconds
+over the :data:`REFINE_SPAN` buckets around the coarse onset, never before the window's start): the
+same CUSUM, standardised by the baseline's median and spread, on the entry's most changed series (an
+event family: its first readable event in the span), and the onset's resolution is the fine bucket's.
 
 An onset is known to ± (half a bucket + the clock uncertainty of the organisation's data): the
 uncertainty of the clock corrections applied to it (their estimate's), or, for data read without a
@@ -24,17 +32,22 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.db.models import F, Q
 
 from orgs.access import Scope
 from timeline.analysis.changes import Entry, Ranking
-from timeline.clock.model import clock_for
+from timeline.clock.model import clock_for, read_hints
 from timeline.models import ClockCorrection
+from timeline.store import get_store
 
 METHODS: tuple[str, ...] = ("cusum", "split")
 CUSUM_K = 1.0  # allowance, in robust standard deviations of the baseline
 CUSUM_H = 5.0  # alarm threshold, in the same units
 CUSUM_QUIET = 3  # buckets back within the allowance that end an alarm run
 UNCORRECTED_CLOCK_US = 100_000  # an agent without a correction: NTP-disciplined, known to ±0.1 s
+REFINE_SPAN = 2  # coarse buckets either side of a coarse onset read again at the finest resolution
+FINE_BUCKETS = 240  # buckets of that span
+SECOND_US = 1_000_000
 _MAD_TO_SIGMA = 1.4826
 
 
@@ -75,7 +88,13 @@ def cusum_onset(profile: np.ndarray, baseline_buckets: int) -> int | None:
     inside the baseline) is not the change the window is about. The earliest run still active in the
     window gives the onset."""
     z = np.nan_to_num(_standardised(profile, baseline_buckets), nan=0.0)
-    runs: list[tuple[int, int]] = []
+    return _earliest_active_run(z, baseline_buckets)
+
+
+def _earliest_active_run(z: np.ndarray, baseline_buckets: int) -> int | None:
+    """The CUSUM onset of standardised values ``z`` whose first ``baseline_buckets`` are the baseline,
+    never inside it (see the module's docstring)."""
+    runs: list[tuple[int, int, float]] = []
     for sign in (1.0, -1.0):
         total, last_zero, start, quiet = 0.0, 0, None, 0
         for i, value in enumerate(z):
@@ -84,14 +103,21 @@ def cusum_onset(profile: np.ndarray, baseline_buckets: int) -> int | None:
             total = 0.0 if quiet >= CUSUM_QUIET else max(0.0, total + sign * value - CUSUM_K)
             if total == 0.0:
                 if start is not None:
-                    runs.append((start, i))
+                    runs.append((start, i, sign))
                     start = None
                 last_zero = i + 1
             elif total > CUSUM_H and start is None:
                 start = last_zero
         if start is not None:
-            runs.append((start, len(z)))
-    active = [start for start, end in runs if end > baseline_buckets]
+            runs.append((start, len(z), sign))
+    active = []
+    for start, end, sign in runs:
+        if end <= baseline_buckets:
+            continue  # a burst that ended inside the baseline is not the window's change
+        if start < baseline_buckets:  # begun on a normal episode there: the window's part of it
+            beyond = np.flatnonzero(sign * z[baseline_buckets:end] >= CUSUM_K)
+            start = baseline_buckets + int(beyond[0]) if len(beyond) else baseline_buckets
+        active.append(start)
     return min(active) if active else None
 
 
@@ -106,7 +132,7 @@ def split_onset(profile: np.ndarray, baseline_buckets: int) -> int | None:
     total, total_sq, n = np.cumsum(x), np.cumsum(x * x), len(x)
     best, best_cost = None, math.inf
     for k in range(1, n):
-        if index[k] < baseline_buckets // 2:
+        if index[k] < baseline_buckets:
             continue
         left = total_sq[k - 1] - total[k - 1] ** 2 / k
         right_sum = total[-1] - total[k - 1]
@@ -142,21 +168,97 @@ def onsets(scope: Scope, ranking: Ranking, *, top: int = 8, method: str = "cusum
         before, during = entry.profile
         profile = np.concatenate([before, during])
         index = find(profile, len(before))
-        t_us = None
+        t_us, resolution = None, ranking.step
         if index is not None:
             grid, i = (before_grid, index) if index < len(before) else (window_grid, index - len(before))
-            t_us = grid.origin + i * grid.step
+            t_us = max(grid.origin + i * grid.step, ranking.window.start)
+            t_us, resolution = refine_onset(scope, ranking, entry, t_us)
         found.append(
             Onset(
                 rank=rank,
                 entry=entry,
                 t_us=t_us,
-                resolution_us=ranking.step,
+                resolution_us=resolution,
                 clock_uncertainty_us=uncertainty.get(entry.org.pk, UNCORRECTED_CLOCK_US),
                 method=method,
             )
         )
     return order_onsets(found)
+
+
+def refine_onset(scope: Scope, ranking: Ranking, entry: Entry, t_us: int) -> tuple[int, int]:
+    """The coarse onset ``t_us`` of ``entry`` found again on the finest resolution stored, over the
+    :data:`REFINE_SPAN` coarse buckets either side of it (never before the window's start), with the
+    resolution it is known to; ``(t_us, ranking.step)`` when there is nothing finer to read."""
+    step = ranking.step
+    start = max(ranking.window.start, t_us - REFINE_SPAN * step)
+    end = min(ranking.window.end, t_us + (REFINE_SPAN + 1) * step)
+    fine = max(SECOND_US, (end - start) // FINE_BUCKETS // SECOND_US * SECOND_US)
+    if end <= start or fine >= step:
+        return t_us, step
+    if entry.kind in ("events", "template"):
+        first = _first_event(scope, entry, start, end)
+        return (first, fine) if first is not None else (t_us, step)
+    members = [m.series for m in entry.shown]
+    if not members or entry.kind == "fleet":
+        return t_us, step  # a fleet is read only as its aggregate; its coarse onset stands
+    values = _fine_profile(scope, members, start, end, fine)
+    present = np.flatnonzero(~np.isnan(values))  # buckets finer than the scrape are empty: skipped
+    change = entry.change
+    spread = change.spread or max(change.before.mad, 1e-12)
+    if math.isnan(change.before.median) or not len(present):
+        return t_us, step
+    index = _earliest_active_run((values[present] - change.before.median) / spread, 0)
+    if index is None:
+        return t_us, step
+    return start + int(present[index]) * fine, fine
+
+
+def _fine_profile(scope: Scope, members: list, start: int, end: int, step: int) -> np.ndarray:
+    """The per-bucket median of ``members`` (series read one by one) over ``[start, end)``."""
+    n = math.ceil((end - start) / step)
+    matrix = np.full((len(members), n), np.nan)
+    for rate in (True, False):
+        ids = [s.pk for s in members if (s.kind == "counter") == rate]
+        if not ids:
+            continue
+        hints = read_hints(scope, start=start, end=end, step=step, fn="rate" if rate else "value")
+        frame = get_store().select_buckets(scope, ids, hints)
+        row = {s.pk: i for i, s in enumerate(members)}
+        for k in range(len(frame)):
+            bucket = int(frame["bucket"][k])
+            if 0 <= bucket < n:
+                matrix[row[int(frame["series_id"][k])], bucket] = frame["mean"][k]
+    present = ~np.isnan(matrix)
+    with np.errstate(invalid="ignore"):
+        ordered = np.sort(matrix, axis=0)
+    count = present.sum(axis=0)
+    median = np.full(n, np.nan)
+    for j in np.flatnonzero(count):
+        median[j] = float(np.median(ordered[: count[j], j]))
+    return median
+
+
+def _first_event(scope: Scope, entry: Entry, start: int, end: int) -> int | None:
+    """The (corrected) time of the first event of ``entry``'s family the scope may read in the span."""
+    from timeline.lanes import SEVERITY_CLASSES, LaneSpec
+
+    name = LaneSpec.parse(entry.lane).what if entry.lane else ""
+    hints = read_hints(scope, start=start, end=end)
+    condition = Q(org_id=entry.org.pk, signal=entry.signal)
+    if name:
+        condition &= Q(name=name)
+    if entry.severity:  # the family's severity class, not its routine lines of the same name
+        condition &= Q(severity__in=[s for s, c in SEVERITY_CLASSES.items() if c == entry.severity])
+    first = (
+        get_store()
+        .select_events(scope, hints, filters=condition)
+        .annotate(at=F("aligned_ts"))
+        .order_by("at")
+        .values_list("at", flat=True)
+        .first()
+    )
+    return None if first is None else int(first)
 
 
 def order_onsets(found: list[Onset]) -> list[Onset]:

@@ -2,20 +2,34 @@
 
 A signal here is one array of per-bucket values per period (a series' bucket means, a fleet's
 per-bucket median, an event family's per-bucket counts). :func:`compare` summarises both periods
-robustly (median, MAD, p5/p95), measures how far apart they are, and turns that into one score
-(docs/decisions/0009-what-changed-scoring.md):
+robustly (median, MAD, p5/p95, extremes), measures the window against the **baseline's own** spread
+and quantiles, and turns that into one calibrated score
+(docs/decisions/0009-what-changed-scoring.md, 0025-seasonal-baselines-and-effect-size.md):
 
-* ``separation``: the shift of the median over the pooled robust spread (MAD) of both periods — a
-  signal that moves to a new, steady level scores high, a busy signal whose buckets swing widely
-  scores lower than its raw ratio would suggest;
-* ``ks``: the two-sample Kolmogorov-Smirnov distance of the per-bucket values (0 … 1), which also sees
-  changes of spread and shape that leave the median in place;
+* ``spread``: the baseline's robust spread — 1.4826·MAD, or where most buckets are equal its
+  interquantile spread, never under 0.1 % of the level; for counts (events, log lines) never under the
+  Poisson spread of the baseline's rate (at least one event over the whole baseline), since a family
+  that was silent has no spread of its own. The window's spread never enters it: a change that makes
+  a series spiky does not lower its own score;
+* ``separation``: |median_window - median_baseline| / spread (the level effect);
+* ``tail``: how far the window's tails went beyond the baseline's own — the rise of the p95 and the fall
+  of the p5, and half the rise of the maximum and the fall of the minimum (the extremes of a period
+  are noisier than its quantiles), each over the spread: spikes and bursts that leave the median in
+  place;
+* ``effect`` = max(separation, tail), and ``surprise`` = -log10 of the two-sided tail probability of an
+  effect that large under a Student t with 3 degrees of freedom (fewer when the baseline has fewer than
+  four buckets) centred on the baseline's median with the baseline's spread: heavy tails, because real
+  series are, and a baseline of a few buckets proves little. The same probability for metrics, fleet
+  medians, event families and log templates is what makes their scores comparable;
+* ``ks``: the two-sample Kolmogorov-Smirnov distance (0 … 1) of the per-bucket values, which sees how
+  much of the window moved;
 * ``saturation``: where a capacity is declared, the fraction of buckets at ≥ 95 % of it, before and
   during; the change of that fraction is the strongest evidence of a bottleneck there is.
 
-``score = min(1, log10(1 + separation) / 3) + ks / 2 + |Δ saturation|``, so a signal that became
-saturated (≈ 2.5) ranks above one that only moved (≤ 1.5), and noise scores near 0. A signal with
-values in only one of the periods is ``new`` or ``gone`` and scores :data:`ONE_SIDED_SCORE`.
+``score = min(1, surprise / 6) + ks / 4 + |Δ saturation|``: a probability of one in a million counts in
+full, a signal that became saturated (≈ 2.2) ranks above one that only moved (≤ 1.25), and noise scores
+near 0. A signal with values in only one of the periods is ``new`` or ``gone``, scored apart at
+:data:`ONE_SIDED_SCORE` (there is no baseline to measure it against).
 """
 
 from __future__ import annotations
@@ -28,8 +42,41 @@ import numpy as np
 
 SATURATION = 0.95  # a bucket at or above this fraction of its capacity counts as saturated
 ONE_SIDED_SCORE = 0.6
+SURPRISE_FULL = 6.0  # -log10 of the tail probability that counts in full (one in a million)
+TAIL_DF = 3  # degrees of freedom of the heavy-tailed reference
+KS_WEIGHT = 0.25
+STEADY_WEIGHT = 1.0
+EXTREME_WEIGHT = 0.5  # a period's maximum and minimum are noisier than its p95 and p5
 _MAD_TO_SIGMA = 1.4826
+_IQR_TO_SIGMA = 1 / 1.349
+_P90_TO_SIGMA = 1 / 3.29  # p95 - p5 of a normal distribution is 3.29 standard deviations
 _RELATIVE_FLOOR = 1e-3  # the spread never counts as less than 0.1 % of the level
+
+
+def tail_probability(effect: float, df: int = TAIL_DF) -> float:
+    """Two-sided P(|T| ≥ effect) for a Student t with ``df`` (1, 2 or 3) degrees of freedom, in closed
+    form, accurate far into the tail (no cancellation for large effects)."""
+    x = abs(float(effect))
+    if x == 0:
+        return 1.0
+    if math.isinf(x):
+        return 0.0
+    if df <= 1:
+        return 2 / math.pi * math.atan(1 / x)
+    if df == 2:
+        root = math.sqrt(x * x + 2)
+        return 2 / (root * (root + x))
+    u = x / math.sqrt(3)
+    if u > 1e3:  # atan(1/u) - u/(1+u²) = 2/(3u³) - ... : the series, where the difference would cancel
+        return 2 / math.pi * (2 / (3 * u**3))
+    return max(0.0, 2 / math.pi * (math.atan(1 / u) - u / (1 + u * u)))
+
+
+def surprise_of(effect: float, baseline_buckets: int) -> float:
+    """-log10 of the tail probability of ``effect`` under the heavy-tailed reference, with fewer degrees
+    of freedom for a baseline of fewer than four buckets."""
+    df = max(1, min(TAIL_DF, baseline_buckets - 1))
+    return -math.log10(max(tail_probability(effect, df), 1e-300))
 
 
 @dataclass(frozen=True)
@@ -42,18 +89,33 @@ class Summary:
     p05: float
     p95: float
     mean: float
+    low: float = math.nan
+    high: float = math.nan
 
 
 @dataclass(frozen=True)
 class Change:
     before: Summary
     during: Summary
-    separation: float
+    separation: float  # |Δ median| / the baseline's spread
     ks: float
     wasserstein: float  # in units of the larger of the two medians (0 when both are 0)
     saturation_before: float | None
     saturation_during: float | None
     novelty: str = ""  # "new" (no value before), "gone" (none during), or ""
+    tail: float = 0.0  # the tails' move beyond the baseline's own, over its spread
+    spread: float = 0.0  # the baseline's spread the effects are measured in
+    surprise: float = 0.0  # -log10 of the tail probability of the effect under the baseline
+    baseline: str = ""  # which baseline it was measured against (set by the ranking)
+    steadiness: float = 0.0  # |Δ median| / the larger of the window's spread and the baseline's
+
+    @property
+    def effect(self) -> float:
+        return max(self.separation, self.tail)
+
+    @property
+    def probability(self) -> float:
+        return 10.0 ** (-self.surprise)
 
     @property
     def saturation_change(self) -> float:
@@ -65,8 +127,9 @@ class Change:
     def score(self) -> float:
         if self.novelty:
             return ONE_SIDED_SCORE
-        level = min(1.0, math.log10(1.0 + self.separation) / 3.0)
-        return level + self.ks / 2.0 + abs(self.saturation_change)
+        level = min(1.0, self.surprise / SURPRISE_FULL)
+        steady = min(1.0, math.log10(1.0 + self.steadiness) / 3.0)
+        return level + STEADY_WEIGHT * steady + KS_WEIGHT * self.ks + abs(self.saturation_change)
 
     @property
     def direction(self) -> int:
@@ -110,7 +173,11 @@ class _Summaries:
     median: np.ndarray
     mad: np.ndarray
     p05: np.ndarray
+    p25: np.ndarray
+    p75: np.ndarray
     p95: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
     mean: np.ndarray
 
     @classmethod
@@ -118,12 +185,14 @@ class _Summaries:
         present = ~np.isnan(matrix)
         n = present.sum(axis=1)
         ordered = np.sort(matrix, axis=1)
-        p05, median, p95 = _row_quantiles(ordered, n, np.array([0.05, 0.5, 0.95])).T
+        p05, p25, median, p75, p95, low, high = _row_quantiles(
+            ordered, n, np.array([0.05, 0.25, 0.5, 0.75, 0.95, 0.0, 1.0])
+        ).T
         deviation = np.sort(np.abs(matrix - median[:, None]), axis=1)
         mad = _row_quantiles(deviation, n, np.array([0.5]))[:, 0] * _MAD_TO_SIGMA
         with np.errstate(invalid="ignore"):
             mean = np.where(present, matrix, 0.0).sum(axis=1) / n
-        return cls(n, ordered, median, mad, p05, p95, mean)
+        return cls(n, ordered, median, mad, p05, p25, p75, p95, low, high, mean)
 
     def row(self, i: int) -> Summary:
         return Summary(
@@ -133,7 +202,22 @@ class _Summaries:
             float(self.p05[i]),
             float(self.p95[i]),
             float(self.mean[i]),
+            float(self.low[i]),
+            float(self.high[i]),
         )
+
+    def spread(self, level: np.ndarray, *, counts: bool) -> np.ndarray:
+        """Per row, the baseline's own spread: its scaled MAD, or where most buckets are equal (MAD 0)
+        its interquartile, then its p5-p95 spread; never under 0.1 % of ``level``, and for counts never
+        under the Poisson spread of its rate (at least one count over the whole period)."""
+        with np.errstate(invalid="ignore"):
+            spread = np.where(self.mad > 0, self.mad, (self.p75 - self.p25) * _IQR_TO_SIGMA)
+            spread = np.where(spread > 0, spread, (self.p95 - self.p05) * _P90_TO_SIGMA)
+            spread = np.fmax(np.nan_to_num(spread), _RELATIVE_FLOOR * np.abs(level))
+            if counts:
+                rate = np.fmax(np.nan_to_num(self.mean), 1.0 / np.maximum(self.n, 1))
+                spread = np.fmax(spread, np.sqrt(rate))
+        return np.fmax(spread, 1e-12)
 
 
 def _saturated_rows(values: np.ndarray, capacity: np.ndarray | None) -> np.ndarray | None:
@@ -147,12 +231,27 @@ def _saturated_rows(values: np.ndarray, capacity: np.ndarray | None) -> np.ndarr
         return hit.sum(axis=1) / np.where(both.any(axis=1), both.sum(axis=1), np.nan)
 
 
+def _tails(b: _Summaries, d: _Summaries, spread: np.ndarray) -> np.ndarray:
+    """Per row, the largest move of the window's tails beyond the baseline's own, over the spread."""
+    with np.errstate(invalid="ignore"):
+        moves = np.stack(
+            [
+                d.p95 - b.p95,
+                b.p05 - d.p05,
+                EXTREME_WEIGHT * (d.high - b.high),
+                EXTREME_WEIGHT * (b.low - d.low),
+            ]
+        )
+    return np.fmax(np.nanmax(np.nan_to_num(moves, nan=0.0), axis=0), 0.0) / spread
+
+
 def compare_rows(
     before: np.ndarray,
     during: np.ndarray,
     *,
     capacity_before: np.ndarray | None = None,
     capacity_during: np.ndarray | None = None,
+    counts: bool = False,
 ) -> list[Change | None]:
     """:func:`compare` for every row of two matrices (series x buckets) at once; a capacity matrix has
     the rows of its series' capacity (NaN rows where a series has none)."""
@@ -164,6 +263,8 @@ def compare_rows(
         warnings.simplefilter("ignore", category=RuntimeWarning)  # a row empty in one period: NaN
         gaps = np.abs(_row_quantiles(b.ordered, b.n, q) - _row_quantiles(d.ordered, d.n, q))
         earth = np.nanmean(gaps, axis=1)
+        spread = b.spread(np.fmax(np.abs(b.median), np.abs(d.median)), counts=counts)
+        tails = _tails(b, d, spread)
     out: list[Change | None] = []
     for i in range(len(before)):
         nb, nd = int(b.n[i]), int(d.n[i])
@@ -176,16 +277,22 @@ def compare_rows(
             out.append(Change(sb, sd, 0.0, 0.0, 0.0, *saturation, novelty="new" if nd else "gone"))
             continue
         scale = max(abs(sb.median), abs(sd.median))
-        spread = max(math.sqrt((sb.mad**2 + sd.mad**2) / 2.0), _RELATIVE_FLOOR * scale, 1e-12)
+        separation = abs(sd.median - sb.median) / spread[i]
+        tail = float(tails[i])
+        steadiness = abs(sd.median - sb.median) / max(spread[i], sd.mad if sd.mad == sd.mad else 0.0)
         out.append(
             Change(
                 before=sb,
                 during=sd,
-                separation=abs(sd.median - sb.median) / spread,
+                separation=separation,
                 ks=ks_distance(b.ordered[i, :nb], d.ordered[i, :nd]),
                 wasserstein=float(earth[i]) / scale if scale > 0 else 0.0,
                 saturation_before=saturation[0],
                 saturation_during=saturation[1],
+                tail=tail,
+                spread=float(spread[i]),
+                surprise=surprise_of(max(separation, tail), nb),
+                steadiness=steadiness,
             )
         )
     return out
@@ -203,12 +310,15 @@ def compare(
     *,
     capacity_before: np.ndarray | None = None,
     capacity_during: np.ndarray | None = None,
+    counts: bool = False,
 ) -> Change | None:
     """The change from ``before`` to ``during`` (per-bucket values, NaN for a bucket without data);
-    None when neither period has a value. Capacities are per bucket, aligned with the values."""
+    None when neither period has a value. Capacities are per bucket, aligned with the values; ``counts``
+    says the values are counts per bucket (events, log lines), whose spread is at least Poisson's."""
     return compare_rows(
         before[None, :],
         during[None, :],
         capacity_before=None if capacity_before is None else capacity_before[None, :],
         capacity_during=None if capacity_during is None else capacity_during[None, :],
+        counts=counts,
     )[0]

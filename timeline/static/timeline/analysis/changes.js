@@ -70,7 +70,11 @@ async function load() {
     return;
   }
   const scored = body.scored || {};
-  status.textContent = `${body.from} – ${body.to} against ${body.baseline_from} – ${body.baseline_to}: `
+  const chosen = body.baseline || {};
+  const seasonal = (body.baselines || []).slice(1).map((b) => b.kind.replace("_", " "));
+  const why = [chosen.kind === "nearest_with_data" ? chosen.reason : "", seasonal.length ? `and the same hours ${seasonal.join(" and ")}` : ""]
+    .filter(Boolean).join("; ");
+  status.textContent = `${body.from} – ${body.to} against ${body.baseline_from} – ${body.baseline_to}${why ? ` (${why})` : ""}: `
     + `${scored.series ?? 0} series, ${scored.fleet_groups ?? 0} fleet groups, ${scored.event_families ?? 0} event families scored `
     + `in ${Math.round(body.server_ms)} ms`;
   if (!body.entries.length) list.appendChild(text("li", "nothing you may read changed in this window"));

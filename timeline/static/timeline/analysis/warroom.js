@@ -204,7 +204,7 @@ export function analysisPanels(host) {
       const [from, to, bFrom, bTo] = [body.from, body.to, body.baseline_from, body.baseline_to].map(Date.parse);
       const against = bTo === from && bTo - bFrom === to - from ? `the ${formatSpan(bTo - bFrom)} before`
         : `${formatTime(bFrom)} – ${formatTime(bTo, false)}`;
-      status(`${formatTime(from)} – ${formatTime(to, false)} UTC against ${against}: ` +
+      status(`${formatTime(from)} – ${formatTime(to, false)} UTC against ${against}${baselineNote(body)}: ` +
         `${counts || "nothing"} scored in ${durationText(body.server_ms)}.`, "ready");
       loadOnsets(key, controller);
     } catch (error) {
@@ -215,6 +215,17 @@ export function analysisPanels(host) {
       clearInterval(tick);
       $("changes-list").classList.remove("stale");
     }
+  }
+
+  // Why that baseline (the nearest with data when the stretch just before holds none), and the
+  // seasonal ones each entry was also compared with.
+  function baselineNote(body) {
+    const chosen = body.baseline || {};
+    const seasonal = (body.baselines || []).slice(1).map((b) => b.kind.replace("_", " "));
+    const parts = [];
+    if (chosen.kind === "nearest_with_data") parts.push(chosen.reason);
+    if (seasonal.length) parts.push(`and the same hours ${seasonal.join(" and ")}`);
+    return parts.length ? ` (${parts.join("; ")})` : "";
   }
 
   function renderRanking() {
