@@ -9,22 +9,36 @@ header and status against what that viewer's grant allows:
 * B (``infra``) has a ``full`` grant on A's ``nfs_*`` series and storage events;
 * C (``modeldev``) has a ``redacted`` grant on all of A's storage data;
 * D (``gpuvendor``) has an ``aggregate`` grant on A's ``nfs_*`` series;
-* E (``cloudops``) has no grant; its read token reads with E's scope;
+* E (``cloudops``) has no grant; its read token reads with E's scope, as do read tokens of C and D;
 * A's push token, and an anonymous visitor.
+
+A also keeps application series and events it shares with nobody, with canaries in their metric names,
+label names, label values and event names (:data:`UNSHARED_FRAGMENTS`), and publishes a description of
+them whose private selector names them too: no viewer but A may see any part of those names, in any
+spelling (a prefix, a word, URL- or HTML-escaped), while every organisation's placeholders still say
+that A keeps application data it does not share, how much, A's own description, and whom to ask.
 
 A's permalinks name lanes by series id and by lane spec (every lane kind, the canary metric name and
 label values in the specs, a capacity and a label filter on events): each viewer opens them as the war
 room does, through ``/api/v1/permalinks/<id>``, ``/i/<id>`` and the lanes, events and catalogue APIs
-the page then calls with what the redirect gave it, and freezes them into snapshots.
+the page then calls with what the redirect gave it, and freezes them into snapshots. An incident of A's
+with every other organisation as participant carries the same lanes into their exports (JSON, CSV and
+the HTML report).
+
+The main run uses the configured database (PostgreSQL in CI); :func:`test_the_leak_test_passes_on_sqlite`
+runs this module again on the embedded SQLite backend.
 """
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote_plus, urlencode, urlsplit
 
 import pytest
+from django.conf import settings
 from django.db.models import Q
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
@@ -32,6 +46,7 @@ from rest_framework.test import APIClient
 from core.records import Batch, SeriesBlock
 from ingest.services import batch_accept
 from orgs.access import Scope
+from orgs.discovery import description_create, disclosure_set
 from orgs.models import AccessRequest
 from orgs.services import access_request_create, grant_create, token_create
 from tests.conftest import bearer_client
@@ -46,6 +61,7 @@ from tests.factories import (
     snapshotted_link,
     write,
 )
+from tests.processes import pytest_in_subprocess
 from timeline import services as timeline_services
 from timeline.clock.model import ALL_STORED_TIME
 from timeline.lanes import LaneSpec, LaneSpecError
@@ -53,6 +69,7 @@ from timeline.models import Series
 from timeline.store import get_store
 
 WINDOW = "from=2026-06-15T00:00:00Z&to=2026-06-15T06:00:00Z"
+T0_TEXT, T1_TEXT = "2026-06-15T00:00:00Z", "2026-06-15T06:00:00Z"
 
 SECRET_METRIC = "canary_secret_metric"
 SECRET_LABEL = "canarylabel-secret"
@@ -65,8 +82,33 @@ ANNOTATION_TEXT = "canarytext-annotation"
 NOTE_TEXT = "canarytext-note"
 ACCESS_REASON = "canaryreason-request"
 
+# Series and events of A that no grant covers: canaries in metric and event names, label names and values.
+UNSHARED_METRIC = "acme_secret_project_loss"
+UNSHARED_GAUGE = "acme_secret_project_backlog"
+UNSHARED_LABEL_NAME = "customer_ledger"
+UNSHARED_LABEL_VALUE = "db-prod-payments-7"
+UNSHARED_EVENT = "acme_payroll_batch"
+# Any of these, in any spelling, is part of a name A keeps to itself.
+UNSHARED_FRAGMENTS = (
+    "acme",
+    "secret_project",
+    "project_loss",
+    "project_backlog",
+    "customer_ledger",
+    "ledger",
+    "db_prod",
+    "payments",
+    "payroll",
+)
+# A's description of them, in its own words: every viewer with a placeholder may read these.
+DESCRIPTION_NAME = "Finance workload"
+DESCRIPTION_TEXT = "Loss and backlog of a batch workload, per database."
+
 # Lanes of a permalink, by spec: every lane kind, with the canaries in metric names and label values.
 LANE_SPECS = [
+    f"line:storage/application/{UNSHARED_METRIC}{{node={UNSHARED_LABEL_VALUE}}}",
+    f"band:storage/application/{UNSHARED_GAUGE}",
+    f"logs:storage/application/{UNSHARED_EVENT}{{node={UNSHARED_LABEL_VALUE}}}",
     f"line:storage/storage/{SECRET_METRIC}{{node={SECRET_LABEL}}}",
     f"rate:storage/storage/{SECRET_METRIC}{{node={SECRET_LABEL}}}!pin",
     f"band:storage/storage/nfs_rpc_slots_in_use{{tenant={SHARED_LABEL}}}!nodes",
@@ -96,9 +138,13 @@ ALLOWED: dict[str, set[str]] = {
     "aggregate": set(),
     "none": set(),
     "read_token_none": set(),
+    "read_token_redacted": {SECRET_METRIC},
+    "read_token_aggregate": set(),
     "push_token": set(),
     "anonymous": set(),
 }
+# The viewers that see A's placeholders (every signed-in member of another organisation).
+PLACEHOLDER_VIEWERS = ("full", "redacted", "aggregate", "none")
 CANARIES = set().union(*ALLOWED.values())
 
 
@@ -119,6 +165,7 @@ def world(db) -> World:
     owner = orgs["storage"]
     blocks = [_series("nfs_rpc_slots_in_use", f"node-0{i}", {"tenant": SHARED_LABEL}) for i in range(1, 7)]
     blocks.append(_series(SECRET_METRIC, SECRET_LABEL))
+    blocks += _unshared_series()
     event = log_line(
         T0 + 90 * S,
         LOG_BODY,
@@ -128,7 +175,7 @@ def world(db) -> World:
         severity="error",
         attributes={"client": LOG_ATTRIBUTE},
     )
-    write(owner, series=blocks, events=[event], source="array")
+    write(owner, series=blocks, events=[event, _unshared_event()], source="array")
     journal = batch_accept(org=owner, batch=Batch(source="array", series=blocks[:1]))
     grant_create(
         owner=owner, grantee=orgs["infra"], name="nfs", signals=["storage"], name_patterns=["nfs_*", "mds"]
@@ -136,8 +183,9 @@ def world(db) -> World:
     grant_create(
         owner=owner,
         grantee=orgs["modeldev"],
-        name="all, redacted",
+        name="storage, redacted",
         level="redacted",
+        signals=["storage"],
         masked_labels=["node", "tenant"],
     )
     grant_create(
@@ -156,6 +204,12 @@ def world(db) -> World:
         "read_token_none": bearer_client(
             token_create(org=orgs["cloudops"], name="ro", purpose="read").secret
         ),
+        "read_token_redacted": bearer_client(
+            token_create(org=orgs["modeldev"], name="ro", purpose="read").secret
+        ),
+        "read_token_aggregate": bearer_client(
+            token_create(org=orgs["gpuvendor"], name="ro", purpose="read").secret
+        ),
         "push_token": bearer_client(token_create(org=owner, name="agent").secret),
         "anonymous": APIClient(),
     }
@@ -168,6 +222,27 @@ def world(db) -> World:
     )
     timeline_services.note_add(incident=incident, user=owner_user, text=NOTE_TEXT)
     permalink, snapshot = snapshotted_link(owner_user, incident)
+    # What A lets others learn of the data it shares with nobody: the counts and its own description,
+    # whose selector names the canaries.
+    disclosure_set(user=owner_user, level="described")
+    description = description_create(
+        user=owner_user,
+        name=DESCRIPTION_NAME,
+        text=DESCRIPTION_TEXT,
+        signals=["application"],
+        name_patterns=["acme_*"],
+    )
+    unshared_ids = list(Series.unscoped.filter(org=owner, signal="application").values_list("pk", flat=True))
+    joint = timeline_services.incident_create(
+        user=owner_user,
+        title="joint review",
+        window_start=T0,
+        window_end=T0 + 3600 * S,
+        participants=["infra", "modeldev", "gpuvendor", "cloudops"],
+        lanes=[*LANE_SPECS, *unshared_ids],
+    )
+    # Each invited organisation takes part, as if it had accepted.
+    joint.participants.add(*(org for slug, org in orgs.items() if slug != "storage"))
     event_id = (
         get_store().select_events(Scope.system(), ALL_STORED_TIME, filters=Q(message=LOG_BODY)).get().pk
     )
@@ -192,7 +267,8 @@ def world(db) -> World:
         requester_user=clients["full"].user, owner=owner, reason=ACCESS_REASON, signals=["storage"]
     )
     fillers = {
-        "incident_id": [str(incident.pk)],
+        "incident_id": [str(incident.pk), str(joint.pk)],
+        "description_id": [str(description.pk)],
         "annotation_id": [str(annotation.pk)],
         "short_id": [permalink.short_id, *(link.short_id for link in spec_links)],
         "snapshot_id": [str(snapshot.pk)],
@@ -204,9 +280,21 @@ def world(db) -> World:
     }
     series_ids = Series.unscoped.filter(org=owner).values_list("pk", flat=True)
     queries = {"lanes": f"{WINDOW}&series={','.join(map(str, series_ids))}", "events": WINDOW}
-    every = "query=%7B__name__%3D~%22.%2B%22%7D&match[]=%7B__name__%3D~%22.%2B%22%7D"  # {__name__=~".+"}
-    queries["query"] = f"{every}&time=1781485200"  # the Prometheus API (timeline/promql)
-    queries["query-range"] = f"{every}&start=1781481600&end=1781503200&step=60"
+    # The Prometheus API (timeline/promql): every series, and what aggregations tell of names and labels.
+    promql = [
+        urlencode({"query": query, "match[]": '{__name__=~".+"}'})
+        for query in (
+            '{__name__=~".+"}',
+            'count by (__name__) ({jl_org="storage"})',
+            'count by (node) ({__name__=~".+"})',
+            'group by (__name__, node) ({__name__=~"a.+"})',
+        )
+    ]
+    queries["query"] = [f"{every}&time=1781485200" for every in promql]
+    queries["query-range"] = [f"{every}&start=1781481600&end=1781503200&step=60" for every in promql]
+    shared_lane = "band:storage/storage/nfs_rpc_slots_in_use"
+    queries["analysis-selection"] = f"{WINDOW}&{urlencode({'lane': shared_lane})}"
+    queries["analysis-lag"] = f"{WINDOW}&{urlencode({'a': shared_lane, 'b': shared_lane})}"
     return World(
         clients=clients,
         fillers=fillers,
@@ -215,7 +303,36 @@ def world(db) -> World:
             "access_request": access_request,
             "incident": incident,
             "spec_links": spec_links,
+            "joint": joint,
         },
+    )
+
+
+def _unshared_series() -> list[SeriesBlock]:
+    """A's series that no grant covers: a per-node counter and a fleet-level gauge of the application
+    signal, both moving in the window (a ranking would put them first)."""
+    labels = {"node": UNSHARED_LABEL_VALUE, UNSHARED_LABEL_NAME: "acme-q3-close"}
+    return [
+        gauge(UNSHARED_METRIC, labels, [i * i for i in range(30)], step_s=60, signal="application"),
+        gauge(
+            UNSHARED_GAUGE,
+            {UNSHARED_LABEL_NAME: UNSHARED_LABEL_VALUE},
+            [0] * 15 + [900] * 15,
+            step_s=60,
+            signal="application",
+        ),
+    ]
+
+
+def _unshared_event():
+    return log_line(
+        T0 + 120 * S,
+        "ledger close stalled",
+        node=UNSHARED_LABEL_VALUE,
+        signal="application",
+        name=UNSHARED_EVENT,
+        severity="error",
+        attributes={UNSHARED_LABEL_NAME: UNSHARED_LABEL_VALUE},
     )
 
 
@@ -246,16 +363,29 @@ def _urls(world: World) -> list[tuple[str, str]]:
                 for value in world.fillers[param]
             ]
         short = name.split(":")[-1]
-        query = world.owner_objects["queries"].get(short, WINDOW)
-        urls += [("/" + variant + ("?" + query if query else ""), name) for variant in variants]
+        queries = world.owner_objects["queries"].get(short, WINDOW)
+        for query in [queries] if isinstance(queries, str) else queries:
+            urls += [("/" + variant + ("?" + query if query else ""), name) for variant in variants]
     return urls
+
+
+def _spellings(text: str) -> str:
+    """``text`` as it is, URL-decoded and HTML-unescaped, each lower-cased with every run of other
+    characters than letters and digits made one ``_``: a name shows whatever separators or escapes
+    it was written with (``db-prod``, ``db_prod``, ``DB Prod``, ``db%2Dprod``, ``db&#45;prod``)."""
+    variants = {text, unquote_plus(text), html.unescape(text), html.unescape(unquote_plus(text))}
+    return " ".join(re.sub(r"[^a-z0-9]+", "_", variant.lower()) for variant in variants)
 
 
 def _leaks(who: str, response) -> set[str]:
     text = response.content.decode("utf-8", errors="replace") + " ".join(
         f"{k}: {v}" for k, v in response.items()
     )
-    return {canary for canary in CANARIES if canary in text} - ALLOWED[who]
+    leaked = {canary for canary in CANARIES if canary in text} - ALLOWED[who]
+    if who != "owner":
+        spelt = _spellings(text)
+        leaked |= {fragment for fragment in UNSHARED_FRAGMENTS if fragment in spelt}
+    return leaked
 
 
 def test_the_url_walk_covers_the_read_paths(world):
@@ -272,6 +402,16 @@ def test_the_url_walk_covers_the_read_paths(world):
         "incident",
         "timeline:page",
         "sharing",
+        "api:unshared-descriptions",
+        "api:unshared-description",
+        "promql:query",
+        "promql:query-range",
+        "promql:series",
+        "promql:label-values",
+        "analysis-changes",
+        "analysis-onsets",
+        "analysis-selection",
+        "analysis-lag",
     ):
         assert expected in names
 
@@ -391,7 +531,8 @@ def test_no_viewer_reads_beyond_its_grant_through_a_lane_spec_permalink(world, w
         opened = client.get(f"/i/{link.short_id}")
         check(f"/i/{link.short_id}", opened)
         if not (opened.status_code == 302 and opened["Location"].startswith("/timeline/")):
-            assert who in ("read_token_none", "push_token", "anonymous"), (who, opened.status_code)
+            pageless = who.startswith("read_token") or who in ("push_token", "anonymous")
+            assert pageless, (who, opened.status_code)
             continue
         check(opened["Location"], client.get(opened["Location"]))
         for what, response in _war_room_reads(client, opened["Location"]):
@@ -407,3 +548,87 @@ def test_no_viewer_reads_beyond_its_grant_through_a_lane_spec_permalink(world, w
     # Every viewer with a grant draws some of the lanes, so the reads above returned real data to check.
     assert (drawn > 0) == (who in ("owner", "full", "redacted", "aggregate")), (who, drawn)
     assert not problems, "\n".join(problems)
+
+
+def _warroom_json(client) -> dict:
+    page = client.get("/timeline/").content.decode()
+    return json.loads(page.split('id="warroom" type="application/json">')[1].split("</script>")[0])
+
+
+def _application_placeholder(entries: list[dict]) -> dict:
+    (entry,) = [e for e in entries if (e["org"], e["signal"]) == ("storage", "application")]
+    return entry
+
+
+@pytest.mark.parametrize("who", PLACEHOLDER_VIEWERS)
+def test_placeholders_still_say_what_exists_and_whom_to_ask(world, who):
+    client = world.clients[who]
+    ask = "/sharing/?owner=storage&signals=application#request-access"
+    for entries in (
+        _warroom_json(client)["unshared"],
+        client.get("/timeline/api/catalogue", {"from": T0_TEXT, "to": T1_TEXT}).json()["unshared"],
+        client.get(f"/api/v1/incidents/{world.owner_objects['joint'].pk}/export.json").json()["not_shared"],
+    ):
+        entry = _application_placeholder(entries)
+        assert entry["count"] == 2 and entry["text"] == "2 series not shared with you", entry
+        assert entry["org_name"] == "Storage" and entry["request"] == ask
+        (family,) = entry["families"]
+        assert (family["name"], family["text"], family["count"]) == (DESCRIPTION_NAME, DESCRIPTION_TEXT, 2)
+    report = client.get(f"/api/v1/incidents/{world.owner_objects['joint'].pk}/export.html").content.decode()
+    said = f"Storage · application: 2 series not shared with you; {DESCRIPTION_NAME}: {DESCRIPTION_TEXT}"
+    assert f"{said} (2 series)" in html.unescape(report)
+    sharing = client.get("/sharing/").content.decode()
+    assert ask.replace("&", "&amp;") in sharing and DESCRIPTION_NAME in sharing
+
+
+@pytest.mark.parametrize("who", ["none", "aggregate"])
+def test_an_owner_that_hides_counts_still_says_whom_to_ask(world, who):
+    disclosure_set(user=world.clients["owner"].user, level="none")
+    entry = _application_placeholder(_warroom_json(world.clients[who])["unshared"])
+    assert entry["count"] is None and entry["families"] == []
+    assert entry["text"] == "data not shared with you"
+    assert entry["request"] == "/sharing/?owner=storage&signals=application#request-access"
+
+
+# Pairs of requests that differ only by a guessed name: one A keeps unshared, one nothing has.
+GUESSES = [
+    ("/prometheus/api/v1/query", {"query": "{guess}", "time": "1781485200"}),
+    ("/prometheus/api/v1/series", {"match[]": "{guess}"}),
+    ("/prometheus/api/v1/label/__name__/values", {"match[]": "{guess}"}),
+    (
+        "/timeline/api/lanes",
+        {
+            "from": "2026-06-15T00:00:00Z",
+            "to": "2026-06-15T01:00:00Z",
+            "lane": "line:storage/application/{guess}",
+        },
+    ),
+    (
+        "/api/v1/lanes",
+        {
+            "from": "2026-06-15T00:00:00Z",
+            "to": "2026-06-15T01:00:00Z",
+            "lane": "line:storage/application/{guess}",
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize("who", ["none", "read_token_none", "redacted", "aggregate"])
+def test_a_guessed_unshared_name_answers_as_a_name_nothing_has(world, who):
+    client = world.clients[who]
+    for url, params in GUESSES:
+        answers = []
+        for guess in (UNSHARED_METRIC, "acme_secret_project_gain"):
+            response = client.get(url, {k: v.replace("{guess}", guess) for k, v in params.items()})
+            body = re.sub(r'"(took|elapsed|server)[a-z_]*": ?[0-9.e-]+', "", response.content.decode())
+            answers.append((response.status_code, body.replace(guess, "GUESS")))
+        assert answers[0] == answers[1], (who, url, answers)
+
+
+@pytest.mark.skipif(
+    not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"), reason="already on SQLite"
+)
+def test_the_leak_test_passes_on_sqlite(tmp_path):
+    database = f"sqlite:///{tmp_path / 'leaks.sqlite3'}"
+    pytest_in_subprocess(["tests/test_leaks.py"], {"JOINTLINE_TEST_DATABASE_URL": database}, timeout_s=1500)
