@@ -267,3 +267,26 @@ def test_a_query_nested_50000_deep_answers_400_and_the_gunicorn_worker_lives(gun
     assert status == 200 and b'"result":[1781485200,"2"]' in body
     assert _workers(server.pid) == workers, log.read_text()[-3000:]
     assert "SIGSEGV" not in log.read_text()
+
+
+# -- what the fuzzing of the Prometheus API found ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text", ["up[9999999y]", "up offset 9999999y", "rate(up[5m] @ 1e15)", "max_over_time(up[1d:9999999y])"]
+)
+def test_a_duration_or_time_past_what_the_engine_holds_answers_bad_data(read_token_a, text):
+    answer = query(bearer_client(read_token_a), text)
+    assert (answer.status_code, answer.json()["errorType"]) == (400, "bad_data")
+    assert "out of range" in answer.json()["error"]
+
+
+def test_a_time_past_64_bit_microseconds_answers_bad_data(read_token_a):
+    answer = bearer_client(read_token_a).get(f"{API}/query", {"query": "1", "time": "1e20"})
+    assert answer.status_code == 400
+    assert answer.json()["error"] == 'invalid parameter "time": cannot parse "1e20" to a valid timestamp'
+
+
+def test_a_post_without_a_form_body_reads_its_query_string(read_token_a):
+    answer = bearer_client(read_token_a).post(f"{API}/label/__name__/values?match[]=up")
+    assert answer.status_code == 200 and answer.json() == {"status": "success", "data": []}

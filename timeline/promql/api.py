@@ -76,15 +76,24 @@ class PrometheusView(ScopedAPIView):
 
     def param(self, request, name: str) -> str | None:
         value = request.query_params.get(name)
-        if value is None and request.method == "POST":
-            value = request.data.get(name)
+        form = self.form(request)
+        if value is None and form is not None:
+            value = form.get(name)
         return value
 
     def param_list(self, request, name: str) -> list[str]:
         values = request.query_params.getlist(name)
-        if request.method == "POST":
-            values += request.data.getlist(name)
+        form = self.form(request)
+        if form is not None:
+            values += form.getlist(name)
         return values
+
+    @staticmethod
+    def form(request):
+        """A POST's form fields, or None (not a POST, or a POST without a form body: DRF then gives an
+        empty dict, which has no lists)."""
+        data = request.data if request.method == "POST" else None
+        return data if hasattr(data, "getlist") else None
 
     def timeout(self, request) -> float:
         """The query's ``timeout`` in seconds, at most (and by default) JOINTLINE_PROMQL_MAX_TIMEOUT; the

@@ -105,6 +105,19 @@ def microseconds(delta: timedelta | None) -> int:
     return 0 if delta is None else delta // timedelta(microseconds=1)
 
 
+def _part(node, name: str):
+    """A duration or time of the tree (``range``, ``step``, ``offset``, ``at``); one past what Python's
+    ``timedelta`` or ``datetime`` holds (``[9999999y]``) is refused as Prometheus refuses a duration
+    past 64-bit nanoseconds."""
+    try:
+        return getattr(node, name)
+    except (ValueError, OverflowError):
+        what = "@ time" if name == "at" else name
+        raise BadData(
+            f'invalid parameter "query": the {what} of a selector or subquery is out of range'
+        ) from None
+
+
 def selector_matchers(node) -> list[list[Matcher]]:
     """A selector's matcher groups, the metric name as a ``__name__`` matcher."""
     base = [(m.name, _OPS[str(m.op)], m.value) for m in node.matchers.matchers]
@@ -156,6 +169,8 @@ class Evaluator:
             raise ExecutionError("the query is nested too deeply to evaluate") from None
         except MemoryError:
             raise ExecutionError(TOO_MANY_SAMPLES) from None
+        except OverflowError:  # an offset, @ time or range past what 64-bit microseconds hold
+            raise ExecutionError("a time or duration of the query is out of range") from None
 
     # -- dispatch ---------------------------------------------------------------
     def eval(self, node, ctx: Context) -> Value:
@@ -208,7 +223,7 @@ class Evaluator:
     # -- selectors --------------------------------------------------------------
     def _eval_times(self, node, ctx: Context) -> np.ndarray:
         """The times a selector or subquery reads at: the steps, or its ``@`` time, less its offset."""
-        at = node.at
+        at = _part(node, "at")
         if at is None:
             base = ctx.times
         elif at.type == pp.AtModifierType.Start:
@@ -216,8 +231,10 @@ class Evaluator:
         elif at.type == pp.AtModifierType.End:
             base = np.full(len(ctx.times), self.end, dtype=np.int64)
         else:
-            base = np.full(len(ctx.times), (at.at - EPOCH) // timedelta(microseconds=1), dtype=np.int64)
-        return base - microseconds(node.offset)
+            base = np.full(
+                len(ctx.times), (_part(at, "at") - EPOCH) // timedelta(microseconds=1), dtype=np.int64
+            )
+        return base - microseconds(_part(node, "offset"))
 
     def _select(self, node, start: int, end: int) -> list[SeriesData]:
         fleet_aggregate = id(node) in self.fleet_selectors
@@ -267,7 +284,7 @@ class Evaluator:
     def _eval_MatrixSelector(self, node, ctx: Context) -> RangeInput:
         selector = node.vector_selector
         ends = self._eval_times(selector, ctx)
-        range_us = microseconds(node.range)
+        range_us = microseconds(_part(node, "range"))
         selected = self._select(selector, int(ends.min()) - range_us, int(ends.max()))
         return self._range_input(selected, ends, range_us, ctx)
 
@@ -288,8 +305,8 @@ class Evaluator:
 
     def _eval_SubqueryExpr(self, node, ctx: Context) -> RangeInput:
         ends = self._eval_times(node, ctx)
-        range_us = microseconds(node.range)
-        step = microseconds(node.step) or SUBQUERY_STEP_US
+        range_us = microseconds(_part(node, "range"))
+        step = microseconds(_part(node, "step")) or SUBQUERY_STEP_US
         low = int(ends.min()) - range_us
         first = step * (low // step)
         if first < low:
@@ -338,7 +355,7 @@ class Evaluator:
         if name not in rollups.FUNCTIONS or not isinstance(arg, pp.MatrixSelector):
             return None
         ends = self._eval_times(arg.vector_selector, ctx)
-        range_us = microseconds(arg.range)
+        range_us = microseconds(_part(arg, "range"))
         selected = self._from_rollups(arg.vector_selector, ends, range_us, name)
         if selected is None:
             return None

@@ -35,6 +35,8 @@ MAX_NESTING = 64
 # Binary and unary operator characters outside strings, braces and brackets (``==`` counts two; the
 # keywords ``and``, ``or``, ``unless`` and ``atan2`` one each).
 MAX_OPERATORS = 256
+# Times (s) whose µs, and sums and differences of two of them, fit in 64 bits.
+MAX_TIME_S = 2**62 // 1_000_000
 _OPENING, _CLOSING = "([{", ")]}"
 _OPERATOR_CHARACTERS = frozenset("+-*/%^=!<>")
 _OPERATOR_WORDS = frozenset({"and", "or", "unless", "atan2"})
@@ -152,7 +154,7 @@ def parse_time(name: str, value: str | None, *, default: int | None) -> int:
     except ValueError:
         seconds = None
     if seconds is not None:
-        if not math.isfinite(seconds):
+        if not math.isfinite(seconds) or abs(seconds) > MAX_TIME_S:
             raise BadData(f'invalid parameter "{name}": cannot parse "{value}" to a valid timestamp')
         return round(seconds * MS_PER_S) * US_PER_MS
     try:
