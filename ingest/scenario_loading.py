@@ -265,7 +265,12 @@ def demo_incident_create(manifest: dict) -> bool:
     from django.contrib.auth import get_user_model
 
     from timeline.models import Incident
-    from timeline.services import annotation_create, incident_create, incident_update
+    from timeline.services import (
+        annotation_create,
+        incident_create,
+        incident_participants_add_without_consent,
+        incident_update,
+    )
 
     if "cause" in manifest:
         cause = manifest["cause"]["name"]
@@ -281,8 +286,12 @@ def demo_incident_create(manifest: dict) -> bool:
         title=DEMO_INCIDENT_TITLE,
         window_start=slowdown["start_us"] - 3_600_000_000,
         window_end=(fix or slowdown)["end_us"] + 1_800_000_000,
-        participants=["cloudops", "infra", "gpuvendor", "storage"],
         severity="sev1",
+    )
+    # The loader records a war room that already took place: the four others took part in it, so they
+    # join without the invitation a person's would need answered.
+    incident_participants_add_without_consent(
+        incident=incident, organisations=["cloudops", "infra", "gpuvendor", "storage"]
     )
     start = slowdown["start_us"]
     notes = [

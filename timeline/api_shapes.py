@@ -191,6 +191,7 @@ class IncidentShape(serializers.Serializer):
     title = serializers.CharField()
     owner = serializers.CharField()
     participants = serializers.ListField(child=serializers.CharField())
+    invited = serializers.ListField(child=serializers.CharField(), help_text="asked, not answered yet")
     status = serializers.CharField()
     severity = serializers.CharField()
     window_start = serializers.CharField()

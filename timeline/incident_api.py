@@ -17,15 +17,17 @@ from config.api_input import JSONValueField, identifier
 from config.api_lookup import found
 from core.timeparse import format_rfc3339
 from orgs.api_base import QueryAPIView, ScopedAPIView, takes_body
-from timeline import api_params, api_shapes, services
+from timeline import api_params, api_shapes, invitation_selectors, services
 from timeline import incident_selectors as selectors
 from timeline.api_params import InstantField
 from timeline.models import (
     Annotation,
     Incident,
+    IncidentInvitation,
     IncidentNote,
     IncidentSeverity,
     IncidentStatus,
+    InvitationStatus,
     Permalink,
     SnapshotPart,
 )
@@ -44,9 +46,26 @@ def incident_json(scope, incident: Incident) -> dict:
     )["lanes"]
     return {
         **incident_facts(incident),
+        "invited": invitation_selectors.invitations_waiting(scope, incident),
         "lanes": lanes,
         "created_at": incident.created_at,
         "updated_at": incident.updated_at,
+    }
+
+
+def invitation_json(invitation: IncidentInvitation) -> dict:
+    """An invitation as the organisation it asks sees it: enough of the incident to decide."""
+    incident = invitation.incident
+    return {
+        "id": invitation.pk,
+        "incident": incident.pk,
+        "title": incident.title,
+        "owner": incident.owner.slug,
+        "severity": incident.severity,
+        "org": invitation.org.slug,
+        "status": invitation.status,
+        "invited_at": invitation.invited_at,
+        "decided_at": invitation.decided_at,
     }
 
 
@@ -100,7 +119,7 @@ def _lanes(**kwargs) -> serializers.ListField:
 
 
 def _participants(**kwargs) -> serializers.ListField:
-    kwargs.setdefault("help_text", "slugs of the organisations invited")
+    kwargs.setdefault("help_text", "slugs of the organisations invited: each takes part once it accepts")
     return serializers.ListField(
         child=serializers.CharField(max_length=100), max_length=MAX_PARTICIPANTS, **kwargs
     )
@@ -136,7 +155,9 @@ class IncidentUpdateBody(serializers.Serializer):
     window_start = InstantField(allow_null=False)
     window_end = InstantField(help_text="null: open")
     lanes = _lanes()
-    participants = _participants(help_text="organisations to invite (none is removed)")
+    participants = _participants(
+        help_text="organisations to invite: each takes part once it accepts (none is removed)"
+    )
 
 
 class AnnotationCreateBody(serializers.Serializer):
@@ -295,6 +316,77 @@ class NoteListView(ScopedAPIView):
         return Response(note_json(note), status=201)
 
 
+class InvitationShape(serializers.Serializer):
+    id = serializers.IntegerField()
+    incident = serializers.IntegerField()
+    title = serializers.CharField()
+    owner = serializers.CharField()
+    severity = serializers.CharField()
+    org = serializers.CharField(help_text="the organisation asked: yours")
+    status = serializers.ChoiceField(InvitationStatus.values)
+    invited_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+class InvitationListShape(serializers.Serializer):
+    invitations = InvitationShape(many=True)
+
+
+class InvitationsQuery(serializers.Serializer):
+    status = serializers.ChoiceField(
+        InvitationStatus.values, required=False, help_text="only these: pending, accepted or declined"
+    )
+
+
+class InvitationListView(QueryAPIView):
+    query_class = InvitationsQuery
+    summary = "Invitations of your organisation to take part in incidents, newest first"
+    responses = {200: InvitationListShape}
+
+    def answer(self, query):
+        invitations = invitation_selectors.invitations_received(
+            self.scope, status=query.get("status") or None
+        )
+        return Response({"invitations": [invitation_json(i) for i in invitations[:500]]})
+
+
+class _InvitationAnswerView(ScopedAPIView):
+    accept: bool
+
+    def post(self, request, invitation_id: int):
+        invitation = found(
+            invitation_selectors.invitation_received_get(self.scope, invitation_id), "invitation"
+        )
+        invitation = services.incident_invitation_decide(
+            invitation=invitation, user=request.user, accept=self.accept
+        )
+        return Response(invitation_json(invitation))
+
+
+class InvitationAcceptView(_InvitationAnswerView):
+    accept = True
+
+    @extend_schema(
+        summary="Accept: your organisation takes part in the incident (its analysts, admins)",
+        request=None,
+        responses={200: InvitationShape},
+    )
+    def post(self, request, invitation_id: int):
+        return super().post(request, invitation_id)
+
+
+class InvitationDeclineView(_InvitationAnswerView):
+    accept = False
+
+    @extend_schema(
+        summary="Decline: your organisation does not take part (its analysts, admins)",
+        request=None,
+        responses={200: InvitationShape},
+    )
+    def post(self, request, invitation_id: int):
+        return super().post(request, invitation_id)
+
+
 class PermalinkBody(serializers.Serializer):
     incident = identifier(required=False, allow_null=True)
     state = JSONValueField(max_depth=6, help_text="the war-room view: from, to, lanes, …")
@@ -348,9 +440,7 @@ class SnapshotCreateView(ScopedAPIView):
     )
     def post(self, request, short_id: str):
         permalink = _permalink(self.scope, short_id)
-        if permalink.incident_id is not None and not selectors.incident_participant(
-            self.scope, permalink.incident
-        ):
+        if not services.snapshot_allowed(permalink, self.scope.viewer_org_id):
             raise Http404("no such link")
         snapshot = services.snapshot_create(permalink=permalink, user=request.user)
         part = snapshot.parts.get(org_id=request.user.membership.org_id)

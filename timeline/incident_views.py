@@ -14,10 +14,10 @@ from django.views.generic import TemplateView, View
 from config.api_lookup import found
 from core.timeparse import format_rfc3339
 from orgs.api_base import ScopedPageMixin
-from orgs.models import Organization
+from orgs.models import Organization, Role
 from timeline import incident_selectors as selectors
-from timeline import services
-from timeline.models import IncidentSeverity, IncidentStatus
+from timeline import invitation_selectors, services
+from timeline.models import IncidentSeverity, IncidentStatus, InvitationStatus
 from timeline.views_data import lane_series_ids
 
 
@@ -62,7 +62,36 @@ class IncidentListPage(ScopedPageMixin, TemplateView):
             self.scope, status=self.request.GET.get("status") or None, text=self.request.GET.get("q") or None
         )
         context["statuses"] = IncidentStatus.values
+        context["invitations"] = invitation_selectors.invitations_received(
+            self.scope, status=InvitationStatus.PENDING
+        )
+        context["may_answer"] = self.request.user.membership.role in (Role.ANALYST, Role.ADMIN)
         return context
+
+
+class InvitationAnswerPage(ScopedPageMixin, View):
+    """``POST /incidents/invitations/<id>/``: an analyst or admin of the invited organisation accepts
+    (``action=accept``: on to the incident) or declines it; another organisation's invitation is a 404."""
+
+    def post(self, request, invitation_id: int):
+        invitation = found(
+            invitation_selectors.invitation_received_get(self.scope, invitation_id), "invitation"
+        )
+        action = request.POST.get("action", "")
+        try:
+            if action not in ("accept", "decline"):
+                raise ValidationError({"action": "accept or decline"})
+            invitation = services.incident_invitation_decide(
+                invitation=invitation, user=request.user, accept=action == "accept"
+            )
+        except (ValidationError, PermissionDenied) as exc:
+            messages.error(request, "; ".join(getattr(exc, "messages", [str(exc)])))
+            return HttpResponseRedirect(reverse("incidents"))
+        if invitation.status == InvitationStatus.ACCEPTED:
+            messages.success(request, f"{invitation.org.name} takes part in this incident.")
+            return HttpResponseRedirect(reverse("incident", args=[invitation.incident_id]))
+        messages.success(request, f"Declined: {invitation.incident.title}.")
+        return HttpResponseRedirect(reverse("incidents"))
 
 
 class IncidentPage(ScopedPageMixin, TemplateView):
@@ -97,7 +126,10 @@ class IncidentPage(ScopedPageMixin, TemplateView):
             timeline_url=f"{reverse('timeline:page')}?{state_query(page_state(state))}",
             statuses=IncidentStatus.values,
             severities=IncidentSeverity.values,
-            others=Organization.objects.exclude(pk__in=incident.participants.values("pk")).order_by("slug"),
+            invited=invitation_selectors.invitations_waiting(self.scope, incident),
+            others=Organization.objects.exclude(pk__in=incident.participants.values("pk"))
+            .exclude(pk__in=incident.invitations.filter(status=InvitationStatus.PENDING).values("org_id"))
+            .order_by("slug"),
             own_org_id=self.request.user.membership.org_id,
         )
         return context
@@ -118,7 +150,11 @@ class IncidentPage(ScopedPageMixin, TemplateView):
                 invited = request.POST.getlist("participants")
                 services.incident_update(incident=incident, user=request.user, participants=invited)
                 if invited:
-                    messages.success(request, "Invited " + ", ".join(sorted(invited)) + ".")
+                    messages.success(
+                        request,
+                        "Invited " + ", ".join(sorted(invited)) + ": each takes part once one of its "
+                        "analysts or admins accepts.",
+                    )
             elif action == "note":
                 services.note_add(incident=incident, user=request.user, text=request.POST.get("text", ""))
             elif action == "annotate":

@@ -377,3 +377,40 @@ class TopologyEntity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.name}"
+
+
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    DECLINED = "declined"
+
+
+class IncidentInvitation(models.Model):
+    """An organisation asked to take part in an incident. It becomes a participant (``Incident.participants``)
+    only when one of its own analysts or admins accepts: until then it cannot open the incident, add to
+    it or receive a part of its snapshots, and the incident does not list it. One row per incident and
+    organisation; inviting again after a decline asks again."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="invitations")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="incident_invitations")
+    status = models.CharField(
+        max_length=8, choices=InvitationStatus.choices, default=InvitationStatus.PENDING
+    )
+    invited_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    invited_at = models.DateTimeField()
+    decided_by = models.ForeignKey(
+        "auth.User", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-invited_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["incident", "org"], name="incident_invitation_per_org")
+        ]
+        indexes = [models.Index(fields=["org", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.org_id} to incident {self.incident_id}: {self.status}"

@@ -17,9 +17,11 @@ from orgs.models import Organization, Role
 from timeline.models import (
     Annotation,
     Incident,
+    IncidentInvitation,
     IncidentNote,
     IncidentSeverity,
     IncidentStatus,
+    InvitationStatus,
     Permalink,
     Snapshot,
     SnapshotPart,
@@ -55,7 +57,9 @@ def incident_create(
     severity: str = IncidentSeverity.SEV2,
     lanes: list | None = None,
 ) -> Incident:
-    """Open an incident owned by the user's organisation (analysts and admins)."""
+    """Open an incident owned by the user's organisation (analysts and admins). The organisations of
+    ``participants`` are invited: each takes part once one of its analysts or admins accepts
+    (:func:`incident_invitation_decide`)."""
     membership = require_role(user, Role.ANALYST, action="open incidents")
     if not title.strip():
         raise ValidationError({"title": "give the incident a title"})
@@ -77,10 +81,11 @@ def incident_create(
         updated_by=user,
     )
     invited = _organisations(participants or [])
-    incident.participants.set([membership.org, *invited])
+    incident.participants.set([membership.org])
     _system_note(incident, f"{user.get_username()} ({membership.org.slug}) opened the incident")
-    if invited:
-        _system_note(incident, "invited " + ", ".join(org.slug for org in invited))
+    asked = _invite(incident, user, invited)
+    if asked:
+        _system_note(incident, "invited " + ", ".join(org.slug for org in asked))
     return incident
 
 
@@ -94,7 +99,8 @@ def _organisations(slugs: list[str]) -> list[Organization]:
 
 @transaction.atomic
 def incident_update(*, incident: Incident, user, **changes) -> Incident:
-    """Change status, severity, window, summary, root cause, title, lanes or participants.
+    """Change status, severity, window, summary, root cause, title or lanes, or invite organisations
+    (``participants``: each takes part once it accepts; none is removed).
 
     Status changes and invitations leave a system entry in the incident's notes."""
     require_role(user, Role.ANALYST, action="change incidents")
@@ -113,16 +119,78 @@ def incident_update(*, incident: Incident, user, **changes) -> Incident:
     if changes.get("status") and changes["status"] != incident.status:
         _system_note(incident, f"{user.get_username()} set the status to {changes['status']}")
     if "participants" in changes:
-        invited = _organisations(list(changes.pop("participants")))
-        new = [org for org in invited if not incident.participants.filter(pk=org.pk).exists()]
-        incident.participants.add(*invited)
-        if new:
-            _system_note(incident, f"{user.get_username()} invited " + ", ".join(org.slug for org in new))
+        asked = _invite(incident, user, _organisations(list(changes.pop("participants"))))
+        if asked:
+            _system_note(incident, f"{user.get_username()} invited " + ", ".join(org.slug for org in asked))
     for field, value in changes.items():
         setattr(incident, field, value)
     incident.updated_by = user
     incident.save()
     return incident
+
+
+def _invite(incident: Incident, user, organisations: list[Organization]) -> list[Organization]:
+    """Ask each of ``organisations`` that neither takes part nor is already asked to take part in
+    ``incident`` (asking again one that declined); returns those asked."""
+    taking_part = set(incident.participants.values_list("pk", flat=True))
+    answers = dict(incident.invitations.values_list("org_id", "status"))
+    asked = []
+    now = timezone.now()
+    for org in organisations:
+        if org.pk in taking_part or answers.get(org.pk) == InvitationStatus.PENDING:
+            continue
+        IncidentInvitation.objects.update_or_create(
+            incident=incident,
+            org=org,
+            defaults={
+                "status": InvitationStatus.PENDING,
+                "invited_by": user,
+                "invited_at": now,
+                "decided_by": None,
+                "decided_at": None,
+            },
+        )
+        asked.append(org)
+    return asked
+
+
+@transaction.atomic
+def incident_invitation_decide(*, invitation: IncidentInvitation, user, accept: bool) -> IncidentInvitation:
+    """Accept (the organisation takes part from now on) or decline an invitation to an incident. Only
+    an analyst or admin of the invited organisation answers: an invitation is that organisation's
+    consent to a war room, never the inviter's decision."""
+    membership = require_role(user, Role.ANALYST, action="answer invitations to incidents")
+    if membership.org_id != invitation.org_id:
+        raise PermissionDenied("only the invited organisation can answer its invitation")
+    invitation = IncidentInvitation.objects.select_for_update().get(pk=invitation.pk)
+    if invitation.status != InvitationStatus.PENDING:
+        raise ValidationError({"status": f"this invitation is already {invitation.status}"})
+    invitation.status = InvitationStatus.ACCEPTED if accept else InvitationStatus.DECLINED
+    invitation.decided_by = user
+    invitation.decided_at = timezone.now()
+    invitation.save(update_fields=["status", "decided_by", "decided_at"])
+    if accept:
+        invitation.incident.participants.add(invitation.org)
+    _system_note(
+        invitation.incident,
+        f"{user.get_username()} ({membership.org.slug}) {invitation.status} the invitation",
+    )
+    return invitation
+
+
+@transaction.atomic
+def incident_participants_add_without_consent(*, incident: Incident, organisations: list[str]) -> None:
+    """Make ``organisations`` take part in ``incident`` at once, as if each had accepted. Only for jobs
+    no request reaches (the scenario loader recording a war room that already happened): a person's
+    invitation waits for the other organisation's answer (:func:`incident_invitation_decide`)."""
+    now = timezone.now()
+    for org in _organisations(organisations):
+        IncidentInvitation.objects.update_or_create(
+            incident=incident,
+            org=org,
+            defaults={"status": InvitationStatus.ACCEPTED, "invited_at": now, "decided_at": now},
+        )
+        incident.participants.add(org)
 
 
 def _check_participant(incident: Incident, org_id: int) -> None:
@@ -244,9 +312,24 @@ def canonical_json(content: dict) -> bytes:
     ).encode()
 
 
+def snapshot_allowed(permalink: Permalink, org_id: int | None) -> bool:
+    """May a member of ``org_id`` freeze ``permalink``? Its creator's organisation may, and for a link
+    of an incident the incident's participants; anyone else who opens the link reads it through their
+    own scope but adds nothing to it (another organisation's request answers 404)."""
+    if org_id is None:
+        return False
+    if permalink.org_id == org_id:
+        return True
+    incident = permalink.incident
+    return incident is not None and (
+        incident.owner_id == org_id or incident.participants.filter(pk=org_id).exists()
+    )
+
+
 @transaction.atomic
 def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None = None) -> Snapshot:
-    """Freeze what each organisation of the link's incident (or only the creator's) could see.
+    """Freeze what each organisation of the link's incident (or only the creator's) could see. Only a
+    member of the link's organisation or of a participant of its incident may (:func:`snapshot_allowed`).
 
     Each part holds the data both the creator and that organisation may read, presented through
     that organisation's scope (its redaction), the grants in force and the alignment settings; its
@@ -256,6 +339,8 @@ def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None =
     from timeline.views_data import view_data
 
     membership = require_role(user, Role.VIEWER, action="take snapshots")
+    if not snapshot_allowed(permalink, membership.org_id):
+        raise PermissionDenied("only the link's organisation and its incident's participants can freeze it")
     creator_scope = Scope.for_user(user)
     orgs = [membership.org]
     if permalink.incident_id is not None:

@@ -145,7 +145,11 @@ def _war_room(orgs: dict, start_us: int, end_us: int) -> int:
     """The walkthrough's incident (step 5 and 6): opened by modeldev, annotated by three organisations."""
     from orgs.models import Role
     from orgs.services import user_create
-    from timeline.services import annotation_create, incident_create
+    from timeline.services import (
+        annotation_create,
+        incident_create,
+        incident_participants_add_without_consent,
+    )
 
     people = {
         slug: user_create(org=orgs[slug], username=f"{slug}-analyst", role=Role.ANALYST, password=PASSWORD)[0]
@@ -156,7 +160,10 @@ def _war_room(orgs: dict, start_us: int, end_us: int) -> int:
         title="60-node initialisation crawls",
         window_start=start_us - 3_600_000_000,
         window_end=end_us + 3_600_000_000,
-        participants=["cloudops", "infra", "gpuvendor", "storage"],
+    )
+    # the reference war room as it stood: the four others had accepted their invitations
+    incident_participants_add_without_consent(
+        incident=incident, organisations=["cloudops", "infra", "gpuvendor", "storage"]
     )
     minute = 60_000_000
     for slug, offset, text in (

@@ -68,7 +68,8 @@ def test_an_incident_made_annotated_and_shared_from_the_war_room(chromium, live_
         assert made["title"] == TITLE and made["owner"] == "modeldev"
         assert made["lanes"] == lanes
         lane_orgs = {spec.split(":", 1)[1].split("/", 1)[0] for spec in lanes}
-        assert set(made["participants"]) == lane_orgs | {"modeldev"}
+        # every other organisation with a lane in view is invited; none takes part before it accepts
+        assert made["participants"] == ["modeldev"] and set(made["invited"]) == lane_orgs - {"modeldev"}
 
         # Annotate: the click on the lanes picks the time, the note is drawn across every lane.
         page.click("#annotate")
@@ -101,6 +102,12 @@ def test_an_incident_made_annotated_and_shared_from_the_war_room(chromium, live_
         # A storage analyst opens the link: same window, same lanes, the note; no modeldev log bodies.
         other, theirs = signed_in(chromium, live_server, "storage-analyst", accept_downloads=True)
         try:
+            theirs.goto(link)
+            wait_drawn(theirs)
+            assert theirs.evaluate("window.jointline.state.incident") is None  # not a participant yet
+            theirs.goto(f"{live_server.url}/incidents/")
+            theirs.locator("#invitations li", has_text=TITLE).locator("button[value=accept]").click()
+            theirs.wait_for_url(re.compile(rf"/incidents/{incident_id}/$"))
             theirs.goto(link)
             wait_drawn(theirs)
             assert theirs.evaluate("window.jointline.view.window") == window

@@ -46,6 +46,13 @@ def _annotate(page, text: str, fraction: float) -> None:
     wait_drawn(page, count)
 
 
+def _accept(page, live_server, title: str, incident_id: int) -> None:
+    """The invitation to incident ``title``, accepted on the incidents page by ``page``'s person."""
+    page.goto(f"{live_server.url}/incidents/")
+    page.locator("#invitations li", has_text=title).locator("button[value=accept]").click()
+    page.wait_for_url(re.compile(rf"/incidents/{incident_id}/$"))
+
+
 def test_the_walkthrough_as_the_five_organisations(chromium, live_server, incident, tmp_path):
     start_us = int(incident.slow_start_ms * 1000)
     window = {
@@ -87,12 +94,15 @@ def test_the_walkthrough_as_the_five_organisations(chromium, live_server, incide
         page.wait_for_function("() => !document.getElementById('permalink').hidden")
         link = page.input_value("#permalink")
         made = page.request.get(f"{live_server.url}/api/v1/incidents/{incident_id}").json()
-        assert made["participants"] == ["cloudops", "gpuvendor", "infra", "modeldev", "storage"]
+        # each organisation invited takes part once one of its analysts or admins accepts
+        assert made["participants"] == ["modeldev"]
+        assert made["invited"] == ["cloudops", "gpuvendor", "infra", "storage"]
         _shot(page, "5-incident-notes-link")
 
         # 6. storage opens the link: her window and lanes, plus his own per-node latency; he annotates.
         context, theirs = signed_in(chromium, live_server, "storage-analyst")
         opened.append(context)
+        _accept(theirs, live_server, "Init crawl on 60 nodes", incident_id)
         theirs.goto(link)
         wait_drawn(theirs)
         lanes = page.evaluate("window.jointline.state.lanes")
@@ -108,6 +118,7 @@ def test_the_walkthrough_as_the_five_organisations(chromium, live_server, incide
         _shot(theirs, "6-storage-opens-the-link")
         context, infra = signed_in(chromium, live_server, "infra-analyst")
         opened.append(context)
+        _accept(infra, live_server, "Init crawl on 60 nodes", incident_id)
         infra.goto(link)
         wait_drawn(infra)
         _annotate(infra, "session start, 60 nodes", 2 / 3)
@@ -121,6 +132,7 @@ def test_the_walkthrough_as_the_five_organisations(chromium, live_server, incide
         for slug in ("cloudops", "gpuvendor"):
             context, other = signed_in(chromium, live_server, f"{slug}-admin")
             opened.append(context)
+            _accept(other, live_server, "Init crawl on 60 nodes", incident_id)
             other.goto(link)
             wait_drawn(other)
             notes = [m for m in other.evaluate("window.jointline.view.marks") if m.get("annotation")]

@@ -17,6 +17,7 @@ import pytest
 from core.records import EventRecord
 from orgs.services import grant_create
 from tests.factories import HOUR, MINUTE, T0, gauge, log_line, write
+from tests.invitations import accept_invitations
 
 URL = "/api/v1/analysis/changes"
 WINDOW = f"from={T0 + HOUR}&to={T0 + 2 * HOUR}"
@@ -277,6 +278,7 @@ def _incident(client, participants: list[str] | None = None) -> int:
         format="json",
     )
     assert response.status_code == 201, response.content
+    accept_invitations(response.json()["id"])
     return response.json()["id"]
 
 
