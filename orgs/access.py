@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections import OrderedDict, defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -69,15 +70,29 @@ MIN_AGGREGATE_GROUP = 5
 # figure (the storage array's total read rate), so it may be read as it is.
 ENTITY_LABELS = KNOWN_ENTITY_LABELS
 REDACTED_MESSAGE = ""
-# The rows of ``Series`` a WHERE clause selects (objects with pk, org_id, signal, metric, labels).
-# The store's models live above this module, so the read side hands the gate its reader at start-up
-# (:func:`read_series_with`); without one, aggregate grants share nothing one by one (fail closed).
-SeriesReader = Callable[[Q], Iterable]
+# How the gate reads the series its aggregate grants select. The store's models live above this
+# module, so the read side hands the gate a reader at start-up (:func:`read_series_with`); without
+# one, aggregate grants share nothing one by one (fail closed).
 _series_reader: list[SeriesReader] = []
+# Per-grant decisions already worked out in this process, by (rule, the grant's lists, how many series
+# it selects and the highest id among them): series rows never change, and ids only grow, so the same
+# count and highest id mean the same rows. Bounded; an entry is a few dicts keyed by series id.
+_decided_per_grant: OrderedDict[tuple, _GrantDecision] = OrderedDict()
+DECIDED_PER_GRANT_KEPT = 256
 
 
 class NoScope(PermissionDenied):
     """Raised when something tries to read without a scope, or a viewer has none."""
+
+
+class SeriesReader(Protocol):
+    """The store's answer to the gate: the series rows a WHERE clause selects."""
+
+    def extent(self, where: Q) -> tuple[int, int]:
+        """How many rows ``where`` selects, and their highest id (0 for none)."""
+
+    def rows(self, where: Q) -> Iterable[tuple[int, str, dict]]:
+        """(id, metric, labels) of each row ``where`` selects."""
 
 
 def read_series_with(reader: SeriesReader) -> None:
@@ -106,46 +121,72 @@ class FleetPolicy:
     usable: Mapping[int, frozenset[str]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _GrantDecision:
+    """One aggregate grant's decisions about the series it selects (see :class:`FleetPolicy`)."""
+
+    alone: frozenset[int]
+    entities: dict[int, frozenset[str]]
+    usable: dict[int, frozenset[str]]
+
+
+def _grant_decision(rule: GrantRule, configured: list[str], exposed: list[str]) -> _GrantDecision:
+    """Per series ``rule`` selects, grouped by metric: its entity labels (the known names, the grant's
+    own, or — when it names none — those detected among the metric's series), and either that it is a
+    fleet figure by itself (none) or the labels a fleet figure over it may use."""
+    reader = _series_reader[0]
+    where = rule.series_q()
+    key = (rule, tuple(configured), tuple(exposed), *reader.extent(where))
+    if key in _decided_per_grant:
+        _decided_per_grant.move_to_end(key)
+        return _decided_per_grant[key]
+    by_metric: dict[str, list[tuple[int, dict]]] = defaultdict(list)
+    for pk, metric, labels in reader.rows(where):
+        by_metric[metric].append((pk, labels))
+    alone: set[int] = set()
+    entities: dict[int, frozenset[str]] = {}
+    usable: dict[int, frozenset[str]] = {}
+    for members in by_metric.values():
+        detected = () if configured else detected_entity_labels(labels for _, labels in members)
+        names = entity_names(configured, detected)
+        for pk, labels in members:
+            entities[pk] = frozenset(k for k in labels if fold(k) in names)
+            if entities[pk]:
+                usable[pk] = usable_names(labels, names, exposed)
+            else:
+                alone.add(pk)
+    decision = _decided_per_grant[key] = _GrantDecision(frozenset(alone), entities, usable)
+    while len(_decided_per_grant) > DECIDED_PER_GRANT_KEPT:
+        _decided_per_grant.popitem(last=False)
+    return decision
+
+
 def _fleet_policy(rules: list[GrantRule]) -> FleetPolicy:
-    """Per series the aggregate ``rules`` select: its entity labels, per grant and metric (detected
-    among the series of that metric the grant selects when the grant names none), whether it is a
-    fleet figure by itself under some grant, and the labels the grants expose for fleet figures."""
+    """The decisions of every aggregate grant in ``rules``, together: a series is a fleet figure by
+    itself when one grant says so; its entity labels and usable labels are those of every grant."""
     if not rules or not _series_reader:
         return FleetPolicy()
     settings_of = {
-        pk: (entity, exposed)
+        pk: (list(entity or ()), list(exposed or ()))
         for pk, entity, exposed in Grant.objects.filter(pk__in=[r.grant_id for r in rules]).values_list(
             "pk", "entity_labels", "exposed_labels"
         )
     }
-    where = Q(pk__in=[])
-    for rule in rules:
-        where |= rule.series_q()
-    rows = list(_series_reader[0](where))
-    alone: set[int] = set()
+    decisions = [_grant_decision(rule, *settings_of.get(rule.grant_id, ([], []))) for rule in rules]
+    if len(decisions) == 1:
+        return FleetPolicy(
+            alone=decisions[0].alone, entities=decisions[0].entities, usable=decisions[0].usable
+        )
+    alone = frozenset().union(*(d.alone for d in decisions))
     entities: dict[int, frozenset[str]] = defaultdict(frozenset)
     usable: dict[int, frozenset[str]] = defaultdict(frozenset)
-    for rule in rules:
-        configured, exposed = settings_of.get(rule.grant_id, ([], []))
-        by_metric: dict[str, list] = defaultdict(list)
-        for series in rows:
-            if rule.matches_series(series):
-                by_metric[series.metric].append(series)
-        for members in by_metric.values():
-            detected = () if configured else detected_entity_labels(s.labels for s in members)
-            names = entity_names(configured or (), detected)
-            for series in members:
-                entity = frozenset(k for k in series.labels if fold(k) in names)
-                entities[series.pk] |= entity
-                if entity:
-                    usable[series.pk] |= usable_names(series.labels, names, exposed or ())
-                else:
-                    alone.add(series.pk)
-    return FleetPolicy(
-        alone=frozenset(alone),
-        entities=dict(entities),
-        usable={pk: names for pk, names in usable.items() if pk not in alone},
-    )
+    for decision in decisions:
+        for pk, names in decision.entities.items():
+            entities[pk] |= names
+        for pk, names in decision.usable.items():
+            if pk not in alone:
+                usable[pk] |= names
+    return FleetPolicy(alone=alone, entities=dict(entities), usable=dict(usable))
 
 
 @dataclass(frozen=True)

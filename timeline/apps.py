@@ -6,10 +6,24 @@ class TimelineConfig(AppConfig):
 
     def ready(self) -> None:
         from orgs.access import read_series_with
+
+        read_series_with(GrantedSeries())
+
+
+class GrantedSeries:
+    """The series rows the gate's aggregate grants select (``orgs.access.SeriesReader``). The gate
+    decides per series what those grants allow and may not import the store's models (orgs imports no
+    timeline), so it reads the rows of its own grants' WHERE clauses through here."""
+
+    def extent(self, where):
+        from django.db.models import Count, Max
+
         from timeline.models import Series
 
-        # The gate decides per series what aggregate grants allow and may not import the store's models
-        # (orgs imports no timeline): it reads the rows its own grants' WHERE clauses select through here.
-        read_series_with(
-            lambda where: Series.unscoped.filter(where).only("pk", "org_id", "signal", "metric", "labels")  # noqa: TID251
-        )
+        found = Series.unscoped.filter(where).aggregate(n=Count("pk"), top=Max("pk"))  # noqa: TID251
+        return found["n"], found["top"] or 0
+
+    def rows(self, where):
+        from timeline.models import Series
+
+        return Series.unscoped.filter(where).values_list("pk", "metric", "labels")  # noqa: TID251

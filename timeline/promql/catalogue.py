@@ -20,7 +20,7 @@ from collections import Counter
 
 import numpy as np
 
-from orgs.access import Scope, fleet_group_allowed
+from orgs.access import LEVEL_AGGREGATE, Scope, fleet_group_allowed
 from timeline.clock.model import clock_for
 from timeline.models import Series
 from timeline.promql.engine import selector_matchers
@@ -82,7 +82,8 @@ def _fleet_figures(scope: Scope, selectors: list[str], window: Window = None) ->
         frame = get_store().select_buckets(scope, [series.pk for series, _ in chosen], hints)
         sampled = set(frame["series_id"][frame["count"] > 0].astype(np.int64).tolist())
         chosen = [(series, labels) for series, labels in chosen if series.pk in sampled]
-    source.note(series for series, _ in chosen)
+    for series, _ in chosen:  # read at aggregate level, as selected
+        scope.note_read(series.org_id, f"series {series.metric}", LEVEL_AGGREGATE)
     return chosen
 
 

@@ -31,6 +31,7 @@ from django.db.models import Q
 from core.labels import REGEX_OPS, RESERVED_LABEL_NAMES, PatternError, compile_regex, value_matches
 from orgs.access import LEVEL_AGGREGATE, Scope, fleet_group_allowed
 from orgs.label_sql import name_q, sql_refusal
+from orgs.models import Organization
 from timeline.clock.model import clock_for
 from timeline.lanes.reads import run_reads
 from timeline.models import Series
@@ -199,20 +200,26 @@ class ScopedSeries:
     def _aggregate_shared(self, groups: list[list[Matcher]]) -> tuple[list[tuple[Series, Labels]], bool]:
         named = [[m for m in group if m[0] in (NAME, ORG_LABEL)] for group in groups]
         conditions = [_pushdown(group, self._masked) for group in named]
-        # The gate's own WHERE clause for fleet aggregates (as the store's fleet reads use it); the
-        # store checks the group again when it reads the samples.
+        # The rows the scope's aggregate grants select; the store checks the group again when it reads
+        # the samples. Those readable one by one are the selector's other part (:meth:`series`); the
+        # rest are read at aggregate level (never masked), as the gate's fleet policy lets them be used.
         aggregate = [rule.series_q() for rule in self.scope.rules if rule.level == LEVEL_AGGREGATE]
-        rows = Series.unscoped.filter(self.scope.series_filter(include_aggregate=True)).filter(
-            _any(aggregate)
-        )
+        rows = Series.unscoped.filter(_any(aggregate))
         if all(conditions):
             rows = rows.filter(_any(conditions))
+        alone = set(rows.filter(self.scope.series_filter()).values_list("pk", flat=True))
+        usable_of = self.scope.fleet_policy().usable
+        owners = dict(
+            Organization.objects.filter(pk__in={r.owner_id for r in self.scope.rules}).values_list(
+                "pk", "slug"
+            )
+        )
         found, refused = [], False
-        for series in rows.select_related("org").order_by("pk"):
-            if self.scope.readable_alone(series):
+        for series in rows.only("pk", "org_id", "signal", "metric", "labels", "kind", "unit").order_by("pk"):
+            if series.pk in alone:
                 continue
-            labels = visible_labels(self.scope, series)
-            usable = self.scope.fleet_labels(series) | {NAME, ORG_LABEL}
+            labels = {**series.labels, NAME: series.metric, ORG_LABEL: owners[series.org_id]}
+            usable = usable_of.get(series.pk, frozenset()) | {NAME, ORG_LABEL}
             selected = False
             for group, names in zip(groups, named, strict=True):
                 if not all(matches(labels, m) for m in names):
