@@ -241,12 +241,14 @@ def _fleet_median(matrix: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- series
 
 
-def _group_key(member: Member) -> tuple:
+def _group_key(scope: Scope, member: Member) -> tuple:
     """Series alike enough to be one entry: one organisation, signal and metric, the same labels
-    except those naming an entity (node, gpu, …). Stored values: a pseudonym stands for one value, so
-    grouping on them groups as on what the viewer sees; the key itself is never shown."""
+    except those naming an entity (node, hostname, gpu, … as the gate decides for this scope). Stored
+    values: a pseudonym stands for one value, so grouping on them groups as on what the viewer sees;
+    the key itself is never shown."""
     s = member.series
-    rest = tuple(sorted((k, str(v)) for k, v in s.labels.items() if not is_known_entity_label(k)))
+    entities = scope.entity_labels_for(s)
+    rest = tuple(sorted((k, str(v)) for k, v in s.labels.items() if k not in entities))
     return (s.org_id, s.signal, s.metric, rest)
 
 
@@ -393,7 +395,7 @@ def _series_entries(scope: Scope, rows: _SeriesRows) -> list[Entry]:
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, member in enumerate(rows.members):
         if changes[i] is not None:
-            groups[_group_key(member)].append(i)
+            groups[_group_key(scope, member)].append(i)
     entries = []
     for indexes in groups.values():
         entries.append(_group_entry(rows, indexes, changes))
