@@ -9,11 +9,13 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import promql_parser as pp
 import pytest
 from django.test import override_settings
@@ -23,7 +25,7 @@ from orgs.models import TokenPurpose
 from orgs.services import organization_create, token_create
 from tests.conftest import bearer_client
 from tests.processes import database_url, free_port, production_process_env
-from timeline.promql.engine import Evaluator
+from timeline.promql.engine import Evaluator, SeriesData
 from timeline.promql.parse import MAX_NESTING, MAX_OPERATORS, MAX_QUERY_LENGTH
 from timeline.promql.values import TOO_MANY_SAMPLES, ExecutionError
 from timeline.store import get_store
@@ -290,3 +292,40 @@ def test_a_time_past_64_bit_microseconds_answers_bad_data(read_token_a):
 def test_a_post_without_a_form_body_reads_its_query_string(read_token_a):
     answer = bearer_client(read_token_a).post(f"{API}/label/__name__/values?match[]=up")
     assert answer.status_code == 200 and answer.json() == {"status": "success", "data": []}
+
+
+class _Listed:
+    """Series in memory behind the engine's SeriesSource seam: (labels, µs times, values)."""
+
+    def __init__(self, series: list[tuple[dict, np.ndarray, np.ndarray]]):
+        self.series = series
+
+    def select(self, matchers, start, end, *, fleet_aggregate=False):
+        name = next(value for label, op, value in matchers[0] if label == "__name__")
+        found = []
+        for labels, times, values in self.series:
+            inside = (times >= start) & (times <= end)
+            if labels["__name__"] == name:
+                found.append(SeriesData(labels, times[inside], values[inside]))
+        return found
+
+
+def test_vector_matching_counts_its_pairs_before_making_them():
+    """``every * on() group_left one_at_a_time``: 300 series of one side each match 300 series of the
+    other, present at different steps (one signature, never two at one step): 90,000 pairs x 300
+    steps are refused before their 27 million cells are made."""
+    steps = np.arange(300) * 600 * 1_000_000
+    every = [({"__name__": "every", "i": str(i)}, steps, np.ones(300)) for i in range(300)]
+    one_at_a_time = [({"__name__": "once", "j": str(j)}, steps[j : j + 1], np.ones(1)) for j in range(300)]
+    evaluator = Evaluator(
+        _Listed(every + one_at_a_time), start=0, end=int(steps[-1]), step=600 * 1_000_000, timeout_s=30,
+        max_samples=1_000_000,
+    )  # fmt: skip
+    tracemalloc.start()
+    try:
+        with pytest.raises(ExecutionError, match=TOO_MANY_SAMPLES):
+            evaluator.run(pp.parse("every * on() group_left once"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 2**20

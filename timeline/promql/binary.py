@@ -18,6 +18,7 @@ from timeline.promql.values import (
     NAME,
     ExecutionError,
     Labels,
+    QueryLimits,
     Scalar,
     Vector,
     format_labels,
@@ -133,8 +134,13 @@ def _presence_by_signature(vector: Vector, matching: Matching) -> dict[tuple, np
     return seen
 
 
-def vector_vector(op: str, left: Vector, right: Vector, matching: Matching) -> Vector:
-    """Arithmetic or comparison between two vectors, matched one-to-one or many-to-one/one-to-many."""
+def vector_vector(
+    op: str, left: Vector, right: Vector, matching: Matching, *, limits: QueryLimits | None = None
+) -> Vector:
+    """Arithmetic or comparison between two vectors, matched one-to-one or many-to-one/one-to-many.
+    ``limits``: the matched pairs (a row of steps each) are counted against the query's samples before
+    they are made — series of one signature at different steps may each match every series of the
+    other side."""
     if op in SET_OPERATORS:
         return set_operation(op, left, right, matching)
     many, one = (right, left) if matching.card == "one-to-many" else (left, right)
@@ -142,9 +148,10 @@ def vector_vector(op: str, left: Vector, right: Vector, matching: Matching) -> V
     for row, labels in enumerate(one.labels):
         one_rows.setdefault(matching.signature(labels), []).append(row)
     _refuse_duplicates(one, one_rows, matching)
-    pairs = [
-        (m, o) for m, labels in enumerate(many.labels) for o in one_rows.get(matching.signature(labels), ())
-    ]
+    matched = [one_rows.get(matching.signature(labels), ()) for labels in many.labels]
+    if limits is not None:
+        limits.reserve(sum(len(rows) for rows in matched) * left.steps)
+    pairs = [(m, o) for m, rows in enumerate(matched) for o in rows]
     if not pairs:
         return Vector.empty(left.steps)
     many_at = np.array([m for m, _ in pairs])

@@ -447,7 +447,7 @@ class Evaluator:
             return binary.vector_scalar(op, right, left, swapped=True, return_bool=return_bool).merged()
         if not (isinstance(left, Vector) and isinstance(right, Vector)):
             raise BadData("binary expression must contain only scalar and instant vector types")
-        return binary.vector_vector(op, left, right, _matching(op, modifier))
+        return binary.vector_vector(op, left, right, _matching(op, modifier), limits=self.limits)
 
 
 def _matching(op: str, modifier) -> binary.Matching:
