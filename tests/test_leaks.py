@@ -61,6 +61,7 @@ from tests.factories import (
     snapshotted_link,
     write,
 )
+from tests.invitations import accept_invitations
 from tests.processes import pytest_in_subprocess
 from timeline import services as timeline_services
 from timeline.clock.model import ALL_STORED_TIME
@@ -241,8 +242,7 @@ def world(db) -> World:
         participants=["infra", "modeldev", "gpuvendor", "cloudops"],
         lanes=[*LANE_SPECS, *unshared_ids],
     )
-    # Each invited organisation takes part, as if it had accepted.
-    joint.participants.add(*(org for slug, org in orgs.items() if slug != "storage"))
+    accept_invitations(joint.pk)  # each invited organisation takes part
     event_id = (
         get_store().select_events(Scope.system(), ALL_STORED_TIME, filters=Q(message=LOG_BODY)).get().pk
     )
@@ -269,6 +269,7 @@ def world(db) -> World:
     fillers = {
         "incident_id": [str(incident.pk), str(joint.pk)],
         "description_id": [str(description.pk)],
+        "invitation_id": [str(pk) for pk in joint.invitations.values_list("pk", flat=True)],
         "annotation_id": [str(annotation.pk)],
         "short_id": [permalink.short_id, *(link.short_id for link in spec_links)],
         "snapshot_id": [str(snapshot.pk)],
