@@ -338,10 +338,9 @@ class Scope:
         return frozenset(name for name in series.labels if is_known_entity_label(name))
 
     def fleet_labels(self, series) -> frozenset[str]:
-        """The labels of ``series`` (as stored) a fleet figure over it may group by, match on and show:
-        all of them for a series readable alone, the exposed ones for one readable only in aggregate."""
-        if self.readable_alone(series):
-            return frozenset(series.labels)
+        """The labels (as stored) a fleet figure over ``series`` — a series this scope reads only in
+        aggregate — may group by, match on and show: those its aggregate grants expose, never one
+        naming an entity (none for any other series)."""
         return self.fleet_policy().usable.get(series.pk, frozenset())
 
     def series_time_bounds(self, series) -> tuple[int | None, int | None]:

@@ -10,7 +10,7 @@ import pytest
 from orgs.access import Scope
 from orgs.models import Grant, Level
 from orgs.services import grant_create
-from tests.factories import HOUR, T0, gauge, member_client, write
+from tests.factories import HOUR, T0, gauge, member_client, signed_in, write
 from timeline.analysis.changes import Period, rank_changes
 from timeline.lanes import readable_series
 from timeline.lanes.catalogue import series_groups
@@ -99,6 +99,26 @@ def test_the_decision_is_made_once_per_scope(org_a, org_b, django_assert_num_que
     with django_assert_num_queries(0):
         assert [scope.readable_alone(s) for s in shared] == [False] * HOSTS
         scope.series_filter()
+
+
+def test_a_later_scope_sees_a_series_written_after_the_decision_was_kept(org_a, org_b):
+    hosts(org_b, "nfs_rpc_slots_in_use", "hostname")
+    aggregate(org_b, org_a)
+    assert not Series.objects.scoped(scope_of(org_a)).filter(org=org_b).exists()
+    write(org_b, series=[gauge("nfs_rpc_slots_in_use", {"hostname": "h-99"}, [1.0])], source="exporter")
+    write(org_b, series=[gauge("array_total_bytes", {"array": "a1"}, [1.0])], source="array")
+    later = scope_of(org_a)
+    assert [s.metric for s in Series.objects.scoped(later).filter(org=org_b)] == ["array_total_bytes"]
+    assert len(later.fleet_policy().entities) == HOSTS + 2
+
+
+def test_the_series_api_lists_no_hostname_labelled_series_to_an_aggregate_grantee(org_a, org_b, member_a):
+    hosts(org_b, "nfs_rpc_slots_in_use", "hostname")
+    aggregate(org_b, org_a)
+    client = signed_in(member_a)
+    listed = client.get("/api/v1/series").json()
+    assert "h-0" not in repr(listed) and "nfs_rpc_slots_in_use" not in repr(listed)
+    assert client.get("/api/v1/series", {"label": "hostname=h-01"}).json()["series"] == []
 
 
 def test_lanes_list_a_hostname_labelled_metric_only_as_a_fleet_figure(org_a, org_b):

@@ -208,7 +208,6 @@ class ScopedSeries:
         if all(conditions):
             rows = rows.filter(_any(conditions))
         alone = set(rows.filter(self.scope.series_filter()).values_list("pk", flat=True))
-        usable_of = self.scope.fleet_policy().usable
         owners = dict(
             Organization.objects.filter(pk__in={r.owner_id for r in self.scope.rules}).values_list(
                 "pk", "slug"
@@ -219,7 +218,7 @@ class ScopedSeries:
             if series.pk in alone:
                 continue
             labels = {**series.labels, NAME: series.metric, ORG_LABEL: owners[series.org_id]}
-            usable = usable_of.get(series.pk, frozenset()) | {NAME, ORG_LABEL}
+            usable = self.scope.fleet_labels(series) | {NAME, ORG_LABEL}
             selected = False
             for group, names in zip(groups, named, strict=True):
                 if not all(matches(labels, m) for m in names):
