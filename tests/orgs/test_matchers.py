@@ -216,3 +216,62 @@ def test_patterns_rewritten_for_postgresql_accept_what_re2_accepts():
                 assert found == (regex.fullmatch(text) is not None), (pattern, are, text)
                 checked += 1
     assert checked > 3000
+
+
+# -- lanes and clock corrections ----------------------------------------------------------------------
+LANE_CASES = [c for c in USABLE if c["op"] == "=" and not set(c["value"]) & set("{},=@!")]
+
+
+@pytest.mark.parametrize("case", LANE_CASES, ids=case_id)
+def test_lane_filters_select_the_table(table_data, case):
+    from tests.factories import own_scope
+    from timeline.lanes import LaneSpec, select_members
+
+    spec = LaneSpec.parse(f"line:{table_data.slug}/storage/matcher_case{{node={case['value']}}}")
+    members = select_members(own_scope(table_data), spec)
+    found = {m.series.labels.get("node") for m in members}
+    assert [v for v in VALUES if v in found] == [v for v in VALUES if v in case["selects"]]
+
+
+def test_a_lane_filter_does_not_read_a_missing_label_as_the_text_none(table_data):
+    from tests.factories import own_scope
+    from timeline.lanes import LaneSpec, select_members
+
+    spec = LaneSpec.parse(f"line:{table_data.slug}/storage/matcher_case{{node=None}}")
+    assert select_members(own_scope(table_data), spec) == []
+
+
+@pytest.mark.parametrize("case", IN_SQL, ids=case_id)
+def test_clock_corrections_select_the_table_in_sql_and_in_python(table_data, case):
+    from timeline.store.hints import Correction
+
+    correction = Correction(
+        id=1,
+        org_id=table_data.pk,
+        source_id=None,
+        matcher=(case["name"], case["op"], case["value"]),
+        offset_us=1,
+        drift_us_per_hour=0,
+        reference_us=0,
+        valid_from=None,
+        valid_to=None,
+    )
+    wanted = [v for v in VALUES if v in case["selects"]]
+    assert _selected(Series.unscoped.filter(correction.q("labels")), "labels") == wanted
+    in_python = [s for s in Series.unscoped.all() if correction.matches(s.org_id, s.source_id, s.labels)]
+    assert _selected(in_python, "labels") == wanted
+    assert _selected(Event.unscoped.filter(correction.q("resource")), "resource") == wanted
+
+
+def test_a_stored_correction_refused_now_is_left_out_and_reads_still_answer(table_data, client_b):
+    from tests.factories import own_scope
+    from timeline.clock.model import resolve_clock
+    from timeline.models import ClockCorrection
+
+    ClockCorrection.objects.create(org=table_data, label_matcher='node=~"(a)\\1"', offset_us=5_000_000)
+    ClockCorrection.objects.create(org=table_data, label_matcher='node=~"\\p{L}+"', offset_us=5_000_000)
+    assert resolve_clock(own_scope(table_data)).corrections == ()
+    response = client_b.get(
+        "/timeline/api/events", {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T01:00:00Z"}
+    )
+    assert response.status_code == 200

@@ -14,7 +14,7 @@ import contextvars
 import weakref
 from collections.abc import Iterable, Iterator
 
-from core.labels import parse_matcher
+from core.labels import SelectorError, parse_matcher
 from core.timeparse import MAX_US, MIN_US, format_rfc3339
 from orgs.access import (
     LEVEL_AGGREGATE,
@@ -25,6 +25,7 @@ from orgs.access import (
     pseudonym,
     require_scope,
 )
+from orgs.grants import parse_sql_matcher
 from timeline.models import ClockCorrection, Series
 from timeline.store import get_store
 from timeline.store.hints import ClockModel, Correction, ReadHints
@@ -58,7 +59,17 @@ def resolve_clock(scope: Scope, *, aligned: bool = True) -> ClockModel:
     if not scope.is_system:
         org_ids = set(scope.own_org_ids) | {rule.owner_id for rule in scope.rules}
         rows = rows.filter(org_id__in=sorted(org_ids))
-    return ClockModel(tuple(correction_from_row(row) for row in rows.order_by("pk")), aligned=True)
+    usable = [row for row in rows.order_by("pk") if _matcher_usable(row)]
+    return ClockModel(tuple(correction_from_row(row) for row in usable), aligned=True)
+
+
+def _matcher_usable(row: ClockCorrection) -> bool:
+    """A stored matcher refused under today's rules (``manage.py check_grants`` lists it) leaves its
+    correction out rather than failing every read of the organisation's data."""
+    try:
+        return not row.label_matcher or bool(parse_sql_matcher(row.label_matcher))
+    except SelectorError:
+        return False
 
 
 _REQUEST_CLOCK: contextvars.ContextVar[tuple[Scope, ClockModel] | None] = contextvars.ContextVar(

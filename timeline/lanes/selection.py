@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from core.labels import label_matches
 from orgs.access import NoScope, Scope, fleet_group_allowed, require_scope
 from timeline.lanes.spec import FLEET_KINDS, LaneSpec
 from timeline.models import Series
@@ -102,11 +103,11 @@ def _labelled_in_order(spec: LaneSpec, members: list[Member]) -> list[Member]:
     """``members`` that carry every label of ``spec.labels`` (only series shown alone carry labels), in
     the natural order of their row labels."""
     if spec.labels:
-        wanted = dict(spec.labels)
+        # core.labels' matcher, as grants and PromQL: a missing label is the empty string
         members = [
             m
             for m in members
-            if m.alone and all(str(m.presented["labels"].get(k)) == v for k, v in wanted.items())
+            if m.alone and all(label_matches(m.presented["labels"], k, "=", v) for k, v in spec.labels)
         ]
     return sorted(members, key=lambda m: natural_key(row_label(m)))
 
