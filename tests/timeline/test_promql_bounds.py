@@ -27,7 +27,7 @@ from tests.conftest import bearer_client
 from tests.processes import database_url, free_port, production_process_env
 from timeline.promql.engine import Evaluator, SeriesData
 from timeline.promql.parse import MAX_NESTING, MAX_OPERATORS, MAX_QUERY_LENGTH
-from timeline.promql.values import TOO_MANY_SAMPLES, ExecutionError
+from timeline.promql.values import TOO_MANY_SAMPLES, ExecutionError, QueryTimeout
 from timeline.store import get_store
 
 pytestmark = pytest.mark.django_db
@@ -329,3 +329,16 @@ def test_vector_matching_counts_its_pairs_before_making_them():
     finally:
         tracemalloc.stop()
     assert peak < 40 * 2**20
+
+
+def test_histogram_quantile_step_by_step_stops_at_the_deadline():
+    """Buckets with a NaN count are computed step by step in Python: 400 groups x 2,000 steps run
+    for seconds; the query's deadline stops them inside the function."""
+    steps = np.arange(2000) * 60 * 1_000_000
+    nan = np.full(2000, np.nan)
+    buckets = [({"__name__": "h", "le": "+Inf", "g": str(g)}, steps, nan) for g in range(400)]
+    evaluator = Evaluator(_Listed(buckets), start=0, end=int(steps[-1]), step=60 * 1_000_000, timeout_s=0.3)
+    started = time.monotonic()
+    with pytest.raises(QueryTimeout):
+        evaluator.run(pp.parse("histogram_quantile(0.5, h)"))
+    assert time.monotonic() - started < 1.5

@@ -398,7 +398,8 @@ class Evaluator:
             params = [arg.values for i, arg in enumerate(args) if i != position]
             return RANGE_FUNCTIONS[name](rng, *params).merged()
         if name in functions.INSTANT_FUNCTIONS:
-            result = functions.INSTANT_FUNCTIONS[name](args, ctx.times)
+            limits = {"limits": self.limits} if name in functions.TAKES_LIMITS else {}
+            result = functions.INSTANT_FUNCTIONS[name](args, ctx.times, **limits)
             return result.merged() if isinstance(result, Vector) else result
         raise ExecutionError(f"function {name}() is not supported by Jointline")
 

@@ -21,6 +21,7 @@ from timeline.promql.values import (
     LABEL_NAME,
     NAME,
     BadData,
+    QueryLimits,
     Scalar,
     Vector,
     label_key,
@@ -265,7 +266,9 @@ def bucket_quantiles(phi: np.ndarray, bounds: np.ndarray, counts: np.ndarray) ->
     return np.where(np.isnan(phi), np.nan, result)
 
 
-def _histogram_quantile(args, times) -> Vector:
+def _histogram_quantile(args, times, *, limits: QueryLimits | None = None) -> Vector:
+    """``histogram_quantile``: per group of buckets, all steps at once where every bucket is reported
+    and finite, else step by step (``limits``: the query's deadline, checked per group and step)."""
     phi, vector = args[0].values, args[1]
     groups: dict[tuple, tuple[dict, list[tuple[float, int]]]] = {}
     for row, labels in enumerate(vector.labels):
@@ -277,6 +280,8 @@ def _histogram_quantile(args, times) -> Vector:
         groups.setdefault(label_key(rest), (rest, []))[1].append((bound, row))
     labels, values, present = [], [], []
     for rest, rows in groups.values():
+        if limits is not None:
+            limits.check_time()
         rows = sorted(rows)
         bounds = np.array([bound for bound, _ in rows])
         counts = vector.values[[row for _, row in rows]]
@@ -289,6 +294,8 @@ def _histogram_quantile(args, times) -> Vector:
         if whole.any():
             out[whole] = bucket_quantiles(phi[whole], bounds, counts[:, whole])
         for step in np.flatnonzero(seen & ~whole).tolist():
+            if limits is not None:
+                limits.check_time()
             buckets = [(b, vector.values[r, step]) for b, r in rows if vector.present[r, step]]
             out[step] = bucket_quantile(float(phi[step]), buckets)
         labels.append(rest)
@@ -299,6 +306,8 @@ def _histogram_quantile(args, times) -> Vector:
     return Vector(labels, np.array(values), np.array(present))
 
 
+# Functions that loop in Python over groups and steps: they take the query's limits as ``limits``.
+TAKES_LIMITS = frozenset({"histogram_quantile"})
 INSTANT_FUNCTIONS: dict[str, Callable] = {
     "abs": _math(np.abs),
     "ceil": _math(np.ceil),
