@@ -205,7 +205,8 @@ class IncidentListView(QueryAPIView):
         incidents = selectors.incidents_visible(
             self.scope, status=query.get("status") or None, text=query.get("q") or None
         )
-        return Response({"incidents": [incident_json(self.scope, i) for i in incidents[:500]]})
+        incidents = incidents.prefetch_related("invitations__org")[:500]
+        return Response({"incidents": [incident_json(self.scope, i) for i in incidents]})
 
     @takes_body(
         IncidentCreateBody,

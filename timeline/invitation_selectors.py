@@ -29,8 +29,7 @@ def invitation_received_get(scope: Scope, invitation_id: int) -> IncidentInvitat
 
 def invitations_waiting(scope: Scope, incident: Incident) -> list[str]:
     """Slugs of the organisations asked to take part in ``incident`` that have not answered, for a
-    viewer that takes part in it (the incident came from ``incident_selectors.incident_get``)."""
+    viewer that takes part in it (the incident came from ``incident_selectors.incident_get``). Reads
+    ``incident.invitations.all()``, so a list prefetches ``invitations__org`` once for every incident."""
     require_scope(scope)
-    return sorted(
-        incident.invitations.filter(status=InvitationStatus.PENDING).values_list("org__slug", flat=True)
-    )
+    return sorted(i.org.slug for i in incident.invitations.all() if i.status == InvitationStatus.PENDING)
