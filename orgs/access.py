@@ -202,8 +202,9 @@ class Scope:
     # its organisation here and nothing in ``own_org_ids``: it reads no series, event or incident.
     journal_org_ids: frozenset[int] = field(default_factory=frozenset)
     reads: list = field(default_factory=list, compare=False, repr=False)
-    # Decisions worked out once per scope (a scope lives for one request): the fleet policy.
-    _decided: dict = field(default_factory=dict, compare=False, repr=False)
+    # Decisions worked out once per scope (a scope lives for one request): the fleet policy. Not an
+    # argument, so a copy made with other rules (``dataclasses.replace``) decides afresh.
+    _decided: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     # -- construction ---------------------------------------------------------
     @classmethod
