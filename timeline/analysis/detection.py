@@ -107,6 +107,7 @@ class DetectionConfig:
     source: str = "jointline-detector"
     organisations: tuple[str, ...] = ()  # slugs whose detector the periodic task runs
     slot_s: int = 600  # the periodic task covers one whole slot of this length at a time
+    series_alone: bool = False
     fp_per_day: float = DEFAULT_FP_PER_DAY  # a series judged alone: false detections a day it may give
     history_s: int = 28 * 86400  # ... read before the window for its seasonal baseline and threshold
     chunk_s: int = 86400  # a run reads and scores this much at a time (bounded memory)
@@ -193,11 +194,14 @@ def fuse(
     window = max(1, config.fusion_s // config.step_s)
     cooldown = max(1, config.cooldown_s // config.step_s)
     series_of, starts = [], []
+    moved = np.zeros(scores.shape, dtype=bool)  # a series moved away (not a gap, not an event)
     for index, family in enumerate(names):
         per_series: dict[str, np.ndarray] = {}
         for raw, series, layer in firings.get(family, []):
             scaled = np.nan_to_num(_scaled(raw, layer, config), nan=0.0)
             per_series[series] = np.fmax(per_series.get(series, scaled), scaled)
+            if layer not in ("gap", "event"):
+                moved[index] |= scaled >= 1.0
         # one series' layers (its deviation, the drift alarms that repeat while it lasts) are one run
         rows = np.vstack(list(per_series.values())) if per_series else scores[index : index + 1]
         starts.append(run_starts(rows >= 1.0, bridge=window))
@@ -220,7 +224,9 @@ def fuse(
             held = (scores[:, t + 1 - config.persist : t + 1] >= config.strong).all(axis=1)
             strong = held & np.asarray([(s[:, t + 1 - config.persist : t + 1] > last).any() for s in starts])
         count = int(recent[~is_event].sum()) + int(recent[is_event].any())
-        if count >= config.k_of_n or strong.any():
+        # corroboration is a confidence, not a precondition: one series that moved away is enough
+        alone = config.series_alone and bool((recent & moved[:, t])[~is_event].any())
+        if count >= config.k_of_n or strong.any() or alone:
             chosen = [names[i] for i in np.flatnonzero(recent | strong)]
             detail = []
             for family in chosen:
