@@ -286,12 +286,17 @@ def openmetrics(series: list) -> str:
     """The samples as an OpenMetrics text file for promtool, in time order."""
     rows = []
     for metric, _kind, labels, times, values in series:
-        text = ",".join(f'{name}="{value}"' for name, value in sorted(labels.items()))
+        text = ",".join(f'{name}="{_escaped(value)}"' for name, value in sorted(labels.items()))
         for ts, value in zip(times.tolist(), values.tolist(), strict=True):
             number = "NaN" if math.isnan(value) else repr(value)
             rows.append((ts, f"{metric}{{{text}}} {number} {ts // 1000 / 1000:.3f}"))
     rows.sort(key=lambda row: row[0])
     return "\n".join(row[1] for row in rows) + "\n# EOF\n"
+
+
+def _escaped(value: str) -> str:
+    """A label value as OpenMetrics writes it."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def store_batch(series: list) -> Batch:
@@ -522,3 +527,47 @@ def _without_owner(document: dict) -> dict:
             if isinstance(series, dict):
                 series.get("metric", {}).pop("jl_org", None)
     return document
+
+
+@pytest.mark.services
+@pytest.mark.django_db
+def test_the_shared_table_of_label_matchers_selects_what_prometheus_selects(tmp_path, org_a, read_token_a):
+    """Every case of tests/orgs/matcher_cases.json (the table the grants, corrections, lanes and the
+    Python matcher are checked against) as a PromQL selector, on Prometheus and on Jointline: the
+    series the table lists, and an error where Prometheus refuses the pattern. Jointline's "." matches
+    a newline, as Prometheus's since 3.0; a Prometheus 2.x (Debian's 2.42) answers the table's
+    ``prometheus_2`` selection for those cases instead, and agrees on every other."""
+    from tests.conftest import bearer_client
+    from tests.orgs.test_matchers import CASES, VALUES, promql_selector
+    from timeline.store import get_store
+
+    times = (START_S + np.arange(20) * SCRAPE_S) * 1_000_000
+    series = [
+        ("matcher_case", "gauge", {"i": str(i), **({} if v is None else {"node": v})}, times, np.ones(20))
+        for i, v in enumerate(VALUES)
+    ]
+    get_store().write_batch(org_id=org_a.pk, batch=store_batch(series))
+    client = bearer_client(read_token_a)
+    at = START_S + 10 * SCRAPE_S
+    with prometheus_with(series, tmp_path) as url:
+        major = int(prometheus_get(url, "status/buildinfo", {})["data"]["version"].split(".")[0])
+        for case in CASES:
+            params = {"query": promql_selector(case), "time": at}
+            expected = prometheus_get(url, "query", params)
+            actual = _without_owner(client.get("/prometheus/api/v1/query", params).json())
+            if case.get("refused"):
+                assert expected["status"] == "error" and difference(expected, actual) is None, case
+                continue
+            table = [v for v in VALUES if v in case["selects"]]
+            assert _nodes(actual) == table, case
+            prometheus = case.get("prometheus_2", case["selects"]) if major < 3 else case["selects"]
+            assert _nodes(expected) == [v for v in VALUES if v in prometheus], (case, expected)
+            if prometheus == case["selects"]:
+                assert difference(expected, actual) is None, case
+
+
+def _nodes(document: dict) -> list:
+    from tests.orgs.test_matchers import VALUES
+
+    found = {row["metric"].get("node") for row in document["data"]["result"]}
+    return [v for v in VALUES if v in found]
