@@ -8,7 +8,16 @@ import json
 import subprocess
 import sys
 
-from tests.ops.test_deploy import EXPECTED_COMMANDS, ROOT
+import pytest
+
+from tests.ops.test_deploy import (  # noqa: F401 (fixtures)
+    EXPECTED_COMMANDS,
+    ROOT,
+    compose_commands,
+    redis_key_prefix,
+    services_env,
+    wait_for,
+)
 from tests.processes import production_process_env
 
 # What ``celery -A config worker`` does before it consumes: load the app, let it import its task
@@ -48,3 +57,32 @@ def test_every_task_beat_sends_goes_to_a_queue_the_worker_consumes(tmp_path):
     consumed = set(worker[worker.index("-Q") + 1].split(","))
     view = _worker_view(tmp_path)
     assert {task: queue for task, queue in view["queues"].items() if queue not in consumed} == {}
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)  # the worker is another process on the test database
+def test_a_running_worker_says_it_registered_every_task_beat_sends(services_env, tmp_path):  # noqa: F811
+    """The worker of the compose file, started with its command line against Redis, asked over the
+    broker which tasks it registered (``celery inspect registered``)."""
+    from celery import Celery
+
+    env = services_env
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        compose_commands(env)["worker"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    client = Celery(
+        broker=env["REDIS_URL"],
+        broker_transport_options={"global_keyprefix": env["JOINTLINE_REDIS_KEY_PREFIX"]},
+    )
+    try:
+        answers = wait_for(
+            lambda: client.control.inspect(timeout=1.0).registered(), 60, "the worker answered", tmp_path
+        )
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+        client.close()
+    (registered,) = answers.values()
+    beat = _worker_view(tmp_path)["schedule"]
+    assert {name: task for name, task in beat.items() if task not in registered} == {}
