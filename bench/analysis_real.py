@@ -15,16 +15,19 @@ or the nearest with data, plus the same hours a day and a week before where stor
 series of the category. A window counts in the top 1 (top 3) when the series it is labelled on is the
 first (among the first three) entries. The floor ranks the same candidates, from the same files, by
 ``|median(window) - median(baseline)| / MAD(baseline)`` with the baseline as long as the window just
-before it (a series without values in both periods scores 0), ties to the labelled series' cost.
+before it (a series without values in both periods scores 0; of the series tied with the labelled
+one, half count above it).
 
 **PetShop** (``petshop-train/<scenario>/``: ``train/issue_N/metrics.csv`` with three header rows
 component / metric / statistic, then unix times and values; ``target.json``; ``noissue/metrics.csv``
 where present). Each scenario is one organisation holding its normal operation and all its issues
 (a user's history); every column is one gauge ``<metric>_<statistic>`` labelled with its component.
 Each issue's window runs from its ``target.timestamp`` (the bucket holding it) to the end of its file;
-it is ranked against the default baseline as above. An answer is right when the top entry's component
-is ``root_cause.node``; top 3 counts the first three distinct components. The floor ranks every column
-by the same naive ratio against as long just before the window. The call graph is not used.
+it is ranked against the scenario's normal operation where the set has one (as a user would pick a
+known-good stretch), else against the default baseline as above. An answer is right when the top
+entry's component is ``root_cause.node``; top 3 counts the first three distinct components. The floor
+ranks the components by the largest naive ratio of their columns against the same baseline. The call
+graph is not used.
 
 **Detection** (``bench/nab_detection.py``, when present): its ``evaluate_nab_detection(data_dir,
 smoke=...)`` gives windows found and false positives per day, for the detector and its robust-z floor.
@@ -45,7 +48,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -63,6 +65,7 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jointline_bench_analy
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 SECOND_US = 1_000_000
 LIMIT = 100  # entries asked of each ranking: enough to find the labelled one
+TINY_MAD = 1e-9
 
 
 @dataclass
@@ -93,29 +96,33 @@ class Tally:
 # --------------------------------------------------------------------------- the naive floor
 
 
-def floor_score(times: np.ndarray, values: np.ndarray, start: int, end: int) -> float:
+def floor_score(
+    times: np.ndarray, values: np.ndarray, start: int, end: int, baseline: tuple[int, int] | None = None
+) -> float:
     """|median shift| / MAD of the baseline as long as the window just before it (0 without values in
-    both, a shift over a MAD of 0 counts as infinitely large)."""
+    both; a MAD of 0 counts as :data:`TINY_MAD`, so shifts over a flat baseline still order by size)."""
     length = end - start
+    first, last = baseline or (start - length, start)
     during = values[(times >= start) & (times < end)]
-    before = values[(times >= start - length) & (times < start)]
+    before = values[(times >= first) & (times < last)]
     during, before = during[~np.isnan(during)], before[~np.isnan(before)]
     if not len(during) or not len(before):
         return 0.0
     centre = float(np.median(before))
     mad = float(np.median(np.abs(before - centre)))
     shift = abs(float(np.median(during)) - centre)
-    if mad == 0:
-        return math.inf if shift > 0 else 0.0
-    return shift / mad
+    return shift / max(mad, TINY_MAD)
 
 
 def floor_rank(scores: dict[str, float], right: set[str]) -> int | None:
-    """The rank of the best-scored right answer, ties counted against it (a tie is no win)."""
+    """The rank of the best-scored right answer; of the others scored the same, half count above it
+    (what breaking ties at random gives on average)."""
     best = max((scores[k] for k in right if k in scores), default=None)
     if best is None:
         return None
-    return 1 + sum(1 for k, s in scores.items() if k not in right and s >= best)
+    above = sum(1 for k, s in scores.items() if k not in right and s > best)
+    tied = sum(1 for k, s in scores.items() if k not in right and s == best)
+    return 1 + above + tied // 2
 
 
 # --------------------------------------------------------------------------- importing as a user would
@@ -337,8 +344,13 @@ def rank_petshop(files: list[PetshopFile], viewers: dict) -> Tally:
         start = int(issue.times[0]) + (target - int(issue.times[0])) // step * step
         end = int(issue.times[-1]) + step
         cause = issue.target["root_cause"]["node"]
+        normal = next((f for f in files if f.scenario == issue.scenario and not f.target), None)
+        baseline = None if normal is None else (int(normal.times[0]), int(normal.times[-1]) + step)
         ranking = rank_changes(
-            Scope.for_user(viewers[issue.scenario]), window=Period(start, end), limit=LIMIT
+            Scope.for_user(viewers[issue.scenario]),
+            window=Period(start, end),
+            baseline=None if baseline is None else Period(*baseline),
+            limit=LIMIT,
         )
         order = list(dict.fromkeys(c for c in (_component(e) for e in ranking.entries) if c is not None))
         rank = order.index(cause) + 1 if cause in order else None
@@ -346,7 +358,7 @@ def rank_petshop(files: list[PetshopFile], viewers: dict) -> Tally:
         scores: dict[str, float] = {}
         for f in history:
             for j, (component, _metric) in enumerate(f.columns):
-                score = floor_score(f.times, f.values[:, j], start, end)
+                score = floor_score(f.times, f.values[:, j], start, end, baseline)
                 scores[component] = max(scores.get(component, 0.0), score)
         naive = floor_rank(scores, {cause})
         tally.add(rank, naive)
@@ -384,6 +396,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--data", type=Path, default=DEFAULT_DATA, help="folder holding nab-dev/ and petshop-train/"
     )
+    parser.add_argument("--only", choices=["nab", "petshop"], help="measure one set (its figures only)")
     return _harness.parse_with_smoke(parser)
 
 
@@ -396,8 +409,8 @@ def main() -> None:
 
     call_command("migrate", interactive=False, verbosity=0)
     nab_folder, petshop_folder = args.data / "nab-dev", args.data / "petshop-train"
-    nab = read_nab(nab_folder, smoke=args.smoke)
-    petshop = read_petshop(petshop_folder, smoke=args.smoke)
+    nab = [] if args.only == "petshop" else read_nab(nab_folder, smoke=args.smoke)
+    petshop = [] if args.only == "nab" else read_petshop(petshop_folder, smoke=args.smoke)
     with tempfile.TemporaryDirectory(prefix="jointline-real-") as workdir:
         nab_viewers = import_nab(nab)
         petshop_viewers = import_petshop(petshop, Path(workdir))
@@ -405,7 +418,7 @@ def main() -> None:
     _harness.analyze()
     nab_tally = rank_nab(nab, nab_viewers, smoke=args.smoke)
     petshop_tally = rank_petshop(petshop, petshop_viewers)
-    detection = detection_text(nab_folder, smoke=args.smoke)
+    detection = "nab detection not measured" if args.only else detection_text(nab_folder, smoke=args.smoke)
     print(f"analysis-real: {detection} | nab ranking {nab_tally.text()} | petshop {petshop_tally.text()}")
 
 

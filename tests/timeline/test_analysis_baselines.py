@@ -122,10 +122,10 @@ def test_a_daily_rhythm_does_not_outrank_a_level_shift(client_b, org_b):
 def test_a_baseline_asked_for_is_the_only_one(client_b, org_b):
     start, end = _daily_and_shifted(org_b)
     body = client_b.get(
-        f"{URL}?from={start}&to={end}&baseline_from={start - 4 * HOUR}&baseline_to={start}"
+        f"{URL}?from={start}&to={end}&baseline_from={start - 5 * HOUR}&baseline_to={start - HOUR}"
     ).json()
     assert [b["kind"] for b in body["baselines"]] == ["given"]
-    assert body["baseline"]["start"] == format_rfc3339(start - 4 * HOUR)
+    assert body["baseline"]["start"] == format_rfc3339(start - 5 * HOUR)
 
 
 # ----------------------------------------------------------------------------- the default baseline

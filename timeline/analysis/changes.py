@@ -69,7 +69,8 @@ DAY_US = 24 * HOUR_US
 WEEK_US = 7 * DAY_US
 SEASONS = (("day_before", DAY_US), ("week_before", WEEK_US))  # the same hours a day and a week before
 NEAREST_REACH = 8  # window lengths searched either side for the nearest baseline with data
-BUCKETS = 120  # buckets of the longer period; the shorter gets as many of the same width as fit
+BUCKETS = 120  # buckets of the window; the baseline gets as many of the same width as fit
+MAX_BASELINE_BUCKETS = 2000  # a longer baseline makes the buckets of both periods wider
 CHANGED_SHARE = 0.5  # a member of a group counts as changed from half the group's best score
 MAX_TEMPLATE_LINES = 20_000  # log lines per period read for templates (the first, in time order)
 TEMPLATE_OF_FAMILY = 0.8  # a template this share of its family's lines is shown with the family
@@ -90,10 +91,13 @@ class Period:
 
 
 def analysis_step(window: Period, baseline: Period) -> int:
-    """One bucket width for both periods: :data:`BUCKETS` across the longer, rounded to a step made of
-    whole rollup buckets, and never under a minute (scrapes of 15-60 s leave no bucket empty)."""
-    longest = max(window.length, baseline.length)
-    return nice_step(max(MINUTE_US, math.ceil(longest / BUCKETS)))
+    """One bucket width for both periods: :data:`BUCKETS` across the window (a long baseline, such as
+    a day of normal operation against a quarter of an hour, must not blur the window into one
+    bucket), coarser only where the baseline would hold more than :data:`MAX_BASELINE_BUCKETS`;
+    rounded to a step made of whole rollup buckets, and never under a minute (scrapes of 15-60 s leave
+    no bucket empty)."""
+    wanted = max(math.ceil(window.length / BUCKETS), math.ceil(baseline.length / MAX_BASELINE_BUCKETS))
+    return nice_step(max(MINUTE_US, wanted))
 
 
 @dataclass

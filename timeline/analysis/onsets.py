@@ -13,8 +13,9 @@ truth in ``bench/analysis.py``:
   levels (binary segmentation, one step), searched from the window's start on.
 
 An onset is never placed inside the baseline: a run that began on a normal episode there (a routine
-save the sum had not forgotten when the window's change came) starts, instead, at the run's first
-window bucket beyond the allowance. Then, at the scale of a whole incident a bucket is minutes wide, so
+save the sum had not forgotten when the window's change came) is found again with the sum started
+afresh at the window's start, so a routine episode early in the window is not taken for it either.
+Then, at the scale of a whole incident a bucket is minutes wide, so
 each onset is refined on the finest resolution stored (:data:`FINE_BUCKETS` buckets of whole seconds
 over the :data:`REFINE_SPAN` buckets around the coarse onset, never before the window's start): the
 same CUSUM, standardised by the baseline's median and spread, on the entry's most changed series (an
@@ -94,31 +95,40 @@ def cusum_onset(profile: np.ndarray, baseline_buckets: int) -> int | None:
 def _earliest_active_run(z: np.ndarray, baseline_buckets: int) -> int | None:
     """The CUSUM onset of standardised values ``z`` whose first ``baseline_buckets`` are the baseline,
     never inside it (see the module's docstring)."""
-    runs: list[tuple[int, int, float]] = []
-    for sign in (1.0, -1.0):
-        total, last_zero, start, quiet = 0.0, 0, None, 0
-        for i, value in enumerate(z):
-            quiet = quiet + 1 if sign * value < CUSUM_K else 0
-            # back within the allowance for a while: the excursion is over, however large it was
-            total = 0.0 if quiet >= CUSUM_QUIET else max(0.0, total + sign * value - CUSUM_K)
-            if total == 0.0:
-                if start is not None:
-                    runs.append((start, i, sign))
-                    start = None
-                last_zero = i + 1
-            elif total > CUSUM_H and start is None:
-                start = last_zero
-        if start is not None:
-            runs.append((start, len(z), sign))
     active = []
-    for start, end, sign in runs:
-        if end <= baseline_buckets:
-            continue  # a burst that ended inside the baseline is not the window's change
-        if start < baseline_buckets:  # begun on a normal episode there: the window's part of it
-            beyond = np.flatnonzero(sign * z[baseline_buckets:end] >= CUSUM_K)
-            start = baseline_buckets + int(beyond[0]) if len(beyond) else baseline_buckets
-        active.append(start)
+    for sign in (1.0, -1.0):
+        for start, end in _alarm_runs(z, sign):
+            if end <= baseline_buckets:
+                continue  # a burst that ended inside the baseline is not the window's change
+            if start < baseline_buckets:
+                # begun on a normal episode there: the sum is started again at the window's start,
+                # and the change is the first alarm of the window's own (or its start, without one)
+                again = _alarm_runs(z[baseline_buckets:end], sign)
+                start = baseline_buckets + (again[0][0] if again else 0)
+            active.append(start)
     return min(active) if active else None
+
+
+def _alarm_runs(z: np.ndarray, sign: float) -> list[tuple[int, int]]:
+    """The ``[start, end)`` alarm runs of the one-sided CUSUM of ``sign * z``: each begins where the sum
+    last stood at zero and ends where it falls back to zero (or :data:`CUSUM_QUIET` buckets in a row
+    are back within the allowance)."""
+    runs: list[tuple[int, int]] = []
+    total, last_zero, start, quiet = 0.0, 0, None, 0
+    for i, value in enumerate(z):
+        quiet = quiet + 1 if sign * value < CUSUM_K else 0
+        # back within the allowance for a while: the excursion is over, however large it was
+        total = 0.0 if quiet >= CUSUM_QUIET else max(0.0, total + sign * value - CUSUM_K)
+        if total == 0.0:
+            if start is not None:
+                runs.append((start, i))
+                start = None
+            last_zero = i + 1
+        elif total > CUSUM_H and start is None:
+            start = last_zero
+    if start is not None:
+        runs.append((start, len(z)))
+    return runs
 
 
 def split_onset(profile: np.ndarray, baseline_buckets: int) -> int | None:
