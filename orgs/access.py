@@ -75,8 +75,9 @@ REDACTED_MESSAGE = ""
 # one, aggregate grants share nothing one by one (fail closed).
 _series_reader: list[SeriesReader] = []
 # Per-grant decisions already worked out in this process, by (rule, the grant's lists, how many series
-# it selects and the highest id among them): series rows never change, and ids only grow, so the same
-# count and highest id mean the same rows. Bounded; an entry is a few dicts keyed by series id.
+# it selects, the highest id and the latest creation time among them): series rows never change, and
+# ids only grow (the time tells apart rows that reused the ids of rows rolled back), so the same count,
+# highest id and time mean the same rows. Bounded; an entry is a few dicts keyed by series id.
 _decided_per_grant: OrderedDict[tuple, _GrantDecision] = OrderedDict()
 DECIDED_PER_GRANT_KEPT = 256
 
@@ -88,8 +89,8 @@ class NoScope(PermissionDenied):
 class SeriesReader(Protocol):
     """The store's answer to the gate: the series rows a WHERE clause selects."""
 
-    def extent(self, where: Q) -> tuple[int, int]:
-        """How many rows ``where`` selects, and their highest id (0 for none)."""
+    def extent(self, where: Q) -> tuple:
+        """How many rows ``where`` selects, their highest id (0 for none) and latest creation time."""
 
     def rows(self, where: Q) -> Iterable[tuple[int, str, dict]]:
         """(id, metric, labels) of each row ``where`` selects."""

@@ -20,8 +20,9 @@ class GrantedSeries:
 
         from timeline.models import Series
 
-        found = Series.unscoped.filter(where).aggregate(n=Count("pk"), top=Max("pk"))  # noqa: TID251
-        return found["n"], found["top"] or 0
+        rows = Series.unscoped.filter(where)  # noqa: TID251
+        found = rows.aggregate(n=Count("pk"), top=Max("pk"), latest=Max("created_at"))
+        return found["n"], found["top"] or 0, found["latest"]
 
     def rows(self, where):
         from timeline.models import Series
