@@ -61,6 +61,32 @@ def topology_replace(*, org: Organization, document: TopologyDocument) -> dict[s
     return {"source": document.source, "edges": len(document.edges), "entities": len(document.entities)}
 
 
+class _EntityIn(serializers.Serializer):
+    kind = serializers.CharField(help_text="lower-case letters, digits and _: node, switch, storage_service")
+    name = serializers.CharField()
+    series = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="metric-name globs of your series about it"
+    )
+
+
+# "from" is a Python keyword, so the fields are declared through type().
+_EdgeIn = type(
+    "_EdgeIn",
+    (serializers.Serializer,),
+    {
+        "from": serializers.CharField(help_text="kind/name of the entity that depends: node/node-01"),
+        "to": serializers.CharField(help_text="kind/name of the entity it depends on"),
+    },
+)
+
+
+class _TopologyIn(serializers.Serializer):
+    source = serializers.CharField(help_text="what sends it; a push replaces this source's topology")
+    signal = serializers.CharField(required=False, help_text="lane family the edges are granted under")
+    entities = _EntityIn(many=True, required=False)
+    edges = _EdgeIn(many=True, required=False)
+
+
 class _TopologyStored(serializers.Serializer):
     source = serializers.CharField()
     edges = serializers.IntegerField()
@@ -75,7 +101,7 @@ class TopologyPushView(APIView):
     permission_classes = [IsPushToken]
 
     @extend_schema(
-        request={"application/json": {"type": "object"}},
+        request=_TopologyIn,
         responses={200: _TopologyStored},
         examples=[
             OpenApiExample(

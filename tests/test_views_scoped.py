@@ -21,6 +21,7 @@ ALLOWED = {
     "ops.views.healthz": "process probe",
     "ops.views.readyz": "readiness probe: service checks and journal counts, no telemetry",
     "ops.views.metrics": "self-metrics (optionally token-protected), no telemetry",
+    "ingest.topology.TopologyPushView": "a push token replaces its organisation's topology; reads nothing",
 }
 # Push endpoints authenticate with an organisation's push token and only write into its journal.
 WRITE_ONLY_BASES = (PushEndpoint,)

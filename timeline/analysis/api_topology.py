@@ -4,15 +4,12 @@ are not listed, not counted and not hinted at."""
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from orgs.api_base import QueryAPIView
+from orgs.api_base import ScopedAPIView
 from timeline.analysis.topology import readable_topology
-
-
-class TopologyQuery(serializers.Serializer):
-    pass
 
 
 class _Edge(serializers.Serializer):
@@ -33,10 +30,7 @@ class TopologyShape(serializers.Serializer):
     truncated = serializers.BooleanField()
 
 
-class TopologyView(QueryAPIView):
-    query_class = TopologyQuery
-    summary = "The dependency topology you may read"
-    responses = {200: TopologyShape}
-
-    def answer(self, query):
+class TopologyView(ScopedAPIView):
+    @extend_schema(summary="The dependency topology you may read", responses={200: TopologyShape})
+    def get(self, request, *args, **kwargs):
         return Response(readable_topology(self.scope))
