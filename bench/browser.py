@@ -114,6 +114,7 @@ def environment(database_url: str, data_dir: Path) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "JOINTLINE_DATA_DIR": str(data_dir),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "JOINTLINE_READ_REQUESTS_PER_MINUTE": "0",  # a benchmark measures speed, not the read limits
         "JOINTLINE_LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
     }
