@@ -75,3 +75,10 @@ def test_the_owner_filters_its_own_raw_values(client_b, redacted):
 def test_an_empty_label_filter_selects_what_lacks_the_label_as_promql_does(client_b, redacted):
     write(redacted, series=[gauge("nfs_read_latency_seconds", {"rack": "r2"}, (1.0,))], source="array")
     assert [s["labels"] for s in _series(client_b, label="node=")] == [{"rack": "r2"}]
+
+
+@pytest.mark.parametrize("name", ["gt", "contains", "regex", "has_key", "in"])
+def test_a_label_named_like_a_database_lookup_is_matched_as_a_label(client_b, redacted, name):
+    write(redacted, series=[gauge("odd_labels", {name: "x"}, (1.0,))], source="array")
+    assert [s["metric"] for s in _series(client_b, label=f"{name}=x")] == ["odd_labels"]
+    assert _events(client_b, label=f"{name}=x") == []
