@@ -275,3 +275,17 @@ def test_a_stored_correction_refused_now_is_left_out_and_reads_still_answer(tabl
         "/timeline/api/events", {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T01:00:00Z"}
     )
     assert response.status_code == 200
+
+
+@pytest.mark.parametrize("pattern", ["(a*)*b", "(.*a){20}", "((a+)+)+b"])
+def test_a_grant_with_a_catastrophic_pattern_selects_in_bounded_time(org_b, pattern):
+    """On SQLite too: Django's REGEXP there is Python's backtracking re; the grant's lookup is RE2."""
+    import time
+
+    write(org_b, series=[gauge("m", {"node": "a" * 1000 + str(i)}, (1.0,)) for i in range(5)], source="s")
+    rule = GrantRule.from_grant(Grant(pk=1, owner=org_b, level="full", label_matchers=[f'node=~"{pattern}"']))
+    started = time.monotonic()
+    in_sql = list(Series.unscoped.filter(rule.series_q()))
+    in_python = [s for s in Series.unscoped.all() if rule.matches_series(s)]
+    assert time.monotonic() - started < 2.0
+    assert in_sql == in_python == []
