@@ -1,0 +1,99 @@
+"""Scale forecast: the 60-node job's saturation of the metadata service, forecast from the 2- and 4-node
+validation runs alone; no scale limit for the causes that are not scale effects; the USL fit recovers
+known coefficients; nothing reaches an organisation without grants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ingest.scenario import ScenarioConfig, generate
+from ingest.scenario.events.sink import JOB
+from ingest.scenario.layout import COMPACT
+from ingest.scenario_loading import demo_organisations_create, store_until
+from orgs.access import Scope
+from orgs.models import Role
+from orgs.services import organization_create, user_create
+from tests.conftest import PASSWORD
+from timeline.analysis.forecast import crossing, fit_linear, fit_usl, scale_forecast, usl
+
+MINUTE = 60_000_000
+METADATA = "storage/storage_metadata_ops_per_second"
+
+
+def _store(cause: str = "slow_init", until_minutes: float | None = None):
+    """The compact scenario of ``cause`` (60 s scrapes) stored up to ``until_minutes`` after its start
+    (its end when None), the walkthrough's grants, a viewer per organisation and one of an organisation
+    without grants; returns (config, start µs, viewers)."""
+    overrides = {} if cause == "slow_init" else {"cause": cause}
+    config = ScenarioConfig.compact(step_s=60, detail_step_s=60, **overrides)
+    scenario = generate(config)
+    start = config.start_us
+    end = start + round((until_minutes or COMPACT.nominal_minutes) * MINUTE)
+    orgs = demo_organisations_create()
+    orgs["outsider"] = organization_create(slug="outsider", name="Outsider", colour="#777777")[0]
+    store_until(scenario.batches(), end)
+    viewers = {
+        slug: Scope.for_user(
+            user_create(org=org, username=f"{slug}-viewer", role=Role.VIEWER, password=PASSWORD)[0]
+        )
+        for slug, org in orgs.items()
+    }
+    return config, start, end, viewers
+
+
+def test_usl_with_known_coefficients_is_recovered_from_three_sizes():
+    rng = np.random.default_rng(7)
+    lam, sigma, kappa = 1000.0, 0.05, 0.002
+    sizes = np.repeat([2.0, 8.0, 24.0], 30)
+    load = usl(sizes, lam, sigma, kappa) * (1 + 0.01 * rng.normal(size=len(sizes)))
+    fit = fit_usl(sizes, load)
+    assert fit is not None
+    for index, truth in enumerate((lam, sigma, kappa)):
+        value = fit.params()[index]
+        assert abs(value - truth) <= fit.t * fit.se(index), (index, value, truth, fit.se(index))
+    true_peak = np.sqrt((1 - sigma) / kappa)
+    assert abs(fit.peak_nodes - true_peak) <= 0.1 * true_peak
+    capacity = 0.9 * float(usl(np.array([true_peak]), lam, sigma, kappa)[0])
+    true_cross = crossing(lambda n: float(usl(np.array([n]), lam, sigma, kappa)[0]), capacity)
+    found = crossing(lambda n: fit.predict(n)[0], capacity)
+    assert abs(found - true_cross) <= 0.1 * true_cross
+
+
+def test_linear_fit_interval_covers_the_truth_and_a_single_size_widens_it():
+    rng = np.random.default_rng(3)
+    sizes = np.concatenate([np.zeros(40), np.full(5, 2.0), np.full(5, 4.0)])
+    load = 90_000 + 65_000 * sizes + 3_000 * rng.normal(size=len(sizes))
+    fit = fit_linear(sizes, load)
+    assert abs(fit.slope - 65_000) <= fit.t * fit.slope_se
+    assert not fit.widened
+    one = sizes != 2.0
+    single = fit_linear(sizes[one], load[one])
+    assert single.widened and single.slope_se > fit.slope_se
+
+
+@pytest.mark.django_db
+def test_validation_runs_alone_name_the_metadata_service_first():
+    # The 60-node job starts at minute 60: the window ends before it.
+    _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
+    for slug in ("infra", "storage"):
+        answer = scale_forecast(
+            viewers[slug], job=JOB, nodes=60, phase="initialisation", start=start, end=end
+        )
+        assert sorted(r["nodes"] for r in answer["occurrences"]) == [2, 4], slug
+        assert answer["first"] == METADATA, (slug, answer["verdict"])
+        metadata = next(r for r in answer["resources"] if r["resource"] == METADATA)
+        assert 10 <= metadata["saturates_at"] <= 25, metadata
+        low, high = metadata["interval"]
+        assert low < metadata["demand"] < high
+        assert metadata["demand"] > 3 * metadata["capacity"]
+        others = [r for r in answer["resources"] if r["resource"] != METADATA]
+        assert all(r["saturates_at"] is None or r["saturates_at"] > 25 for r in others), others
+
+
+@pytest.mark.django_db
+def test_a_phase_never_observed_gets_no_forecast():
+    _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
+    answer = scale_forecast(viewers["infra"], job=JOB, nodes=60, phase="checkpoint", start=start, end=end)
+    assert answer["resources"] == [] and answer["first"] is None
+    assert "not observed" in answer["verdict"]

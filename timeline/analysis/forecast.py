@@ -1,0 +1,689 @@
+"""Scale forecast: how a job's demand on each resource with a capacity grows with its node count, and
+at what size it saturates — from the runs already observed (the 2- and 4-node validations of a job
+that is about to run on 60).
+
+A *run* is one session of the job: the scheduler's ``session`` spans of one session id, one per node
+(their node labels are the run's nodes, their extent its time). A *phase* of a run is an interval named
+by the rules (``forecast_rules.json``, a ``forecast`` section of the analyses file may replace it):
+``session_start``/``session_end`` or the first event of a name inside the run (``init_done``), or the
+pairs of begin/end events a run logs several times (``checkpoint_begin``/``checkpoint_end``).
+
+A *resource* is a metric paired with a capacity metric by the lane rules' ``capacity_pairs`` (data, not
+names in code). A resource whose series name no entity (the array's totals) is *shared*: its load is the
+sum of its series. One whose series are per entity (each node's RPC slot table) is *per node*: the
+fleet's total is fitted and the demand of one of the job's nodes compared with one node's capacity.
+
+For each resource and phase, the points are the bucket means inside each observed phase (the upper half
+of them: a phase's demand is what it asks at its height, not while its first containers start) at the
+run's node count, and the buckets outside every run of the job at 0 nodes (the background). On them:
+
+* ``load = background + k x nodes`` by least squares, standard errors from the residuals; with runs of a
+  single size the slope's variance is that of one observation per run, not of its buckets (the size
+  effect was seen once), and the forecast says so;
+* the Universal Scalability Law ``X(N) = l*N / (1 + s*(N-1) + k*N*(N-1))`` (plus the background) when
+  runs of three sizes or more exist, by Levenberg-Marquardt, with the covariance of its coefficients.
+
+Intervals are 95 % (Student's t on the residual degrees of freedom). The demand at the target size, the
+node count at which the demand reaches the capacity (with the sizes at which the interval's edges reach
+it) and the first resource to saturate are reported. A resource whose slope is not above zero beyond
+its interval, or that does not saturate below ``max_nodes``, has "no scale limit".
+
+Invariants: spans, events and series are read through the viewer's scope; a series the viewer may read
+only in aggregate is read as part of a fleet aggregate of at least ``MIN_AGGREGATE_GROUP`` series (the
+store refuses smaller groups) and the forecast is made from that aggregate; a resource whose load the
+viewer may not read is absent (it is not estimated); a phase never observed gets no forecast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from django.db.models import Q
+
+from orgs.access import ENTITY_LABELS, Scope
+from timeline.analysis.recovery import analysis_overrides
+from timeline.clock.model import clock_for, read_hints
+from timeline.lanes import readable_series
+from timeline.lanes.rules import lane_rules
+from timeline.presenters import present_event
+from timeline.store import get_store
+
+S = 1_000_000
+MAX_EVENTS = 50_000
+MAX_BUCKETS = 2_000
+MIN_BUCKET_S = 60
+RULES_FILE = Path(__file__).with_name("forecast_rules.json")
+SESSION_START, SESSION_END = "session_start", "session_end"
+NO_SCALE_LIMIT = "no scale limit"
+
+# Student's t, two-sided 95 %, by degrees of freedom (1-30); past 30 the normal 1.96 is within 2 %.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t975(dof: int) -> float:
+    """The two-sided 95 % quantile of Student's t with ``dof`` degrees of freedom (at least 1)."""
+    dof = max(int(dof), 1)
+    return _T975[dof - 1] if dof <= len(_T975) else 1.96
+
+
+# ----------------------------------------------------------------------------- models
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """``load = background + slope x nodes``: coefficients, their covariance, residual dof."""
+
+    background: float
+    slope: float
+    cov: np.ndarray
+    dof: int
+    sizes: tuple[int, ...]  # distinct node counts observed (0 = background)
+    widened: bool  # a single run size: the slope's variance is that of one observation per run
+
+    @property
+    def t(self) -> float:
+        return t975(self.dof)
+
+    @property
+    def slope_se(self) -> float:
+        return math.sqrt(max(self.cov[1, 1], 0.0))
+
+    @property
+    def background_se(self) -> float:
+        return math.sqrt(max(self.cov[0, 0], 0.0))
+
+    def predict(self, nodes: float) -> tuple[float, float]:
+        """(demand, half-width of its 95 % interval) at ``nodes``."""
+        x = np.array([1.0, float(nodes)])
+        return float(self.background + self.slope * nodes), self.t * math.sqrt(
+            max(float(x @ self.cov @ x), 0.0)
+        )
+
+    @property
+    def scales(self) -> bool:
+        """Does the load grow with the node count beyond the slope's interval?"""
+        return self.slope - self.t * self.slope_se > 0
+
+
+def fit_linear(nodes: np.ndarray, load: np.ndarray, runs: np.ndarray | None = None) -> LinearFit | None:
+    """Least squares of ``load`` on ``nodes`` with an intercept; None without two distinct sizes.
+
+    ``runs`` (one id per point, optional) counts the runs behind each size: when every non-zero size was
+    seen in one run only and there is a single such size, the slope's variance is multiplied by the
+    number of points at that size — the run's buckets share one observation of the size effect."""
+    nodes, load = np.asarray(nodes, dtype=float), np.asarray(load, dtype=float)
+    sizes = tuple(sorted({int(n) for n in nodes}))
+    if len(sizes) < 2 or len(nodes) < 3:
+        return None
+    design = np.column_stack([np.ones_like(nodes), nodes])
+    coef, *_ = np.linalg.lstsq(design, load, rcond=None)
+    residual = load - design @ coef
+    dof = len(load) - 2
+    variance = float(residual @ residual) / dof if dof > 0 else 0.0
+    cov = variance * np.linalg.inv(design.T @ design)
+    positive = [s for s in sizes if s > 0]
+    widened = len(positive) == 1
+    if widened:
+        points = int((nodes == positive[0]).sum())
+        cov = cov * points
+        dof = min(dof, 1 + (len({int(r) for r in runs}) if runs is not None else 1))
+    return LinearFit(float(coef[0]), float(coef[1]), cov, dof, sizes, widened)
+
+
+def usl(nodes: np.ndarray, lam: float, sigma: float, kappa: float, background: float = 0.0) -> np.ndarray:
+    """The Universal Scalability Law's throughput (plus a background) at ``nodes``."""
+    n = np.asarray(nodes, dtype=float)
+    return background + lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
+
+
+@dataclass(frozen=True)
+class UslFit:
+    """USL coefficients (lambda, sigma, kappa, the background when fitted), covariance, residual dof."""
+
+    lam: float
+    sigma: float
+    kappa: float
+    background: float
+    cov: np.ndarray  # over (lambda, sigma, kappa[, background])
+    dof: int
+
+    @property
+    def t(self) -> float:
+        return t975(self.dof)
+
+    def se(self, index: int) -> float:
+        return math.sqrt(max(float(self.cov[index, index]), 0.0))
+
+    def params(self) -> np.ndarray:
+        base = [self.lam, self.sigma, self.kappa]
+        return np.array(base + ([self.background] if self.cov.shape[0] == 4 else []))
+
+    def _jacobian(self, n: np.ndarray) -> np.ndarray:
+        return _usl_jacobian(n, self.params())
+
+    def predict(self, nodes: float) -> tuple[float, float]:
+        """(demand, half-width of its 95 % interval by the delta method) at ``nodes``."""
+        value = float(usl(np.array([nodes]), self.lam, self.sigma, self.kappa, self.background)[0])
+        j = self._jacobian(np.array([float(nodes)]))[0]
+        return value, self.t * math.sqrt(max(float(j @ self.cov @ j), 0.0))
+
+    @property
+    def peak_nodes(self) -> float | None:
+        """Where the modelled throughput peaks, ``sqrt((1 - sigma) / kappa)``; None without coherency cost."""
+        if self.kappa <= 0 or self.sigma >= 1:
+            return None
+        return math.sqrt((1 - self.sigma) / self.kappa)
+
+
+def _usl_jacobian(n: np.ndarray, p: np.ndarray) -> np.ndarray:
+    lam, sigma, kappa = p[:3]
+    d = 1 + sigma * (n - 1) + kappa * n * (n - 1)
+    cols = [n / d, -lam * n * (n - 1) / d**2, -lam * n * n * (n - 1) / d**2]
+    if len(p) == 4:
+        cols.append(np.ones_like(n))
+    return np.column_stack(cols)
+
+
+def fit_usl(nodes: np.ndarray, load: np.ndarray, *, background: bool | None = None) -> UslFit | None:
+    """Levenberg-Marquardt fit of the USL to ``load`` at ``nodes``; None without three distinct
+    non-zero sizes or when it does not converge. ``background`` (default: when points at 0 nodes
+    exist) adds a constant term. sigma and kappa are kept at or above 0 (the law's domain)."""
+    n, y = np.asarray(nodes, dtype=float), np.asarray(load, dtype=float)
+    if background is None:
+        background = bool((n == 0).any())
+    if len({v for v in n if v > 0}) < 3:
+        return None
+    b0 = float(np.median(y[n == 0])) if background and (n == 0).any() else 0.0
+    smallest = n[n > 0].min()
+    lam0 = max(float(np.mean(y[n == smallest]) - b0) / smallest, 1e-9)
+    p = np.array([lam0, 0.01, 1e-4] + ([b0] if background else []))
+    scale = np.abs(p) + 1e-12
+
+    def cost(q):
+        r = y - usl(n, *q[:3], q[3] if background else 0.0)
+        return float(r @ r), r
+
+    current, residual = cost(p)
+    damping = 1e-3
+    for _ in range(500):
+        jac = _usl_jacobian(n, p) * scale  # scaled: lambda and kappa differ by many orders of magnitude
+        a = jac.T @ jac
+        g = jac.T @ residual
+        step = np.linalg.solve(a + damping * np.diag(np.diag(a) + 1e-12), g) * scale
+        trial = p + step
+        trial[1:3] = np.maximum(trial[1:3], 0.0)
+        value, trial_residual = cost(trial)
+        if value < current:
+            converged = abs(current - value) <= 1e-12 * max(current, 1e-300)
+            p, current, residual, damping = trial, value, trial_residual, max(damping / 3, 1e-12)
+            if converged:
+                break
+        else:
+            damping *= 4
+            if damping > 1e12:
+                break
+    dof = len(y) - len(p)
+    if dof < 1:
+        return None
+    jac = _usl_jacobian(n, p)
+    try:
+        cov = current / dof * np.linalg.inv(jac.T @ jac)
+    except np.linalg.LinAlgError:
+        return None
+    return UslFit(float(p[0]), float(p[1]), float(p[2]), float(p[3]) if background else 0.0, cov, dof)
+
+
+def crossing(predict, capacity: float, *, low: float = 0.0, high: float = 100_000.0) -> float | None:
+    """The smallest node count in ``[low, high]`` at which ``predict(n)`` reaches ``capacity`` (scanned
+    on a grid, refined by bisection); None if it never does."""
+    grid = np.unique(np.concatenate([np.arange(low, 200, 0.25), np.geomspace(200, high, 400)]))
+    values = np.array([predict(x) for x in grid])
+    hit = np.nonzero(values >= capacity)[0]
+    if not len(hit):
+        return None
+    if hit[0] == 0:
+        return float(grid[0])
+    a, b = float(grid[hit[0] - 1]), float(grid[hit[0]])
+    for _ in range(40):
+        mid = (a + b) / 2
+        a, b = (a, mid) if predict(mid) >= capacity else (mid, b)
+    return b
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class ForecastConfig:
+    """What the spans and phase events are called (``forecast_rules.json``; the analyses file's
+    ``forecast`` section replaces the fields it names)."""
+
+    span_signal: str
+    span_name: str
+    session_attribute: str
+    job_attribute: str
+    phase_signal: str
+    phases: dict
+    demand_share: float = 0.5  # a phase's demand: the upper half of its bucket means
+    max_nodes: int = 100_000
+
+    @classmethod
+    def load(cls, path: str | None = None) -> ForecastConfig:
+        document = json.loads(RULES_FILE.read_text())
+        document.update(analysis_overrides("forecast", path))
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(document) - known)
+        if unknown:
+            raise ValueError(f"unknown forecast settings {unknown}; known: {sorted(known)}")
+        for name, phase in document["phases"].items():
+            if not isinstance(phase, dict) or not {"begin", "end"} <= set(phase):
+                raise ValueError(f"forecast phase {name!r} needs 'begin' and 'end'")
+        return cls(**document)
+
+    def event_names(self) -> set[str]:
+        names = {v for phase in self.phases.values() for v in (phase["begin"], phase["end"])}
+        return names - {SESSION_START, SESSION_END}
+
+
+# ----------------------------------------------------------------------------- runs and phases
+
+
+@dataclass
+class Run:
+    session: str
+    start: int
+    end: int
+    nodes: set[str] = field(default_factory=set)
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes)
+
+
+def read_runs(scope: Scope, job: str, *, start: int, end: int, config: ForecastConfig) -> list[Run]:
+    """The job's sessions whose spans the scope may read with their job and session attributes (a
+    redacted span names neither, so it is no run)."""
+    events = (
+        get_store()
+        .select_events(
+            scope,
+            read_hints(scope, start=start, end=end),
+            filters=Q(signal=config.span_signal, name=config.span_name, kind="span"),
+        )
+        .select_related("org")
+        .order_by("aligned_ts", "id")[:MAX_EVENTS]
+    )
+    clock = clock_for(scope)
+    runs: dict[str, Run] = {}
+    for event in events:
+        shown = present_event(scope, event)
+        attributes = shown["attributes"]
+        if attributes.get(config.job_attribute) != job or config.session_attribute not in attributes:
+            continue
+        shift, end_shift, _ = clock.event_shift(event)
+        begin = event.ts + shift
+        finish = (event.end_ts + (end_shift or 0)) if event.end_ts is not None else begin
+        sid = str(attributes[config.session_attribute])
+        run = runs.setdefault(sid, Run(sid, begin, finish))
+        run.start, run.end = min(run.start, begin), max(run.end, finish)
+        node = next((v for k, v in shown["resource"].items() if k.lower() in set(ENTITY_LABELS)), None)
+        run.nodes.add(str(node) if node is not None else f"span {shown['id']}")
+    return sorted(runs.values(), key=lambda r: r.start)
+
+
+def _phase_events(scope: Scope, *, start: int, end: int, config: ForecastConfig) -> dict[str, list[int]]:
+    """Times of the phase events the scope may read, by name (their attributes are not needed: a
+    redacted event still marks its time, and the run is the one running then)."""
+    names = config.event_names()
+    if not names:
+        return {}
+    events = (
+        get_store()
+        .select_events(
+            scope,
+            read_hints(scope, start=start, end=end),
+            filters=Q(signal=config.phase_signal, name__in=sorted(names)),
+        )
+        .order_by("aligned_ts", "id")[:MAX_EVENTS]
+    )
+    clock = clock_for(scope)
+    out: dict[str, list[int]] = defaultdict(list)
+    for event in events:
+        out[event.name].append(event.ts + clock.event_shift(event)[0])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def phase_intervals(
+    phase: dict, runs: list[Run], times: dict[str, list[int]], *, gap_s: float = 60.0
+) -> list[tuple[Run, int, int]]:
+    """(run, begin, end) of each observed occurrence of ``phase``: a phase whose end was not seen is
+    not observed. Begin/end events of a name logged by each node are grouped when within ``gap_s``."""
+    out = []
+    for run in runs:
+
+        def inside(name: str, run: Run = run) -> list[int]:
+            return [t for t in times.get(name, []) if run.start <= t <= run.end]
+
+        begin, end = phase["begin"], phase["end"]
+        if begin == SESSION_START or end == SESSION_END:
+            t0 = run.start if begin == SESSION_START else next(iter(inside(begin)), None)
+            if t0 is None:
+                continue
+            t1 = run.end if end == SESSION_END else next((t for t in inside(end) if t > t0), None)
+            if t1 is not None and t1 > t0:
+                out.append((run, t0, t1))
+            continue
+        for group in _groups(inside(begin), gap_s):
+            t1 = next((t for t in _last_of_groups(inside(end), gap_s) if t > group), None)
+            if t1 is not None:
+                out.append((run, group, t1))
+    return out
+
+
+def _groups(times: list[int], gap_s: float) -> list[int]:
+    """The first time of each group of ``times`` (sorted) no more than ``gap_s`` apart."""
+    firsts, last = [], None
+    for t in times:
+        if last is None or t - last > gap_s * S:
+            firsts.append(t)
+        last = t
+    return firsts
+
+
+def _last_of_groups(times: list[int], gap_s: float) -> list[int]:
+    out: list[int] = []
+    for t in times:
+        if out and t - out[-1] <= gap_s * S:
+            out[-1] = t
+        else:
+            out.append(t)
+    return out
+
+
+# ----------------------------------------------------------------------------- resources
+
+
+@dataclass
+class Resource:
+    org: str
+    metric: str
+    capacity_metric: str
+    per_node: bool
+    aggregate_only: bool
+    load_ids: list[int]
+    capacity_ids: list[int]
+
+    @property
+    def name(self) -> str:
+        return f"{self.org}/{self.metric}"
+
+
+def readable_resources(scope: Scope) -> list[Resource]:
+    """Every (org, metric) with a capacity metric of the same organisation paired by the lane rules,
+    whose series the scope may read one by one or as a fleet aggregate."""
+    pairs = lane_rules().capacity_pairs
+    rows = list(
+        readable_series(scope, include_aggregate=True)
+        .filter(metric__in=sorted(set(pairs) | set(pairs.values())))
+        .order_by("pk")
+    )
+    by_key: dict[tuple[str, str], list] = defaultdict(list)
+    for s in rows:
+        by_key[(s.org.slug, s.metric)].append(s)
+    out = []
+    for (org, metric), series in sorted(by_key.items()):
+        capacity = by_key.get((org, pairs.get(metric, "")))
+        if metric not in pairs or not capacity:
+            continue
+        if not scope.fleet_readable(series) or not scope.fleet_readable(capacity):
+            continue
+        per_node = any(set(map(str.lower, s.labels)) & set(ENTITY_LABELS) for s in series)
+        alone = all(scope.readable_alone(s) for s in series)
+        out.append(
+            Resource(
+                org,
+                metric,
+                pairs[metric],
+                per_node,
+                not alone,
+                [s.pk for s in series],
+                [s.pk for s in capacity],
+            )
+        )
+    return out
+
+
+def _fleet_sum(scope: Scope, ids: list[int], *, start: int, n: int, step: int) -> tuple[np.ndarray, int]:
+    """Per bucket of ``[start, start + n*step)``: the fleet total of the series (the mean of those
+    with a sample, times how many there are, so a missing scrape is not a drop), and the series count."""
+    hints = read_hints(scope, start=start, end=start + n * step, step=step, fn="value", fleet=True)
+    frame = get_store().select_buckets(scope, ids, hints)
+    lanes = frame.per_series() if frame is not None else {}
+    grid = np.full((max(len(lanes), 1), n), np.nan)
+    for row, lane in enumerate(lanes.values()):
+        index = np.asarray(lane.bucket, dtype=np.int64)
+        keep = (index >= 0) & (index < n)
+        grid[row, index[keep]] = np.asarray(lane.mean, dtype=float)[keep]
+    count = len(lanes)
+    with np.errstate(all="ignore"):
+        present = np.sum(~np.isnan(grid), axis=0)
+        total = np.where(
+            present > 0, np.nanmean(np.where(np.isnan(grid), np.nan, grid), axis=0) * count, np.nan
+        )
+    return total, count
+
+
+# ----------------------------------------------------------------------------- the forecast
+
+
+def _bucket_step(start: int, end: int) -> int:
+    step = max(MIN_BUCKET_S * S, -(-(end - start) // MAX_BUCKETS))
+    return -(-step // S) * S
+
+
+def _points(
+    occurrences: list[tuple[Run, int, int]],
+    runs: list[Run],
+    load: np.ndarray,
+    *,
+    start: int,
+    step: int,
+    share: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(nodes, load, run index) points: the upper ``share`` of each occurrence's whole buckets at its
+    run's size, and every bucket that overlaps no run of the job at 0 nodes."""
+    n = len(load)
+    busy = np.zeros(n, dtype=bool)
+    for run in runs:
+        busy[max((run.start - start) // step, 0) : min(-(-(run.end - start) // step), n)] = True
+    xs, ys, rs = [], [], []
+    quiet = np.nonzero(~busy & ~np.isnan(load))[0]
+    xs += [0] * len(quiet)
+    ys += list(load[quiet])
+    rs += [-1] * len(quiet)
+    for index, (run, t0, t1) in enumerate(occurrences):
+        first, last = max(-(-(t0 - start) // step), 0), min((t1 - start) // step, n)
+        values = load[first:last]
+        values = np.sort(values[~np.isnan(values)])
+        if not len(values):
+            continue
+        top = values[len(values) - max(1, round(share * len(values))) :]
+        xs += [run.size] * len(top)
+        ys += list(top)
+        rs += [index] * len(top)
+    return np.array(xs, dtype=float), np.array(ys, dtype=float), np.array(rs)
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def _resource_forecast(
+    resource: Resource, xs, ys, rs, capacity: float, nodes: int, count: int, max_nodes: int
+):
+    """The JSON of one resource's forecast (demand, interval, saturation) from its points."""
+    out: dict = {
+        "resource": resource.name,
+        "org": resource.org,
+        "metric": resource.metric,
+        "capacity_metric": resource.capacity_metric,
+        "per_node": resource.per_node,
+        "from_aggregate": resource.aggregate_only,
+        "sizes_observed": sorted({int(x) for x in xs if x > 0}),
+        "runs_observed": len({int(r) for r in rs if r >= 0}),
+        "notes": [],
+    }
+    linear = fit_linear(xs, ys, rs)
+    if linear is None:
+        out.update(status="not_observed", notes=["no run of this phase was observed next to its background"])
+        return out
+    # A per-node resource: one of the job's nodes carries its share of the growth plus its own
+    # background; the fleet's total is what was fitted (an aggregate reader sees only that).
+    per = max(count, 1) if resource.per_node else 1
+    unit_capacity = capacity / per
+
+    def linear_demand(size: float) -> float:
+        return (
+            (linear.slope + linear.background / per)
+            if resource.per_node
+            else linear.background + linear.slope * size
+        )
+
+    def linear_band(size: float, sign: int) -> float:
+        if resource.per_node:
+            value, half = linear.slope + linear.background / per, linear.t * linear.slope_se
+        else:
+            value, half = linear.predict(size)
+        return value + sign * half
+
+    demand, half = linear_demand(nodes), linear_band(nodes, 1) - linear_demand(nodes)
+    out["capacity"] = _round(unit_capacity, 3)
+    out["linear"] = {
+        "background": _round(linear.background / per, 3),
+        "background_se": _round(linear.background_se / per, 3),
+        "per_node": _round(linear.slope, 3),
+        "per_node_se": _round(linear.slope_se, 3),
+        "dof": linear.dof,
+        "widened": linear.widened,
+    }
+    if linear.widened:
+        out["notes"].append(
+            f"one run size ({out['sizes_observed'][0]} nodes): linearity unchecked, interval widened"
+        )
+    if resource.aggregate_only:
+        out["notes"].append("forecast from the fleet aggregate (the series are shared only in aggregate)")
+    model = "linear"
+    usl_fit = fit_usl(xs, ys) if not resource.per_node else None
+    if usl_fit is not None:
+        out["usl"] = {
+            "lambda": _round(usl_fit.lam, 3),
+            "lambda_se": _round(usl_fit.se(0), 3),
+            "sigma": _round(usl_fit.sigma, 6),
+            "sigma_se": _round(usl_fit.se(1), 6),
+            "kappa": _round(usl_fit.kappa, 9),
+            "kappa_se": _round(usl_fit.se(2), 9),
+            "peak_nodes": _round(usl_fit.peak_nodes, 1),
+        }
+    out["demand"] = _round(demand, 3)
+    out["interval"] = [_round(demand - half, 3), _round(demand + half, 3)]
+    out["utilisation"] = _round(demand / unit_capacity, 4) if unit_capacity > 0 else None
+    out["model"] = model
+    if not linear.scales:
+        out["status"] = NO_SCALE_LIMIT
+        out["notes"].append("load does not grow with the node count beyond its interval")
+        saturated = demand >= unit_capacity
+        out["saturates_at"] = 1 if saturated else None
+        if saturated:
+            out["status"] = "saturated"
+        out["saturates_between"] = None
+        return out
+    at = crossing(linear_demand, unit_capacity, high=max_nodes)
+    early = crossing(lambda s: linear_band(s, 1), unit_capacity, high=max_nodes)
+    late = crossing(lambda s: linear_band(s, -1), unit_capacity, high=max_nodes)
+    out["saturates_at"] = _round(at, 1)
+    out["saturates_between"] = [_round(early, 1), _round(late, 1)] if early is not None else None
+    out["status"] = (
+        "saturated" if at is not None and at <= nodes else (NO_SCALE_LIMIT if at is None else "under")
+    )
+    return out
+
+
+def scale_forecast(
+    scope: Scope,
+    *,
+    job: str,
+    nodes: int,
+    phase: str,
+    start: int,
+    end: int,
+    config: ForecastConfig | None = None,
+) -> dict:
+    """The forecast of ``job`` at ``nodes`` nodes in ``phase`` from the runs in ``[start, end)`` µs.
+
+    Answers ``{"job", "nodes", "phase", "runs": [...], "resources": [...], "first": name | None,
+    "verdict": str}``: each resource's demand at ``nodes`` with a 95 % interval, its capacity, the node
+    count at which it saturates, and notes on what limits the estimate; ``first`` is the resource that
+    saturates at the smallest size (``verdict`` says it in one line, or "no scale limit")."""
+    config = config or ForecastConfig.load()
+    if phase not in config.phases:
+        raise ValueError(f"unknown phase {phase!r}; known: {sorted(config.phases)}")
+    runs = read_runs(scope, job, start=start, end=end, config=config)
+    times = _phase_events(scope, start=start, end=end, config=config)
+    occurrences = phase_intervals(config.phases[phase], runs, times)
+    answer: dict = {
+        "job": job,
+        "nodes": nodes,
+        "phase": phase,
+        "runs": [{"session": r.session, "nodes": r.size, "start": r.start, "end": r.end} for r in runs],
+        "occurrences": [
+            {"session": r.session, "nodes": r.size, "start": a, "end": b} for r, a, b in occurrences
+        ],
+        "resources": [],
+        "first": None,
+    }
+    if not occurrences:
+        answer["verdict"] = f"phase {phase!r} of {job} was not observed in the window: no forecast"
+        return answer
+    step = _bucket_step(start, end)
+    grid_start = start - start % step
+    n = -(-(end - grid_start) // step)
+    for resource in readable_resources(scope):
+        load, count = _fleet_sum(scope, resource.load_ids, start=grid_start, n=n, step=step)
+        capacity_values, _ = _fleet_sum(scope, resource.capacity_ids, start=grid_start, n=n, step=step)
+        capacity = float(np.nanmedian(capacity_values)) if np.isfinite(capacity_values).any() else None
+        if capacity is None or not count:
+            continue
+        xs, ys, rs = _points(occurrences, runs, load, start=grid_start, step=step, share=config.demand_share)
+        answer["resources"].append(
+            _resource_forecast(resource, xs, ys, rs, capacity, nodes, count, config.max_nodes)
+        )
+    limited = [r for r in answer["resources"] if r.get("saturates_at") is not None]
+    if limited:
+        first = min(limited, key=lambda r: r["saturates_at"])
+        answer["first"] = first["resource"]
+        answer["verdict"] = _verdict(first, answer["resources"], nodes, phase)
+    else:
+        answer["verdict"] = NO_SCALE_LIMIT
+    return answer
+
+
+def _verdict(first: dict, resources: list[dict], nodes: int, phase: str) -> str:
+    low, high = first["interval"]
+    text = (
+        f"at {nodes} nodes {phase} asks {first['resource']} for {first['demand']:,.0f} "
+        f"(interval {low:,.0f}-{high:,.0f}), {first['utilisation']:.1f}x its capacity; "
+        f"it saturates at about {first['saturates_at']:g} nodes"
+    )
+    under = [r["resource"] for r in resources if r is not first and r.get("saturates_at") is None]
+    if under:
+        text += f"; {', '.join(under)} stay under"
+    return text
