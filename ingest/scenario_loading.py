@@ -42,6 +42,7 @@ class DemoGrant:
     signals: tuple[str, ...] = ()
     name_patterns: tuple[str, ...] = ()
     label_matchers: tuple[str, ...] = ()
+    exposed_labels: tuple[str, ...] = ()  # aggregate level: labels a fleet figure may be grouped by
 
 
 # Who shares what in the reference war room (WALKTHROUGH.md, step 2 and 3).
@@ -53,6 +54,7 @@ DEMO_GRANTS: tuple[DemoGrant, ...] = (
         "aggregate",
         ("storage",),
         ("storage_*", "nfs_rpc_*"),
+        exposed_labels=("mount",),
     ),
     DemoGrant("storage", "infra", "all storage data, per node", "full", ("storage",)),
     DemoGrant(
@@ -90,6 +92,7 @@ def demo_grants_apply() -> int:
             signals=list(demo.signals),
             name_patterns=list(demo.name_patterns),
             label_matchers=list(demo.label_matchers),
+            exposed_labels=list(demo.exposed_labels),
         )
         created += 1
     for slug, document in scenario_topologies():
