@@ -8,7 +8,10 @@ a failure is detected when a detection on its node falls in ``[XID - W, XID + δ
 ``--after-min``; defaults 30 and 10 minutes), before the XID when it falls before it; every other
 detection (deduplicated per node by the detector's cooldown) is a false positive, per day of data.
 The last line is ``detection: <d>/<n> failures, <p>/<n> before the XID, <fp> false positives/day over
-<k> seeds``. Run from the project root::
+<k> seeds``. The default seeds are ones no test uses, so the figures are not those a test was made to
+pass. Series without peers (the storage service's own series) are judged alone against their own
+history, which must hold a day first: over the compact profile's 12 hours they do not fire. Run from
+the project root::
 
     python bench/detection.py
     python bench/detection.py --seeds 20260615 7 --reuse
@@ -101,7 +104,7 @@ def score(detections: list[dict], manifest: dict, *, lead_us: int, after_us: int
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[20260615, 1, 2, 3, 4])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/jl_bench_detection")
     parser.add_argument("--full", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="keep a database already loaded for a seed")

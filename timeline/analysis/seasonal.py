@@ -7,10 +7,12 @@ series is bounded by ``history + chunk`` buckets whatever the span of a run.
 For each chunk:
 
 * **Baseline.** Each bucket is compared with the median of the buckets just before it (``rolling``),
-  with the median of the same slot (±1 bucket) on up to ``cycles`` previous days (``daily``) or weeks
-  (``weekly``) when the history holds at least two of them. The baseline kept is the one whose
-  residuals over the recent history are the tightest; a seasonal one must beat the rolling one by a
-  clear margin, since the rolling one follows a new level sooner.
+  or with the median of the same slot (±1 bucket) on up to ``cycles`` previous days (``daily``) or
+  weeks (``weekly``) when the history holds at least two of them. The profile is of the cycle's
+  shape (each bucket less the median of the day before it), put at the series' level of the last
+  hours (the median of its differences from the shape), so a level shift is one detection. The
+  baseline kept is the one whose residuals over the recent history are the tightest; a seasonal one
+  must beat the rolling one by a clear margin, since the rolling one follows a new level sooner.
 * **Scores**, in robust units of the residuals' own spread over the history (1.4826 · MAD, never less
   than a tenth of their standard deviation): ``spike`` (one bucket away), ``level`` (the median of the
   last ``level_buckets`` away: a level shift), ``spread`` (their median absolute size: a variance
@@ -181,10 +183,17 @@ def choose_baseline(
     of the first ``n_hist`` buckets (the history)."""
     window = max(settings.rolling_min, round(settings.rolling_s / step_s))
     candidates = {"rolling": rolling_median(values, window)}
+    shape = None
     for name, period_s in (("daily", DAY_S), ("weekly", WEEK_S)):
         period = period_s // step_s
         if period >= 4 and period_s % step_s == 0 and n_hist >= 2 * period + window:
-            candidates[name] = slot_median(values, period, settings.cycles)
+            if shape is None:  # each bucket less the median of the day before it: the cycle's shape
+                shape = values - rolling_median(values, max(window, DAY_S // step_s))
+            profile = slot_median(shape, period, settings.cycles)
+            # the shape at the series' level of the last hours: a level shift is reported once, when
+            # it happens, not again each time a previous period of the profile catches up with it
+            level = rolling_median(values - profile, 4 * max(window, settings.level_buckets))
+            candidates[name] = profile + level
     if len(candidates) == 1:
         return "rolling", candidates["rolling"]
     judged = slice(max(0, n_hist - max(DAY_S // step_s * 3, 3 * window)), n_hist)
