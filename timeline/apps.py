@@ -20,11 +20,11 @@ class GrantedSeries:
 
         from timeline.models import Series
 
-        rows = Series.unscoped.filter(where)  # noqa: TID251
+        rows = Series.unscoped.filter(where)
         found = rows.aggregate(n=Count("pk"), top=Max("pk"), latest=Max("created_at"))
         return found["n"], found["top"] or 0, found["latest"]
 
     def rows(self, where):
         from timeline.models import Series
 
-        return Series.unscoped.filter(where).values_list("pk", "metric", "labels")  # noqa: TID251
+        return Series.unscoped.filter(where).values_list("pk", "metric", "labels")
