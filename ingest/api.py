@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from config.api_lookup import found
 from core.records import Batch
 from core.timeparse import now_us
-from ingest import api_schema, chunked
+from ingest import api_schema, cardinality, chunked
 from ingest.protocols import storable
 from ingest.protocols.decoding import decompress
 from ingest.protocols.errors import FieldError, IngestError, InvalidPayload, PayloadTooLarge
@@ -122,7 +122,8 @@ class PushEndpoint(APIView):
     def post(self, request, *args, **kwargs):
         """Headers, then the rate limit, then a slot of the organisation's concurrent pushes
         (:func:`~ingest.ratelimit.push_slot`), then the body: an organisation over its limits is
-        refused before its body is read, decompressed or parsed."""
+        refused before its body is read, decompressed or parsed. A parsed batch whose new series
+        are over the organisation's series limits is refused whole (:mod:`ingest.cardinality`)."""
         org: Organization = request.auth.org
         refused = self.refused_before_body(request, org)
         if refused is not None:
@@ -143,6 +144,10 @@ class PushEndpoint(APIView):
                 batch = self.parse(body, request)
             except IngestError as exc:
                 return error_response(exc)
+        try:
+            cardinality.check_push(org, batch)
+        except IngestError as exc:
+            return error_response(exc)
         charged = push_charge_samples(org, samples=batch.sample_count)
         if not charged.allowed:
             return rate_refused_response(org, charged)
@@ -246,6 +251,8 @@ class BatchStatusView(ScopedAPIView):
                 "events": entry.event_count,
                 "samples_stored": entry.samples_stored,
                 "events_stored": entry.events_stored,
+                "series_dropped": entry.series_dropped,
+                "samples_dropped": entry.samples_dropped,
                 "error": entry.error,
             }
         )

@@ -190,4 +190,8 @@ class BatchStatusShape(serializers.Serializer):
     events = serializers.IntegerField(help_text="events accepted")
     samples_stored = serializers.IntegerField(allow_null=True, help_text="new samples (a repeat stores none)")
     events_stored = serializers.IntegerField(allow_null=True)
+    series_dropped = serializers.IntegerField(
+        help_text="new series left out: the organisation holds its limit (JOINTLINE_MAX_SERIES_PER_ORG)"
+    )
+    samples_dropped = serializers.IntegerField(help_text="samples of the series left out")
     error = serializers.CharField(allow_blank=True, allow_null=True)

@@ -49,6 +49,10 @@ class IngestBatch(models.Model):
     event_count = models.PositiveIntegerField(default=0)
     samples_stored = models.PositiveBigIntegerField(null=True, blank=True)
     events_stored = models.PositiveIntegerField(null=True, blank=True)
+    # New series the organisation's series limit left out when applying (JOINTLINE_MAX_SERIES_PER_ORG),
+    # and their samples: counted here, never dropped silently.
+    series_dropped = models.PositiveIntegerField(default=0)
+    samples_dropped = models.PositiveBigIntegerField(default=0)
     error = models.TextField(blank=True, default="")
     resume_day = models.BigIntegerField(
         null=True,

@@ -12,6 +12,9 @@ Invariants of the apply (docs/decisions/0002-idempotent-apply.md, 0005-partition
   its own; an entry spanning more days than one transaction may write is applied in several,
   each recording in the same transaction where the next resumes (``resume_day``) and what it
   stored, so counts stay exact across a crash;
+* an organisation's series limit is applied in the apply transaction (:mod:`ingest.cardinality`):
+  new series beyond it are left out of the write and counted on the entry (``series_dropped``,
+  ``samples_dropped``), which is still ``applied``;
 * a failure that every attempt would meet again (``DataError``, an ``IntegrityError`` other than
   the duplicate the store handles, a payload that does not decode, a ``ValueError`` from the
   records) marks the entry ``failed`` at once, the reason in ``error``; any other is retried, by
@@ -46,6 +49,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from core.records import Batch, decode_batch, encode_batch
+from ingest import cardinality
 from ingest.models import BatchStatus, IngestBatch
 from orgs.models import Organization
 from timeline.store import StoreBackend, WriteResult, get_store
@@ -155,6 +159,8 @@ class Applied:
     entries: int
     samples_stored: int
     events_stored: int
+    series_dropped: int = 0
+    samples_dropped: int = 0
 
 
 @dataclass
@@ -255,8 +261,11 @@ def _apply_group(store: StoreBackend, lead: _Entry, lead_size: int) -> Applied |
                 return None
             members, left_out = _group_members(store, lead, _lock_members(lead.pk, lead_size))
             group.extend(members)
-            results = store.write_batches([(entry.org_id, entry.batch) for entry in group])
-            _mark_applied(group, results)
+            limited = cardinality.limit_batches([(entry.org_id, entry.batch) for entry in group])
+            results = store.write_batches(
+                [(entry.org_id, part.batch) for entry, part in zip(group, limited, strict=True)]
+            )
+            _mark_applied(group, results, limited)
     except Exception as exc:
         if len(group) == 1:
             raise _record_failure(lead.pk, exc) from exc
@@ -266,6 +275,8 @@ def _apply_group(store: StoreBackend, lead: _Entry, lead_size: int) -> Applied |
         entries=len(group),
         samples_stored=sum(result.samples_stored for result in results),
         events_stored=sum(result.events_stored for result in results),
+        series_dropped=sum(part.series_dropped for part in limited),
+        samples_dropped=sum(part.samples_dropped for part in limited),
     )
     return _add(applied, _apply_others_alone(left_out))
 
@@ -337,7 +348,9 @@ def _group_members(store: StoreBackend, lead: _Entry, locked: list[uuid.UUID]) -
     return members, left_out
 
 
-def _mark_applied(group: list[_Entry], results: list[WriteResult]) -> None:
+def _mark_applied(
+    group: list[_Entry], results: list[WriteResult], limited: list[cardinality.Limited]
+) -> None:
     now = timezone.now()
     IngestBatch.objects.bulk_update(
         [
@@ -348,12 +361,40 @@ def _mark_applied(group: list[_Entry], results: list[WriteResult]) -> None:
                 attempts=F("attempts") + 1,
                 samples_stored=result.samples_stored,
                 events_stored=result.events_stored,
-                error="",
+                series_dropped=part.series_dropped,
+                samples_dropped=part.samples_dropped,
+                error=_dropped_note(part),
             )
-            for entry, result in zip(group, results, strict=True)
+            for entry, result, part in zip(group, results, limited, strict=True)
         ],
-        ["status", "applied_at", "attempts", "samples_stored", "events_stored", "error"],
+        [
+            "status",
+            "applied_at",
+            "attempts",
+            "samples_stored",
+            "events_stored",
+            "series_dropped",
+            "samples_dropped",
+            "error",
+        ],
     )
+    for part in limited:
+        _log_dropped(part)
+
+
+def _dropped_note(part: cardinality.Limited) -> str:
+    """What an applied entry's ``error`` says when the series limit left some of it out (else "")."""
+    if not part.series_dropped:
+        return ""
+    return (
+        f"{part.series_dropped} new series ({part.samples_dropped} samples) left out: the organisation "
+        f"holds its limit of {settings.JOINTLINE_MAX_SERIES_PER_ORG} series (JOINTLINE_MAX_SERIES_PER_ORG)"
+    )
+
+
+def _log_dropped(part: cardinality.Limited) -> None:
+    if part.series_dropped:
+        log.warning("applying a journal entry: %s", _dropped_note(part))
 
 
 def _apply_each_alone(lead: _Entry, others: list[uuid.UUID]) -> Applied | None:
@@ -393,7 +434,7 @@ def _apply_alone(store: StoreBackend, entry: _Entry, resume_day: int | None) -> 
     days = [day for day in entry.days if resume_day is None or day >= resume_day]
     chunks = store.day_chunks(days)
     whole = resume_day is None and len(chunks) == 1
-    samples = events = 0
+    samples = events = series_dropped = samples_dropped = 0
     for index, chunk in enumerate(chunks):
         if whole:
             part = entry.batch
@@ -407,16 +448,22 @@ def _apply_alone(store: StoreBackend, entry: _Entry, resume_day: int | None) -> 
                 claimed = (
                     IngestBatch.objects.filter(pk=entry.pk, status=BatchStatus.ACCEPTED)
                     .select_for_update(skip_locked=True)
-                    .values("resume_day", "samples_stored", "events_stored")
+                    .values(
+                        "resume_day", "samples_stored", "events_stored", "series_dropped", "samples_dropped"
+                    )
                     .first()
                 )
                 if claimed is None or claimed["resume_day"] != resume_day:
                     return None  # another worker applies it (or has)
-                result = store.write_batch(org_id=entry.org_id, batch=part)
+                (limited,) = cardinality.limit_batches([(entry.org_id, part)])
+                result = store.write_batch(org_id=entry.org_id, batch=limited.batch)
                 stored = {
                     "samples_stored": (claimed["samples_stored"] or 0) + result.samples_stored,
                     "events_stored": (claimed["events_stored"] or 0) + result.events_stored,
+                    "series_dropped": claimed["series_dropped"] + limited.series_dropped,
+                    "samples_dropped": claimed["samples_dropped"] + limited.samples_dropped,
                 }
+                total = cardinality.Limited(part, stored["series_dropped"], stored["samples_dropped"])
                 update = IngestBatch.objects.filter(pk=entry.pk)
                 if next_day is None:
                     update.update(
@@ -424,17 +471,26 @@ def _apply_alone(store: StoreBackend, entry: _Entry, resume_day: int | None) -> 
                         applied_at=timezone.now(),
                         attempts=F("attempts") + 1,
                         resume_day=None,
-                        error="",
+                        error=_dropped_note(total),
                         **stored,
                     )
                 else:
                     update.update(resume_day=next_day, **stored)
         except Exception as exc:
             raise _record_failure(entry.pk, exc) from exc
+        _log_dropped(limited)
         samples += result.samples_stored
         events += result.events_stored
+        series_dropped += limited.series_dropped
+        samples_dropped += limited.samples_dropped
         resume_day = next_day
-    return Applied(entries=1, samples_stored=samples, events_stored=events)
+    return Applied(
+        entries=1,
+        samples_stored=samples,
+        events_stored=events,
+        series_dropped=series_dropped,
+        samples_dropped=samples_dropped,
+    )
 
 
 def _add(first: Applied | None, second: Applied | None) -> Applied | None:
@@ -444,6 +500,8 @@ def _add(first: Applied | None, second: Applied | None) -> Applied | None:
         entries=first.entries + second.entries,
         samples_stored=first.samples_stored + second.samples_stored,
         events_stored=first.events_stored + second.events_stored,
+        series_dropped=first.series_dropped + second.series_dropped,
+        samples_dropped=first.samples_dropped + second.samples_dropped,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from celery import shared_task
@@ -10,6 +11,8 @@ from django.db import close_old_connections, connections
 
 from ingest.services import ApplyRetryLater, batch_apply, journal_sweep
 from timeline.tasks import refresh_rollups_soon
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(
@@ -35,11 +38,26 @@ def apply_batch(self, batch_id: str) -> dict | None:
         return None
     if applied.samples_stored or applied.events_stored:
         refresh_rollups_soon()
+    if applied.series_dropped:
+        _count_dropped(applied.series_dropped, applied.samples_dropped)
     return {
         "entries_applied": applied.entries,
         "samples_stored": applied.samples_stored,
         "events_stored": applied.events_stored,
+        "series_dropped": applied.series_dropped,
+        "samples_dropped": applied.samples_dropped,
     }
+
+
+def _count_dropped(series: int, samples: int) -> None:
+    """Series (and their samples) the series limit left out, in the workers' metrics
+    (``jointline_series_dropped``, ``jointline_samples_dropped``); a metric never fails the task."""
+    from ops.metrics import worker_counters_add
+
+    try:
+        worker_counters_add({"dropped|series": series, "dropped|samples": samples})
+    except Exception:
+        log.warning("could not count %d series left out by the series limit", series, exc_info=True)
 
 
 @shared_task

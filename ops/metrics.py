@@ -278,9 +278,19 @@ class WorkerCountersCollector(_ScrapeCollector):
                 runtime.add_metric([rest], value)
         for kind, family in applied.items():
             family.add_metric([], counters.get(f"applied|{kind}", 0.0))
+        dropped = {
+            kind: CounterMetricFamily(
+                f"jointline_{kind}_dropped",
+                f"{kind.capitalize()} of new series left out by the organisation's series limit.",
+            )
+            for kind in ("series", "samples")
+        }
+        for kind, family in dropped.items():
+            family.add_metric([], counters.get(f"dropped|{kind}", 0.0))
         yield tasks
         yield runtime
         yield from applied.values()
+        yield from dropped.values()
 
 
 class JournalCollector(_ScrapeCollector):

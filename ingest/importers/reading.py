@@ -187,6 +187,7 @@ def accept_import(
     """
     from django.conf import settings
 
+    from ingest import cardinality
     from ingest.services import batch_accept
 
     if spec.batch_days is None:
@@ -197,8 +198,10 @@ def accept_import(
         future_tolerance_s=settings.JOINTLINE_FUTURE_TOLERANCE_S,
     )
 
-    for _ in read_batches(open_lines(), spec, signal_map=signal_map, window=window):
-        pass
+    keys: dict[tuple[str, str], None] = {}
+    for batch in read_batches(open_lines(), spec, signal_map=signal_map, window=window):
+        keys.update(dict.fromkeys(cardinality.series_keys(batch)))
+    cardinality.check_new_series(org, list(keys))  # a file is one push for the series limits
     summary = ImportSummary()
     for batch in read_batches(open_lines(), spec, signal_map=signal_map, window=window):
         accepted = batch_accept(org=org, batch=batch, protocol="import")
