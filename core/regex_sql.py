@@ -500,12 +500,3 @@ def to_postgres(pattern: str) -> str:
     if _expanded_size(tree) > MAX_EXPANDED_SIZE:
         raise Untranslatable(f"more than {MAX_EXPANDED_SIZE} characters with its repetitions written out")
     return f"^(?:{_write(tree) or '(?:)'})$"
-
-
-def translatable(pattern: str) -> bool:
-    """Whether :func:`to_postgres` has an ARE for ``pattern``."""
-    try:
-        to_postgres(pattern)
-    except Untranslatable:
-        return False
-    return True

@@ -62,9 +62,6 @@ class Re2Match(Lookup):
     lookup_name = "re2"
     prepare_rhs = False
 
-    def get_db_prep_lookup(self, value, connection):
-        return "%s", [value]
-
     def as_sql(self, compiler, connection):
         lhs, lhs_params = self.process_lhs(compiler, connection)
         pattern = self.rhs
