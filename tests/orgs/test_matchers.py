@@ -289,3 +289,14 @@ def test_a_grant_with_a_catastrophic_pattern_selects_in_bounded_time(org_b, patt
     in_python = [s for s in Series.unscoped.all() if rule.matches_series(s)]
     assert time.monotonic() - started < 2.0
     assert in_sql == in_python == []
+
+
+@pytest.mark.parametrize("case", [c for c in USABLE if c["op"] == "="], ids=case_id)
+def test_series_and_event_searches_select_the_table(table_data, client_b, case):
+    label = f"{case['name']}={case['value']}"
+    series = client_b.get("/api/v1/series", {"label": label, "metric": "matcher_case"}).json()["series"]
+    window = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T01:00:00Z", "label": label}
+    events = client_b.get("/timeline/api/events", window).json()["events"]
+    wanted = [v for v in VALUES if v in case["selects"]]
+    for found in ({s["labels"].get("node") for s in series}, {e["resource"].get("node") for e in events}):
+        assert [v for v in VALUES if v in found] == wanted
