@@ -21,7 +21,7 @@ from orgs.login_throttle import ThrottledAuthenticationForm
 from timeline import api as timeline_api
 from timeline import incident_api, incident_views, sharing_views, views
 from timeline.analysis import api as analysis_api
-from timeline.analysis import api_report, api_topology
+from timeline.analysis import api_forecast, api_report, api_topology
 from timeline.clock import api as clock_api
 from timeline.promql import api as promql_api
 
@@ -115,6 +115,8 @@ ROUTES: tuple[tuple[str, str, type[View], str], ...] = (
     ("", "api/v1/analysis/lag", analysis_api.LagView, "analysis-lag"),
     ("", "api/v1/analysis/topology", api_topology.TopologyView, "analysis-topology"),
     ("", "analysis/changes/", analysis_api.WhatChangedPage, "analysis-changes-page"),
+    ("", "api/v1/analysis/forecast", api_forecast.ForecastView, "analysis-forecast"),
+    ("", "analysis/forecast/", api_forecast.ForecastPage, "analysis-forecast-page"),
 )
 
 # Where each namespaced group of ROUTES is mounted, in the order the site tries them.

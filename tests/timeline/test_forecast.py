@@ -4,21 +4,27 @@ known coefficients; nothing reaches an organisation without grants."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import numpy as np
 import pytest
+from django.test import Client
 
-from ingest.scenario import ScenarioConfig, generate
+from core.timeparse import format_rfc3339
+from ingest.scenario import ScenarioConfig, cause_truth, generate
 from ingest.scenario.events.sink import JOB
 from ingest.scenario.layout import COMPACT
 from ingest.scenario_loading import demo_organisations_create, store_until
 from orgs.access import Scope
-from orgs.models import Role
+from orgs.models import Organization, Role
 from orgs.services import organization_create, user_create
 from tests.conftest import PASSWORD
-from timeline.analysis.forecast import crossing, fit_linear, fit_usl, scale_forecast, usl
+from timeline.analysis.forecast import NO_SCALE_LIMIT, crossing, fit_linear, fit_usl, scale_forecast, usl
 
 MINUTE = 60_000_000
 METADATA = "storage/storage_metadata_ops_per_second"
+API = "/api/v1/analysis/forecast"
+PAGE = "/analysis/forecast/"
 
 
 def _store(cause: str = "slow_init", until_minutes: float | None = None):
@@ -34,9 +40,7 @@ def _store(cause: str = "slow_init", until_minutes: float | None = None):
     orgs["outsider"] = organization_create(slug="outsider", name="Outsider", colour="#777777")[0]
     store_until(scenario.batches(), end)
     viewers = {
-        slug: Scope.for_user(
-            user_create(org=org, username=f"{slug}-viewer", role=Role.VIEWER, password=PASSWORD)[0]
-        )
+        slug: user_create(org=org, username=f"{slug}-viewer", role=Role.VIEWER, password=PASSWORD)[0]
         for slug, org in orgs.items()
     }
     return config, start, end, viewers
@@ -78,7 +82,7 @@ def test_validation_runs_alone_name_the_metadata_service_first():
     _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
     for slug in ("infra", "storage"):
         answer = scale_forecast(
-            viewers[slug], job=JOB, nodes=60, phase="initialisation", start=start, end=end
+            Scope.for_user(viewers[slug]), job=JOB, nodes=60, phase="initialisation", start=start, end=end
         )
         assert sorted(r["nodes"] for r in answer["occurrences"]) == [2, 4], slug
         assert answer["first"] == METADATA, (slug, answer["verdict"])
@@ -94,6 +98,92 @@ def test_validation_runs_alone_name_the_metadata_service_first():
 @pytest.mark.django_db
 def test_a_phase_never_observed_gets_no_forecast():
     _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
-    answer = scale_forecast(viewers["infra"], job=JOB, nodes=60, phase="checkpoint", start=start, end=end)
+    answer = scale_forecast(
+        Scope.for_user(viewers["infra"]), job=JOB, nodes=60, phase="checkpoint", start=start, end=end
+    )
     assert answer["resources"] == [] and answer["first"] is None
     assert "not observed" in answer["verdict"]
+
+
+def _query(start: int, end: int, **params) -> str:
+    base = {"job": JOB, "nodes": 60, "phase": "initialisation", "from": format_rfc3339(start)}
+    base["to"] = format_rfc3339(end)
+    base.update(params)
+    return urlencode(base)
+
+
+@pytest.mark.django_db
+def test_the_api_and_page_answer_within_grants_and_leak_nothing_to_an_organisation_without_them():
+    _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
+    clients = {}
+    for slug in ("infra", "outsider"):
+        client = Client()
+        client.force_login(viewers[slug])
+        clients[slug] = client
+    shared = clients["infra"].get(f"{API}?{_query(start, end)}")
+    assert shared.status_code == 200, shared.content
+    assert shared.json()["first"] == METADATA
+    page = clients["infra"].get(f"{PAGE}?{_query(start, end)}")
+    assert page.status_code == 200 and b"forecast-data" in page.content
+    assert METADATA.encode() in page.content
+    for response in (
+        clients["outsider"].get(f"{API}?{_query(start, end)}"),
+        clients["outsider"].get(f"{PAGE}?{_query(start, end)}"),
+    ):
+        assert response.status_code == 200
+        for hidden in (b"storage_", b"nfs_rpc", b"capacity", b"saturates at"):
+            assert hidden not in response.content.split(b"<form")[-1], hidden
+    body = clients["outsider"].get(f"{API}?{_query(start, end)}").json()
+    assert body["resources"] == [] and body["first"] is None and body["occurrences"] == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"job": ""}, "job"),
+        ({"phase": "warmup"}, "phase"),
+        ({"nodes": "0"}, "nodes"),
+        ({"nodes": "x"}, "nodes"),
+    ],
+)
+def test_bad_parameters_answer_400_naming_the_field(params, field):
+    org = organization_create(slug="solo", name="Solo", colour="#123456")[0]
+    user = user_create(org=org, username="solo-viewer", role=Role.VIEWER, password=PASSWORD)[0]
+    client = Client()
+    client.force_login(user)
+    response = client.get(f"{API}?{_query(0, 3_600_000_000, **params)}")
+    assert response.status_code == 400, response.content
+    assert field in response.content.decode()
+    if field != "job":  # without a job the page is the empty form
+        page = client.get(f"{PAGE}?{_query(0, 3_600_000_000, **params)}")
+        assert page.status_code == 200 and f"{field}:".encode() in page.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cause", ["tor_link_flap", "gpu_thermal"])
+def test_causes_that_are_not_scale_effects_find_no_scale_limit(cause):
+    config = ScenarioConfig.compact(step_s=60, detail_step_s=60, cause=cause)
+    scenario = generate(config)
+    truth = cause_truth(scenario.manifest)
+    demo_organisations_create()
+    store_until(scenario.batches(), truth["window_us"][1])
+    for slug in ("infra", "storage"):
+        org = Organization.objects.get(slug=slug)
+        scope = Scope.for_user(
+            user_create(org=org, username=f"{slug}-v", role=Role.VIEWER, password=PASSWORD)[0]
+        )
+        answer = scale_forecast(
+            scope,
+            job=JOB,
+            nodes=config.training_nodes,
+            phase="training",
+            start=config.start_us,
+            end=truth["window_us"][1],
+        )
+        assert answer["occurrences"], slug
+        assert answer["resources"], slug
+        assert answer["first"] is None and answer["verdict"].startswith(NO_SCALE_LIMIT), (
+            slug,
+            answer["verdict"],
+        )

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 from django.db.models import Q
 
+from core.timeparse import format_rfc3339
 from orgs.access import ENTITY_LABELS, Scope
 from timeline.analysis.recovery import analysis_overrides
 from timeline.clock.model import clock_for, read_hints
@@ -632,7 +633,8 @@ def scale_forecast(
     Answers ``{"job", "nodes", "phase", "runs": [...], "resources": [...], "first": name | None,
     "verdict": str}``: each resource's demand at ``nodes`` with a 95 % interval, its capacity, the node
     count at which it saturates, and notes on what limits the estimate; ``first`` is the resource that
-    saturates at the smallest size (``verdict`` says it in one line, or "no scale limit")."""
+    saturates at the fewest nodes when that is at most ``nodes`` (``verdict`` says it in one line);
+    otherwise ``first`` is None and ``verdict`` starts with "no scale limit"."""
     config = config or ForecastConfig.load()
     if phase not in config.phases:
         raise ValueError(f"unknown phase {phase!r}; known: {sorted(config.phases)}")
@@ -643,10 +645,8 @@ def scale_forecast(
         "job": job,
         "nodes": nodes,
         "phase": phase,
-        "runs": [{"session": r.session, "nodes": r.size, "start": r.start, "end": r.end} for r in runs],
-        "occurrences": [
-            {"session": r.session, "nodes": r.size, "start": a, "end": b} for r, a, b in occurrences
-        ],
+        "runs": [_interval_json(r, r.start, r.end) for r in runs],
+        "occurrences": [_interval_json(r, a, b) for r, a, b in occurrences],
         "resources": [],
         "first": None,
     }
@@ -667,13 +667,27 @@ def scale_forecast(
             _resource_forecast(resource, xs, ys, rs, capacity, nodes, count, config.max_nodes)
         )
     limited = [r for r in answer["resources"] if r.get("saturates_at") is not None]
-    if limited:
-        first = min(limited, key=lambda r: r["saturates_at"])
+    first = min(limited, key=lambda r: r["saturates_at"], default=None)
+    if first is not None and first["saturates_at"] <= nodes:
         answer["first"] = first["resource"]
         answer["verdict"] = _verdict(first, answer["resources"], nodes, phase)
+    elif first is not None:
+        answer["verdict"] = (
+            f"{NO_SCALE_LIMIT} at {nodes} nodes; the first resource to saturate, {first['resource']}, "
+            f"does so at about {first['saturates_at']:g} nodes"
+        )
     else:
         answer["verdict"] = NO_SCALE_LIMIT
     return answer
+
+
+def _interval_json(run: Run, start: int, end: int) -> dict:
+    return {
+        "session": run.session,
+        "nodes": run.size,
+        "start": format_rfc3339(start),
+        "end": format_rfc3339(end),
+    }
 
 
 def _verdict(first: dict, resources: list[dict], nodes: int, phase: str) -> str:

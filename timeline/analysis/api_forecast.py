@@ -1,0 +1,178 @@
+"""API and page of the scale forecast (:mod:`timeline.analysis.forecast`): a job's demand on each
+resource with a capacity at a target node count, from the runs observed in a window.
+
+Both read through the viewer's scope: a resource whose series the viewer may not read is not in the
+answer at all (not estimated, not named); one read only as a fleet aggregate is forecast from it and
+says so. Bad parameters answer 400 naming the field (``config.api_errors``).
+"""
+
+from __future__ import annotations
+
+from django.views.generic import TemplateView
+from rest_framework import serializers
+
+from config.api_errors import RequestFieldError
+from config.api_input import big_integer, text
+from orgs.api_base import ScopedPageMixin
+from timeline import api_params, api_shapes
+from timeline.analysis import forecast
+from timeline.api_window import WindowAPIView
+from timeline.selectors import QueryError, Window
+
+MAX_NODES = 100_000
+JOB_MAX_LENGTH = 200
+# The chart's node axis: to the target and a half past it, or past the furthest saturation shown.
+CHART_POINTS = 120
+
+
+class ForecastQuery(api_params.WindowQuery):
+    job = text(max_length=JOB_MAX_LENGTH, help_text="the job attribute of the scheduler's session spans")
+    nodes = big_integer(
+        required=False, default=None, min_value=1, max_value=MAX_NODES, help_text="target size"
+    )
+    phase = text(max_length=100, help_text="a phase the forecast rules name, e.g. initialisation")
+
+
+class LinearShape(serializers.Serializer):
+    background = serializers.FloatField(allow_null=True)
+    background_se = serializers.FloatField(allow_null=True)
+    per_node = serializers.FloatField(allow_null=True, help_text="load added by each node of the job")
+    per_node_se = serializers.FloatField(allow_null=True)
+    dof = serializers.IntegerField()
+    widened = serializers.BooleanField(help_text="one run size: the interval is that of one observation")
+
+
+class ResourceShape(serializers.Serializer):
+    resource = serializers.CharField(help_text="owner/metric")
+    capacity_metric = serializers.CharField()
+    per_node = serializers.BooleanField(help_text="a per-node resource (demand and capacity of one node)")
+    from_aggregate = serializers.BooleanField(help_text="read only as a fleet aggregate")
+    sizes_observed = serializers.ListField(child=serializers.IntegerField())
+    status = serializers.CharField(help_text="saturated, under, no scale limit, or not_observed")
+    demand = serializers.FloatField(required=False, allow_null=True)
+    interval = serializers.ListField(child=serializers.FloatField(allow_null=True), required=False)
+    capacity = serializers.FloatField(required=False, allow_null=True)
+    utilisation = serializers.FloatField(required=False, allow_null=True, help_text="demand / capacity")
+    saturates_at = serializers.FloatField(required=False, allow_null=True, help_text="node count")
+    saturates_between = serializers.ListField(
+        child=serializers.FloatField(allow_null=True), required=False, allow_null=True
+    )
+    linear = LinearShape(required=False)
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class ForecastShape(api_shapes.WindowShape):
+    job = serializers.CharField()
+    nodes = serializers.IntegerField()
+    phase = serializers.CharField()
+    resources = ResourceShape(many=True)
+    first = serializers.CharField(
+        allow_null=True, help_text="the resource that saturates at the fewest nodes"
+    )
+    verdict = serializers.CharField()
+
+
+def _checked(query: dict) -> tuple[str, int, str, forecast.ForecastConfig]:
+    """(job, nodes, phase, config) of a query, or RequestFieldError naming the field at fault."""
+    config = forecast.ForecastConfig.load()
+    if not query.get("job"):
+        raise RequestFieldError("job", "required: the job whose runs to forecast from")
+    if query.get("nodes") is None:
+        raise RequestFieldError("nodes", "required: the node count to forecast at")
+    if query.get("phase") not in config.phases:
+        raise RequestFieldError("phase", f"one of {', '.join(sorted(config.phases))}")
+    return query["job"], int(query["nodes"]), query["phase"], config
+
+
+class ForecastView(WindowAPIView):
+    query_class = ForecastQuery
+    summary = "Scale forecast: a job's demand on each capacity at a node count, and where it saturates"
+    responses = {200: ForecastShape}
+
+    def read(self, query, window):
+        job, nodes, phase, config = _checked(query)
+        return forecast.scale_forecast(
+            self.scope, job=job, nodes=nodes, phase=phase, start=window.start, end=window.end, config=config
+        )
+
+
+def chart_data(found: dict) -> dict:
+    """What the page's chart draws: per resource, demand and its interval against the node count, and
+    the capacity; ``x`` runs to 1.5 times the target or the furthest saturation point."""
+    shown = [r for r in found["resources"] if r.get("demand") is not None]
+    furthest = max([r["saturates_at"] or 0 for r in shown] + [found["nodes"]])
+    top = 1.5 * furthest
+    xs = [top * i / (CHART_POINTS - 1) for i in range(CHART_POINTS)]
+    traces = []
+    for r in shown:
+        lin = r["linear"]
+        t_half = (r["interval"][1] - r["demand"]) if r["interval"][1] is not None else 0.0
+        if r["per_node"]:
+            values = [r["demand"]] * len(xs)
+            halves = [t_half] * len(xs)
+        else:
+            values = [lin["background"] + lin["per_node"] * x for x in xs]
+            # The band's width grows with the distance from the observed sizes; at the target it is the
+            # reported interval. Scaled linearly between the background and the target (a drawing aid).
+            halves = [t_half * max(x, 1) / max(found["nodes"], 1) for x in xs]
+        traces.append(
+            {
+                "resource": r["resource"],
+                "x": xs,
+                "y": values,
+                "lo": [v - h for v, h in zip(values, halves, strict=True)],
+                "hi": [v + h for v, h in zip(values, halves, strict=True)],
+                "capacity": r["capacity"],
+                "saturates_at": r["saturates_at"],
+            }
+        )
+    return {"nodes": found["nodes"], "traces": traces}
+
+
+def _page_params(params, config: forecast.ForecastConfig) -> tuple[Window, int, str]:
+    """The page's window (default: the day before ``to``), node count and phase; QueryError names the
+    field at fault."""
+    window = Window.from_params(params, default_span_us=24 * 3_600_000_000)
+    try:
+        nodes = int(params.get("nodes") or "")
+    except ValueError:
+        raise QueryError("nodes", f"a whole number from 1 to {MAX_NODES}") from None
+    if not 1 <= nodes <= MAX_NODES:
+        raise QueryError("nodes", f"a whole number from 1 to {MAX_NODES}")
+    phase = params.get("phase") or ""
+    if phase not in config.phases:
+        raise QueryError("phase", f"one of {', '.join(sorted(config.phases))}")
+    return window, nodes, phase
+
+
+class ForecastPage(ScopedPageMixin, TemplateView):
+    """Pick a job, a phase and a target size: each resource's demand at that size, its interval and
+    capacity, and the size at which it saturates, as numbers and as a chart."""
+
+    template_name = "timeline/analysis/forecast.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        params = self.request.GET
+        config = forecast.ForecastConfig.load()
+        context.update(phases=sorted(config.phases), params=params, error="", found=None)
+        if not params.get("job"):
+            return context
+        try:
+            window, nodes, phase = _page_params(params, config)
+        except QueryError as exc:
+            context["error"] = f"{exc.field}: {exc.reason}"
+            return context
+        self.audit_window = (window.start, window.end)
+        found = forecast.scale_forecast(
+            self.scope,
+            job=params["job"][:JOB_MAX_LENGTH],
+            nodes=nodes,
+            phase=phase,
+            start=window.start,
+            end=window.end,
+            config=config,
+        )
+        context["found"] = found
+        context["chart"] = chart_data(found)
+        return context
