@@ -80,7 +80,7 @@ def test_linear_fit_interval_covers_the_truth_and_a_single_size_widens_it():
 def test_validation_runs_alone_name_the_metadata_service_first():
     # The 60-node job starts at minute 60: the window ends before it.
     _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
-    for slug in ("infra", "storage"):
+    for slug in ("infra", "storage", "modeldev"):
         answer = scale_forecast(
             Scope.for_user(viewers[slug]), job=JOB, nodes=60, phase="initialisation", start=start, end=end
         )
@@ -102,7 +102,7 @@ def test_a_phase_never_observed_gets_no_forecast():
         Scope.for_user(viewers["infra"]), job=JOB, nodes=60, phase="checkpoint", start=start, end=end
     )
     assert answer["resources"] == [] and answer["first"] is None
-    assert "not observed" in answer["verdict"]
+    assert "no checkpoint phase" in answer["verdict"] and "no forecast" in answer["verdict"]
 
 
 def _query(start: int, end: int, **params) -> str:
@@ -187,3 +187,33 @@ def test_causes_that_are_not_scale_effects_find_no_scale_limit(cause):
             slug,
             answer["verdict"],
         )
+
+
+@pytest.mark.django_db
+def test_organisations_that_cannot_read_the_phase_bounds_get_no_forecast_and_are_told_why():
+    # cloudops and gpuvendor read the scheduler's sessions but not the job's logs that end the phase.
+    _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
+    for slug in ("cloudops", "gpuvendor"):
+        answer = scale_forecast(
+            Scope.for_user(viewers[slug]), job=JOB, nodes=60, phase="initialisation", start=start, end=end
+        )
+        assert sorted(r["nodes"] for r in answer["runs"]) == [2, 4], slug
+        assert answer["resources"] == [] and answer["first"] is None
+        assert "no initialisation phase you may read the bounds of" in answer["verdict"]
+
+
+@pytest.mark.django_db
+def test_checkpoint_phase_names_the_rpc_slot_table_full_at_any_size():
+    _config, start, end, viewers = _store()
+    for slug in ("infra", "storage"):
+        answer = scale_forecast(
+            Scope.for_user(viewers[slug]), job=JOB, nodes=60, phase="checkpoint", start=start, end=end
+        )
+        assert answer["first"] == "storage/nfs_rpc_slots_in_use", (slug, answer["verdict"])
+        slots = next(r for r in answer["resources"] if r["resource"] == answer["first"])
+        assert slots["per_node"] and slots["capacity"] == 128
+        assert slots["demand"] >= 0.99 * 128 and slots["saturates_at"] == 1
+        # Checkpoints were seen at one size only: the forecast says so.
+        assert any("one run size" in note for note in slots["notes"])
+        shared = [r for r in answer["resources"] if not r["per_node"]]
+        assert shared and all(r["status"] != "saturated" for r in shared), shared

@@ -598,6 +598,18 @@ def _resource_forecast(
     out["interval"] = [_round(demand - half, 3), _round(demand + half, 3)]
     out["utilisation"] = _round(demand / unit_capacity, 4) if unit_capacity > 0 else None
     out["model"] = model
+    if resource.per_node:
+        # One node's table does not grow with the job: full at one node is full at every size.
+        full = demand >= unit_capacity
+        out["status"] = "saturated" if full else NO_SCALE_LIMIT
+        out["saturates_at"] = 1 if full else None
+        out["saturates_between"] = None
+        out["notes"].append(
+            "each node's own capacity: full at any size"
+            if full
+            else "each node's own capacity: no scale effect"
+        )
+        return out
     if not linear.scales:
         out["status"] = NO_SCALE_LIMIT
         out["notes"].append("load does not grow with the node count beyond its interval")
@@ -651,7 +663,8 @@ def scale_forecast(
         "first": None,
     }
     if not occurrences:
-        answer["verdict"] = f"phase {phase!r} of {job} was not observed in the window: no forecast"
+        seen = f"{len(runs)} run(s) of {job} seen, but no {phase} phase you may read the bounds of"
+        answer["verdict"] = f"{seen}: no forecast" if runs else f"no run of {job} you may read: no forecast"
         return answer
     step = _bucket_step(start, end)
     grid_start = start - start % step
@@ -692,12 +705,21 @@ def _interval_json(run: Run, start: int, end: int) -> dict:
 
 def _verdict(first: dict, resources: list[dict], nodes: int, phase: str) -> str:
     low, high = first["interval"]
+    under = [
+        r["resource"]
+        for r in resources
+        if r is not first and (r.get("saturates_at") is None or r["saturates_at"] > nodes)
+    ]
+    rest = f"; {', '.join(under)} stay under" if under else ""
+    if first["per_node"]:
+        return (
+            f"at {nodes} nodes {phase} fills each node's {first['resource']} "
+            f"({first['demand']:,.1f} of {first['capacity']:,.0f}, interval {low:,.1f}-{high:,.1f}) "
+            f"at any size{rest}"
+        )
     text = (
         f"at {nodes} nodes {phase} asks {first['resource']} for {first['demand']:,.0f} "
         f"(interval {low:,.0f}-{high:,.0f}), {first['utilisation']:.1f}x its capacity; "
         f"it saturates at about {first['saturates_at']:g} nodes"
     )
-    under = [r["resource"] for r in resources if r is not first and r.get("saturates_at") is None]
-    if under:
-        text += f"; {', '.join(under)} stay under"
-    return text
+    return text + rest
