@@ -238,15 +238,15 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
         """:meth:`series_with_samples` for series without clock corrections, in stored ``[lo, hi)``."""
         hour = rollups.HOUR_US
         first_hour, last_hour = rollups.ceil_to(lo, hour), rollups.floor_to(hi, hour)
-        if not self.rollups_enabled or last_hour - first_hour < 3 * hour:
+        kept = rollups.ceil_to(max(first_hour, self.rollups_kept_from().get(hour, first_hour)), hour)
+        # Three whole hours at least: a queued range spanning all of them holds a sample inside.
+        if not self.rollups_enabled or last_hour - kept < 3 * hour:
             return self._sampled_between(ids, lo, hi)
-        kept = max(first_hour, self.rollups_kept_from().get(hour, first_hour))
-        kept = min(rollups.ceil_to(kept, hour), last_hour)
         found = self._sampled_between(ids, lo, kept) | self._sampled_between(ids, last_hour, hi)
         series = Series._meta.db_table
         for start in range(0, len(ids), 1000):
             chunk = [sid for sid in ids[start : start + 1000] if sid not in found]
-            if not chunk or kept >= last_hour:
+            if not chunk:
                 continue
             placeholders = ",".join(["%s"] * len(chunk))
             with self.connection.cursor() as cursor:
