@@ -4,6 +4,7 @@ known coefficients; nothing reaches an organisation without grants."""
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlencode
 
 import numpy as np
@@ -14,10 +15,11 @@ from core.timeparse import format_rfc3339
 from ingest.scenario import ScenarioConfig, cause_truth, generate
 from ingest.scenario.events.sink import JOB
 from ingest.scenario.layout import COMPACT
+from ingest.scenario.topology import STORAGE_SERVICE
 from ingest.scenario_loading import demo_organisations_create, store_until
 from orgs.access import Scope
-from orgs.models import Organization, Role
-from orgs.services import organization_create, user_create
+from orgs.models import Grant, Organization, Role
+from orgs.services import grant_revoke, organization_create, user_create
 from tests.conftest import PASSWORD
 from timeline.analysis.forecast import NO_SCALE_LIMIT, crossing, fit_linear, fit_usl, scale_forecast, usl
 
@@ -115,6 +117,9 @@ def _query(start: int, end: int, **params) -> str:
 @pytest.mark.django_db
 def test_the_api_and_page_answer_within_grants_and_leak_nothing_to_an_organisation_without_them():
     _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
+    # The walkthrough's grants to every organisation are revoked: the outsider has none left.
+    for grant in Grant.objects.filter(grantee=None):
+        grant_revoke(grant=grant)
     clients = {}
     for slug in ("infra", "outsider"):
         client = Client()
@@ -134,7 +139,26 @@ def test_the_api_and_page_answer_within_grants_and_leak_nothing_to_an_organisati
         for hidden in (b"storage_", b"nfs_rpc", b"capacity", b"saturates at"):
             assert hidden not in response.content.split(b"<form")[-1], hidden
     body = clients["outsider"].get(f"{API}?{_query(start, end)}").json()
-    assert body["resources"] == [] and body["first"] is None and body["occurrences"] == []
+    assert body["resources"] == [] and body["first"] is None and body["runs"] == []
+    assert body["not_shared"] == []
+
+
+@pytest.mark.django_db
+def test_a_dependency_whose_load_is_not_shared_is_named_but_not_estimated():
+    _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
+    # modeldev keeps the topology and the scheduler's sessions but loses the array's fleet figures.
+    grant_revoke(grant=Grant.objects.get(grantee=None, name__startswith="array throughput"))
+    client = Client()
+    client.force_login(viewers["modeldev"])
+    body = client.get(f"{API}?{_query(start, end)}").json()
+    assert body["occurrences"] and body["resources"] == [] and body["first"] is None
+    assert body["not_shared"] == [
+        {"entity": STORAGE_SERVICE, "note": "its load is not shared with you: no estimate"}
+    ]
+    page = client.get(f"{PAGE}?{_query(start, end)}")
+    assert STORAGE_SERVICE.encode() in page.content
+    for hidden in (b"storage_metadata", b"storage_read", b"storage_write", b"nfs_rpc"):
+        assert hidden not in page.content and hidden not in json.dumps(body).encode()
 
 
 @pytest.mark.django_db

@@ -61,11 +61,17 @@ class ResourceShape(serializers.Serializer):
     notes = serializers.ListField(child=serializers.CharField())
 
 
+class NotSharedShape(serializers.Serializer):
+    entity = serializers.CharField(help_text="kind/name of a dependency the topology you may read names")
+    note = serializers.CharField()
+
+
 class ForecastShape(api_shapes.WindowShape):
     job = serializers.CharField()
     nodes = serializers.IntegerField()
     phase = serializers.CharField()
     resources = ResourceShape(many=True)
+    not_shared = NotSharedShape(many=True, help_text="dependencies whose load you may not read: no estimate")
     first = serializers.CharField(
         allow_null=True, help_text="the resource that saturates at the fewest nodes"
     )

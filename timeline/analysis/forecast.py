@@ -48,6 +48,7 @@ from django.db.models import Q
 from core.timeparse import format_rfc3339
 from orgs.access import ENTITY_LABELS, Scope
 from timeline.analysis.recovery import analysis_overrides
+from timeline.analysis.topology import dependency_graph
 from timeline.clock.model import clock_for, read_hints
 from timeline.lanes import readable_series
 from timeline.lanes.rules import lane_rules
@@ -415,6 +416,7 @@ def _last_of_groups(times: list[int], gap_s: float) -> list[int]:
 
 @dataclass
 class Resource:
+    org_id: int
     org: str
     metric: str
     capacity_metric: str
@@ -451,6 +453,7 @@ def readable_resources(scope: Scope) -> list[Resource]:
         alone = all(scope.readable_alone(s) for s in series)
         out.append(
             Resource(
+                series[0].org_id,
                 org,
                 metric,
                 pairs[metric],
@@ -660,6 +663,7 @@ def scale_forecast(
         "runs": [_interval_json(r, r.start, r.end) for r in runs],
         "occurrences": [_interval_json(r, a, b) for r, a, b in occurrences],
         "resources": [],
+        "not_shared": [],
         "first": None,
     }
     if not occurrences:
@@ -669,7 +673,8 @@ def scale_forecast(
     step = _bucket_step(start, end)
     grid_start = start - start % step
     n = -(-(end - grid_start) // step)
-    for resource in readable_resources(scope):
+    resources = readable_resources(scope)
+    for resource in resources:
         load, count = _fleet_sum(scope, resource.load_ids, start=grid_start, n=n, step=step)
         capacity_values, _ = _fleet_sum(scope, resource.capacity_ids, start=grid_start, n=n, step=step)
         capacity = float(np.nanmedian(capacity_values)) if np.isfinite(capacity_values).any() else None
@@ -679,6 +684,7 @@ def scale_forecast(
         answer["resources"].append(
             _resource_forecast(resource, xs, ys, rs, capacity, nodes, count, config.max_nodes)
         )
+    answer["not_shared"] = not_shared(scope, job, resources, start=start, end=end)
     limited = [r for r in answer["resources"] if r.get("saturates_at") is not None]
     first = min(limited, key=lambda r: r["saturates_at"], default=None)
     if first is not None and first["saturates_at"] <= nodes:
@@ -692,6 +698,22 @@ def scale_forecast(
     else:
         answer["verdict"] = NO_SCALE_LIMIT
     return answer
+
+
+def not_shared(scope: Scope, job: str, resources: list[Resource], *, start: int, end: int) -> list[dict]:
+    """Shared dependencies of the job's nodes (two hops or more from the job in the topology the scope
+    may read) that no readable resource describes: named, because the viewer may read that they
+    exist, but not estimated."""
+    graph = dependency_graph(scope, window=(start, end))
+    covered = set()
+    for resource in resources:
+        covered |= graph.entities_of(resource.org_id, resource.metric, None)
+    upstream = graph.upstream(("job", job))
+    return [
+        {"entity": f"{kind}/{name}", "note": "its load is not shared with you: no estimate"}
+        for (kind, name), hops in sorted(upstream.items())
+        if hops >= 2 and (kind, name) not in covered
+    ]
 
 
 def _interval_json(run: Run, start: int, end: int) -> dict:
