@@ -21,7 +21,16 @@ from orgs.access import Scope
 from orgs.models import Grant, Organization, Role
 from orgs.services import grant_revoke, organization_create, user_create
 from tests.conftest import PASSWORD
-from timeline.analysis.forecast import NO_SCALE_LIMIT, crossing, fit_linear, fit_usl, scale_forecast, usl
+from timeline.analysis.forecast import (
+    NO_SCALE_LIMIT,
+    Resource,
+    crossing,
+    fit_linear,
+    fit_usl,
+    resource_forecast,
+    scale_forecast,
+    usl,
+)
 
 MINUTE = 60_000_000
 METADATA = "storage/storage_metadata_ops_per_second"
@@ -241,3 +250,44 @@ def test_checkpoint_phase_names_the_rpc_slot_table_full_at_any_size():
         assert any("one run size" in note for note in slots["notes"])
         shared = [r for r in answer["resources"] if not r["per_node"]]
         assert shared and all(r["status"] != "saturated" for r in shared), shared
+
+
+def test_a_shared_resource_seen_at_three_sizes_is_forecast_by_both_models():
+    rng = np.random.default_rng(11)
+    lam, sigma, kappa, background = 50_000.0, 0.02, 0.0005, 90_000.0
+    sizes = np.concatenate([np.zeros(30), np.repeat([2.0, 8.0, 24.0], 20)])
+    load = usl(sizes, lam, sigma, kappa, background) * (1 + 0.005 * rng.normal(size=len(sizes)))
+    runs = np.where(sizes == 0, -1, sizes)
+    resource = Resource(1, "vendor", "service_ops", "service_ops_capacity", False, False, [], [])
+    found = resource_forecast(resource, sizes, load, runs, 600_000.0, 60, 1, 100_000)
+    truth = crossing(lambda n: float(usl(np.array([n]), lam, sigma, kappa, background)[0]), 600_000.0)
+    assert found["sizes_observed"] == [2, 8, 24]
+    assert abs(found["usl"]["saturates_at"] - truth) <= 0.1 * truth, (found["usl"], truth)
+    low, high = found["usl"]["interval"]
+    assert low <= float(usl(np.array([60.0]), lam, sigma, kappa, background)[0]) <= high
+    # On a curve that bends, the law places the saturation nearer the truth than the straight line.
+    assert abs(found["usl"]["saturates_at"] - truth) < abs(found["saturates_at"] - truth)
+
+
+@pytest.mark.django_db
+def test_one_small_run_widens_the_interval_and_says_so():
+    # Minute 30: the 4-node run is over, the 2-node run (minute 32) has not started.
+    _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
+    scope = Scope.for_user(viewers["infra"])
+    one = scale_forecast(
+        scope, job=JOB, nodes=60, phase="initialisation", start=start, end=start + 30 * MINUTE
+    )
+    assert [r["nodes"] for r in one["occurrences"]] == [4]
+    assert one["first"] == METADATA
+    metadata = next(r for r in one["resources"] if r["resource"] == METADATA)
+    assert metadata["linear"]["widened"]
+    assert any("one run size (4 nodes)" in note for note in metadata["notes"])
+    assert 10 <= metadata["saturates_at"] <= 25
+    both = scale_forecast(scope, job=JOB, nodes=60, phase="initialisation", start=start, end=end)
+    both_metadata = next(r for r in both["resources"] if r["resource"] == METADATA)
+    assert not both_metadata["linear"]["widened"]
+    width = metadata["interval"][1] - metadata["interval"][0]
+    assert width > 1.5 * (both_metadata["interval"][1] - both_metadata["interval"][0]), (
+        metadata,
+        both_metadata,
+    )

@@ -531,7 +531,7 @@ def _round(value: float | None, digits: int = 1) -> float | None:
     return None if value is None or not math.isfinite(value) else round(value, digits)
 
 
-def _resource_forecast(
+def resource_forecast(
     resource: Resource, xs, ys, rs, capacity: float, nodes: int, count: int, max_nodes: int
 ):
     """The JSON of one resource's forecast (demand, interval, saturation) from its points."""
@@ -597,6 +597,13 @@ def _resource_forecast(
             "kappa_se": _round(usl_fit.se(2), 9),
             "peak_nodes": _round(usl_fit.peak_nodes, 1),
         }
+        usl_demand, usl_half = usl_fit.predict(nodes)
+        usl_at = crossing(lambda size: usl_fit.predict(size)[0], unit_capacity, low=1.0, high=max_nodes)
+        out["usl"].update(
+            demand=_round(usl_demand, 3),
+            interval=[_round(usl_demand - usl_half, 3), _round(usl_demand + usl_half, 3)],
+            saturates_at=_round(usl_at, 1),
+        )
     out["demand"] = _round(demand, 3)
     out["interval"] = [_round(demand - half, 3), _round(demand + half, 3)]
     out["utilisation"] = _round(demand / unit_capacity, 4) if unit_capacity > 0 else None
@@ -682,7 +689,7 @@ def scale_forecast(
             continue
         xs, ys, rs = _points(occurrences, runs, load, start=grid_start, step=step, share=config.demand_share)
         answer["resources"].append(
-            _resource_forecast(resource, xs, ys, rs, capacity, nodes, count, config.max_nodes)
+            resource_forecast(resource, xs, ys, rs, capacity, nodes, count, config.max_nodes)
         )
     answer["not_shared"] = not_shared(scope, job, resources, start=start, end=end)
     limited = [r for r in answer["resources"] if r.get("saturates_at") is not None]
