@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from timeline.analysis.topology import MAX_DEPTH, Entity, Graph
 
 MIN_DEPENDENTS = 2
@@ -144,3 +146,18 @@ def _started_later(items: list[Item], own: set[int], below: set[int], window_us:
     if not mine or not theirs or window_us <= 0:
         return False
     return min(mine) > theirs[len(theirs) // 2] + LATER_BY * window_us
+
+
+def change_onset(before, during, start_us: int, step_us: int) -> int | None:
+    """When a per-bucket profile left its baseline: the start of the first bucket of ``during`` more
+    than three robust deviations from the median of ``before`` (µs), or None."""
+    base = np.asarray(before, dtype=float)
+    base = base[np.isfinite(base)]
+    now = np.asarray(during, dtype=float)
+    if base.size < 3 or now.size == 0:
+        return None
+    centre = float(np.median(base))
+    spread = 1.4826 * float(np.median(np.abs(base - centre)))
+    tolerance = 3 * spread if spread > 0 else 1e-9 * max(1.0, abs(centre))
+    away = np.flatnonzero(np.isfinite(now) & (np.abs(now - centre) > tolerance))
+    return int(start_us + int(away[0]) * step_us) if away.size else None
