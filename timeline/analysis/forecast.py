@@ -275,6 +275,9 @@ class ForecastConfig:
     job_attribute: str
     phase_signal: str
     phases: dict
+    # Limits no capacity series states (a link's speed): org, metric, labels, fn (value or rate), limit,
+    # per ("series": each series' own limit, "total": one for all), name.
+    stated_limits: tuple = ()
     demand_share: float = 0.5  # a phase's demand: the upper half of its bucket means
     max_nodes: int = 100_000
 
@@ -286,6 +289,13 @@ class ForecastConfig:
         unknown = sorted(set(document) - known)
         if unknown:
             raise ValueError(f"unknown forecast settings {unknown}; known: {sorted(known)}")
+        for index, limit in enumerate(document.get("stated_limits", [])):
+            missing = {"org", "metric", "limit", "name"} - set(limit)
+            if missing or limit.get("per", "series") not in ("series", "total"):
+                raise ValueError(
+                    f"forecast stated_limits[{index}]: needs org, metric, limit, name; per series|total"
+                )
+        document["stated_limits"] = tuple(document.get("stated_limits", ()))
         for name, phase in document["phases"].items():
             if not isinstance(phase, dict) or not {"begin", "end"} <= set(phase):
                 raise ValueError(f"forecast phase {name!r} needs 'begin' and 'end'")
@@ -424,15 +434,19 @@ class Resource:
     aggregate_only: bool
     load_ids: list[int]
     capacity_ids: list[int]
+    fn: str = "value"  # how the load series are read: value, or rate for a counter
+    limit: float | None = None  # a stated limit (capacity_ids empty)
+    limit_per_series: bool = True
 
     @property
     def name(self) -> str:
         return f"{self.org}/{self.metric}"
 
 
-def readable_resources(scope: Scope) -> list[Resource]:
+def readable_resources(scope: Scope, config: ForecastConfig | None = None) -> list[Resource]:
     """Every (org, metric) with a capacity metric of the same organisation paired by the lane rules,
-    whose series the scope may read one by one or as a fleet aggregate."""
+    whose series the scope may read one by one or as a fleet aggregate; then the ``stated_limits``
+    of ``config`` whose series the scope may read so."""
     pairs = lane_rules().capacity_pairs
     rows = list(
         readable_series(scope, include_aggregate=True)
@@ -463,13 +477,44 @@ def readable_resources(scope: Scope) -> list[Resource]:
                 [s.pk for s in capacity],
             )
         )
+    for stated in config.stated_limits if config is not None else ():
+        out += _stated_resource(scope, stated)
     return out
 
 
-def _fleet_sum(scope: Scope, ids: list[int], *, start: int, n: int, step: int) -> tuple[np.ndarray, int]:
+def _stated_resource(scope: Scope, stated: dict) -> list[Resource]:
+    candidates = readable_series(scope, include_aggregate=True).filter(
+        org__slug=stated["org"], metric=stated["metric"]
+    )
+    for name, value in sorted(stated.get("labels", {}).items()):
+        candidates = candidates.filter(**{f"labels__{name}": value})
+    series = list(candidates.order_by("pk"))
+    if not series or not scope.fleet_readable(series):
+        return []
+    per_node = any(set(map(str.lower, s.labels)) & set(ENTITY_LABELS) for s in series)
+    return [
+        Resource(
+            series[0].org_id,
+            stated["org"],
+            stated["metric"],
+            stated["name"],
+            per_node,
+            not all(scope.readable_alone(s) for s in series),
+            [s.pk for s in series],
+            [],
+            fn=stated.get("fn", "value"),
+            limit=float(stated["limit"]),
+            limit_per_series=stated.get("per", "series") == "series",
+        )
+    ]
+
+
+def _fleet_sum(
+    scope: Scope, ids: list[int], *, start: int, n: int, step: int, fn: str = "value"
+) -> tuple[np.ndarray, int]:
     """Per bucket of ``[start, start + n*step)``: the fleet total of the series (the mean of those
     with a sample, times how many there are, so a missing scrape is not a drop), and the series count."""
-    hints = read_hints(scope, start=start, end=start + n * step, step=step, fn="value", fleet=True)
+    hints = read_hints(scope, start=start, end=start + n * step, step=step, fn=fn, fleet=True)
     frame = get_store().select_buckets(scope, ids, hints)
     lanes = frame.per_series() if frame is not None else {}
     grid = np.full((max(len(lanes), 1), n), np.nan)
@@ -478,11 +523,10 @@ def _fleet_sum(scope: Scope, ids: list[int], *, start: int, n: int, step: int) -
         keep = (index >= 0) & (index < n)
         grid[row, index[keep]] = np.asarray(lane.mean, dtype=float)[keep]
     count = len(lanes)
-    with np.errstate(all="ignore"):
-        present = np.sum(~np.isnan(grid), axis=0)
-        total = np.where(
-            present > 0, np.nanmean(np.where(np.isnan(grid), np.nan, grid), axis=0) * count, np.nan
-        )
+    present = np.sum(~np.isnan(grid), axis=0)
+    sums = np.nansum(grid, axis=0)
+    total = np.full(n, np.nan)
+    total[present > 0] = sums[present > 0] / present[present > 0] * count
     return total, count
 
 
@@ -680,11 +724,15 @@ def scale_forecast(
     step = _bucket_step(start, end)
     grid_start = start - start % step
     n = -(-(end - grid_start) // step)
-    resources = readable_resources(scope)
+    resources = readable_resources(scope, config)
     for resource in resources:
-        load, count = _fleet_sum(scope, resource.load_ids, start=grid_start, n=n, step=step)
-        capacity_values, _ = _fleet_sum(scope, resource.capacity_ids, start=grid_start, n=n, step=step)
-        capacity = float(np.nanmedian(capacity_values)) if np.isfinite(capacity_values).any() else None
+        load, count = _fleet_sum(scope, resource.load_ids, start=grid_start, n=n, step=step, fn=resource.fn)
+        if resource.limit is not None:
+            capacity = resource.limit * (count if resource.limit_per_series else 1)
+        else:
+            capacity_values, _ = _fleet_sum(scope, resource.capacity_ids, start=grid_start, n=n, step=step)
+            finite = np.isfinite(capacity_values).any()
+            capacity = float(np.nanmedian(capacity_values)) if finite else None
         if capacity is None or not count:
             continue
         xs, ys, rs = _points(occurrences, runs, load, start=grid_start, step=step, share=config.demand_share)
