@@ -42,6 +42,7 @@ from schemathesis.specs.openapi.checks import (
 from schemathesis.transport.serialization import serialize_binary
 
 from config.wsgi import application
+from orgs.discovery import description_create
 from orgs.models import TokenPurpose
 from orgs.services import access_request_create, grant_create, token_create
 from tests.conftest import bearer_client, nic_batch, push
@@ -94,6 +95,7 @@ def world(org_a, org_b, push_token_a, read_token_a) -> dict[str, Credentials]:
     access_request = access_request_create(requester_user=requester, owner=org_a, reason="lanes")
     ClockCorrection.objects.create(org=org_a, offset_us=1000, created_by=admin, changed_by=admin)
     other_read_token = token_create(org=org_b, name="ro", purpose=TokenPurpose.READ).secret
+    description = description_create(user=admin, name="Network links", name_patterns=["node_network_*"])
     path_ids = {
         "incident_id": incident.pk,
         "annotation_id": annotation.pk,
@@ -101,6 +103,7 @@ def world(org_a, org_b, push_token_a, read_token_a) -> dict[str, Credentials]:
         "snapshot_id": snapshot.pk,
         "grant_id": grant.pk,
         "request_id": access_request.pk,
+        "description_id": description.pk,
         "fmt": "json",
     }
     return {
