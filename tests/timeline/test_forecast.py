@@ -5,6 +5,7 @@ known coefficients; nothing reaches an organisation without grants."""
 from __future__ import annotations
 
 import json
+import re
 from urllib.parse import urlencode
 
 import numpy as np
@@ -23,6 +24,7 @@ from orgs.services import grant_revoke, organization_create, user_create
 from tests.conftest import PASSWORD
 from timeline.analysis.forecast import (
     NO_SCALE_LIMIT,
+    ForecastConfig,
     Resource,
     crossing,
     fit_linear,
@@ -298,3 +300,21 @@ def test_one_small_run_widens_the_interval_and_says_so():
         metadata,
         both_metadata,
     )
+
+
+def test_phases_and_limits_come_from_the_analyses_file_and_bad_ones_are_refused(tmp_path):
+    good = tmp_path / "analyses.json"
+    good.write_text(
+        json.dumps({"forecast": {"phases": {"warmup": {"begin": "session_start", "end": "ready"}}}})
+    )
+    config = ForecastConfig.load(str(good))
+    assert list(config.phases) == ["warmup"] and config.event_names() == {"ready"}
+    for section, message in (
+        ({"phases": {"warmup": {"begin": "session_start"}}}, "needs 'begin' and 'end'"),
+        ({"stated_limits": [{"org": "x", "metric": "y", "limit": 1}]}, "stated_limits[0]"),
+        ({"phasez": {}}, "unknown forecast settings"),
+    ):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({"forecast": section}))
+        with pytest.raises(ValueError, match=re.escape(message)):
+            ForecastConfig.load(str(bad))
