@@ -1,10 +1,14 @@
 """Multi-signal failure detection, run as one organisation over what it may read.
 
-The detector knows no metric name: it takes every series the scope may read one by one that carries
-the entity label (``node`` by default), groups them by signal family (the series' ``signal``) and by
-entity, and every readable event of at least ``event_severity`` as a family of its own per signal
-(``<signal> events``). For each group of peers (one metric with the same other labels, one series per
-entity), over buckets of ``step_s``:
+The detector knows no metric name: it takes every series the scope may read one by one. A series
+without peers (no entity label — ``node`` by default — or fewer than ``min_peers`` series of its metric
+and other labels: :func:`split_members`) is judged alone against its own daily or weekly profile, with
+a threshold from the tail of its own history at the ``fp_per_day`` budget
+(:mod:`timeline.analysis.seasonal`, :class:`AloneRun`); its detections name the series (the entity
+label's value when it has one). The others are a fleet: grouped by signal family (the series'
+``signal``) and by entity, with every readable event of at least ``event_severity`` as a family of its
+own per signal (``<signal> events``). For each group of peers (one metric with the same other labels,
+one series per entity), over buckets of ``step_s``:
 
 * :func:`rolling_change` of the entity's distance to its peers (value minus the peers' median at that
   instant) against the ``baseline_s`` before it, and of its own value against its own past, both in
@@ -28,15 +32,22 @@ one family stayed at ``strong`` or more for ``persist`` buckets; after a detecti
 for ``cooldown_s``, and a series counts again only once it starts firing anew (a gauge that stays
 raised until the node is repaired is one detection). Detections that more than ``fleet_share`` of the
 entities share within ``fusion_s`` are a change of the fleet and dropped (:func:`without_fleet_events`).
-Each detection lists the families and series that fired, with their scores.
+Each detection lists the families and series that fired, with their scores, and a ``confidence``
+from the families that corroborate it (:func:`with_confidence`): corroboration is a confidence, not a
+precondition, for a series judged alone (``series_alone`` extends that to fleet series; off, as it
+costs false positives on the scenario: decision 24).
+
+:func:`detect` reads and scores ``chunk_s`` (a day) at a time, carrying each lone series' history and
+each entity's cooldown from chunk to chunk, so a run over any window holds at most one chunk of
+buckets per fleet series and ``SeasonalSettings.history_buckets`` per lone series.
 
 Detections are events of the running organisation (:func:`detections_write`): signal ``other``, name
 ``DetectionConfig.name``, the entity as resource label, written through the store, whose content
 fingerprint makes a second run over the same window write nothing new. Shared by grant like any event.
 
-The layers are pure numpy in :mod:`timeline.analysis.layers`; this module (about 550 lines) keeps the
-configuration, the fusion and the reads and writes through the scope together, since all of them
-work on :class:`DetectionConfig` and :class:`Detection`.
+The layers are pure numpy in :mod:`timeline.analysis.layers` and :mod:`timeline.analysis.seasonal`;
+this module keeps the configuration, the fusion and the reads and writes through the scope together,
+since all of them work on :class:`DetectionConfig` and :class:`Detection`.
 """
 
 from __future__ import annotations
@@ -107,7 +118,7 @@ class DetectionConfig:
     source: str = "jointline-detector"
     organisations: tuple[str, ...] = ()  # slugs whose detector the periodic task runs
     slot_s: int = 600  # the periodic task covers one whole slot of this length at a time
-    series_alone: bool = False
+    series_alone: bool = False  # one fleet series that moved away is a detection without a second family
     fp_per_day: float = DEFAULT_FP_PER_DAY  # a series judged alone: false detections a day it may give
     history_s: int = 28 * 86400  # ... read before the window for its seasonal baseline and threshold
     chunk_s: int = 86400  # a run reads and scores this much at a time (bounded memory)

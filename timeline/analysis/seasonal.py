@@ -8,11 +8,12 @@ For each chunk:
 
 * **Baseline.** Each bucket is compared with the median of the buckets just before it (``rolling``),
   or with the median of the same slot (±1 bucket) on up to ``cycles`` previous days (``daily``) or
-  weeks (``weekly``) when the history holds at least two of them. The profile is of the cycle's
-  shape (each bucket less the median of the day before it), put at the series' level of the last
-  hours (the median of its differences from the shape), so a level shift is one detection. The
-  baseline kept is the one whose residuals over the recent history are the tightest; a seasonal one
-  must beat the rolling one by a clear margin, since the rolling one follows a new level sooner.
+  weeks (``weekly``) when the history holds at least two of them; or with that profile of the
+  cycle's shape (each bucket less the median of the day before it) put at the series' level of the
+  last hours (``daily+level``, ``weekly+level``: after a level shift it follows at once, so the
+  shift is one detection). The baseline kept is the one whose residuals over the last eight days
+  have the tightest tail; a seasonal one must beat the rolling one by a clear margin, since the
+  rolling one follows a new level sooner.
 * **Scores**, in robust units of the residuals' own spread over the history (1.4826 · MAD, never less
   than a tenth of their standard deviation): ``spike`` (one bucket away), ``level`` (the median of the
   last ``level_buckets`` away: a level shift), ``spread`` (their median absolute size: a variance
@@ -179,30 +180,34 @@ def choose_baseline(
     values: np.ndarray, n_hist: int, *, step_s: int, settings: SeasonalSettings
 ) -> tuple[str, np.ndarray]:
     """The baseline of every bucket of ``values`` (causal: from buckets before it only) and its name:
-    ``rolling``, ``daily`` or ``weekly``, whichever leaves the tightest residuals over the last days
-    of the first ``n_hist`` buckets (the history)."""
+    ``rolling``, ``daily``, ``weekly``, ``daily+level`` or ``weekly+level``, whichever leaves the
+    tightest tail of residuals (98th percentile) over the last eight days of the first ``n_hist``
+    buckets (the history); a seasonal one only when it beats the rolling one by ``seasonal_margin``."""
     window = max(settings.rolling_min, round(settings.rolling_s / step_s))
     candidates = {"rolling": rolling_median(values, window)}
     shape = None
     for name, period_s in (("daily", DAY_S), ("weekly", WEEK_S)):
         period = period_s // step_s
         if period >= 4 and period_s % step_s == 0 and n_hist >= 2 * period + window:
+            candidates[name] = slot_median(values, period, settings.cycles)
             if shape is None:  # each bucket less the median of the day before it: the cycle's shape
                 shape = values - rolling_median(values, max(window, DAY_S // step_s))
             profile = slot_median(shape, period, settings.cycles)
-            # the shape at the series' level of the last hours: a level shift is reported once, when
-            # it happens, not again each time a previous period of the profile catches up with it
+            # the shape at the series' level of the last hours: after a level shift this one follows
+            # at once, where the plain profile catches up only as its earlier periods have it too
             level = rolling_median(values - profile, 4 * max(window, settings.level_buckets))
-            candidates[name] = profile + level
+            candidates[f"{name}+level"] = profile + level
     if len(candidates) == 1:
         return "rolling", candidates["rolling"]
-    judged = slice(max(0, n_hist - max(DAY_S // step_s * 3, 3 * window)), n_hist)
+    judged = slice(max(0, n_hist - max(8 * DAY_S // step_s, 3 * window)), n_hist)  # a weekend included
     common = np.all([~np.isnan(b[judged]) for b in candidates.values()], axis=0)
-    spread = {name: _mad(values[judged][common] - b[judged][common]) for name, b in candidates.items()}
+    # judged by the tail of the residuals, not their middle: a baseline that misses a weekly step a few
+    # hours a week has a tight MAD and a tail that would raise every threshold
+    spread = {name: _tail(values[judged][common] - b[judged][common]) for name, b in candidates.items()}
     best = "rolling"
-    for name in ("daily", "weekly"):
-        if name in spread and spread[name] < settings.seasonal_margin * spread[best]:
-            best = name
+    seasonal_best = min((n for n in spread if n != "rolling"), key=lambda n: spread[n])
+    if spread[seasonal_best] < settings.seasonal_margin * spread["rolling"]:
+        best = seasonal_best
     return best, candidates[best]
 
 
@@ -296,6 +301,13 @@ def cadence_step(samples_per_hour: np.ndarray, *, minimum_s: int) -> int:
         if width >= minimum_s and width >= 0.9 * interval:
             return width
     return DAY_S
+
+
+def _tail(residual: np.ndarray) -> float:
+    """The 98th percentile of the residuals' distance from their median (inf when there are none)."""
+    if residual.size == 0:
+        return np.inf
+    return float(np.quantile(np.abs(residual - np.median(residual)), 0.98))
 
 
 def _mad(values: np.ndarray) -> float:
