@@ -7,14 +7,14 @@ truth in ``bench/analysis.py``:
 * ``cusum`` (default): a two-sided CUSUM of the values standardised by the baseline's median and
   robust spread; an alarm is a bucket where the cumulated excess passes :data:`CUSUM_H`, its onset the
   bucket after the last one where the sum stood at zero (Page's change-time estimate); a run ends when
-  the sum or :data:`CUSUM_QUIET` buckets in a row fall back within the allowance, and the onset of the
-  change is the earliest run still active in the window (bursts that ended in the baseline are not it);
+  the sum or :data:`CUSUM_QUIET` buckets in a row fall back within the allowance;
 * ``split``: the single split of the profile that minimises the squared error of two constant
   levels (binary segmentation, one step), searched from the window's start on.
 
-An onset is never placed inside the baseline: a run that began on a normal episode there (a routine
-save the sum had not forgotten when the window's change came) is found again with the sum started
-afresh at the window's start, so a routine episode early in the window is not taken for it either.
+An onset is never placed inside the baseline: the sum starts at the window's start, and counts first
+only what goes beyond the baseline's own episodes in its direction (the largest excursion the
+baseline held), so neither a routine save inside the baseline nor one early in the window is taken for
+the change; without such an alarm, with the plain allowance.
 Then, at the scale of a whole incident a bucket is minutes wide, so
 each onset is refined on the finest resolution stored (:data:`FINE_BUCKETS` buckets of whole seconds
 over the :data:`REFINE_SPAN` buckets around the coarse onset, never before the window's start): the
@@ -84,41 +84,42 @@ def _standardised(profile: np.ndarray, baseline_buckets: int) -> np.ndarray:
 def cusum_onset(profile: np.ndarray, baseline_buckets: int) -> int | None:
     """Index of the bucket where the change that holds in the window began, or None without one.
 
-    Each alarm run of the two-sided CUSUM (upwards and downwards) begins where its sum last stood at
-    zero and ends when the sum falls back to zero; a run that ended before the window (a short burst
-    inside the baseline) is not the change the window is about. The earliest run still active in the
-    window gives the onset."""
+    Each alarm run of the two-sided CUSUM (upwards and downwards), summed from the window's start,
+    begins where its sum last stood at zero and ends when the sum falls back to zero; the earliest
+    alarm gives the onset — first of the excess beyond the baseline's own episodes, else of the
+    excess beyond the plain allowance."""
     z = np.nan_to_num(_standardised(profile, baseline_buckets), nan=0.0)
     return _earliest_active_run(z, baseline_buckets)
 
 
 def _earliest_active_run(z: np.ndarray, baseline_buckets: int) -> int | None:
     """The CUSUM onset of standardised values ``z`` whose first ``baseline_buckets`` are the baseline,
-    never inside it (see the module's docstring)."""
-    active = []
-    for sign in (1.0, -1.0):
-        for start, end in _alarm_runs(z, sign):
-            if end <= baseline_buckets:
-                continue  # a burst that ended inside the baseline is not the window's change
-            if start < baseline_buckets:
-                # begun on a normal episode there: the sum is started again at the window's start,
-                # and the change is the first alarm of the window's own (or its start, without one)
-                again = _alarm_runs(z[baseline_buckets:end], sign)
-                start = baseline_buckets + (again[0][0] if again else 0)
-            active.append(start)
-    return min(active) if active else None
+    never inside it (see the module's docstring): the earliest alarm of the window, first counting only
+    what goes beyond the baseline's own episodes in each direction, else with the plain allowance."""
+    window = z[baseline_buckets:]
+    for plain in (False, True):
+        starts = []
+        for sign in (1.0, -1.0):
+            normal = float(np.max(sign * z[:baseline_buckets])) if baseline_buckets else CUSUM_K
+            allowance = CUSUM_K if plain else max(CUSUM_K, normal)
+            found = _alarm_runs(window, sign, allowance=allowance)
+            if found:
+                starts.append(baseline_buckets + found[0][0])
+        if starts:
+            return min(starts)
+    return None
 
 
-def _alarm_runs(z: np.ndarray, sign: float) -> list[tuple[int, int]]:
+def _alarm_runs(z: np.ndarray, sign: float, allowance: float = CUSUM_K) -> list[tuple[int, int]]:
     """The ``[start, end)`` alarm runs of the one-sided CUSUM of ``sign * z``: each begins where the sum
     last stood at zero and ends where it falls back to zero (or :data:`CUSUM_QUIET` buckets in a row
     are back within the allowance)."""
     runs: list[tuple[int, int]] = []
     total, last_zero, start, quiet = 0.0, 0, None, 0
     for i, value in enumerate(z):
-        quiet = quiet + 1 if sign * value < CUSUM_K else 0
+        quiet = quiet + 1 if sign * value < allowance else 0
         # back within the allowance for a while: the excursion is over, however large it was
-        total = 0.0 if quiet >= CUSUM_QUIET else max(0.0, total + sign * value - CUSUM_K)
+        total = 0.0 if quiet >= CUSUM_QUIET else max(0.0, total + sign * value - allowance)
         if total == 0.0:
             if start is not None:
                 runs.append((start, i))
