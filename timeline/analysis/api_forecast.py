@@ -102,6 +102,34 @@ class ForecastView(WindowAPIView):
         )
 
 
+# How a unit is shown after its SI prefix (the catalogue's unit names).
+_UNITS = {"bytes_per_second": "B/s", "bytes": "B", "ops_per_second": "ops/s", "seconds": "s"}
+
+
+def human(value: float | None, unit: str) -> str:
+    """``value`` with an SI prefix and its unit: ``4.03 M ops/s``, ``404 GB/s``, ``79``."""
+    if value is None:
+        return "\u2013"
+    suffix = _UNITS.get(unit, unit.replace("_per_second", "/s"))
+    magnitude = abs(value)
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if magnitude >= factor:
+            return f"{value / factor:.3g} {prefix}{suffix}".rstrip()
+    return f"{value:.3g} {suffix}".rstrip()
+
+
+def shown(resource: dict) -> dict:
+    """The resource's figures as the page prints them, each with its unit."""
+    unit = resource.get("unit", "")
+    interval = resource.get("interval") or [None, None]
+    return {
+        "demand": human(resource.get("demand"), unit),
+        "low": human(interval[0], unit),
+        "high": human(interval[1], unit),
+        "capacity": human(resource.get("capacity"), unit),
+    }
+
+
 def chart_data(found: dict) -> dict:
     """What the page's chart draws: per resource, demand and its interval against the node count, and
     the capacity; ``x`` runs to 1.5 times the target or the furthest saturation point."""
@@ -130,6 +158,7 @@ def chart_data(found: dict) -> dict:
                 "hi": [v + h for v, h in zip(values, halves, strict=True)],
                 "capacity": r["capacity"],
                 "saturates_at": r["saturates_at"],
+                "unit": r.get("unit", ""),
             }
         )
     return {"nodes": found["nodes"], "traces": traces}
@@ -179,6 +208,8 @@ class ForecastPage(ScopedPageMixin, TemplateView):
             end=window.end,
             config=config,
         )
+        for resource in found["resources"]:
+            resource["shown"] = shown(resource)
         context["found"] = found
         context["chart"] = chart_data(found)
         return context

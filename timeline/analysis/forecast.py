@@ -437,6 +437,7 @@ class Resource:
     fn: str = "value"  # how the load series are read: value, or rate for a counter
     limit: float | None = None  # a stated limit (capacity_ids empty)
     limit_per_series: bool = True
+    unit: str = ""  # the load series' unit as their owner declares it
 
     @property
     def name(self) -> str:
@@ -475,6 +476,7 @@ def readable_resources(scope: Scope, config: ForecastConfig | None = None) -> li
                 not alone,
                 [s.pk for s in series],
                 [s.pk for s in capacity],
+                unit=series[0].unit,
             )
         )
     for stated in config.stated_limits if config is not None else ():
@@ -505,6 +507,7 @@ def _stated_resource(scope: Scope, stated: dict) -> list[Resource]:
             fn=stated.get("fn", "value"),
             limit=float(stated["limit"]),
             limit_per_series=stated.get("per", "series") == "series",
+            unit=series[0].unit + ("_per_second" if stated.get("fn") == "rate" else ""),
         )
     ]
 
@@ -584,6 +587,7 @@ def resource_forecast(
         "org": resource.org,
         "metric": resource.metric,
         "capacity_metric": resource.capacity_metric,
+        "unit": resource.unit,
         "per_node": resource.per_node,
         "from_aggregate": resource.aggregate_only,
         "sizes_observed": sorted({int(x) for x in xs if x > 0}),

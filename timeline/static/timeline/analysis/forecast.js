@@ -23,7 +23,12 @@ const layout = { height: 260 * Math.max(data.traces.length, 1), margin: { l: 70,
 const n = data.traces.length;
 data.traces.forEach((t, i) => {
   const top = 1 - i / n, bottom = 1 - (i + 1) / n + 0.04;
-  layout[`yaxis${i ? i + 1 : ""}`] = { domain: [bottom, top], title: { text: t.resource.split("/").pop() } };
+  layout[`yaxis${i ? i + 1 : ""}`] = {
+    domain: [bottom, top],
+    title: { text: `${t.resource.split("/").pop()}${t.unit ? ` (${t.unit})` : ""}`, font: { size: 10 } },
+  };
 });
+// The node axis under the lowest panel (panels are stacked top to bottom).
+layout.xaxis.anchor = n > 1 ? `y${n}` : "y";
 layout.shapes.push({ type: "line", xref: "x", yref: "paper", x0: data.nodes, x1: data.nodes, y0: 0, y1: 1, line: { dash: "dot", color: "#555" } });
 window.Plotly.newPlot(host, traces, layout, { displaylogo: false, responsive: true });
