@@ -633,7 +633,6 @@ def resource_forecast(
         )
     if resource.aggregate_only:
         out["notes"].append("forecast from the fleet aggregate (the series are shared only in aggregate)")
-    model = "linear"
     usl_fit = fit_usl(xs, ys) if not resource.per_node else None
     if usl_fit is not None:
         out["usl"] = {
@@ -655,9 +654,11 @@ def resource_forecast(
     out["demand"] = _round(demand, 3)
     out["interval"] = [_round(demand - half, 3), _round(demand + half, 3)]
     out["utilisation"] = _round(demand / unit_capacity, 4) if unit_capacity > 0 else None
-    out["model"] = model
+    out["model"] = "linear"  # the headline figures' model; the law's own are under "usl"
     if resource.per_node:
-        # One node's table does not grow with the job: full at one node is full at every size.
+        # One node's capacity (its RPC slot table, its link) does not grow with the job, and in the
+        # straight line neither does one node's demand: full at one node is full at every size. Its
+        # interval is the per-node slope's (the background's share per node is a small constant).
         full = demand >= unit_capacity
         out["status"] = "saturated" if full else NO_SCALE_LIMIT
         out["saturates_at"] = 1 if full else None
@@ -665,7 +666,7 @@ def resource_forecast(
         out["notes"].append(
             "each node's own capacity: full at any size"
             if full
-            else "each node's own capacity: no scale effect"
+            else "each node's own capacity: the same demand per node at any size"
         )
         return out
     if not linear.scales:
