@@ -58,9 +58,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--days", type=int, default=365)
-    args = parser.parse_args()
+    from bench._harness import parse_with_smoke, setup_django
 
-    from bench._harness import setup_django
+    args = parse_with_smoke(parser, days=42)
     from bench.nab_detection import fresh_database
 
     fresh_database(args.database)

@@ -111,9 +111,9 @@ def main() -> int:
     parser.add_argument("--lead-min", type=float, default=30.0)
     parser.add_argument("--after-min", type=float, default=10.0)
     parser.add_argument("--verbose", action="store_true")
-    args = parser.parse_args()
+    from bench._harness import exclusive, parse_with_smoke, recreate_database, require_loopback
 
-    from bench._harness import exclusive, recreate_database, require_loopback
+    args = parse_with_smoke(parser, seeds=[1])
 
     require_loopback(args.database)
     exclusive()
