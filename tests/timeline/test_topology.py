@@ -205,3 +205,70 @@ def test_topology_api_lists_what_the_viewer_may_read_and_nothing_else(
 def test_topology_api_needs_a_reader(anonymous, pusher_a):
     assert anonymous.get("/api/v1/analysis/topology").status_code in (401, 403)
     assert pusher_a.get("/api/v1/analysis/topology").status_code in (401, 403)
+
+
+# --------------------------------------------------------------------------- in the ranking
+
+
+def _sixty_slow_nodes_and_their_storage(org, rng_seed: int = 3) -> None:
+    """An hour of baseline, then an hour in which sixty nodes' read latency jumps tenfold and the
+    storage service's metadata load (one fleet-level series) rises by a third, to its ceiling."""
+    import numpy as np
+
+    rng = np.random.default_rng(rng_seed)
+    minute = 60
+    series = []
+    for n in range(1, 61):
+        before = 0.01 + 0.001 * rng.standard_normal(60)
+        during = 0.1 + 0.01 * rng.standard_normal(60)
+        series.append(
+            gauge("nfs_read_latency_seconds", {"node": f"node-{n:02d}"}, [*before, *during], step_s=minute)
+        )
+    load = [*(900_000 + 20_000 * rng.standard_normal(60)), *(1_200_000 + 20_000 * rng.standard_normal(60))]
+    series.append(gauge("storage_metadata_ops_per_second", {}, load, step_s=minute))
+    write(org, series=series)
+
+
+def test_a_shared_dependency_is_ranked_above_its_sixty_changed_dependents_and_says_why(pusher_a, org_a):
+    from timeline.analysis.changes import Period, rank_changes
+
+    _sixty_slow_nodes_and_their_storage(org_a)
+    hour = 3600 * 10**6
+    window, baseline = Period(T0 + hour, T0 + 2 * hour), Period(T0, T0 + hour)
+    without = rank_changes(own_scope(org_a), window=window, baseline=baseline)
+    assert without.entries[0].title == "nfs_read_latency_seconds"  # the loudest symptom, on its own
+    push_topology(pusher_a, STORAGE_TOPOLOGY)
+    ranking = rank_changes(own_scope(org_a), window=window, baseline=baseline)
+    top, second = ranking.entries[0], ranking.entries[1]
+    assert top.title == "storage_metadata_ops_per_second"
+    assert second.title == "nfs_read_latency_seconds" and second.changed == 60
+    assert top.explanations[0]["role"] == "dependency"
+    assert top.explanations[0]["dependents"] == {"node": 60}
+    assert "upstream of 60 nodes" in top.explanations[0]["text"]
+    assert second.explanations[0]["role"] == "dependent"
+    assert second.explanations[0]["path"][-1] == "storage_service datasets"
+
+
+def test_a_topology_the_viewer_may_not_read_changes_no_rank(pusher_a, org_a, org_b):
+    from timeline.analysis.changes import Period, rank_changes
+
+    _sixty_slow_nodes_and_their_storage(org_a)
+    grant_create(owner=org_a, grantee=org_b, name="storage data", signals=["storage"], name_patterns=["*_*"])
+    push_topology(pusher_a, STORAGE_TOPOLOGY)
+    hour = 3600 * 10**6
+    window, baseline = Period(T0 + hour, T0 + 2 * hour), Period(T0, T0 + hour)
+    ranking = rank_changes(_other_orgs_view(org_a, org_b), window=window, baseline=baseline)
+    assert ranking.entries[0].title == "nfs_read_latency_seconds"
+    assert all(not entry.explanations for entry in ranking.entries)
+    assert "datasets" not in json.dumps([entry.explanation for entry in ranking.entries])
+
+
+def test_only_the_dependencys_most_changed_item_rises_and_only_if_it_really_changed():
+    graph = _sixty_nodes_and_their_storage()
+    storage = frozenset({("storage_service", "datasets")})
+    items = [*_items(0.4), Item(score=0.01, entities=storage)]  # the service's capacity: a constant
+    placed = place_along_dependencies(graph, items, window_us=3600 * 10**6)
+    assert placed[2].role == "dependency" and placed[2].score > 0.9
+    assert placed[4].score == 0.01 and placed[4].role == ""
+    barely = place_along_dependencies(graph, _items(0.05), window_us=1)
+    assert barely[2].score == 0.05 and barely[2].role == ""

@@ -138,6 +138,18 @@ class EvidenceShape(serializers.Serializer):
 
 class ExplanationShape(serializers.Serializer):
     text = serializers.CharField()
+    role = serializers.ChoiceField(
+        ["dependency", "dependent"],
+        required=False,
+        help_text="dependency: a shared dependency of changed entities; dependent: one of them",
+    )
+    entity = serializers.CharField(required=False, help_text="the shared dependency (kind name)")
+    dependents = serializers.DictField(
+        child=serializers.IntegerField(), required=False, help_text="changed dependents by kind"
+    )
+    path = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="from this entry's entity to the dependency"
+    )
 
 
 class ChangeEntryShape(serializers.Serializer):

@@ -45,8 +45,10 @@ from orgs.access import (
     require_scope,
 )
 from orgs.models import Organization
+from timeline.analysis.root_cause import Item, change_onset, place_along_dependencies
 from timeline.analysis.scoring import Change, compare, compare_rows
 from timeline.analysis.templates_mining import mine_templates
+from timeline.analysis.topology import dependency_graph, visible_labels
 from timeline.clock.model import read_hints
 from timeline.lanes import (
     SEVERITY_CLASSES,
@@ -144,6 +146,7 @@ class Entry:
     owners: set[tuple[int, str]] = field(default_factory=set)  # (org id, what) read, for the audit
     level: str = LEVEL_FULL  # the level the viewer reads it at (events: decided when presented)
     shown: list[Member] = field(default_factory=list)  # series whose labels the entry shows
+    changed_members: list[Member] = field(default_factory=list)  # every changed member (for the topology)
     labels: dict = field(default_factory=dict)  # the labels its lane fixes, as the viewer sees them
     explanation: str = ""
     # why it changed, beyond its own numbers (e.g. a dependency that changed first): filled in by
@@ -461,6 +464,7 @@ def _group_entry(rows: _SeriesRows, indexes: list[int], changes: list[Change | N
         owners={(s.org_id, f"series {s.metric}")},
         level=head.level,
         shown=[rows.members[i] for i in changed[:MAX_EXAMPLES]],
+        changed_members=[rows.members[i] for i in changed],
     )
 
 
@@ -868,6 +872,7 @@ def rank_changes(
         scope, grids, orgs, template_method=template_method, kind=kind, seasonal=seasonal
     )
     everything = [*entries, *fleet_entries, *event_entries]
+    _place_along_dependencies(scope, everything, alone, grids)
     everything.sort(key=lambda e: (-round(e.score, 6), e.org.slug, e.title))
     top = everything[:limit]
     for entry in top:
@@ -893,6 +898,41 @@ def rank_changes(
         grids=grids,
         baselines=baselines,
     )
+
+
+def _place_along_dependencies(
+    scope: Scope, entries: list[Entry], alone: list[Member], grids: tuple[Grid, Grid]
+) -> None:
+    """Rank a shared dependency of changed entities above them, along the dependency graph the viewer
+    may read (:mod:`timeline.analysis.root_cause`), and say why in ``explanations``. An entry's
+    entities are those its changed series name by their labels as the viewer sees them, and those
+    their owner bound by metric name; a fleet entry (an aggregate grant) has only the latter, so no
+    per-entity series the viewer may not read alone places anything."""
+    window = grids[1].period
+    graph = dependency_graph(scope, series=[m.series for m in alone], window=(window.start, window.end))
+    if not graph.dependencies:
+        return
+    items = []
+    for entry in entries:
+        if entry.kind in ("series", "group"):
+            entities = set()
+            for member in entry.changed_members or entry.shown:
+                labels = visible_labels(scope, member.series)
+                entities |= graph.entities_of(member.series.org_id, member.series.metric, labels)
+        elif entry.kind == "fleet":
+            entities = graph.entities_of(entry.org.pk, entry.title, None)
+        else:
+            entities = set()
+        onset = None
+        if entry.profile is not None and entry.kind != "template":
+            onset = change_onset(entry.profile[0], entry.profile[1], grids[1].origin, grids[1].step)
+        items.append(Item(score=entry.score, entities=frozenset(entities), onset=onset))
+    for entry, placed in zip(
+        entries, place_along_dependencies(graph, items, window_us=window.length), strict=True
+    ):
+        if placed.role:
+            entry.score = placed.score
+            entry.explanations.append({"text": placed.explanation(), **placed.as_dict()})
 
 
 def _marked(entry: Entry, kind: str) -> Entry:

@@ -5,8 +5,11 @@ slow initialisation outranks the one storage service they all wait on. :func:`pl
 reorders scored items along the viewer's dependency graph (:mod:`timeline.analysis.topology`):
 
 * an entity whose own items changed, upstream of at least :data:`MIN_DEPENDENTS` other changed
-  entities, is a **shared dependency**: its items rank above every item of those dependents, and say
-  so ("upstream of 60 changed nodes");
+  entities, is a **shared dependency**: its most changed item ranks above every item of those
+  dependents, and says so ("upstream of 60 nodes that changed"); its other items keep their scores
+  (a storage service's capacity constants are its items too, and did not change);
+* unless its own change is small beside theirs (its most changed item under :data:`MIN_SHARE` of
+  their best): a dependency that barely moved is not what moved them;
 * unless its change began clearly after theirs (the onsets, when known: a dependency that changed
   :data:`LATER_BY` of the window after the median of its dependents is their consequence, not their
   cause);
@@ -28,6 +31,7 @@ from timeline.analysis.topology import MAX_DEPTH, Entity, Graph
 MIN_DEPENDENTS = 2
 BOOST = 1.05  # a shared dependency's items score this much above the best of its dependents
 LATER_BY = 0.1  # of the window: how much later than its dependents a dependency may start changing
+MIN_SHARE = 0.2  # of its dependents' best score: the least a dependency's own change must reach
 
 
 @dataclass(frozen=True)
@@ -117,17 +121,19 @@ def place_along_dependencies(graph: Graph, items: list[Item], *, window_us: int 
     for candidate, dependents in shared:
         own = set(by_entity[candidate])
         below = {i for entity in dependents for i in by_entity[entity]} - own
-        if not below or _started_later(items, own, below, window_us):
+        if not below:
             continue
+        head = max(own, key=lambda i: (items[i].score, -i))
         top = max(placements[i].score for i in below)
+        if items[head].score < MIN_SHARE * top or _started_later(items, {head}, below, window_us):
+            continue
         counted: dict[str, int] = defaultdict(int)
         for entity in dependents:
             counted[entity[0]] += 1
-        for i in own:
-            placements[i].score = max(placements[i].score, top * BOOST)
-            if placements[i].role != "dependency":
-                placements[i].role, placements[i].entity = "dependency", candidate
-                placements[i].dependents = dict(counted)
+        placements[head].score = max(placements[head].score, top * BOOST)
+        if placements[head].role != "dependency":
+            placements[head].role, placements[head].entity = "dependency", candidate
+            placements[head].dependents = dict(counted)
         for entity, path in dependents.items():
             for i in by_entity[entity]:
                 if i not in own and not placements[i].role:

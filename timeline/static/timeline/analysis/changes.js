@@ -49,6 +49,7 @@ function renderEntry(entry, params) {
   actions.appendChild(add);
   item.appendChild(actions);
   item.appendChild(text("span", entry.explanation, "why"));
+  for (const reason of entry.explanations || []) item.appendChild(text("span", reason.text, "why dependency"));
   return item;
 }
 

@@ -280,6 +280,7 @@ export function analysisPanels(host) {
     const labels = labelsText(entry.labels);
     if (labels) title.appendChild(el("span", "wr-change-labels", ` ${labels}`));
     const why = el("div", "wr-change-why", entry.explanation);
+    for (const reason of entry.explanations || []) why.appendChild(el("div", "wr-change-dependency", reason.text));
     const foot = el("div", "wr-change-foot");
     foot.appendChild(laneButton(entry));
     if (entry.examples && entry.examples.length && entry.kind === "group") {
