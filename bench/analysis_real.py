@@ -26,8 +26,11 @@ Each issue's window runs from its ``target.timestamp`` (the bucket holding it) t
 it is ranked against the scenario's normal operation where the set has one (as a user would pick a
 known-good stretch), else against the default baseline as above. An answer is right when the top
 entry's component is ``root_cause.node``; top 3 counts the first three distinct components. The floor
-ranks the components by the largest naive ratio of their columns against the same baseline. The call
-graph is not used.
+ranks the components by the largest naive ratio of their columns against the same baseline. Each issue
+is ranked twice: first without any topology, then after the scenario's call graph (``graph.csv``: a
+row calls the columns it marks) is pushed as the organisation's topology (``service/<caller>`` depends
+on ``service/<callee>``, through the same parser and service as ``POST /api/v1/topology``); the last
+line gives the figures with the call graph, the line before it those without.
 
 **Detection** (``bench/nab_detection.py``, when present): its ``evaluate_nab_detection(data_dir,
 smoke=...)`` gives windows found and false positives per day, for the detector and its robust-z floor.
@@ -327,6 +330,37 @@ def import_petshop(files: list[PetshopFile], workdir: Path) -> dict[str, object]
     return viewers
 
 
+def call_graph_topology(graph_csv: Path) -> dict:
+    """The call graph of a PetShop scenario as a topology document: ``service/<caller>`` depends on
+    ``service/<callee>`` wherever the matrix marks a call."""
+    with graph_csv.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    callees = rows[0][1:]
+    edges = [
+        {"from": f"service/{row[0]}", "to": f"service/{callee}"}
+        for row in rows[1:]
+        for callee, mark in zip(callees, row[1:], strict=False)
+        if _is_number(mark) and float(mark) > 0 and row[0] != callee
+    ]
+    return {"source": "call-graph", "signal": "other", "edges": edges}
+
+
+def push_call_graphs(folder: Path, viewers: dict) -> int:
+    """Push each scenario's call graph as its organisation's topology; returns the edges pushed."""
+    from ingest.protocols.topology import parse_topology
+    from ingest.topology import topology_replace
+    from orgs.models import Organization
+
+    pushed = 0
+    for scenario in viewers:
+        graph = folder / scenario / "graph.csv"
+        if graph.is_file():
+            org = Organization.objects.get(slug=f"petshop-{_slug(scenario)}")
+            document = parse_topology(json.dumps(call_graph_topology(graph)).encode())
+            pushed += topology_replace(org=org, document=document)["edges"]
+    return pushed
+
+
 def _component(entry) -> str | None:
     if "component" in entry.labels:
         return entry.labels["component"]
@@ -417,7 +451,10 @@ def main() -> None:
     call_command("refresh_rollups", "--no-progress", verbosity=0)
     _harness.analyze()
     nab_tally = rank_nab(nab, nab_viewers, smoke=args.smoke)
-    petshop_tally = rank_petshop(petshop, petshop_viewers)
+    without_graph = rank_petshop(petshop, petshop_viewers)
+    edges = push_call_graphs(petshop_folder, petshop_viewers)
+    print(f"petshop without the call graph: {without_graph.text()}; {edges} call-graph edges pushed")
+    petshop_tally = rank_petshop(petshop, petshop_viewers) if edges else without_graph
     detection = "nab detection not measured" if args.only else detection_text(nab_folder, smoke=args.smoke)
     print(f"analysis-real: {detection} | nab ranking {nab_tally.text()} | petshop {petshop_tally.text()}")
 

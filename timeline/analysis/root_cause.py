@@ -9,7 +9,9 @@ reorders scored items along the viewer's dependency graph (:mod:`timeline.analys
   dependents, and says so ("upstream of 60 nodes that changed"); its other items keep their scores
   (a storage service's capacity constants are its items too, and did not change);
 * unless its own change is small beside theirs (its most changed item under :data:`MIN_SHARE` of
-  their best): a dependency that barely moved is not what moved them;
+  their best): a dependency that moved less than what depends on it is not taken for their cause
+  (on PetShop's noisy call graphs a looser share lifted leaf services every caller reaches above the
+  faulty one: docs/decisions/0027);
 * unless its change began clearly after theirs (the onsets, when known: a dependency that changed
   :data:`LATER_BY` of the window after the median of its dependents is their consequence, not their
   cause);
@@ -31,7 +33,7 @@ from timeline.analysis.topology import MAX_DEPTH, Entity, Graph
 MIN_DEPENDENTS = 2
 BOOST = 1.05  # a shared dependency's items score this much above the best of its dependents
 LATER_BY = 0.1  # of the window: how much later than its dependents a dependency may start changing
-MIN_SHARE = 0.2  # of its dependents' best score: the least a dependency's own change must reach
+MIN_SHARE = 0.8  # of its dependents' best score: the least a dependency's own change must reach
 
 
 @dataclass(frozen=True)
