@@ -287,6 +287,11 @@ JOINTLINE_SIGNAL_MAP_FILE = env_str("JOINTLINE_SIGNAL_MAP_FILE", "")
 # A JSON file overriding the analyses' event, attribute and metric names and detector settings
 # (sections recovery, checkpoint, detection; README "Report analyses").
 JOINTLINE_ANALYSES_FILE = env_str("JOINTLINE_ANALYSES_FILE", "")
+# False detections a day one series judged against its own history may give (the analyses file's
+# detection.fp_per_day overrides it); see docs/decisions/0024.
+JOINTLINE_DETECTOR_FP_PER_DAY = env_float("JOINTLINE_DETECTOR_FP_PER_DAY", 0.2, minimum=0.001)
+# A deployment's topology rules replacing sections of timeline/analysis/topology_rules.json.
+JOINTLINE_TOPOLOGY_RULES_FILE = env_str("JOINTLINE_TOPOLOGY_RULES_FILE", "")
 JOINTLINE_IMPORT_MAX_BYTES = env_int("JOINTLINE_IMPORT_MAX_BYTES", 64 * 2**20, minimum=1024)
 # How many distinct UTC days one push may span, and how far into the past it may reach (the push
 # APIs refuse more; imports and the scenario loader are not bound by them).
