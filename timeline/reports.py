@@ -100,16 +100,16 @@ def incident_export(scope: Scope, incident: Incident) -> dict:
 
 
 def export_ranking(scope: Scope, start_us: int, end_us: int) -> dict:
-    """What changed from ``start_us`` to ``end_us`` against as long just before it, ranked through
+    """What changed from ``start_us`` to ``end_us`` against the ranking's default baseline (as long
+    just before it, or the nearest stretch with data when that holds none), ranked through
     ``scope`` (the ranking an evidence snapshot stores, in the API's shape): only what the viewer may
     read is scored, so an export names no series the viewer could not open itself."""
     from timeline.analysis.api import ranking_json
     from timeline.analysis.changes import Period, rank_changes
 
     window = Period(start_us, end_us)
-    baseline = Period(start_us - window.length, start_us)
     with use_clock(scope, aligned=True):
-        ranking = rank_changes(scope, window=window, baseline=baseline, limit=RANKING_ENTRIES)
+        ranking = rank_changes(scope, window=window, limit=RANKING_ENTRIES)
     return ranking_json(ranking)
 
 

@@ -383,8 +383,9 @@ SNAPSHOT_RANKING_ENTRIES = 20
 
 
 def _snapshot_ranking(scope: Scope, window: dict, *, aligned: bool, also_readable_by: Scope | None) -> dict:
-    """What changed in the snapshot's window against the same length just before it, ranked through
-    ``scope`` (the ranking the war room's panel showed), keeping in a part for another organisation
+    """What changed in the snapshot's window against the ranking's default baseline (as long, just
+    before it, or the nearest stretch with data, and the same hours a day and a week before: what the
+    war room's panel showed), ranked through ``scope``, keeping in a part for another organisation
     only the entries the creator may read too (``changes.also_readable``)."""
     from timeline.analysis.api import ranking_json
     from timeline.analysis.changes import Period, also_readable, rank_changes
@@ -393,9 +394,8 @@ def _snapshot_ranking(scope: Scope, window: dict, *, aligned: bool, also_readabl
 
     shown = Window.from_params(window)
     period = Period(shown.start, shown.end)
-    baseline = Period(shown.start - period.length, shown.start)
     with use_clock(scope, aligned=aligned):
-        ranking = rank_changes(scope, window=period, baseline=baseline, limit=SNAPSHOT_RANKING_ENTRIES)
+        ranking = rank_changes(scope, window=period, limit=SNAPSHOT_RANKING_ENTRIES)
     if also_readable_by is not None:
         with use_clock(also_readable_by, aligned=aligned):
             ranking.entries = also_readable(ranking.entries, also_readable_by, period)
