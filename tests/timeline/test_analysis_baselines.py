@@ -183,3 +183,14 @@ def test_an_export_keeps_the_baseline_the_method_and_the_evidence(org_b):
     exported = export_ranking(own_scope(org_b), T0 + HOUR, T0 + 2 * HOUR)
     assert exported["baseline"]["start"] == format_rfc3339(T0) and "method" in exported
     assert all("evidence" in e and "explanations" in e for e in exported["entries"])
+
+
+def test_an_export_of_a_window_where_the_data_starts_compares_with_the_nearest_data(org_b):
+    """The quickstart URL's window starts where the data starts: the export's ranking (and a
+    snapshot's, built alike) must not compare with the empty hour before it."""
+    from timeline.reports import export_ranking
+
+    _from_t0(org_b)
+    exported = export_ranking(own_scope(org_b), T0, T0 + HOUR)
+    assert exported["baseline"]["kind"] == "nearest_with_data"
+    assert exported["entries"] and not any(e["figures"]["novelty"] for e in exported["entries"])
