@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -57,6 +62,46 @@ def production_process_env(tmp_path: Path, **values: str) -> dict[str, str]:
         "JOINTLINE_DATA_DIR": str(tmp_path / "data"),
         **values,
     }
+
+
+@contextmanager
+def gunicorn_server(tmp_path: Path, *, workers: int) -> Iterator[tuple[int, subprocess.Popen, Path]]:
+    """gunicorn (``config/gunicorn.py``, ``workers`` sync workers) against the test database on a free
+    loopback port, started once ``/healthz`` answers 200; yields (port, process, log file) and stops it
+    (SIGTERM, then SIGKILL after 30 s) on the way out."""
+    port = free_port()
+    env = production_process_env(
+        tmp_path,
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
+        DATABASE_URL=database_url(),
+        JOINTLINE_BIND=f"127.0.0.1:{port}",
+        JOINTLINE_WEB_WORKERS=str(workers),
+        JOINTLINE_WEB_ACCESS_LOG="false",
+    )
+    log = tmp_path / "web.log"
+    command = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi"]
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(f"http://127.0.0.1:{port}/healthz"):
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        yield port, server, log
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
 
 
 def not_installed(reason: str) -> NoReturn:

@@ -6,9 +6,6 @@ selector, the series search and the event search — are answered in bounded tim
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -20,7 +17,7 @@ import pytest
 from orgs.models import TokenPurpose
 from orgs.services import grant_create, organization_create, token_create
 from tests.factories import T0, S, gauge, log_line, write
-from tests.processes import ROOT, database_url, free_port, production_process_env
+from tests.processes import gunicorn_server
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -50,36 +47,8 @@ def _get(port: int, path: str, token: str, params: dict) -> tuple[int, float]:
 @pytest.fixture
 def gunicorn(tmp_path):
     """A gunicorn of two workers against the test database; yields its port."""
-    port = free_port()
-    env = production_process_env(
-        tmp_path,
-        DJANGO_ALLOWED_HOSTS="127.0.0.1",
-        DATABASE_URL=database_url(),
-        JOINTLINE_BIND=f"127.0.0.1:{port}",
-        JOINTLINE_WEB_WORKERS="2",
-        JOINTLINE_WEB_ACCESS_LOG="false",
-    )
-    log = tmp_path / "web.log"
-    command = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi"]
-    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _get(port, "/healthz", "", {})[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
+    with gunicorn_server(tmp_path, workers=2) as (port, _server, _log):
         yield port
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 @pytest.fixture

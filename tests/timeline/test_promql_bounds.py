@@ -5,9 +5,6 @@ a 500, never a dead worker. The worker test runs a real gunicorn against the tes
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
 import tracemalloc
 import urllib.error
@@ -24,7 +21,7 @@ from core.records import Batch, SeriesBlock
 from orgs.models import TokenPurpose
 from orgs.services import organization_create, token_create
 from tests.conftest import bearer_client
-from tests.processes import database_url, free_port, production_process_env
+from tests.processes import gunicorn_server
 from timeline.promql.engine import Evaluator, SeriesData
 from timeline.promql.parse import MAX_NESTING, MAX_OPERATORS, MAX_QUERY_LENGTH
 from timeline.promql.values import TOO_MANY_SAMPLES, ExecutionError, QueryTimeout
@@ -226,31 +223,8 @@ def _workers(master: int) -> set[int]:
 def gunicorn(tmp_path):
     """A gunicorn of one worker against the test database, started once /healthz answers; yields
     (port, process, log)."""
-    port = free_port()
-    env = production_process_env(
-        tmp_path,
-        DJANGO_ALLOWED_HOSTS="127.0.0.1",
-        DATABASE_URL=database_url(),
-        JOINTLINE_BIND=f"127.0.0.1:{port}",
-        JOINTLINE_WEB_WORKERS="1",
-        JOINTLINE_WEB_ACCESS_LOG="false",
-    )
-    log = tmp_path / "web.log"
-    command = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi"]
-    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while _send(port, "/healthz", "")[0] != 200:
-            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
-        yield port, server, log
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    with gunicorn_server(tmp_path, workers=1) as started:
+        yield started
 
 
 @pytest.mark.services
