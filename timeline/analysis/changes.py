@@ -754,17 +754,17 @@ def _data_buckets(scope: Scope, ids: list[int], grid: Grid) -> np.ndarray:
         matrix = _read(scope, ids[first : first + READ_CHUNK], grid, rate=False)
         found |= (~np.isnan(matrix)).any(axis=0)
     hints = read_hints(scope, start=grid.origin, end=grid.period.end)
-    buckets = (
+    rows = (
         get_store()
         .select_events(scope, hints)
         .annotate(bucket=_bucket_expression(grid))
-        .values_list("bucket", flat=True)
-        .distinct()
+        .values("bucket")
+        .annotate(n=Count("id"))
         .order_by()
     )
-    for bucket in buckets:
-        if 0 <= bucket < grid.buckets:
-            found[bucket] = True
+    for row in rows:  # one row per bucket (grouped, as every store's event query can)
+        if 0 <= row["bucket"] < grid.buckets:
+            found[row["bucket"]] = True
     return found
 
 
