@@ -632,4 +632,7 @@ def test_a_guessed_unshared_name_answers_as_a_name_nothing_has(world, who):
 )
 def test_the_leak_test_passes_on_sqlite(tmp_path):
     database = f"sqlite:///{tmp_path / 'leaks.sqlite3'}"
-    pytest_in_subprocess(["tests/test_leaks.py"], {"JOINTLINE_TEST_DATABASE_URL": database}, timeout_s=1500)
+    env = {"JOINTLINE_TEST_DATABASE_URL": database}
+    if settings.JOINTLINE_STORE_BACKEND == "clickhouse":  # the engine in-process: one process per folder
+        env["JOINTLINE_CLICKHOUSE_URL"] = f"chdb://{tmp_path / 'clickhouse'}"
+    pytest_in_subprocess(["tests/test_leaks.py"], env, timeout_s=1500)

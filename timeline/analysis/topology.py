@@ -198,7 +198,7 @@ def _add_from_spans(scope: Scope, graph: Graph, rules: TopologyRules, window: tu
         return
     hints = ReadHints(start=window[0], end=window[1])
     spans = get_store().select_events(scope, hints, filters=Q(kind="span"), overlapping=True)
-    for span in spans.only("org_id", "signal", "name", "ts", "resource", "attributes")[:MAX_SPANS]:
+    for span in spans[:MAX_SPANS]:
         if scope.hides_body(span):
             continue  # a redacted span's attributes (its job) are not the viewer's to read
         resource = scope.mask_labels(span.org_id, span.resource or {}, scope.event_masked_labels(span))
