@@ -21,6 +21,7 @@ A series is new when its (metric, labels) is not stored for the organisation yet
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ import msgspec
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
+from redis.exceptions import RedisError
 
 from core.records import Batch
 from ingest.protocols.errors import FieldError, InvalidPayload
@@ -39,6 +41,7 @@ COUNT_CACHE_S = 10
 CARDINALITY_LOCK = 0x4A4C4344  # "JLCD", with the organisation's id: one apply creating its series at a time
 
 SeriesKey = tuple[str, str]  # (metric, canonical labels)
+CACHE_ERRORS = (RedisError, OSError)
 
 
 def series_keys(batch: Batch) -> list[SeriesKey]:
@@ -54,11 +57,13 @@ def stored_series_count(org_id: int, *, recent: bool = False) -> int:
     # The database's name too: installations (and test runs) sharing one Redis number their orgs alike.
     key = f"jl:series-count:{connection.settings_dict['NAME']}:{org_id}"
     if recent:
-        counted = cache.get(key)
-        if counted is not None:
-            return counted
+        with contextlib.suppress(*CACHE_ERRORS):  # an unreachable cache: count in the database
+            counted = cache.get(key)
+            if counted is not None:
+                return counted
     counted = Series.unscoped.filter(org_id=org_id).count()  # noqa: TID251
-    cache.set(key, counted, COUNT_CACHE_S)
+    with contextlib.suppress(*CACHE_ERRORS):  # pushes go on while Redis is down (README, "nothing lost")
+        cache.set(key, counted, COUNT_CACHE_S)
     return counted
 
 
