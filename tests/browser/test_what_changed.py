@@ -59,8 +59,9 @@ def test_what_changed_names_the_storage_lanes_and_adds_one_in_a_click(page, live
     _open_changes(page)
     entries = _entries(page)
     top = entries[:3]
-    assert {e["signal"] for e in top} == {"storage"}, top
-    assert len({e["title"] for e in top} & CAUSE) >= 2, top
+    # both cause lanes modeldev may read (storage shares read size with infra only) lead; the third
+    # place may be a symptom (the NICs' traffic), which the ranking now says depends on the storage
+    assert CAUSE - {"nfs_read_size_bytes"} <= {e["title"] for e in top}, top
     # the panel shows the API's ranking for the view's window, in its order, with each explanation
     view = page.evaluate("window.jointline.view.window")
     answer = _api(
