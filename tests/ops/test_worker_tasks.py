@@ -71,9 +71,12 @@ def test_a_running_worker_says_it_registered_every_task_beat_sends(services_env,
     worker = subprocess.Popen(
         compose_commands(env)["worker"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
     )
+    # not the current app: the project's shared tasks would otherwise be sent through this client (to
+    # this test's key prefix) by every later test of the run, and their workers would never see them
     client = Celery(
         broker=env["REDIS_URL"],
         broker_transport_options={"global_keyprefix": env["JOINTLINE_REDIS_KEY_PREFIX"]},
+        set_as_current=False,
     )
     try:
         answers = wait_for(
