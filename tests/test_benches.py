@@ -1,7 +1,7 @@
 """Every benchmark in ``bench/`` runs in its smoke mode, so a benchmark that no longer runs fails CI.
 
 A smoke run is small (``--smoke``: see each script's ``--help``); its figures mean nothing and are not
-checked, only that the script ends normally and prints its closing figure line (``<name>: ...``).
+checked, only that the script ends normally and prints a closing line with its figures.
 The benchmarks start their own processes on 127.0.0.1 and take the machine-wide benchmark lock
 (``bench/_harness.py``), so they run one after another.
 """
@@ -49,4 +49,4 @@ def test_benchmark_runs_in_smoke_mode(bench: str):
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     assert lines, f"bench/{bench}.py --smoke printed nothing:\n{output[-4000:]}"
     closing = lines[-1]
-    assert ":" in closing and any(char.isdigit() for char in closing), f"no closing figure line: {closing!r}"
+    assert any(char.isdigit() for char in closing), f"no closing figure line: {closing!r}"
