@@ -10,8 +10,8 @@ reorders scored items along the viewer's dependency graph (:mod:`timeline.analys
   (a storage service's capacity constants are its items too, and did not change);
 * unless its own change is small beside theirs (its most changed item under :data:`MIN_SHARE` of
   their best): a dependency that moved less than what depends on it is not taken for their cause
-  (on PetShop's noisy call graphs a looser share lifted leaf services every caller reaches above the
-  faulty one: docs/decisions/0027);
+  (on noisy call graphs a looser share lifted leaf services every caller reaches above the faulty
+  one: docs/decisions/0027);
 * unless its change began clearly after theirs (the onsets, when known: a dependency that changed
   :data:`LATER_BY` of the window after the median of its dependents is their consequence, not their
   cause);
