@@ -133,7 +133,9 @@ def test_retention_drops_whole_months_and_deletes_the_expired_days_of_the_month_
     cut = first + 45  # inside a month partition
     before = sample_partitions_over(first, cut)
     dropped = get_store().drop_partitions_before(cut)
-    assert set(dropped) == {name for name in before if partition_days(name)[1] <= cut}
+    # other tests of the run may have left older partitions (imported 2005 logs): judge this import's
+    ours = {name for name in dropped if partition_days(name)[1] > first}
+    assert ours == {name for name in before if partition_days(name)[1] <= cut}
     assert rows_between("timeline_sample", first, cut - 1) == 0
     assert rows_between("timeline_sample", cut, first + 89) == 90 - 45
 
