@@ -213,6 +213,17 @@ def migrate_and_issue_token(env: dict[str, str], org_slug: str = "bench") -> str
 # --------------------------------------------------------------------------- arguments and timing
 
 
+def import_csv(org_slug: str, path: Path, mapping: dict, **options) -> None:
+    """``manage.py import_file`` of a CSV file with a column ``mapping``, as a user imports one
+    (``options``, e.g. ``stdout``, go to ``call_command``)."""
+    from django.core.management import call_command
+
+    call_command(
+        "import_file", org_slug, str(path), "--format", "csv", "--mapping", json.dumps(mapping),
+        "--no-progress", **options,
+    )  # fmt: skip
+
+
 def add_database_arguments(parser: argparse.ArgumentParser, database_url: str) -> None:
     """``--database-url`` (dropped and recreated) and ``--redis-url`` (flushed) of a run of the stack."""
     parser.add_argument(

@@ -141,18 +141,7 @@ def _organisation(slug: str, name: str):
 
 
 def _import_csv(org, path: Path, mapping: dict) -> None:
-    from django.core.management import call_command
-
-    call_command(
-        "import_file",
-        org.slug,
-        str(path),
-        "--format",
-        "csv",
-        "--mapping",
-        json.dumps(mapping),
-        "--no-progress",
-    )
+    _harness.import_csv(org.slug, path, mapping)
 
 
 def _slug(text: str) -> str:

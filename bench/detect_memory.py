@@ -58,7 +58,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database", default=DEFAULT_DATABASE_URL)
     parser.add_argument("--days", type=int, default=365)
-    from bench._harness import parse_with_smoke, setup_django
+    from bench._harness import import_csv, parse_with_smoke, setup_django
 
     args = parse_with_smoke(parser, days=42)
     from bench.nab_detection import fresh_database
@@ -76,16 +76,7 @@ def main() -> int:
         year_csv(path, args.days)
         mapping = {"ts": "timestamp", "timezone": "UTC", "value": "value", "metric_name": "queue_depth"}
         started = time.perf_counter()
-        call_command(
-            "import_file",
-            org.slug,
-            str(path),
-            "--format",
-            "csv",
-            "--mapping",
-            json.dumps(mapping),
-            "--no-progress",
-        )
+        import_csv(org.slug, path, mapping)
         print(f"imported in {time.perf_counter() - started:.0f} s")
     end_s = START_S + args.days * 86_400
     command = [

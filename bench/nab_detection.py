@@ -101,7 +101,7 @@ def read_set(data_dir: Path, *, smoke: bool = False) -> list[LabelledSeries]:
 
 def import_series(org_slug: str, series: list[LabelledSeries]) -> None:
     """Each series as a CSV file imported with ``manage.py import_file`` (one gauge each)."""
-    from django.core.management import call_command
+    from bench._harness import import_csv
 
     with tempfile.TemporaryDirectory(prefix="jointline-nab-") as folder:
         for one in series:
@@ -118,17 +118,7 @@ def import_series(org_slug: str, series: list[LabelledSeries]) -> None:
                 "metric_name": one.metric,
                 "kind": "gauge",
             }
-            call_command(
-                "import_file",
-                org_slug,
-                str(path),
-                "--format",
-                "csv",
-                "--mapping",
-                json.dumps(mapping),
-                "--no-progress",
-                stdout=_Quiet(),
-            )
+            import_csv(org_slug, path, mapping, stdout=_Quiet())
 
 
 class _Quiet:
