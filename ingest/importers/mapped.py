@@ -76,6 +76,71 @@ class ColumnMapping:
         return self.message is not None
 
 
+_STRING_FIELDS = ("ts", "ts_unit", "timezone", "metric", "metric_name", "value", "kind", "signal", "unit")
+_STRING_FIELDS += ("message", "name", "event_name", "severity", "end_ts", "event_kind")
+_LIST_FIELDS = ("values", "labels", "resource", "attributes")
+# A field whose value must be one of a fixed set when given.
+_CHOICE_FIELDS = {
+    "ts_unit": timeparse.EPOCH_UNITS,
+    "kind": SERIES_KINDS,
+    "signal": SIGNALS,
+    "event_kind": EVENT_KINDS,
+}
+
+
+def _field_problems(mapping: dict) -> tuple[list[FieldError], dict[str, tuple[str, ...]]]:
+    """Unknown fields, wrong types and values outside their choices; the list fields as tuples."""
+    problems = [
+        FieldError(f"mapping.{str(key)[:64]}", f"unknown field; accepted: {', '.join(_MAPPING_FIELDS)}")
+        for key in mapping
+        if key not in _MAPPING_FIELDS
+    ]
+    problems += [
+        FieldError(f"mapping.{key}", "must be a non-empty string")
+        for key in _STRING_FIELDS
+        if key in mapping and not (isinstance(mapping[key], str) and mapping[key])
+    ]
+    lists: dict[str, tuple[str, ...]] = {}
+    for key in _LIST_FIELDS:
+        value = mapping.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+            problems.append(FieldError(f"mapping.{key}", "must be a list of column names"))
+            value = []
+        lists[key] = tuple(value)
+    if "ts" not in mapping:
+        problems.append(FieldError("mapping.ts", "is required: the column holding each row's timestamp"))
+    problems += [
+        FieldError(f"mapping.{key}", f"accepted: {', '.join(choices)}")
+        for key, choices in _CHOICE_FIELDS.items()
+        if mapping.get(key) not in (None, *choices)
+    ]
+    return problems, lists
+
+
+def _shape_problem(mapping: dict, values: tuple[str, ...]) -> FieldError | None:
+    """Whether the mapping makes events or samples, and has what that kind of row needs."""
+    series_fields = [key for key in ("metric", "metric_name", "value") if key in mapping]
+    series_fields += ["values"] if values else []
+    if "message" in mapping:
+        if series_fields:
+            return FieldError(
+                "mapping.message",
+                f"rows are either events (message) or samples ({', '.join(series_fields)}), not both",
+            )
+        return None
+    if values and ("value" in mapping or "metric" in mapping):
+        return FieldError("mapping.values", "use either values (wide table) or metric + value, not both")
+    if not values and "value" not in mapping:
+        return FieldError(
+            "mapping.value", "is required for samples (or values for a wide table, or message for events)"
+        )
+    if "value" in mapping and not ("metric" in mapping or "metric_name" in mapping):
+        return FieldError(
+            "mapping.metric", "name the metric column (metric) or give one name for all rows (metric_name)"
+        )
+    return None
+
+
 def parse_mapping(mapping: object, *, default_timezone: str | None = None) -> ColumnMapping:
     """Check a column mapping (a JSON object) and build it; raises :class:`ImportFileError`.
 
@@ -84,11 +149,6 @@ def parse_mapping(mapping: object, *, default_timezone: str | None = None) -> Co
     Events: ``{"ts": "time", "message": "msg", "name": "program", "severity": "level",
     "resource": ["host"]}``; with ``end_ts`` rows become spans.
     """
-    problems: list[FieldError] = []
-
-    def bad(key: str, reason: str) -> None:
-        problems.append(FieldError(f"mapping.{key}", reason))
-
     if not isinstance(mapping, dict):
         raise ImportFileError(
             "a column mapping is required for csv and jsonl files",
@@ -98,43 +158,10 @@ def parse_mapping(mapping: object, *, default_timezone: str | None = None) -> Co
                 )
             ],
         )
-    for key in mapping:
-        if key not in _MAPPING_FIELDS:
-            bad(str(key)[:64], f"unknown field; accepted: {', '.join(_MAPPING_FIELDS)}")
-    strings = ("ts", "ts_unit", "timezone", "metric", "metric_name", "value", "kind", "signal", "unit")
-    strings += ("message", "name", "event_name", "severity", "end_ts", "event_kind")
-    for key in strings:
-        if key in mapping and not (isinstance(mapping[key], str) and mapping[key]):
-            bad(key, "must be a non-empty string")
-    lists = {}
-    for key in ("values", "labels", "resource", "attributes"):
-        value = mapping.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-            bad(key, "must be a list of column names")
-            value = []
-        lists[key] = tuple(value)
-    if "ts" not in mapping:
-        bad("ts", "is required: the column holding each row's timestamp")
-    if mapping.get("ts_unit") not in (None, *timeparse.EPOCH_UNITS):
-        bad("ts_unit", f"accepted: {', '.join(timeparse.EPOCH_UNITS)}")
-    if mapping.get("kind") not in (None, *SERIES_KINDS):
-        bad("kind", f"accepted: {', '.join(SERIES_KINDS)}")
-    if mapping.get("signal") not in (None, *SIGNALS):
-        bad("signal", f"accepted: {', '.join(SIGNALS)}")
-    if mapping.get("event_kind") not in (None, *EVENT_KINDS):
-        bad("event_kind", f"accepted: {', '.join(EVENT_KINDS)}")
-    series_fields = [key for key in ("metric", "metric_name", "value") if key in mapping] + (
-        ["values"] if lists["values"] else []
-    )
-    if "message" in mapping and series_fields:
-        bad("message", f"rows are either events (message) or samples ({', '.join(series_fields)}), not both")
-    elif "message" not in mapping:
-        if lists["values"] and ("value" in mapping or "metric" in mapping):
-            bad("values", "use either values (wide table) or metric + value, not both")
-        elif not lists["values"] and "value" not in mapping:
-            bad("value", "is required for samples (or values for a wide table, or message for events)")
-        elif "value" in mapping and not ("metric" in mapping or "metric_name" in mapping):
-            bad("metric", "name the metric column (metric) or give one name for all rows (metric_name)")
+    problems, lists = _field_problems(mapping)
+    shape = _shape_problem(mapping, lists["values"])
+    if shape is not None:
+        problems.append(shape)
     if problems:
         raise ImportFileError("the column mapping is not usable", problems)
     timezone = mapping.get("timezone") or default_timezone

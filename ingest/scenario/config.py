@@ -162,16 +162,23 @@ def to_us(moment: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _problems(config: ScenarioConfig) -> list[str]:
+def _episode_problems(config: ScenarioConfig) -> list[str]:
     problems: list[str] = []
-    if config.start.tzinfo is None:
-        problems.append("start must be timezone-aware")
     unknown = sorted(set(config.episodes) - ALL_EPISODES)
     if unknown:
         problems.append(f"unknown episodes {unknown}; known: {list(EPISODE_ORDER)}")
     missing = [e for e in _NEEDS_FIX_REINIT if e in config.episodes and "fix_reinit" not in config.episodes]
     if missing:
         problems.append(f"episodes {missing} happen in the training after the fix: add 'fix_reinit'")
+    if config.cause not in CAUSES:
+        problems.append(f"cause must be one of {', '.join(CAUSES)}, got {config.cause!r}")
+    return problems
+
+
+def _time_problems(config: ScenarioConfig) -> list[str]:
+    problems: list[str] = []
+    if config.start.tzinfo is None:
+        problems.append("start must be timezone-aware")
     for name in ("step_s", "detail_step"):
         step = getattr(config, name)
         if step <= 0 or not (60 % step == 0 or step % 60 == 0) or 3600 % step:
@@ -184,6 +191,11 @@ def _problems(config: ScenarioConfig) -> list[str]:
         problems.append("duration must be at least 12 h to hold every episode")
     if config.duration.total_seconds() % 60:
         problems.append("duration must be a whole number of minutes")
+    return problems
+
+
+def _fleet_problems(config: ScenarioConfig) -> list[str]:
+    problems: list[str] = []
     if config.training_nodes < 20:
         problems.append("training_nodes must be at least 20 (the slowdown needs production scale)")
     if config.nodes - config.training_nodes < 2:
@@ -195,12 +207,24 @@ def _problems(config: ScenarioConfig) -> list[str]:
         problems.append("at most 999 nodes")
     if not 1 <= config.gpus_per_node <= 16:
         problems.append("gpus_per_node must be 1..16")
+    return problems
+
+
+def _clock_problems(config: ScenarioConfig) -> list[str]:
+    problems: list[str] = []
     if abs(config.modeldev_clock_skew) > timedelta(minutes=5):
         problems.append("modeldev_clock_skew must be within 5 minutes")
     if not abs(config.gpuvendor_clock_drift_ms_per_hour) <= 1000:
         problems.append("gpuvendor_clock_drift_ms_per_hour must be within 1000 ms per hour")
     if abs(config.node_clock_fault) > timedelta(hours=1):
         problems.append("node_clock_fault must be within 1 hour")
-    if config.cause not in CAUSES:
-        problems.append(f"cause must be one of {', '.join(CAUSES)}, got {config.cause!r}")
     return problems
+
+
+def _problems(config: ScenarioConfig) -> list[str]:
+    return [
+        *_time_problems(config),
+        *_episode_problems(config),
+        *_fleet_problems(config),
+        *_clock_problems(config),
+    ]

@@ -114,29 +114,7 @@ class EventReads:
         corrections = [c for c in hints.clock.corrections if c.org_id == org_id]
         if any(c.matcher is not None or not c.constant for c in corrections):
             return None
-        general = sum(c.offset_us for c in corrections if c.source_id is None)
-        shifts: dict[int, int] = {}
-        for correction in corrections:
-            if correction.source_id is not None:
-                shifts[correction.source_id] = (
-                    shifts.get(correction.source_id, general) + correction.offset_us
-                )
-        parts: list[tuple[str, list, Q, int]] = [
-            ("source_id = %s", [source_id], Q(source_id=source_id), shift)
-            for source_id, shift in shifts.items()
-        ]
-        if shifts:
-            others = ",".join(["%s"] * len(shifts))
-            parts.append(
-                (
-                    f"(source_id IS NULL OR source_id NOT IN ({others}))",
-                    list(shifts),
-                    Q(source_id__isnull=True) | ~Q(source_id__in=list(shifts)),
-                    general,
-                )
-            )
-        else:
-            parts.append(("1 = 1", [], Q(), general))
+        parts = _parts_by_shift(corrections)
         kept = self.rollups_kept_from()
         condition = match.q()
         totals: dict[tuple[int, str], int] = {}
@@ -152,17 +130,9 @@ class EventReads:
                 add(self._raw_event_buckets(scope, hints, condition & source_q))
                 continue
             width, table = chosen
-            stored_lo, stored_hi = origin, hints.end - shift
-            if lo is not None:
-                stored_lo = max(stored_lo, lo)
-            if hi is not None:
-                stored_hi = min(stored_hi, hi)
-            a, b = rollups.ceil_to(stored_lo, width), rollups.floor_to(stored_hi, width)
-            if width in kept:
-                a = max(a, rollups.ceil_to(kept[width], width))
-            stale = self.event_stale_from(org_id, start=a, end=b) if a < b else None
-            if stale is not None:
-                b = min(b, rollups.floor_to(stale, width))
+            a, b = self._whole_count_buckets(
+                org_id, width, (max(origin, lo) if lo is not None else origin, hints.end - shift), hi, kept
+            )
             if b <= a:
                 add(self._raw_event_buckets(scope, hints, condition & source_q))
                 continue
@@ -182,6 +152,22 @@ class EventReads:
                 )
             )
         return [(bucket, severity, count) for (bucket, severity), count in sorted(totals.items()) if count]
+
+    def _whole_count_buckets(
+        self, org_id: int, width: int, stored: tuple[int, int], hi: int | None, kept: dict[int, int]
+    ) -> tuple[int, int]:
+        """``[a, b)``: the whole count buckets of ``width`` inside the stored span, the grant's end
+        ``hi``, the count table's retention (``kept``) and the refresh watermark."""
+        stored_lo, stored_hi = stored
+        if hi is not None:
+            stored_hi = min(stored_hi, hi)
+        a, b = rollups.ceil_to(stored_lo, width), rollups.floor_to(stored_hi, width)
+        if width in kept:
+            a = max(a, rollups.ceil_to(kept[width], width))
+        stale = self.event_stale_from(org_id, start=a, end=b) if a < b else None
+        if stale is not None:
+            b = min(b, rollups.floor_to(stale, width))
+        return a, b
 
     def _count_rows(
         self,
@@ -321,3 +307,21 @@ class _CountedEvent(NamedTuple):
     name: str
     ts: int
     resource: dict = {}  # never written
+
+
+def _parts_by_shift(corrections: list) -> list[tuple[str, list, Q, int]]:
+    """The events of one organisation split by clock shift: ``(SQL condition, its parameters, the same
+    condition as a Q, shift)`` per source with its own constant correction, then everything else."""
+    general = sum(c.offset_us for c in corrections if c.source_id is None)
+    shifts: dict[int, int] = {}
+    for correction in corrections:
+        if correction.source_id is not None:
+            shifts[correction.source_id] = shifts.get(correction.source_id, general) + correction.offset_us
+    parts: list[tuple[str, list, Q, int]] = [
+        ("source_id = %s", [source_id], Q(source_id=source_id), shift) for source_id, shift in shifts.items()
+    ]
+    if not shifts:
+        return [*parts, ("1 = 1", [], Q(), general)]
+    others = ",".join(["%s"] * len(shifts))
+    rest = Q(source_id__isnull=True) | ~Q(source_id__in=list(shifts))
+    return [*parts, (f"(source_id IS NULL OR source_id NOT IN ({others}))", list(shifts), rest, general)]
