@@ -116,6 +116,7 @@ ROUTES: tuple[tuple[str, str, type[View], str], ...] = (
     ("", "api/v1/analysis/topology", api_topology.TopologyView, "analysis-topology"),
     ("", "analysis/changes/", analysis_api.WhatChangedPage, "analysis-changes-page"),
     ("", "api/v1/analysis/forecast", api_forecast.ForecastView, "analysis-forecast"),
+    ("", "api/v1/analysis/forecast/jobs", api_forecast.ForecastJobsView, "analysis-forecast-jobs"),
     ("", "analysis/forecast/", api_forecast.ForecastPage, "analysis-forecast-page"),
 )
 

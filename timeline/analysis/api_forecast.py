@@ -13,6 +13,8 @@ from rest_framework import serializers
 
 from config.api_errors import RequestFieldError
 from config.api_input import big_integer, text
+from core.timeparse import format_rfc3339
+from orgs.access import Scope
 from orgs.api_base import ScopedPageMixin
 from timeline import api_params, api_shapes
 from timeline.analysis import forecast
@@ -42,6 +44,11 @@ class LinearShape(serializers.Serializer):
     widened = serializers.BooleanField(help_text="one run size: the interval is that of one observation")
 
 
+class ObservedShape(serializers.Serializer):
+    nodes = serializers.IntegerField(help_text="the run's node count")
+    demand = serializers.FloatField(allow_null=True, help_text="its demand as the forecast states it")
+
+
 class ResourceShape(serializers.Serializer):
     resource = serializers.CharField(help_text="owner/metric")
     capacity_metric = serializers.CharField()
@@ -58,7 +65,25 @@ class ResourceShape(serializers.Serializer):
         child=serializers.FloatField(allow_null=True), required=False, allow_null=True
     )
     linear = LinearShape(required=False)
+    observed = ObservedShape(many=True, required=False, help_text="each observed run's demand")
     notes = serializers.ListField(child=serializers.CharField())
+
+
+class TraceShape(serializers.Serializer):
+    resource = serializers.CharField()
+    x = serializers.ListField(child=serializers.FloatField(), help_text="node counts")
+    y = serializers.ListField(child=serializers.FloatField(), help_text="demand")
+    lo = serializers.ListField(child=serializers.FloatField())
+    hi = serializers.ListField(child=serializers.FloatField())
+    capacity = serializers.FloatField(allow_null=True)
+    saturates_at = serializers.FloatField(allow_null=True)
+    unit = serializers.CharField()
+    observed = ObservedShape(many=True)
+
+
+class ChartShape(serializers.Serializer):
+    nodes = serializers.IntegerField(help_text="the target size (a vertical line)")
+    traces = TraceShape(many=True)
 
 
 class NotSharedShape(serializers.Serializer):
@@ -76,6 +101,7 @@ class ForecastShape(api_shapes.WindowShape):
         allow_null=True, help_text="the resource that saturates at the fewest nodes"
     )
     verdict = serializers.CharField()
+    chart = ChartShape(help_text="what a chart of demand against the node count draws")
 
 
 def _checked(query: dict) -> tuple[str, int, str, forecast.ForecastConfig]:
@@ -97,9 +123,69 @@ class ForecastView(WindowAPIView):
 
     def read(self, query, window):
         job, nodes, phase, config = _checked(query)
-        return forecast.scale_forecast(
+        found = forecast.scale_forecast(
             self.scope, job=job, nodes=nodes, phase=phase, start=window.start, end=window.end, config=config
         )
+        return {**found, "chart": chart_data(found)}
+
+
+class JobsQuery(api_params.WindowQuery):
+    pass
+
+
+class JobRunShape(serializers.Serializer):
+    session = serializers.CharField()
+    nodes = serializers.IntegerField(help_text="how many nodes the run's spans name")
+    start = serializers.CharField()
+    end = serializers.CharField()
+
+
+class JobShape(serializers.Serializer):
+    job = serializers.CharField()
+    runs = JobRunShape(many=True)
+    sizes = serializers.ListField(child=serializers.IntegerField(), help_text="node counts observed")
+    largest = serializers.IntegerField(help_text="the largest size observed (a target's default)")
+
+
+class JobsShape(api_shapes.WindowShape):
+    jobs = JobShape(many=True)
+    phases = serializers.ListField(child=serializers.CharField(), help_text="phases a forecast may name")
+
+
+def jobs_in_window(scope: Scope, *, start: int, end: int, config: forecast.ForecastConfig) -> list[dict]:
+    """The jobs whose scheduler sessions the scope may read in ``[start, end)``, each with its runs
+    and the node counts they were seen at."""
+    out = []
+    for job, runs in forecast.read_jobs(scope, start=start, end=end, config=config).items():
+        sizes = sorted({run.size for run in runs})
+        out.append(
+            {
+                "job": job,
+                "runs": [
+                    {
+                        "session": run.session,
+                        "nodes": run.size,
+                        "start": format_rfc3339(run.start),
+                        "end": format_rfc3339(run.end),
+                    }
+                    for run in runs
+                ],
+                "sizes": sizes,
+                "largest": max(sizes),
+            }
+        )
+    return out
+
+
+class ForecastJobsView(WindowAPIView):
+    query_class = JobsQuery
+    summary = "Jobs a scale forecast may be asked for: their runs in the window and the sizes seen"
+    responses = {200: JobsShape}
+
+    def read(self, query, window):
+        config = forecast.ForecastConfig.load()
+        jobs = jobs_in_window(self.scope, start=window.start, end=window.end, config=config)
+        return {"jobs": jobs, "phases": list(config.phases)}
 
 
 # How a unit is shown after its SI prefix (the catalogue's unit names).
@@ -159,6 +245,7 @@ def chart_data(found: dict) -> dict:
                 "capacity": r["capacity"],
                 "saturates_at": r["saturates_at"],
                 "unit": r.get("unit", ""),
+                "observed": r.get("observed", []),
             }
         )
     return {"nodes": found["nodes"], "traces": traces}

@@ -324,6 +324,12 @@ class Run:
 def read_runs(scope: Scope, job: str, *, start: int, end: int, config: ForecastConfig) -> list[Run]:
     """The job's sessions whose spans the scope may read with their job and session attributes (a
     redacted span names neither, so it is no run)."""
+    return read_jobs(scope, start=start, end=end, config=config).get(job, [])
+
+
+def read_jobs(scope: Scope, *, start: int, end: int, config: ForecastConfig) -> dict[str, list[Run]]:
+    """Every job with a session in ``[start, end)`` whose spans the scope may read with their job and
+    session attributes, and its runs in time order (a redacted span names neither: no job, no run)."""
     events = (
         get_store()
         .select_events(
@@ -335,21 +341,22 @@ def read_runs(scope: Scope, job: str, *, start: int, end: int, config: ForecastC
         .order_by("aligned_ts", "id")[:MAX_EVENTS]
     )
     clock = clock_for(scope)
-    runs: dict[str, Run] = {}
+    jobs: dict[str, dict[str, Run]] = defaultdict(dict)
     for event in events:
         shown = present_event(scope, event)
         attributes = shown["attributes"]
-        if attributes.get(config.job_attribute) != job or config.session_attribute not in attributes:
+        job = attributes.get(config.job_attribute)
+        if job is None or config.session_attribute not in attributes:
             continue
         shift, end_shift, _ = clock.event_shift(event)
         begin = event.ts + shift
         finish = (event.end_ts + (end_shift or 0)) if event.end_ts is not None else begin
         sid = str(attributes[config.session_attribute])
-        run = runs.setdefault(sid, Run(sid, begin, finish))
+        run = jobs[str(job)].setdefault(sid, Run(sid, begin, finish))
         run.start, run.end = min(run.start, begin), max(run.end, finish)
         node = next((v for k, v in shown["resource"].items() if k.lower() in set(ENTITY_LABELS)), None)
         run.nodes.add(str(node) if node is not None else f"span {shown['id']}")
-    return sorted(runs.values(), key=lambda r: r.start)
+    return {job: sorted(runs.values(), key=lambda r: r.start) for job, runs in sorted(jobs.items())}
 
 
 def _phase_events(scope: Scope, *, start: int, end: int, config: ForecastConfig) -> dict[str, list[int]]:
@@ -651,6 +658,7 @@ def resource_forecast(
             interval=[_round(usl_demand - usl_half, 3), _round(usl_demand + usl_half, 3)],
             saturates_at=_round(usl_at, 1),
         )
+    out["observed"] = _observed(xs, ys, rs, linear, resource.per_node, per)
     out["demand"] = _round(demand, 3)
     out["interval"] = [_round(demand - half, 3), _round(demand + half, 3)]
     out["utilisation"] = _round(demand / unit_capacity, 4) if unit_capacity > 0 else None
@@ -687,6 +695,18 @@ def resource_forecast(
         "saturated" if at is not None and at <= nodes else (NO_SCALE_LIMIT if at is None else "under")
     )
     return out
+
+
+def _observed(xs, ys, rs, linear: LinearFit, per_node: bool, per: int) -> list[dict]:
+    """Each observed run's demand (by size) as the forecast states it (its points' mean; for a per-node
+    resource, one node's share: its growth over the background per node, plus the background's share)."""
+    out = []
+    for run in sorted({int(r) for r in rs if r >= 0}):
+        mask = rs == run
+        size, load = float(xs[mask][0]), float(np.mean(ys[mask]))
+        value = (load - linear.background) / size + linear.background / per if per_node else load
+        out.append({"nodes": int(size), "demand": _round(value, 3)})
+    return sorted(out, key=lambda point: point["nodes"])
 
 
 def scale_forecast(
