@@ -576,16 +576,51 @@ function renderClock() {
     li.textContent = c ? correctionText(c) : "No correction is in force for the data you see.";
     return li;
   }));
-  if (clock && clock.ordering_violations && clock.ordering_violations.length) {
-    const li = document.createElement("li");
-    li.className = "error";
-    li.textContent = `${clock.ordering_violations.length}${clock.ordering_more ? "+" : ""} known cause-and-effect pairs in this window appear out of order: a clock is still off`;
-    list.appendChild(li);
-  }
+  if (clock && clock.ordering_violations && clock.ordering_violations.length) list.appendChild(orderingItem(clock));
   $("align").checked = state.align;
   const recorded = $("clock-recorded");
   recorded.hidden = !view.recordedClock;
   if (view.recordedClock) recorded.textContent = `The link recorded: ${describeClock(view.recordedClock)}.`;
+}
+
+const ORDERING_SHOWN = 6;
+
+// The known cause-and-effect pairs shown out of order: which clock is likely off, then each pair
+// (cause → effect, with their organisations and how far the effect is shown early). Text only: names
+// and organisations come from other organisations' data.
+function orderingItem(clock) {
+  const violations = clock.ordering_violations;
+  const li = document.createElement("li");
+  li.className = "error wr-ordering";
+  const culprits = clock.ordering_culprits || [];
+  const count = `${violations.length}${clock.ordering_more ? "+" : ""}`;
+  const head = document.createElement("p");
+  head.className = "wr-ordering-head";
+  head.textContent = `${count} known cause-and-effect pair${violations.length === 1 && !clock.ordering_more ? "" : "s"} in this window appear${violations.length === 1 && !clock.ordering_more ? "s" : ""} out of order`;
+  if (culprits.length) {
+    const [first] = culprits;
+    const others = culprits.slice(1).map((c) => `${c.org} (${c.pairs})`).join(", ");
+    head.textContent += `: likely ${first.org}'s clock (in ${first.pairs} of them)${others ? `; also ${others}` : ""}.`;
+  }
+  head.dataset.culprit = culprits.length ? culprits[0].org : "";
+  const pairs = document.createElement("ul");
+  pairs.className = "wr-ordering-pairs";
+  for (const v of violations.slice(0, ORDERING_SHOWN)) {
+    const item = document.createElement("li");
+    item.dataset.rule = v.rule;
+    const gap = Math.abs(v.shown_gap_ms);
+    const shown = v.shown_gap_ms < 0 ? `shown ${durationText(gap)} before its cause` : `shown ${durationText(v.by_ms)} too soon after it`;
+    item.textContent = `${v.earlier.org} ${v.earlier.name} → ${v.later.org} ${v.later.name}${v.node ? ` on ${v.node}` : ""} at ${formatTime(Date.parse(v.later.ts), false)}: ${shown}`;
+    item.title = v.expected || v.rule;
+    pairs.appendChild(item);
+  }
+  if (violations.length > ORDERING_SHOWN || clock.ordering_more) {
+    const more = document.createElement("li");
+    more.textContent = `… and ${violations.length - ORDERING_SHOWN > 0 ? violations.length - ORDERING_SHOWN : ""}${clock.ordering_more ? "+" : ""} more`;
+    pairs.appendChild(more);
+  }
+  li.append(head, pairs);
+  return li;
 }
 
 function findEvent(id) {
@@ -629,6 +664,9 @@ async function render() {
     window: view.window, colours, width: plotWidth(), ...analysisMarks() });
   view.geometry = figure.geometry;
   const plot = $("plot");
+  // The plot's box holds the figure's own height (lanes × their heights): Plotly's autosize, on any
+  // resize, reads the box's height, and without it falls back to the box's least (the CSS min-height).
+  plot.style.height = `${figure.layout.height}px`;
   ignoreRelayout = true;
   await plotly.react(plot, figure.traces, figure.layout, {
     responsive: true, displaylogo: false, doubleClick: false, scrollZoom: true,
@@ -1492,8 +1530,9 @@ function bindControls() {
       if (plotReady && Math.abs(width - queriedWidth) > queriedWidth * 0.1) {
         queriedWidth = width;
         refresh({ reason: "resized" });
-      } else if (plotReady) {
-        Plotly.Plots.resize($("plot"));
+      } else if (plotReady && view.geometry) {
+        // a new width only: the height stays the lanes' (a plain Plots.resize would autosize it too)
+        Plotly.relayout($("plot"), { width: $("plot").clientWidth, height: view.geometry.plotHeight + MARGIN.t + MARGIN.b });
       }
     }, 400);
   }).observe($("figure"));
