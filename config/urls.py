@@ -21,7 +21,7 @@ from orgs.login_throttle import ThrottledAuthenticationForm
 from timeline import api as timeline_api
 from timeline import incident_api, incident_views, sharing_views, views
 from timeline.analysis import api as analysis_api
-from timeline.analysis import api_forecast, api_report, api_topology
+from timeline.analysis import api_forecast, api_investigation, api_report, api_topology
 from timeline.clock import api as clock_api
 from timeline.promql import api as promql_api
 
@@ -64,6 +64,12 @@ ROUTES: tuple[tuple[str, str, type[View], str], ...] = (
     ("api", "incidents/<int:incident_id>", incident_api.IncidentDetailView, "incident"),
     ("api", "incidents/<int:incident_id>/annotations", incident_api.AnnotationListView, "annotations"),
     ("api", "incidents/<int:incident_id>/notes", incident_api.NoteListView, "notes"),
+    (
+        "api",
+        "incidents/<int:incident_id>/investigation",
+        api_investigation.InvestigationView,
+        "incident-investigation",
+    ),
     (
         "api",
         "incidents/<int:incident_id>/export.<str:fmt>",

@@ -19,6 +19,7 @@ from core.timeparse import format_rfc3339
 from orgs.api_base import QueryAPIView, ScopedAPIView, takes_body
 from timeline import api_params, api_shapes, invitation_selectors, services
 from timeline import incident_selectors as selectors
+from timeline.analysis.investigation import snapshot_findings_freeze
 from timeline.api_params import InstantField
 from timeline.models import (
     Annotation,
@@ -445,7 +446,12 @@ class SnapshotCreateView(ScopedAPIView):
             raise Http404("no such link")
         snapshot = services.snapshot_create(permalink=permalink, user=request.user)
         part = snapshot.parts.get(org_id=request.user.membership.org_id)
-        return Response({"snapshot": snapshot.pk, "sha256": part.sha256}, status=201)
+        sha256 = part.sha256
+        if permalink.incident is not None:  # the snapshotting organisation's findings, frozen with it
+            sha256 = snapshot_findings_freeze(
+                snapshot=snapshot, scope=self.scope, incident=permalink.incident
+            )
+        return Response({"snapshot": snapshot.pk, "sha256": sha256}, status=201)
 
 
 class SnapshotDetailView(ScopedAPIView):

@@ -17,6 +17,7 @@ from orgs.api_base import ScopedPageMixin
 from orgs.models import Organization, Role
 from timeline import incident_selectors as selectors
 from timeline import invitation_selectors, services
+from timeline.analysis import investigation as investigations
 from timeline.models import IncidentSeverity, IncidentStatus, InvitationStatus
 from timeline.views_data import lane_series_ids
 
@@ -131,8 +132,32 @@ class IncidentPage(ScopedPageMixin, TemplateView):
             .exclude(pk__in=incident.invitations.filter(status=InvitationStatus.PENDING).values("org_id"))
             .order_by("slug"),
             own_org_id=self.request.user.membership.org_id,
+            **self._investigation(incident, state),
         )
         return context
+
+    def _investigation(self, incident, state: dict) -> dict:
+        """The findings kept for the viewer's organisation; a computation is started when there are
+        none or they are stale (it runs in the request where Celery runs eagerly)."""
+        from timeline.analysis.investigation_tasks import investigate_incident
+
+        row = investigations.investigation_get(self.scope, incident)
+        if investigations.investigation_stale(row, incident):
+            investigate_incident.delay(incident.pk, self.request.user.pk)
+            row = investigations.investigation_get(self.scope, incident)
+        findings = []
+        for finding in row.findings if row is not None else []:
+            lanes = ",".join(finding["lanes"])
+            query = state_query(page_state({**state, "lanes": [*state.get("lanes", []), *finding["lanes"]]}))
+            findings.append(
+                {
+                    **finding,
+                    "percent": round(finding["confidence"] * 100),
+                    "lane_text": lanes,
+                    "warroom_url": f"{reverse('timeline:page')}?{query}",
+                }
+            )
+        return {"investigation": row, "findings": findings}
 
     def post(self, request, *args, **kwargs):
         incident = self._incident()
@@ -171,13 +196,18 @@ class IncidentPage(ScopedPageMixin, TemplateView):
                 state = self._view_state(incident)
                 link = services.permalink_create(user=request.user, state=state, incident=incident)
                 messages.success(request, f"Permalink: {request.build_absolute_uri('/i/' + link.short_id)}")
+            elif action == "investigate":
+                row = investigations.investigation_refresh(scope=self.scope, incident=incident)
+                messages.success(request, f"Investigated again: {len(row.findings)} findings.")
             elif action == "snapshot":
                 link = selectors.permalink_get(self.scope, request.POST.get("permalink", ""))
                 if link is None or link.incident_id != incident.pk:
                     raise Http404("no such link")
                 snapshot = services.snapshot_create(permalink=link, user=request.user)
-                part = snapshot.parts.get(org_id=request.user.membership.org_id)
-                messages.success(request, f"Snapshot {snapshot.pk} frozen, SHA-256 {part.sha256}")
+                sha256 = investigations.snapshot_findings_freeze(
+                    snapshot=snapshot, scope=self.scope, incident=incident
+                )
+                messages.success(request, f"Snapshot {snapshot.pk} frozen, SHA-256 {sha256}")
             else:
                 raise ValidationError({"action": "unknown action"})
         except (ValidationError, PermissionDenied) as exc:

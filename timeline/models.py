@@ -414,3 +414,26 @@ class IncidentInvitation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.org_id} to incident {self.incident_id}: {self.status}"
+
+
+class Investigation(models.Model):
+    """What the analyses found in an incident's window as one organisation may read it: the findings
+    (``timeline.analysis.investigation``), the baseline the ranking compared with, and when. One row per
+    incident and viewer organisation, so no organisation's findings are ever shown to another."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="investigations")
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="investigations")
+    window_start = models.BigIntegerField(help_text="µs since epoch, UTC: the window investigated")
+    window_end = models.BigIntegerField(help_text="µs since epoch, UTC")
+    findings = models.JSONField(default=list, blank=True)
+    baseline = models.JSONField(default=dict, blank=True, help_text="the baseline used, and why")
+    computed_at = models.DateTimeField()
+    compute_ms = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["incident", "org"], name="investigation_per_incident_org")
+        ]
+
+    def __str__(self) -> str:
+        return f"investigation of incident {self.incident_id} for {self.org_id}"

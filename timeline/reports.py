@@ -82,6 +82,7 @@ def incident_export(scope: Scope, incident: Incident) -> dict:
     data["warroom_lanes"], data["marks"] = report_lanes(scope, state, incident)
     data["not_shared"] = unshared_groups(scope)
     data["what_changed"] = export_ranking(scope, incident.window_start, end)
+    data["investigation"] = _investigation(scope, incident)
     scope.flush_audit(via=f"export incident {incident.pk}", window=(incident.window_start, end))
     return {
         "incident": incident_facts(incident),
@@ -111,6 +112,18 @@ def export_ranking(scope: Scope, start_us: int, end_us: int) -> dict:
     with use_clock(scope, aligned=True):
         ranking = rank_changes(scope, window=window, limit=RANKING_ENTRIES)
     return ranking_json(ranking)
+
+
+def _investigation(scope: Scope, incident: Incident) -> dict:
+    """The findings kept for the viewer's organisation (investigated first when there are none)."""
+    from timeline.analysis.investigation import (
+        investigation_get,
+        investigation_json,
+        investigation_refresh,
+    )
+
+    row = investigation_get(scope, incident) or investigation_refresh(scope=scope, incident=incident)
+    return investigation_json(row)
 
 
 def _now_us() -> int:
@@ -379,10 +392,39 @@ def _ranking_section(ranking: dict | None) -> str:
         f"{e(entry['title'])}: {e(entry['explanation'])}</li>"
         for entry in ranking["entries"]
     )
+    baseline = ranking.get("baseline") or {}
+    why = (
+        f'<p class="meta" id="what-changed-baseline">Baseline: {e(baseline["reason"])}.</p>'
+        if baseline
+        else ""
+    )
     return (
         f"<section><h2>What changed, {e(ranking['from'])} to {e(ranking['to'])} against "
-        f"{e(ranking['baseline_from'])} to {e(ranking['baseline_to'])}</h2>"
+        f"{e(ranking['baseline_from'])} to {e(ranking['baseline_to'])}</h2>{why}"
         f'<ol id="what-changed">{items or "<li>nothing you may read changed</li>"}</ol></section>'
+    )
+
+
+def _findings_section(investigation: dict | None) -> str:
+    """The investigation's findings, best first, with their evidence and dependency path."""
+    if not investigation or investigation.get("status") != "ready":
+        return ""
+    e = html.escape
+    items = []
+    for f in investigation["findings"]:
+        evidence = "".join(f"<li>{e(x['label'])}: {e(x['value'])}</li>" for x in f["evidence"])
+        path = f"<p>Path: {e(' → '.join(f['path']))}</p>" if f["path"] else ""
+        items.append(
+            f'<li value="{f["rank"]}"><b>{e(f["title"])}</b> ({e(f["kind"])}, '
+            f"{round(f['confidence'] * 100)} % confident)<p>{e(f['summary'])}</p>{path}"
+            f"<ul>{evidence}</ul></li>"
+        )
+    baseline = investigation.get("baseline") or {}
+    against = f" Baseline: {e(baseline.get('reason', ''))}." if baseline else ""
+    return (
+        f'<section><h2>Findings of the investigation</h2><p class="meta">Computed '
+        f"{e(investigation['computed_at'][:19])} within the viewer's grants.{against}</p>"
+        f'<ol id="findings">{"".join(items) or "<li>nothing stands out</li>"}</ol></section>'
     )
 
 
@@ -453,6 +495,7 @@ participants {e(", ".join(incident["participants"]))} · window {e(export["windo
 <div id="figure"></div>
 <section><h2>Annotations, in time order (numbered as on the figure)</h2>
 <ol id="annotations">{noted or "<li>none</li>"}</ol></section>
+{_findings_section(export.get("investigation"))}
 {_ranking_section(export.get("what_changed"))}
 <section><h2>Notable events</h2><ul id="notable">{notable or "<li>none</li>"}</ul></section>
 <section><h2>Clock corrections in force</h2>

@@ -80,3 +80,7 @@ def refresh_rollups_soon() -> None:
         first = True
     if first:
         refresh_rollups.apply_async(countdown=delay)
+
+
+# Registered with the worker through this module (autodiscovery imports each app's ``tasks``).
+from timeline.analysis.investigation_tasks import investigate_incident  # noqa: E402, F401

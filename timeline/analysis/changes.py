@@ -148,6 +148,7 @@ class Entry:
     shown: list[Member] = field(default_factory=list)  # series whose labels the entry shows
     changed_members: list[Member] = field(default_factory=list)  # every changed member (for the topology)
     labels: dict = field(default_factory=dict)  # the labels its lane fixes, as the viewer sees them
+    rate: bool = False  # its values are per-second rates of a counter
     explanation: str = ""
     # why it changed, beyond its own numbers (e.g. a dependency that changed first): filled in by
     # analyses that know more than one signal; each item a dict with a ``text``
@@ -460,6 +461,7 @@ def _group_entry(rows: _SeriesRows, indexes: list[int], changes: list[Change | N
         changed=len(changed),
         noun=_entity_noun(s.labels),
         capacity=capacity,
+        rate=s.kind == "counter",
         profile=(before, during),
         owners={(s.org_id, f"series {s.metric}")},
         level=head.level,
@@ -544,6 +546,7 @@ def _fleet_entries(
                 changed=len(fleet[key]),
                 noun=_entity_noun(s.labels),
                 capacity=capacity if cap else "",
+                rate=s.kind == "counter",
                 profile=(before, during),
                 owners={(org_id, f"aggregate {metric}")},
                 level=LEVEL_AGGREGATE,
@@ -985,21 +988,33 @@ def _note_read(scope: Scope, entry: Entry, window: Period) -> None:
 # ----------------------------------------------------------------------------- explanations
 
 _SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+_BINARY = ((2.0**40, "Ti"), (2.0**30, "Gi"), (2.0**20, "Mi"), (2.0**10, "Ki"))
 _UNIT_SUFFIX = {"bytes": "B", "seconds": "s", "bytes_per_second": "B/s", "celsius": "°C", "watts": "W"}
 
 
-def format_value(value: float, unit: str = "") -> str:
-    """``value`` with three significant digits and an SI prefix, and a short unit where one is known."""
+def format_value(value: float, unit: str = "", *, rate: bool = False, binary: bool = False) -> str:
+    """``value`` with three significant digits and an SI prefix, and a short unit where one is known;
+    ``rate``: a counter's per-second rate ("/s" after the unit); ``binary``: bytes in binary prefixes
+    (GiB), as the war room's lanes show a NIC's counters."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     suffix = _UNIT_SUFFIX.get(unit, "")
+    if rate and not suffix.endswith("/s"):
+        suffix = f"{suffix}/s"
     magnitude = abs(value)
     if suffix == "s" and 0 < magnitude < 1:
         return f"{value * 1000:.3g} ms"
-    for factor, prefix in _SI:
+    prefixes = _BINARY if binary and suffix.startswith("B") else _SI
+    for factor, prefix in prefixes:
         if magnitude >= factor:
             return f"{value / factor:.3g} {prefix}{suffix}".rstrip()
     return f"{value:.3g} {suffix}".rstrip()
+
+
+def _formatter(entry: Entry):
+    """How an entry's numbers are written: per second for a counter, binary bytes on the network (the
+    lanes' convention, ``format.js`` ``binaryLane``)."""
+    return partial(format_value, unit=entry.unit, rate=entry.rate, binary=entry.signal == "network")
 
 
 def _percent(fraction: float) -> str:
@@ -1009,6 +1024,7 @@ def _percent(fraction: float) -> str:
 def explain(entry: Entry, grids: tuple[Grid, Grid]) -> str:
     """One line with numbers: what moved, by how much, against what, and on how many series."""
     c = entry.change
+    fmt = _formatter(entry)
     fleet = entry.kind in ("fleet", "group") and entry.changed > 1
     median = "fleet median" if fleet else "median"
     if entry.kind in ("events", "template"):
@@ -1023,21 +1039,21 @@ def explain(entry: Entry, grids: tuple[Grid, Grid]) -> str:
             text += f"; mostly {templates[0]!r}"
         return text
     if c.novelty == "new":
-        text = f"new in the window: {median} {format_value(c.during.median, entry.unit)}"
+        text = f"new in the window: {median} {fmt(c.during.median)}"
     elif c.novelty == "gone":
-        text = f"no data in the window: {median} {format_value(c.before.median, entry.unit)} before"
+        text = f"no data in the window: {median} {fmt(c.before.median)} before"
     elif abs(c.saturation_change) >= 0.2:
         where = "fleet median " if fleet else ""
         text = (
             f"{where}at ≥ 95 % of {entry.capacity} {_percent(c.saturation_during)} of the window vs "
-            f"{_percent(c.saturation_before)} before (median {format_value(c.during.median, entry.unit)} vs "
-            f"{format_value(c.before.median, entry.unit)})"
+            f"{_percent(c.saturation_before)} before (median {fmt(c.during.median)} vs "
+            f"{fmt(c.before.median)})"
         )
     else:
         text = (
-            f"{median} {format_value(c.during.median, entry.unit)} vs "
-            f"{format_value(c.before.median, entry.unit)} before{_relative(c)}, p95 "
-            f"{format_value(c.during.p95, entry.unit)} vs {format_value(c.before.p95, entry.unit)}"
+            f"{median} {fmt(c.during.median)} vs "
+            f"{fmt(c.before.median)} before{_relative(c)}, p95 "
+            f"{fmt(c.during.p95)} vs {fmt(c.before.p95)}"
         )
     if entry.members > 1:
         text += f", on {entry.changed} of {entry.members} {entry.noun}"

@@ -266,7 +266,8 @@ export function analysisPanels(host) {
     // the organisation as the lanes name it (its slug), its full name on hover
     const org = el("span", "wr-change-org", entry.org);
     org.title = entry.org_name || entry.org;
-    org.style.color = readableColour(colourOf(entry.colour));
+    // the dot carries the organisation's colour; the name stays in the panel's text colour, whose
+    // contrast holds on every background the panel takes (a tinted name fell to 4.48:1)
     head.append(dot, org, el("span", "wr-change-signal", entry.signal));
     const kind = entry.kind === "group" ? `${entry.changed} of ${entry.members} ${entry.noun || "series"}` : KIND_TEXT[entry.kind] || entry.kind;
     head.append(el("span", "wr-change-kind", kind));
