@@ -177,7 +177,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: without a broker, tasks run eagerly in the web process (embedded default).
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"  # a host: kombu warns without one
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = True

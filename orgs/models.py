@@ -300,3 +300,84 @@ class UnsharedDescription(models.Model):
 
     def __str__(self) -> str:
         return f"{self.owner}: {self.name}"
+
+
+# The event name detections are stored under (timeline.analysis.detection.DetectionConfig.name), named
+# here so the sharing of an organisation's detections can be decided without the detector.
+DETECTION_EVENT_NAME = "failure_suspected"
+DETECTION_GRANT_NAME = "detections of the failure detector"
+
+
+class DetectorSettings(models.Model):
+    """What an organisation's failure detector runs on, and where the periodic run has got to.
+
+    ``signals`` narrows the series read to signal families (empty: all); ``name_patterns`` (metric
+    globs) and ``label_matchers`` (``node=~"node-0.*"``) narrow the organisation's own series only, so
+    a matcher can never probe another organisation's labels. ``include_shared``: also the series other
+    organisations share with it. ``threshold`` is the sensitivity, in robust units (lower: more
+    detections). ``shared_with`` gets the detections through a grant (``orgs.services``).
+    ``detected_until`` (µs) is the watermark of the continuous run: data before it was detected on."""
+
+    org = models.OneToOneField(Organization, on_delete=models.CASCADE, related_name="detector")
+    enabled = models.BooleanField(default=False, help_text="Run the detector continuously over new data.")
+    signals = models.JSONField(default=list, blank=True, help_text="Signal families; empty: all.")
+    name_patterns = models.JSONField(
+        default=list, blank=True, help_text="Glob patterns on your metric names; empty: all."
+    )
+    label_matchers = models.JSONField(
+        default=list, blank=True, help_text='Label matchers on your series, such as node=~"node-0.*".'
+    )
+    include_shared = models.BooleanField(
+        default=True, help_text="Also read what other organisations share with yours."
+    )
+    threshold = models.FloatField(
+        default=8.0, help_text="Sensitivity: deviation in robust units a signal must reach (lower: more)."
+    )
+    shared_with = models.ManyToManyField(Organization, related_name="+", blank=True)
+    detected_until = models.BigIntegerField(null=True, blank=True, help_text="Watermark of the run, µs.")
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "detector settings"
+
+    def __str__(self) -> str:
+        return f"{self.org}: detector {'on' if self.enabled else 'off'}"
+
+
+class DetectorRun(models.Model):
+    """One run of an organisation's detector over a past window, asked for on its page; its progress
+    (``done_us`` of the window) is what the page polls."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="detector_runs")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    start = models.BigIntegerField()
+    end = models.BigIntegerField()
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    done_us = models.BigIntegerField(default=0)
+    found = models.PositiveIntegerField(default=0)
+    written = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.org}: detector run {self.pk} ({self.status})"
+
+    @property
+    def share_done(self) -> float:
+        span = max(1, self.end - self.start)
+        return 1.0 if self.status == self.Status.DONE else min(1.0, self.done_us / span)

@@ -15,8 +15,12 @@ from django.utils import timezone
 from orgs.access import require_role
 from orgs.entities import LabelListError, clean_label_lists
 from orgs.models import (
+    DETECTION_EVENT_NAME,
+    DETECTION_GRANT_NAME,
     TOKEN_PREFIX,
     AccessRequest,
+    DetectorRun,
+    DetectorSettings,
     Grant,
     IngestToken,
     Level,
@@ -278,3 +282,95 @@ def access_request_decide(
     access_request.decided_at = timezone.now()
     access_request.save()
     return access_request
+
+
+# -- the failure detector's settings ------------------------------------------------
+
+DETECTOR_THRESHOLD_RANGE = (2.0, 50.0)
+DETECTOR_MAX_RUN_US = 7 * 86_400_000_000  # a run over a past window covers at most a week
+
+
+def detector_settings_for(org: Organization) -> DetectorSettings:
+    """``org``'s detector settings (the defaults, off, until an admin changes them)."""
+    found, _ = DetectorSettings.objects.get_or_create(org=org)
+    return found
+
+
+@transaction.atomic
+def detector_settings_update(
+    *,
+    org: Organization,
+    updated_by,
+    enabled: bool,
+    signals: list[str],
+    name_patterns: list[str],
+    label_matchers: list[str],
+    include_shared: bool,
+    threshold: float,
+    shared_with: list[Organization],
+) -> DetectorSettings:
+    """Change what ``org``'s detector runs on and with whom its detections are shared. ``updated_by``
+    must be an admin of ``org`` (PermissionDenied otherwise); None only for system jobs (quickstart).
+
+    Detections name the series that fired: those shared with other organisations must come from
+    ``org``'s own data only (``include_shared`` off), or they would pass on what others shared with
+    ``org`` alone. Sharing is a grant of the detection events (signal ``other``, their name) to each
+    organisation of ``shared_with``; one taken off the list has its grant revoked."""
+    if updated_by is not None:
+        _require_owner_admin(updated_by, org, action="configure the detector")
+    signals = [s.strip() for s in signals if s.strip()]
+    label_matchers = [m.strip() for m in label_matchers if m.strip()]
+    name_patterns = [p.strip() for p in name_patterns if p.strip()]
+    _validate_selector(signals=signals, label_matchers=label_matchers, level=Level.FULL)
+    low, high = DETECTOR_THRESHOLD_RANGE
+    if not low <= threshold <= high:
+        raise ValidationError({"threshold": f"between {low:g} and {high:g} (the default is 8)"})
+    targets = {o.pk: o for o in shared_with if o.pk != org.pk}
+    if targets and include_shared:
+        raise ValidationError(
+            {
+                "shared_with": "detections shared with others must come from your own data only: "
+                "turn off reading what others share with you"
+            }
+        )
+    found = DetectorSettings.objects.select_for_update().get(pk=detector_settings_for(org).pk)
+    was_enabled = found.enabled
+    found.enabled = enabled
+    found.signals, found.name_patterns, found.label_matchers = signals, name_patterns, label_matchers
+    found.include_shared, found.threshold, found.updated_by = include_shared, float(threshold), updated_by
+    if enabled and not was_enabled:
+        found.detected_until = None  # switched on: from new data on, not from where it stopped
+    found.save()
+    found.shared_with.set(list(targets.values()))
+    _detection_grants_sync(org, set(targets), created_by=updated_by)
+    return found
+
+
+def _detection_grants_sync(org: Organization, grantee_ids: set[int], *, created_by) -> None:
+    active = [g for g in Grant.objects.filter(owner=org, name=DETECTION_GRANT_NAME) if g.is_active]
+    for grant in active:
+        if grant.grantee_id not in grantee_ids:
+            grant_revoke(grant=grant, revoked_by=created_by)
+    have = {g.grantee_id for g in active}
+    for grantee in Organization.objects.filter(pk__in=grantee_ids - have):
+        grant_create(
+            owner=org,
+            grantee=grantee,
+            name=DETECTION_GRANT_NAME,
+            level=Level.FULL,
+            signals=["other"],
+            name_patterns=[DETECTION_EVENT_NAME],
+            created_by=created_by,
+        )
+
+
+def detector_run_create(*, org: Organization, requested_by, start: int, end: int) -> DetectorRun:
+    """Record a run of ``org``'s detector over ``[start, end)`` (µs, at most a week), to be queued.
+    ``requested_by`` must be an admin of ``org``; None only for system jobs."""
+    if requested_by is not None:
+        _require_owner_admin(requested_by, org, action="run the detector")
+    if end <= start:
+        raise ValidationError({"to": "must be after from"})
+    if end - start > DETECTOR_MAX_RUN_US:
+        raise ValidationError({"from": "a run covers at most 7 days: narrow the window"})
+    return DetectorRun.objects.create(org=org, requested_by=requested_by, start=start, end=end)

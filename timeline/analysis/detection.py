@@ -55,15 +55,19 @@ from __future__ import annotations
 import warnings
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import reduce
+from operator import and_, or_
 
 import numpy as np
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 
+from core.labels import glob_to_regex, parse_matcher
 from core.records import SEVERITIES, Batch, EventRecord
 from orgs.access import Scope, require_role
-from orgs.models import Role
+from orgs.grants import label_q
+from orgs.models import DETECTION_EVENT_NAME, DetectorSettings, Role
 from timeline.analysis import seasonal
 from timeline.analysis.layers import (
     cusum_scores,
@@ -114,7 +118,7 @@ class DetectionConfig:
     strong: float = 2.0
     persist: int = 3
     cooldown_s: int = 1800
-    name: str = "failure_suspected"
+    name: str = DETECTION_EVENT_NAME
     source: str = "jointline-detector"
     organisations: tuple[str, ...] = ()  # slugs whose detector the periodic task runs
     slot_s: int = 600  # the periodic task covers one whole slot of this length at a time
@@ -745,3 +749,69 @@ def detect_slot(scope: Scope, *, org_id: int, slot_start: int, config: Detection
     return detections_write(
         org_id=org_id, detections=[d for d in found if d.entity not in quiet], config=config
     )
+
+
+# ----------------------------------------------------------------------------- an organisation's settings
+
+
+def settings_config(found: DetectorSettings, base: DetectionConfig | None = None) -> DetectionConfig:
+    """The detection settings of an organisation's detector: ``base`` (default: the loaded ones) at
+    the organisation's sensitivity."""
+    return replace(base or DetectionConfig.load(), threshold=float(found.threshold))
+
+
+def settings_selectors(found: DetectorSettings) -> Q | None:
+    """The series an organisation's detector reads, as a ``Q`` over ``Series`` (None: all it may
+    read): its signal families; the name patterns and label matchers narrow the organisation's own
+    series only (a matcher never tests another organisation's stored labels); other organisations'
+    series only with ``include_shared``."""
+    own = Q(org_id=found.org_id)
+    parts = [own]
+    if found.name_patterns:
+        parts.append(reduce(or_, (Q(metric__regex=glob_to_regex(p)) for p in found.name_patterns)))
+    for text in found.label_matchers:
+        name, op, value = parse_matcher(text, field_name="label_matchers")
+        parts.append(label_q("labels", name, op, value))
+    reach = reduce(and_, parts)
+    if found.include_shared:
+        reach = reach | ~own
+    if found.signals:
+        reach = reach & Q(signal__in=list(found.signals))
+    return reach
+
+
+def detection_key(resource: dict, config: DetectionConfig) -> str | None:
+    """What a detection is about: its entity, or the series judged alone."""
+    return resource.get(config.entity_label, resource.get("series"))
+
+
+def detect_new(
+    scope: Scope,
+    *,
+    org_id: int,
+    start: int,
+    end: int,
+    config: DetectionConfig,
+    selectors: Q | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[Detection], int]:
+    """Run the detector over ``[start, end)`` as ``scope`` (``org_id``'s) and store what is new: a
+    detection on an entity that already has one of ``org_id``'s detections within ``cooldown_s`` of
+    it (from an earlier run over the same data, or over a neighbouring window) is left out, so
+    runs over overlapping windows, repeated, store each incident once. Returns the detections kept
+    and how many were stored."""
+    found = detect(scope, start=start, end=end, config=config, selectors=selectors, progress=progress)
+    if not found:
+        return [], 0
+    span = config.cooldown_s * S
+    stored: dict[str, list[int]] = defaultdict(list)
+    for event in stored_detections(scope, start=start - span, end=end + span, config=config, limit=100_000):
+        if event.org_id == org_id:
+            key = detection_key(present_event(scope, event)["resource"], config)
+            stored[key].append(event.ts)
+    kept = []
+    for d in found:
+        key = detection_key(d.resource or {config.entity_label: d.entity}, config)
+        if all(abs(ts - d.ts) >= span for ts in stored[key]):
+            kept.append(d)
+    return kept, detections_write(org_id=org_id, detections=kept, config=config)
