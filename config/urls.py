@@ -21,6 +21,7 @@ from orgs.login_throttle import ThrottledAuthenticationForm
 from timeline import api as timeline_api
 from timeline import incident_api, incident_views, sharing_views, views
 from timeline.analysis import api as analysis_api
+from timeline.analysis import api_detectors as detector_pages
 from timeline.analysis import api_forecast, api_investigation, api_report, api_topology
 from timeline.clock import api as clock_api
 from timeline.promql import api as promql_api
@@ -124,6 +125,8 @@ ROUTES: tuple[tuple[str, str, type[View], str], ...] = (
     ("", "api/v1/analysis/forecast", api_forecast.ForecastView, "analysis-forecast"),
     ("", "api/v1/analysis/forecast/jobs", api_forecast.ForecastJobsView, "analysis-forecast-jobs"),
     ("", "analysis/forecast/", api_forecast.ForecastPage, "analysis-forecast-page"),
+    ("", "analysis/detectors/", detector_pages.DetectorsPage, "analysis-detectors-page"),
+    ("", "analysis/detectors/runs/<int:run_id>/", detector_pages.DetectorRunStatus, "analysis-detector-run"),
 )
 
 # Where each namespaced group of ROUTES is mounted, in the order the site tries them.
