@@ -87,3 +87,60 @@ def test_applied_estimates_restore_the_order_of_every_nodes_session_start_and_fi
         as_sent = estimation.ordering_violations(scope, start=start, end=end, rules=rules, limit=1000)
     node = manifest["clock_faults"][2]["node"]
     assert as_sent["violations"] and {v["node"] for v in as_sent["violations"]} == {node}
+
+
+def test_after_quickstart_applies_its_estimates_no_pair_of_the_incident_window_is_out_of_order(
+    scenario_events,
+):
+    """What quickstart applies (every organisation's estimates over the hour before the slow initialisation
+    and the initialisation) leaves no known pair of the incident's window shown out of order, for any
+    organisation: the estimates' uncertainty covers the pairs below their envelope. With a wrong
+    correction declared on top, the pairs out of order name the organisation whose clock is off."""
+    from django.contrib.auth import get_user_model
+
+    from ingest.management.commands.quickstart import apply_clock_estimates
+    from ingest.scenario_loading import demo_grants_apply
+
+    manifest = scenario_events
+    demo_grants_apply()
+    slow = next(e for e in manifest["episodes"] if e["kind"] == "init_slowdown")
+    for org in Organization.objects.all():
+        user_create(org=org, username=f"{org.slug}-admin", role=Role.ADMIN, password=PASSWORD)
+    applied = apply_clock_estimates(slow["start_us"] - 3600 * S, slow["end_us"])
+    assert any(line.startswith("modeldev otel-collector") for line in applied), applied
+    start, end = slow["start_us"] - 3600 * S, slow["end_us"] + 3600 * S
+    checked = {}
+    for user in get_user_model().objects.filter(username__endswith="-admin"):
+        found = estimation.ordering_violations(Scope.for_user(user), start=start, end=end, limit=1000)
+        assert found["violations"] == [] and found["culprits"] == [], (user.username, found["violations"][:3])
+        checked[user.username] = found["checked"]
+    assert checked["modeldev-admin"] > 200 and checked["gpuvendor-admin"] > 100, checked
+    # a wrong correction declared on top: the training job's records now come 3 s too early
+    admin = get_user_model().objects.get(username="modeldev-admin")
+    clock_services.clock_correction_declare(
+        user=admin, offset_us=-3 * S, source="otel-collector", note="wrong"
+    )
+    wrong = estimation.ordering_violations(Scope.for_user(admin), start=start, end=end, limit=1000)
+    assert wrong["violations"] and wrong["culprits"] == [
+        {"org": "modeldev", "pairs": len(wrong["violations"])}
+    ]
+    assert {(v["earlier"]["org"], v["later"]["org"]) for v in wrong["violations"]} == {("infra", "modeldev")}
+
+
+def test_the_likely_culprit_is_the_side_that_is_not_a_reference():
+    def pair(earlier: str, later: str) -> dict:
+        return {"earlier": {"org": earlier}, "later": {"org": later}}
+
+    found = estimation.likely_culprits(
+        [pair("infra", "modeldev"), pair("infra", "modeldev"), pair("infra", "gpuvendor"), pair("a", "b")],
+        reference_orgs=["infra"],
+    )
+    assert found == [
+        {"org": "modeldev", "pairs": 2},
+        {"org": "a", "pairs": 1},
+        {"org": "b", "pairs": 1},
+        {"org": "gpuvendor", "pairs": 1},
+    ]
+    assert estimation.likely_culprits([pair("infra", "infra")], reference_orgs=["infra"]) == [
+        {"org": "infra", "pairs": 1}
+    ]

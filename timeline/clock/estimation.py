@@ -135,7 +135,24 @@ def ordering_violations(
         "checked": len(pairs),
         "violations": out[:limit],
         "more": len(out) > limit,
+        "culprits": likely_culprits(out),
     }
+
+
+def likely_culprits(violations: Iterable[dict], reference_orgs: Iterable[str] | None = None) -> list[dict]:
+    """Whose clock is the likely culprit of ``violations``: per organisation, the pairs it is in, counted
+    only on the side that is not a reference organisation (their clocks are what the others are
+    measured against); a pair of two references, or of none, counts for both. Most pairs first."""
+    reference = set(clock_rules().reference_orgs if reference_orgs is None else reference_orgs)
+    counts: dict[str, int] = {}
+    for violation in violations:
+        sides = {violation["earlier"]["org"], violation["later"]["org"]}
+        suspects = (sides - reference) or sides
+        for org in suspects:
+            counts[org] = counts.get(org, 0) + 1
+    return [
+        {"org": org, "pairs": n} for org, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
 
 
 # --------------------------------------------------------------------------- estimating
@@ -324,4 +341,5 @@ def clock_payload(scope: Scope, *, start: int, end: int) -> dict:
         "ordering_violations": ordering["violations"],
         "ordering_checked": ordering["checked"],
         "ordering_more": ordering["more"],
+        "ordering_culprits": ordering["culprits"],
     }

@@ -179,6 +179,7 @@ def estimate_from_anchors(
         t = np.array([row[0] for row in rows], dtype=np.int64)
         w = np.array([row[1] for row in rows], dtype=np.float64)
         fit, inliers = _robust_fit(t, w)
+        uncertainty = max(fit.uncertainty, _tail_below(fit, t[inliers], w[inliers]))
         method = f"anchors:{rule_name}"
         out.append(
             Estimate(
@@ -188,7 +189,7 @@ def estimate_from_anchors(
                 round(sign * fit.offset),
                 sign * fit.drift,
                 fit.reference,
-                round(fit.uncertainty),
+                round(uncertainty),
                 method,
                 int(inliers.sum()),
                 against,
@@ -199,6 +200,16 @@ def estimate_from_anchors(
             fault.org, fault.source, fault.method, fault.against = org, source, method, against
             out.append(fault)
     return out
+
+
+def _tail_below(fit: _Fit, t: np.ndarray, z: np.ndarray) -> float:
+    """How far the least delayed of the kept pairs sits below the fitted envelope. The offset is read at
+    :data:`ENVELOPE_QUANTILE` of the pairs (robust to a mismatched pair), so that share of them lies
+    below it: once the estimate is applied, those pairs show their events out of order by up to this
+    much. The estimate is no better known than that, and its uncertainty says so."""
+    if not len(t):
+        return 0.0
+    return max(0.0, float(np.max(fit.at(t) - z)))
 
 
 def _robust_fit(t: np.ndarray, z: np.ndarray) -> tuple[_Fit, np.ndarray]:
