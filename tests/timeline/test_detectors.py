@@ -3,6 +3,7 @@ duplicates), a run over a past window with progress, and the page an admin confi
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -315,3 +316,17 @@ def test_the_broker_of_a_setup_without_redis_names_its_host_so_kombu_does_not_wa
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "connected" in result.stdout and "No hostname" not in result.stderr
+
+
+def test_the_detect_command_runs_with_the_organisations_settings(owner, capsys):
+    from django.core.management import call_command
+
+    store_fleet(owner, fault=True)
+    configure(owner, signals=["network"])
+    args = ["detect", "--org", "fleetops", "--from", "2026-06-15T01:00:00Z", "--to", "2026-06-15T05:00:00Z"]
+    call_command(*args, "--no-progress", "--json")
+    (everything,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert everything["entity"] == "node-07" and everything["families"] == ["gpu", "network"]
+    call_command(*args, "--no-progress", "--json", "--configured")
+    (configured,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert configured["entity"] == "node-07" and configured["families"] == ["network"]

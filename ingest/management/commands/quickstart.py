@@ -179,10 +179,10 @@ class Command(BaseCommand):
             refresh_rollups()
             demo_incident_create(scenario.manifest)
             bar.update(span)
-            bar.set_description(phases[1])
+            bar.set_description_str(phases[1])
             corrections = apply_clock_estimates(incident["start_us"] - 3_600_000_000, incident["end_us"])
             bar.update(span)
-            bar.set_description(phases[2])
+            bar.set_description_str(phases[2])
             detections = demo_detectors_run(data_from, data_to, progress=bar.update)
             bar.n = bar.total
             bar.refresh()

@@ -25,7 +25,14 @@ from core.timeparse import format_rfc3339
 from orgs.access import Scope
 from orgs.grants import label_q
 from orgs.models import Organization
-from timeline.analysis.detection import DetectionConfig, detect, detections_write
+from orgs.services import detector_settings_for
+from timeline.analysis.detection import (
+    DetectionConfig,
+    detect,
+    detections_write,
+    settings_config,
+    settings_selectors,
+)
 from timeline.selectors import QueryError, Window
 
 DAY_US = 86_400_000_000
@@ -51,6 +58,12 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="one JSON object a line")
         parser.add_argument("--write", action="store_true", help="store the detections (once each)")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+        parser.add_argument(
+            "--configured",
+            action="store_true",
+            help="with the organisation's detector settings (its signals, series and sensitivity: "
+            "/analysis/detectors/) instead of --metric and --label",
+        )
 
     def handle(self, *args, **options):
         try:
@@ -62,6 +75,13 @@ class Command(BaseCommand):
             raise CommandError(f"--org: no organisation {options['org']!r}")
         selectors = self._selectors(options["metric"], options["label"])
         config = DetectionConfig.load()
+        if options["configured"]:
+            if options["metric"] or options["label"]:
+                raise CommandError(
+                    "--configured takes the organisation's own selection: no --metric, --label"
+                )
+            found = detector_settings_for(org)
+            selectors, config = settings_selectors(found), settings_config(found, config)
         scope = Scope.dangerously_as_org(org.pk, f"command:detect/{org.slug}")
         with tqdm(
             total=round((window.end - window.start) / DAY_US, 2),
