@@ -5,6 +5,8 @@ Everyone else of the organisation reads the same settings, without the form's co
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -21,6 +23,11 @@ from timeline.analysis.tasks import detect_past_window, max_span_s
 from timeline.selectors import QueryError, Window
 
 
+def shown_time(us: int) -> str:
+    """A time as the page shows it: to the second, in UTC."""
+    return datetime.fromtimestamp(us / 1_000_000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def run_json(run: DetectorRun) -> dict:
     """A run as the page shows and polls it."""
     return {
@@ -28,6 +35,7 @@ def run_json(run: DetectorRun) -> dict:
         "status": run.status,
         "from": format_rfc3339(run.start),
         "to": format_rfc3339(run.end),
+        "shown": f"{shown_time(run.start)} to {shown_time(run.end)}",
         "done": round(run.share_done, 3),
         "found": run.found,
         "written": run.written,
@@ -59,7 +67,7 @@ class DetectorsPage(ScopedPageMixin, TemplateView):
             ],
             name_patterns="\n".join(found.name_patterns),
             label_matchers="\n".join(found.label_matchers),
-            watermark=format_rfc3339(found.detected_until) if found.detected_until else None,
+            watermark=shown_time(found.detected_until) if found.detected_until else None,
             max_span_h=max_span_s() // 3600,
             runs=[run_json(r) for r in DetectorRun.objects.filter(org=membership.org)[:5]],
             errors=errors or {},
