@@ -185,53 +185,71 @@ class Compiler:
     # -- expressions ------------------------------------------------------------
     def expression(self, node: Any) -> tuple[str, bool]:
         """SQL of a Django expression and whether it is floating point."""
-        if isinstance(node, F):
-            name = node.name
-            if name == "aligned_ts":
-                return self.aligned, False
-            if name in self.annotations:
-                return self.annotations[name], False
-            name = {"pk": "id", "org": "org_id", "source": "source_id"}.get(name, name)
-            if name not in INT_COLUMNS:
-                raise UnsupportedFilter(f"event expression F({node.name!r}): not a number column")
-            return name, False
-        if isinstance(node, Value):
-            value = node.value
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise UnsupportedFilter(f"event expression Value({value!r}): only numbers")
-            return (self.p(value, "Float64"), True) if isinstance(value, float) else (self.p(value), False)
-        if isinstance(node, ExpressionWrapper):
-            sql, floating = self.expression(node.expression)
-            if isinstance(node.output_field, BigIntegerField | IntegerField) and floating:
-                return f"toInt64({sql})", False
-            return sql, floating
-        if isinstance(node, CombinedExpression):
-            left, left_float = self.expression(node.lhs)
-            right, right_float = self.expression(node.rhs)
-            floating = left_float or right_float
-            if node.connector == "/" and not floating:
-                return f"intDiv({left}, {right})", False
-            if node.connector not in ("+", "-", "*", "/"):
-                raise UnsupportedFilter(f"event expression: the operator {node.connector!r}")
-            return f"({left} {node.connector} {right})", floating
-        if isinstance(node, Case):
-            parts = []
-            for when in node.cases:
-                if not isinstance(when, When) or not isinstance(when.condition, Q):
-                    raise UnsupportedFilter("event expression: CASE needs When(Q, then=…)")
-                then, _ = self.expression(when.result)
-                parts += [self.q(when.condition), then]
-            default, floating = self.expression(node.default)
-            return (f"multiIf({', '.join([*parts, default])})" if parts else default), floating
-        if isinstance(node, Cast):
-            sql, _ = self.expression(node.source_expressions[0])
-            if isinstance(node.output_field, FloatField):
-                return f"toFloat64({sql})", True
-            return f"toInt64({sql})", False
-        if isinstance(node, Round):
-            sql, _ = self.expression(node.source_expressions[0])
-            return ROUND_HALF_AWAY.format(x=sql), True
+        for kind, method in (
+            (F, self._column),
+            (Value, self._value),
+            (ExpressionWrapper, self._wrapper),
+            (CombinedExpression, self._combined),
+            (Case, self._case),
+            (Cast, self._cast),
+            (Round, self._round),
+        ):
+            if isinstance(node, kind):
+                return method(node)
         raise UnsupportedFilter(f"event expression {type(node).__name__} is not supported on ClickHouse")
+
+    def _column(self, node: F) -> tuple[str, bool]:
+        name = node.name
+        if name == "aligned_ts":
+            return self.aligned, False
+        if name in self.annotations:
+            return self.annotations[name], False
+        name = {"pk": "id", "org": "org_id", "source": "source_id"}.get(name, name)
+        if name not in INT_COLUMNS:
+            raise UnsupportedFilter(f"event expression F({node.name!r}): not a number column")
+        return name, False
+
+    def _value(self, node: Value) -> tuple[str, bool]:
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise UnsupportedFilter(f"event expression Value({value!r}): only numbers")
+        return (self.p(value, "Float64"), True) if isinstance(value, float) else (self.p(value), False)
+
+    def _wrapper(self, node: ExpressionWrapper) -> tuple[str, bool]:
+        sql, floating = self.expression(node.expression)
+        if isinstance(node.output_field, BigIntegerField | IntegerField) and floating:
+            return f"toInt64({sql})", False
+        return sql, floating
+
+    def _combined(self, node: CombinedExpression) -> tuple[str, bool]:
+        left, left_float = self.expression(node.lhs)
+        right, right_float = self.expression(node.rhs)
+        floating = left_float or right_float
+        if node.connector == "/" and not floating:
+            return f"intDiv({left}, {right})", False
+        if node.connector not in ("+", "-", "*", "/"):
+            raise UnsupportedFilter(f"event expression: the operator {node.connector!r}")
+        return f"({left} {node.connector} {right})", floating
+
+    def _case(self, node: Case) -> tuple[str, bool]:
+        parts = []
+        for when in node.cases:
+            if not isinstance(when, When) or not isinstance(when.condition, Q):
+                raise UnsupportedFilter("event expression: CASE needs When(Q, then=…)")
+            then, _ = self.expression(when.result)
+            parts += [self.q(when.condition), then]
+        default, floating = self.expression(node.default)
+        return (f"multiIf({', '.join([*parts, default])})" if parts else default), floating
+
+    def _cast(self, node: Cast) -> tuple[str, bool]:
+        sql, _ = self.expression(node.source_expressions[0])
+        if isinstance(node.output_field, FloatField):
+            return f"toFloat64({sql})", True
+        return f"toInt64({sql})", False
+
+    def _round(self, node: Round) -> tuple[str, bool]:
+        sql, _ = self.expression(node.source_expressions[0])
+        return ROUND_HALF_AWAY.format(x=sql), True
 
 
 def window_sql(hints: ReadHints, aligned: str, p: Params, *, overlapping: bool) -> str:
