@@ -261,12 +261,13 @@ def measure_layouts(engine, rows: np.ndarray, org_id: int, ids: list[int], ts: n
         size = int(np.frombuffer(raw, dtype=np.int64)[0])
         times = {}
         for final in ("FINAL", ""):
+            # FINAL or nothing: a constant of this loop, not input.
             sql = f"""SELECT toFloat64(series_id), toFloat64(intDiv(ts - {{o:Int64}}, {{s:Int64}})) AS b,
                         min(value), max(value), avg(value), toFloat64(count())
                       FROM bench_layout {final}
                       WHERE org_id IN {{orgs:Array(Int64)}} AND series_id IN {{ids:Array(Int64)}}
                         AND ts >= {{lo:Int64}} AND ts < {{hi:Int64}}
-                      GROUP BY series_id, b"""
+                      GROUP BY series_id, b"""  # noqa: S608
             params = {"o": start, "s": step, "orgs": [org_id], "ids": ids, "lo": start, "hi": end}
             times[final or "no FINAL"] = _harness.median_ms(
                 lambda sql=sql, params=params: engine.query(sql, params), runs, warm=True
