@@ -10,6 +10,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.db.models import Q
+from django.urls import reverse
 from django.views.generic import TemplateView
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -68,6 +69,9 @@ class ChainShape(serializers.Serializer):
     outcome = serializers.CharField(allow_null=True)
     success = serializers.BooleanField(allow_null=True, help_text="null: the chain had not ended")
     intervals_s = serializers.ListField(child=serializers.FloatField())
+    trigger_event = serializers.IntegerField(allow_null=True, help_text="the failure that started it")
+    attempt_events = _EventIds(help_text="each attempt's creation, in attempt order")
+    outcome_event = serializers.IntegerField(allow_null=True, help_text="null: the chain had not ended")
     events = _EventIds()
 
 
@@ -142,7 +146,14 @@ class CheckpointShape(serializers.Serializer):
     write_fraction = _Range(allow_null=True, help_text="[min, max] over the writes")
     link_fraction = _Range(allow_null=True)
     link_fraction_median = serializers.FloatField(allow_null=True)
-    fleet_slot_full_share = serializers.FloatField(allow_null=True)
+    fleet_slot_full_share = serializers.FloatField(
+        allow_null=True, help_text="share of the fleet's (node, 15 s) cells at a full slot table, 0-1"
+    )
+    fleet_slots_mean = serializers.FloatField(allow_null=True, help_text="RPC slots in use, fleet mean")
+    fleet_slot_table = serializers.FloatField(help_text="slots in a full table")
+    fleet_link_fraction = _Range(
+        allow_null=True, help_text="[median, max] over the fleet's nodes of their mean link use, 0-1"
+    )
     attribution = serializers.CharField()
     attributions = serializers.DictField(child=serializers.IntegerField())
     writes = WriteShape(many=True)
@@ -154,7 +165,12 @@ class CheckpointSummaryShape(serializers.Serializer):
     write_fraction = _Range(allow_null=True)
     link_fraction = _Range(allow_null=True)
     link_fraction_median = serializers.FloatField(allow_null=True)
-    attributions = serializers.DictField(child=serializers.IntegerField())
+    fleet_link_fraction = _Range(allow_null=True, help_text="[lowest median, highest max] of the checkpoints")
+    attributions = serializers.DictField(child=serializers.IntegerField(), help_text="writes per verdict")
+    checkpoint_attributions = serializers.DictField(
+        child=serializers.IntegerField(), help_text="checkpoints per verdict (each row's attribution)"
+    )
+    hidden = serializers.CharField(allow_null=True, help_text="why per-write figures are missing")
 
 
 class CheckpointPathShape(api_shapes.WindowShape):
@@ -278,6 +294,30 @@ def window_json(window: Window | None) -> dict | None:
     return window and api_shapes.window_bounds(window)
 
 
+UNKNOWN = "\u2013"  # an en dash: a figure the viewer cannot read
+
+
+def utc_seconds(stamp: str) -> str:
+    """An RFC 3339 time as a page shows it: to the second, in UTC (``2026-06-15 04:43:59 UTC``)."""
+    return format_rfc3339(parse_timestamp(stamp))[:19].replace("T", " ") + " UTC"
+
+
+def percent_text(value: float | None, digits: int = 1) -> str:
+    """A 0-1 share as a percentage with its unit (``6.5 %``); :data:`UNKNOWN` when unknown."""
+    return UNKNOWN if value is None else f"{100 * value:.{digits}f} %"
+
+
+def percent_range(pair: list[float] | None) -> str:
+    return UNKNOWN if not pair else f"{percent_text(pair[0])} {UNKNOWN} {percent_text(pair[1])}"
+
+
+def chart_source(api_name: str, window: Window | None, **extra) -> str:
+    """The API address a page's charts read (the same window, the same viewer)."""
+    if window is None:
+        return ""
+    return f"{reverse(api_name)}?{urlencode({**api_shapes.window_bounds(window), **extra})}"
+
+
 def page_window(scope: Scope, params, *, signal: str, names: list[str]) -> tuple[Window | None, str]:
     """The window a page shows: ``from``/``to`` when given, else the day up to the latest readable
     event of interest; and an error to show when the parameters cannot be read."""
@@ -303,6 +343,7 @@ class RecoveryPage(ScopedPageMixin, TemplateView):
         window, error = page_window(self.scope, self.request.GET, signal=config.signal, names=config.names())
         context["error"] = error
         context["window"] = window_json(window)
+        context["charts"] = chart_source("analyses-recovery", window)
         if window is not None:
             self.audit_window = (window.start, window.end)
             found = recovery.recovery_analytics(self.scope, start=window.start, end=window.end, config=config)
@@ -327,7 +368,11 @@ class _Groups:
     def anchor(self, title: str, ids: list[int]) -> str:
         anchor = f"ev-{len(self.lists) + 1}"
         shown = [
-            {**event, "warroom": warroom_query(parse_timestamp(event["ts"]))}
+            {
+                **event,
+                "shown_ts": utc_seconds(event["ts"]),
+                "warroom": warroom_query(parse_timestamp(event["ts"])),
+            }
             for event in sorted((self.events[i] for i in ids), key=lambda e: (e["ts"], e["id"]))
         ]
         self.lists.append({"anchor": anchor, "title": title, "events": shown})
@@ -366,12 +411,17 @@ def recovery_page_links(found: dict) -> tuple[list[dict], list[dict]]:
             {**chain, "link": groups.anchor(f"{org}: {chain['chain']}", chain["events"])}
             for chain in retries["chain_list"]
         ]
-        schedulers.append({**entry, "links": links, "per_entity": per_entity, "chains": chains})
+        shown = {
+            "exclusions": {**exclusions, "top_share_shown": percent_text(exclusions["top_share"])},
+            "retries": {**retries, "rate_shown": percent_text(retries["success_rate"])},
+            "manual": {**manual, "rate_shown": percent_text(manual["success_rate"])},
+        }
+        schedulers.append({**entry, **shown, "links": links, "per_entity": per_entity, "chains": chains})
     return schedulers, groups.lists
 
 
 class CheckpointPage(ScopedPageMixin, TemplateView):
-    """The checkpoint I/O path of a window: a summary, and per checkpoint its writes."""
+    """The checkpoint I/O path of a window: a summary, the charts, and per checkpoint its writes."""
 
     template_name = "timeline/report_analyses/checkpoints.html"
 
@@ -382,14 +432,57 @@ class CheckpointPage(ScopedPageMixin, TemplateView):
         window, error = page_window(self.scope, self.request.GET, signal=config.signal, names=names)
         context["error"] = error
         context["window"] = window_json(window)
+        context["charts"] = chart_source("analyses-checkpoints", window)
         if window is not None:
             self.audit_window = (window.start, window.end)
             found = checkpoint.checkpoint_path(self.scope, start=window.start, end=window.end, config=config)
-            context["summary"] = found["summary"]
-            context["checkpoints"] = [
-                {**c, "warroom": warroom_query(parse_timestamp(c["start"]))} for c in found["checkpoints"]
-            ]
+            context["summary"] = checkpoint_summary_shown(found["summary"])
+            context["checkpoints"] = [checkpoint_shown(c) for c in found["checkpoints"]]
         return context
+
+
+def checkpoint_summary_shown(summary: dict) -> dict:
+    """The summary with its figures as the page writes them: percentages with their unit."""
+    return {
+        **summary,
+        "link_shown": percent_range(summary["link_fraction"]),
+        "link_median_shown": percent_text(summary["link_fraction_median"]),
+        "fleet_link_shown": percent_range(summary["fleet_link_fraction"]),
+        "write_shown": percent_range(summary["write_fraction"]),
+    }
+
+
+def checkpoint_shown(found: dict) -> dict:
+    """One checkpoint of :func:`checkpoint.checkpoint_path` with the page's texts: times to the second
+    in UTC, shares as percentages, sizes in GiB; the link use of the fleet where no write's own is
+    readable (marked so)."""
+    if found["link_fraction"]:
+        link = percent_range(found["link_fraction"])
+    elif found["fleet_link_fraction"]:
+        median, busiest = (percent_text(f) for f in found["fleet_link_fraction"])
+        link = f"fleet: median {median}, busiest {busiest}"
+    else:
+        link = UNKNOWN
+    size = found["size_bytes"]
+    return {
+        **found,
+        "warroom": warroom_query(parse_timestamp(found["start"])),
+        "start_shown": utc_seconds(found["start"]),
+        "link_shown": link,
+        "slots_shown": percent_text(found["fleet_slot_full_share"], 0),
+        "size_shown": UNKNOWN if size is None else f"{size / 2**30:,.0f}",
+        "writes": [
+            {
+                **w,
+                "link_shown": percent_text(w["link_fraction"]),
+                "slots_shown": UNKNOWN
+                if w["slots_max"] is None
+                else f"{w['slots_max']:.0f}/{w['slot_table']:.0f}",
+                "backlog_shown": UNKNOWN if w["backlog_mean"] is None else f"{w['backlog_mean']:.1f}",
+            }
+            for w in found["writes"]
+        ],
+    }
 
 
 class DetectionPage(ScopedPageMixin, TemplateView):
@@ -404,13 +497,18 @@ class DetectionPage(ScopedPageMixin, TemplateView):
         context["error"] = error
         context["window"] = window_json(window)
         context["lane"] = f"logs:{self.request.user.membership.org.slug}/other/{config.name}"
+        context["charts"] = chart_source("analyses-detections", window)
         if window is not None:
             self.audit_window = (window.start, window.end)
             events = detection.stored_detections(
                 self.scope, start=window.start, end=window.end, config=config
             )
             context["detections"] = [
-                {**shown, "warroom": warroom_query(parse_timestamp(shown["ts"]))}
+                {
+                    **shown,
+                    "shown_ts": utc_seconds(shown["ts"]),
+                    "warroom": warroom_query(parse_timestamp(shown["ts"])),
+                }
                 for shown in (present_event(self.scope, e) for e in events)
             ]
         return context

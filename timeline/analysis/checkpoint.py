@@ -15,8 +15,10 @@ on all its nodes at once). For each write, over the ``bucket_s`` buckets that li
 Invariants: events and series are read through the viewer's scope and joined on the entity label as the
 viewer sees it (two organisations' pseudonyms never match, so redacted data joins nothing); series the
 viewer may read only inside a fleet aggregate are used only as one (the checkpoint's fleet slot share,
-over a group of at least ``MIN_AGGREGATE_GROUP`` series), never per write. Metric and event names are
-configuration (:class:`CheckpointConfig`).
+over a group of at least ``MIN_AGGREGATE_GROUP`` series), never per write. Where the checkpoint events
+reach the viewer redacted (node names pseudonymised, attributes hidden), no write joins its node; each
+checkpoint then carries the fleet's figures over its span (the nodes' link use, the slots in use), which
+need no join. Metric and event names are configuration (:class:`CheckpointConfig`).
 """
 
 from __future__ import annotations
@@ -104,6 +106,8 @@ class Write:
 class Checkpoint:
     writes: list[Write] = field(default_factory=list)
     fleet_slot_full_share: float | None = None
+    fleet_slots_mean: float | None = None
+    fleet_link_fraction: list[float] | None = None
 
     @property
     def start(self) -> int:
@@ -267,24 +271,54 @@ def explain(write: Write) -> str:
     return f"{link} while {slots} → {verdict}"
 
 
-def _fleet_slot_share(scope: Scope, checkpoint: Checkpoint, config: CheckpointConfig) -> float | None:
-    """Across the fleet's slot series the scope may read (alone or in aggregate): the share of
-    (series, bucket) cells during the checkpoint in which the slot table was full."""
-    series = list(
-        readable_series(scope, include_aggregate=True).filter(metric=config.slots_metric).order_by("pk")
-    )
+def _fleet_grid(scope: Scope, checkpoint: Checkpoint, metric: str, labels: tuple, fn: str, config):
+    """The ``config.bucket_s`` grid, during ``checkpoint``, of every ``metric`` series (with ``labels``)
+    the scope may read, alone or as a fleet aggregate (a group too small to stand for hidden series is
+    not read); and the slice of its buckets that lie wholly inside the checkpoint. None: nothing read."""
+    series = readable_series(scope, include_aggregate=True).filter(metric=metric)
+    for name, value in labels:
+        series = series.filter(**{f"labels__{name}": value})
+    series = list(series.order_by("pk"))
     if not series or not scope.fleet_readable(series):
         return None
     step = config.bucket_s * S
     start = checkpoint.start - checkpoint.start % step
     grid = _Grid.read(
-        scope, [s.pk for s in series], start=start, end=checkpoint.end, step=step, fn="value", fleet=True
+        scope, [s.pk for s in series], start=start, end=checkpoint.end + step, step=step, fn=fn, fleet=True
     )
-    cut = grid.span(checkpoint.start, checkpoint.end)
-    cells = [values[cut] for values in grid.maxes.values()]
-    cells = np.concatenate(cells) if cells else np.empty(0)
-    cells = cells[~np.isnan(cells)]
-    return float((cells >= config.slot_table_default).mean()) if len(cells) else None
+    return grid, grid.span(checkpoint.start, checkpoint.end)
+
+
+def _fleet_slots(scope: Scope, checkpoint: Checkpoint, config: CheckpointConfig) -> None:
+    """Across the fleet's slot series the scope may read (alone or in aggregate): the share of
+    (series, bucket) cells during the checkpoint in which the slot table was full, and the mean number
+    of slots in use."""
+    read = _fleet_grid(scope, checkpoint, config.slots_metric, (), "value", config)
+    if read is None:
+        return
+    grid, cut = read
+    peaks = np.concatenate([values[cut] for values in grid.maxes.values()] or [np.empty(0)])
+    peaks = peaks[~np.isnan(peaks)]
+    means = np.concatenate([values[cut] for values in grid.means.values()] or [np.empty(0)])
+    if len(peaks):
+        checkpoint.fleet_slot_full_share = float((peaks >= config.slot_table_default).mean())
+    checkpoint.fleet_slots_mean = _rounded(_mean(means), 2)
+
+
+def _fleet_link(scope: Scope, checkpoint: Checkpoint, config: CheckpointConfig) -> None:
+    """Across the fleet's link series the scope may read: the median and the highest of the nodes' mean
+    link use during the checkpoint. It needs no write joined to its node, so it stands where the
+    checkpoint events reach the viewer with node names pseudonymised; the busiest link of the fleet
+    bounds the busiest writer's from above, so a link far from full here is far from full for each write."""
+    read = _fleet_grid(scope, checkpoint, config.link_metric, config.link_labels, "rate", config)
+    if read is None:
+        return
+    grid, cut = read
+    node_means = [m for m in (_mean(values[cut]) for values in grid.means.values()) if m is not None]
+    if node_means:
+        fractions = np.asarray(node_means) / config.link_capacity_bytes_per_second
+        median, busiest = float(np.median(fractions)), float(fractions.max())
+        checkpoint.fleet_link_fraction = [round(median, 4), round(busiest, 4)]
 
 
 def read_checkpoint_events(scope: Scope, *, start: int, end: int, config: CheckpointConfig) -> list[Seen]:
@@ -360,7 +394,8 @@ def checkpoint_path(scope: Scope, *, start: int, end: int, config: CheckpointCon
             }
             for write in checkpoint.writes:
                 _measure(write, grids, ids, config)
-            checkpoint.fleet_slot_share = _fleet_slot_share(scope, checkpoint, config)
+            _fleet_slots(scope, checkpoint, config)
+            _fleet_link(scope, checkpoint, config)
     return {
         "checkpoints": [_checkpoint_json(c, config) for c in checkpoints],
         "summary": _summary(writes, checkpoints, config),
@@ -369,10 +404,15 @@ def checkpoint_path(scope: Scope, *, start: int, end: int, config: CheckpointCon
 
 def _checkpoint_attribution(checkpoint: Checkpoint, fractions: list[float], config: CheckpointConfig) -> str:
     """What bound the checkpoint as a whole: its busiest link against the median share of its writes at
-    a full slot table, or, where no write's slots may be read one by one, the fleet's share."""
+    a full slot table; where no write's link or slots may be read one by one, the fleet's figures
+    (the busiest link of the fleet, the fleet's share of full slot tables)."""
     shares = [w.slot_full_share for w in checkpoint.writes if w.slot_full_share is not None]
-    share = float(np.median(shares)) if shares else checkpoint.fleet_slot_share
-    return attribute(max(fractions) if fractions else None, share, config)
+    share = float(np.median(shares)) if shares else checkpoint.fleet_slot_full_share
+    if fractions:
+        link = max(fractions)
+    else:
+        link = checkpoint.fleet_link_fraction[1] if checkpoint.fleet_link_fraction else None
+    return attribute(link, share, config)
 
 
 def _checkpoint_json(checkpoint: Checkpoint, config: CheckpointConfig) -> dict:
@@ -393,24 +433,43 @@ def _checkpoint_json(checkpoint: Checkpoint, config: CheckpointConfig) -> dict:
         "write_fraction": _range(own) if own and None not in own else None,
         "link_fraction": _range(fractions),
         "link_fraction_median": round(float(np.median(fractions)), 4) if fractions else None,
-        "fleet_slot_full_share": checkpoint.fleet_slot_share,
+        "fleet_slot_full_share": checkpoint.fleet_slot_full_share,
+        "fleet_slots_mean": checkpoint.fleet_slots_mean,
+        "fleet_slot_table": config.slot_table_default,
+        "fleet_link_fraction": checkpoint.fleet_link_fraction,
         "attribution": _checkpoint_attribution(checkpoint, fractions, config),
         "attributions": dict(sorted(verdicts.items())),
         "writes": [write_json(w, config) for w in checkpoint.writes],
     }
 
 
+REDACTED_EVENTS = (
+    "the checkpoint events reach you redacted: node names pseudonymised, sizes and steps hidden, so no "
+    "write can be joined to its node's link or RPC slots; the checkpoint figures come from the fleet"
+)
+
+
 def _summary(writes: list[Write], checkpoints: list[Checkpoint], config: CheckpointConfig) -> dict:
+    """Figures over every write (``attributions``: per write, ``unknown`` where a write's own link or
+    slots cannot be read) and over every checkpoint (``checkpoint_attributions``: what each row says)."""
     fractions = [w.link_fraction for w in writes if w.link_fraction is not None]
     own = [f for f in (w.write_fraction(config) for w in writes) if f is not None]
-    verdicts = defaultdict(int)
+    verdicts: dict[str, int] = defaultdict(int)
     for write in writes:
         verdicts[write.attribution] += 1
+    by_checkpoint: dict[str, int] = defaultdict(int)
+    for checkpoint in checkpoints:
+        fractions_of = [w.link_fraction for w in checkpoint.writes if w.link_fraction is not None]
+        by_checkpoint[_checkpoint_attribution(checkpoint, fractions_of, config)] += 1
+    fleet = [c.fleet_link_fraction for c in checkpoints if c.fleet_link_fraction]
     return {
         "checkpoints": len(checkpoints),
         "writes": len(writes),
         "write_fraction": _range(own),
         "link_fraction": _range(fractions),
         "link_fraction_median": round(float(np.median(fractions)), 4) if fractions else None,
+        "fleet_link_fraction": [min(f[0] for f in fleet), max(f[1] for f in fleet)] if fleet else None,
         "attributions": dict(sorted(verdicts.items())),
+        "checkpoint_attributions": dict(sorted(by_checkpoint.items())),
+        "hidden": REDACTED_EVENTS if any(w.begin.redacted for w in writes) else None,
     }

@@ -263,6 +263,9 @@ def retry_summary(events: list[Seen], config: RecoveryConfig) -> dict:
                 "outcome": None if c.outcome is None else c.outcome.attribute(config.outcome_attribute),
                 "success": None if c.outcome is None else c.outcome.name == config.chain_succeeded,
                 "intervals_s": c.intervals_s(),
+                "trigger_event": None if c.trigger_failed is None else c.trigger_failed.id,
+                "attempt_events": [a.id for a in c.attempts],
+                "outcome_event": None if c.outcome is None else c.outcome.id,
                 "events": [
                     e.id
                     for e in (c.trigger_failed, c.start, *c.scheduled, *c.attempts, c.outcome)

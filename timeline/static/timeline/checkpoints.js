@@ -16,6 +16,19 @@ function range(pair) {
   return Array.isArray(pair) && pair.length === 2 ? `${percent(pair[0])} – ${percent(pair[1])}` : "–";
 }
 
+// The writes' own link use, else the fleet's (where the checkpoint events reach the viewer with node
+// names pseudonymised, no write joins its node's link): "fleet ≤ 6.6 %".
+function linkUse(checkpoint) {
+  if (Array.isArray(checkpoint.link_fraction)) return range(checkpoint.link_fraction);
+  const fleet = checkpoint.fleet_link_fraction;
+  return Array.isArray(fleet) && fleet.length === 2 ? `fleet ≤ ${percent(fleet[1])}` : "–";
+}
+
+// An API time (RFC 3339, µs) to the second, UTC: "2026-06-15 04:43:59".
+function utcSeconds(stamp) {
+  return String(stamp).replace("T", " ").replace("Z", "").slice(0, 19);
+}
+
 function cell(row, value) {
   const td = document.createElement("td");
   td.textContent = value;
@@ -35,16 +48,17 @@ export function render(found) {
   const summary = found.summary || {};
   $("checkpoint-panel").hidden = checkpoints.length === 0;
   $("checkpoint-count").textContent = checkpoints.length ? `(${checkpoints.length})` : "";
-  $("checkpoint-summary").textContent = checkpoints.length
-    ? `${summary.writes} writes; storage link ${range(summary.link_fraction)} used (median ${percent(summary.link_fraction_median)})`
-    : "";
+  const link = summary.link_fraction
+    ? `storage link ${range(summary.link_fraction)} used (median ${percent(summary.link_fraction_median)})`
+    : `storage link ${summary.fleet_link_fraction ? `at most ${percent(summary.fleet_link_fraction[1])} used (fleet)` : "use not readable"}`;
+  $("checkpoint-summary").textContent = checkpoints.length ? `${summary.writes} writes; ${link}` : "";
   for (const checkpoint of checkpoints) {
     const row = document.createElement("tr");
     row.dataset.start = checkpoint.start;
-    cell(row, String(checkpoint.start).replace("T", " ").replace("Z", ""));
+    cell(row, utcSeconds(checkpoint.start));
     cell(row, `${Number(checkpoint.duration_s).toFixed(0)} s`);
     cell(row, String(checkpoint.entities));
-    cell(row, range(checkpoint.link_fraction));
+    cell(row, linkUse(checkpoint));
     cell(row, slotShare(checkpoint));
     cell(row, String(checkpoint.attribution || ""));
     rows.appendChild(row);
