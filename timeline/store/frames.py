@@ -54,10 +54,13 @@ class BucketFrame:
 
     @classmethod
     def of(cls, readable, parts: list[np.ndarray], *, ordered: bool) -> BucketFrame:
+        """The frame of ``parts``, each an (n x 6) matrix of :data:`COLUMNS` (one per query); with
+        ``ordered`` its rows sorted by series and bucket (where they are not in that order already)."""
+        parts = [part for part in parts if len(part)]
         if not parts:
             return cls.empty(readable)
-        matrix = np.concatenate(parts)
-        if ordered and len(parts) > 1:
+        matrix = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if ordered and not _in_order(matrix[:, 0], matrix[:, 1]):
             matrix = matrix[np.lexsort((matrix[:, 1], matrix[:, 0]))]
         return cls(tuple(readable), {name: matrix[:, i] for i, name in enumerate(COLUMNS)})
 
@@ -71,20 +74,43 @@ class BucketFrame:
         return len(self.columns["series_id"])
 
     def per_series(self) -> dict[int, LaneBuckets]:
-        """One :class:`LaneBuckets` per readable series (empty where it had no sample), buckets in order."""
+        """One :class:`LaneBuckets` per readable series (empty where it had no sample), buckets in order.
+
+        By numpy: the rows sorted by series and bucket (when they are not already), cut where the
+        series changes, and each series' columns turned into lists at once (no Python step per row)."""
         out = {sid: LaneBuckets(series_id=sid) for sid in self.readable}
         if not len(self):
             return out
-        order = np.lexsort((self.columns["bucket"], self.columns["series_id"]))
-        sid_col = self.columns["series_id"][order].astype(np.int64)
-        bucket = self.columns["bucket"][order].astype(np.int64)
-        vmin, vmax, vmean = (self.columns[name][order] for name in ("min", "max", "mean"))
-        count = self.columns["count"][order].astype(np.int64)
-        for i, sid in enumerate(sid_col.tolist()):
-            lane = out.setdefault(sid, LaneBuckets(series_id=sid))
-            lane.bucket.append(int(bucket[i]))
-            lane.min.append(float(vmin[i]))
-            lane.max.append(float(vmax[i]))
-            lane.mean.append(float(vmean[i]))
-            lane.count.append(int(count[i]))
+        sid_col = self.columns["series_id"].astype(np.int64)
+        bucket = self.columns["bucket"].astype(np.int64)
+        order = None if _in_order(sid_col, bucket) else np.lexsort((bucket, sid_col))
+        columns = [
+            sid_col,
+            bucket,
+            *(self.columns[name] for name in ("min", "max", "mean")),
+            self.columns["count"],
+        ]
+        if order is not None:
+            columns = [column[order] for column in columns]
+        sid_col, bucket, vmin, vmax, vmean, count = columns
+        count = count.astype(np.int64)
+        cuts = (np.flatnonzero(sid_col[1:] != sid_col[:-1]) + 1).tolist()
+        for lo, hi in zip([0, *cuts], [*cuts, len(sid_col)], strict=True):
+            sid = int(sid_col[lo])
+            out[sid] = LaneBuckets(
+                series_id=sid,
+                bucket=bucket[lo:hi].tolist(),
+                min=vmin[lo:hi].tolist(),
+                max=vmax[lo:hi].tolist(),
+                mean=vmean[lo:hi].tolist(),
+                count=count[lo:hi].tolist(),
+            )
         return out
+
+
+def _in_order(series_id: np.ndarray, bucket: np.ndarray) -> bool:
+    """Whether rows are sorted by series, then bucket (a pass over the columns, no sort)."""
+    if len(series_id) < 2:
+        return True
+    step = np.diff(series_id)
+    return bool(np.all((step > 0) | ((step == 0) & (bucket[1:] >= bucket[:-1]))))

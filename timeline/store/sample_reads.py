@@ -79,11 +79,14 @@ class SampleReads:
         with self.connection.cursor() as cursor:
             for key, ids in self._bucket_groups(scope, readable, hints).items():
                 sql, params = self._bucket_sql(key, ids, hints)
-                cursor.execute(sql, params)
-                rows = cursor.fetchall()
-                if rows:
-                    parts.append(np.asarray(rows, dtype=np.float64))
+                parts.append(self._bucket_matrix(cursor, sql, params))
         return BucketFrame.of(readable, parts, ordered=hints.ordered)
+
+    def _bucket_matrix(self, cursor, sql: str, params: list) -> np.ndarray:
+        """The rows of one bucket query (:meth:`_bucket_query`'s six columns) as an (n x 6) float
+        matrix, a NULL as NaN. PostgreSQL overrides it with a binary read."""
+        cursor.execute(sql, params)
+        return np.asarray(cursor.fetchall(), dtype=np.float64).reshape(-1, 6)
 
     def fleet_stats(
         self, scope: Scope, series_ids: list[int], hints: ReadHints
