@@ -9,9 +9,11 @@ from __future__ import annotations
 import time
 from functools import partial
 
+import numpy as np
 from django.conf import settings
 from rest_framework.response import Response
 
+from config.json_render import MsgspecJSONRenderer
 from orgs.api_base import QueryAPIView
 from timeline import api_params, api_shapes, lane_cache, read_cache
 from timeline.api_window import WindowAPIView
@@ -55,6 +57,7 @@ class LanesView(WindowAPIView):
     query_class = api_params.LanesQuery
     summary = "Downsampled lanes: min, max and mean per bucket"
     responses = {200: api_shapes.LanesShape}
+    renderer_classes = [MsgspecJSONRenderer]  # long number lists: msgspec writes them ten times faster
 
     def answer(self, query):
         if not 1 <= query["width"] <= settings.JOINTLINE_LANE_MAX_WIDTH:
@@ -73,12 +76,19 @@ def lane_json(lane: SeriesLane) -> dict:
         "series": lane.series,
         "fn": lane.fn,
         "step_ms": lane.step / 1000,
-        "t": lane.starts(1000),
+        "t": _starts_ms(lane),
         "min": lane.min,
         "max": lane.max,
         "mean": lane.mean,
         "count": lane.count,
     }
+
+
+def _starts_ms(lane: SeriesLane) -> list[float]:
+    """:meth:`SeriesLane.starts` in ms, by numpy (the same numbers: exact integers below 2**53, one
+    division each)."""
+    bucket = np.asarray(lane.bucket, dtype=np.int64)
+    return ((lane.origin + bucket * lane.step) / 1000).tolist()
 
 
 class EventsView(WindowAPIView):
@@ -118,6 +128,7 @@ class WarroomLanesView(QueryAPIView):
     query_class = api_params.WarroomLanesQuery
     summary = "Lane data downsampled to the plot width, and notable events crossing every lane"
     responses = {200: api_shapes.WarroomLanesShape}
+    renderer_classes = [MsgspecJSONRenderer]
 
     def answer(self, query):
         started = time.perf_counter()

@@ -50,9 +50,9 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_vary_headers
 from django.utils.text import compress_string
-from rest_framework.renderers import JSONRenderer
 
 from config.compression import ResponseGZipMiddleware, gzip_allowed
+from config.json_render import encode
 from orgs.access import Scope
 from timeline.selectors import QueryError, Window, parse_instant
 
@@ -163,7 +163,7 @@ def _pause() -> None:
 
 def _compute(scope: Scope, compute: Callable[[], dict]) -> Entry:
     noted = len(scope.reads)
-    body = JSONRenderer().render(compute())
+    body = encode(compute())  # msgspec, as the lanes views render (config.json_render)
     # As GZipMiddleware compresses: level 6, a random-length gzip header (its BREACH mitigation).
     compressed = compress_string(body, max_random_bytes=ResponseGZipMiddleware.max_random_bytes)
     return Entry(compressed, tuple(scope.reads[noted:]), time.time())
