@@ -268,6 +268,7 @@ def build_series_lane(
         )
     elif len(members) == 1:  # one series: its own min/max line keeps spikes that a mean would smooth
         xs, ys = interleave_min_max(t_ms, data["min"][0], data["max"][0])
+        xs, ys = held_to_the_end(xs, ys, t_ms, data["mean"][0], limit)
         payload.update(t=xs, sum=ys, points=len(xs))
     else:
         total = fleet_sum(forward_fill(data["mean"], limit))
@@ -276,6 +277,21 @@ def build_series_lane(
     if capacity:
         payload["capacity"] = capacity
     return payload
+
+
+def held_to_the_end(xs: list, ys: list, t_ms: list, means: np.ndarray, limit: int) -> tuple[list, list]:
+    """A one-series sum drawn through its samples (``xs``, ``ys``), with its last sample held to the last
+    bucket when that is no more than ``limit`` buckets on: as a sum of several series (filled forward)
+    and its capacity line reach the window's end. Without it, on buckets finer than the scrapes, the
+    line stops up to a scrape before the end (a sample stands until the next)."""
+    present = np.flatnonzero(~np.isnan(means))
+    if not len(present) or not xs:
+        return xs, ys
+    gap = len(means) - 1 - int(present[-1])
+    if gap < 1 or gap > limit:
+        return xs, ys
+    (value,) = to_json(means[present[-1] : present[-1] + 1])
+    return [*xs, t_ms[-1]], [*ys, value]
 
 
 def _bucket_lane(scope: Scope, planned: PlannedSeriesLane, grid: Grid, cache: BucketCache) -> dict:
