@@ -446,6 +446,8 @@ class OnsetsView(QueryAPIView):
                 **periods_json(window, ranking.baseline),
                 "baseline": baseline_json(ranking.baselines[0]),
                 "method": query["method"],
+                # the ranking's buckets; each onset says the (finer) resolution it was read again at
+                "coarse_step_ms": ranking.step / 1000,
                 "onsets": [onset_json(o) for o in found],
                 "clock": clock,
             }

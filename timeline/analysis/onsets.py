@@ -18,8 +18,9 @@ the change; without such an alarm, with the plain allowance.
 Then, at the scale of a whole incident a bucket is minutes wide, so
 each onset is refined on the finest resolution stored (:data:`FINE_BUCKETS` buckets of whole seconds
 over the :data:`REFINE_SPAN` buckets around the coarse onset, never before the window's start): the
-same CUSUM, standardised by the baseline's median and spread, on the entry's most changed series (an
-event family: its first readable event in the span), and the onset's resolution is the fine bucket's.
+same CUSUM, standardised by the baseline's median and spread, on the entry's most changed series (a
+fleet read only in aggregate: the median of its group, read as the ranking read it; an event family:
+its first readable event in the span), and the onset's resolution is the fine bucket's.
 
 An onset is known to ± (half a bucket + the clock uncertainty of the organisation's data): the
 uncertainty of the clock corrections applied to it (their estimate's), or, for data read without a
@@ -210,10 +211,11 @@ def refine_onset(scope: Scope, ranking: Ranking, entry: Entry, t_us: int) -> tup
     if entry.kind in ("events", "template"):
         first = _first_event(scope, entry, start, end)
         return (first, fine) if first is not None else (t_us, step)
-    members = [m.series for m in entry.shown]
-    if not members or entry.kind == "fleet":
-        return t_us, step  # a fleet is read only as its aggregate; its coarse onset stands
-    values = _fine_profile(scope, members, start, end, fine)
+    fleet = entry.kind == "fleet"
+    members = _fleet_members(scope, entry) if fleet else [m.series for m in entry.shown]
+    if not members:
+        return t_us, step
+    values = _fine_profile(scope, members, start, end, fine, fleet=fleet)
     present = np.flatnonzero(~np.isnan(values))  # buckets finer than the scrape are empty: skipped
     change = entry.change
     spread = change.spread or max(change.before.mad, 1e-12)
@@ -225,15 +227,34 @@ def refine_onset(scope: Scope, ranking: Ranking, entry: Entry, t_us: int) -> tup
     return start + int(present[index]) * fine, fine
 
 
-def _fine_profile(scope: Scope, members: list, start: int, end: int, step: int) -> np.ndarray:
-    """The per-bucket median of ``members`` (series read one by one) over ``[start, end)``."""
+def _fleet_members(scope: Scope, entry: Entry) -> list:
+    """The series of a fleet entry (its organisation's series of its metric that ``scope`` may read only
+    in aggregate), or none when the aggregate gate refuses the group: read as the ranking read them."""
+    from timeline.lanes import readable_series
+    from timeline.models import Series
+
+    where = {"org_id": entry.org.pk, "signal": entry.signal, "metric": entry.title}
+    alone = Series.objects.scoped(scope).filter(**where).values_list("pk", flat=True)
+    group = list(
+        readable_series(scope, include_aggregate=True).filter(**where).exclude(pk__in=alone).order_by("pk")
+    )
+    return group if group and scope.fleet_readable(group) else []
+
+
+def _fine_profile(
+    scope: Scope, members: list, start: int, end: int, step: int, *, fleet: bool = False
+) -> np.ndarray:
+    """The per-bucket median of ``members`` over ``[start, end)``: series read one by one, or with
+    ``fleet`` a group read in aggregate (the median of the group is all the viewer learns of it)."""
     n = math.ceil((end - start) / step)
     matrix = np.full((len(members), n), np.nan)
     for rate in (True, False):
         ids = [s.pk for s in members if (s.kind == "counter") == rate]
         if not ids:
             continue
-        hints = read_hints(scope, start=start, end=end, step=step, fn="rate" if rate else "value")
+        hints = read_hints(
+            scope, start=start, end=end, step=step, fn="rate" if rate else "value", fleet=fleet
+        )
         frame = get_store().select_buckets(scope, ids, hints)
         row = {s.pk: i for i, s in enumerate(members)}
         for k in range(len(frame)):
