@@ -293,6 +293,90 @@ class Scope:
         own = sorted(self.own_org_ids)
         return Q(owner_id__in=own) | Q(participants__in=own)
 
+    def own_q(self, field: str = "org_id") -> Q:
+        """Rows whose ``field`` names this scope's own organisation (nothing for a scope without one)."""
+        own = sorted(self.own_org_ids)
+        return Q(**{f"{field}__in": own}) if own else Q(pk__in=[])
+
+    def body_readable_q(self) -> Q:
+        """Events whose message and attributes this scope may read: its own and those a full grant
+        shares (:meth:`hides_body` decides one event the same way)."""
+        if self.is_system:
+            return Q()
+        bodies = self._own()
+        for rule in self.rules:
+            if rule.level == LEVEL_FULL:
+                bodies |= rule.event_q()
+        return bodies
+
+    def pseudonymised_events_q(self, name: str) -> Q:
+        """Events whose resource label ``name`` this scope sees pseudonymised: neither its own nor shared
+        by a full grant, and the first redacted grant that shares them masks ``name``
+        (:meth:`event_masked_labels` decides one event the same way)."""
+        if self.is_system:
+            return Q(pk__in=[])
+        masked, earlier, unmasked = Q(pk__in=[]), Q(pk__in=[]), self._own()
+        for rule in self.rules:
+            if rule.level == LEVEL_FULL:
+                unmasked |= rule.event_q()
+            elif rule.level == LEVEL_REDACTED:
+                if name in rule.masked_labels:
+                    masked |= rule.event_q() & ~earlier
+                earlier |= rule.event_q()
+        return masked & ~unmasked
+
+    def redacted_label_names(self) -> frozenset[str]:
+        """Label names some redacted grant of this scope masks (for some of its rows)."""
+        if self.is_system:
+            return frozenset()
+        return frozenset(name for r in self.rules if r.level == LEVEL_REDACTED for name in r.masked_labels)
+
+    def grant_masked_label_names(self) -> frozenset[str]:
+        """Label names any grant of this scope names as masked (whatever its level): a filter on them
+        is not pushed to the database for shared rows."""
+        if self.is_system:
+            return frozenset()
+        return frozenset(name for rule in self.rules for name in rule.masked_labels)
+
+    def owners_masking(self, name: str) -> list[int]:
+        """Organisations that share with this scope under a grant masking label ``name``."""
+        return sorted({rule.owner_id for rule in self.rules if name in rule.masked_labels})
+
+    def has_aggregate_grants(self) -> bool:
+        """Whether some grant shares series with this scope at aggregate level only."""
+        return not self.is_system and any(rule.level == LEVEL_AGGREGATE for rule in self.rules)
+
+    def aggregate_series_q(self) -> Q:
+        """Series rows this scope's aggregate grants select (per-entity ones included), for fleet
+        figures; what of them may be used is :meth:`fleet_policy`'s."""
+        q = Q(pk__in=[])
+        for rule in self.rules:
+            if rule.level == LEVEL_AGGREGATE:
+                q |= rule.series_q()
+        return q
+
+    def sharing_owner_ids(self) -> frozenset[int]:
+        """Organisations that share something with this scope under a grant."""
+        return frozenset(rule.owner_id for rule in self.rules)
+
+    def readable_owner_ids(self) -> frozenset[int]:
+        """This scope's own organisations and those sharing with it."""
+        return frozenset(self.own_org_ids) | self.sharing_owner_ids()
+
+    def shares_unaggregated(self, owner_id: int) -> bool:
+        """Whether ``owner_id`` shares something with this scope beyond aggregates (or is its own)."""
+        if self.owns(owner_id):
+            return True
+        return any(rule.owner_id == owner_id and rule.level != LEVEL_AGGREGATE for rule in self.rules)
+
+    def grants_in_force(self) -> list[dict]:
+        """The grants this scope reads under, as a record (``grant``, ``owner``, ``level``)."""
+        return [{"grant": rule.grant_id, "owner": rule.owner_id, "level": rule.level} for rule in self.rules]
+
+    def owns(self, org_id: int | None) -> bool:
+        """Whether ``org_id`` is this scope's own organisation (a system scope owns everything)."""
+        return self.is_system or org_id in self.own_org_ids
+
     # -- per-row decisions ----------------------------------------------------
     def _best_rule(self, matches) -> GrantRule | None:
         best = None
@@ -403,8 +487,7 @@ class Scope:
         """Organisations whose names and colours this viewer may see: its own and those sharing with it."""
         if self.is_system:
             return Organization.objects.all()
-        ids = set(self.own_org_ids) | {rule.owner_id for rule in self.rules}
-        return Organization.objects.filter(pk__in=sorted(ids))
+        return Organization.objects.filter(pk__in=sorted(self.readable_owner_ids()))
 
     # -- audit ----------------------------------------------------------------
     def note_read(self, owner_id: int, what: str, level: str) -> None:

@@ -15,7 +15,7 @@ from timeline.models import Incident, IncidentInvitation, InvitationStatus
 def invitations_received(scope: Scope, *, status: str | None = None) -> QuerySet[IncidentInvitation]:
     """Invitations to the scope's organisation, newest first (``status``: only those)."""
     scope = require_scope(scope)
-    invitations = IncidentInvitation.objects.filter(org_id__in=sorted(scope.own_org_ids))
+    invitations = IncidentInvitation.objects.filter(scope.own_q())
     if status:
         invitations = invitations.filter(status=status)
     return invitations.select_related("incident__owner", "org").order_by("-invited_at", "pk")

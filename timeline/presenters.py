@@ -128,7 +128,7 @@ def unshared_placeholders(scope: Scope, *, include_aggregate: bool) -> list[dict
         return []
     hidden = (
         Series.unscoped.exclude(scope.series_filter(include_aggregate=include_aggregate))
-        .exclude(org_id__in=sorted(scope.own_org_ids))
+        .exclude(scope.own_q())
         .filter(org__announce_unshared=True)
     )
     counts = {
@@ -212,7 +212,7 @@ def shown_description(scope: Scope, owner: Organization, description_id: int) ->
     scope = require_scope(scope)
     if (
         scope.is_system
-        or owner.pk in scope.own_org_ids
+        or scope.owns(owner.pk)
         or not owner.announce_unshared
         or owner.unshared_disclosure != UnsharedDisclosure.DESCRIBED
     ):

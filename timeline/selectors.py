@@ -16,7 +16,6 @@ from core.records import SEVERITIES
 from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from orgs.access import Scope, pseudonym, require_scope
 from orgs.grants import label_q
-from orgs.models import Level
 from timeline.clock.model import read_hints
 from timeline.models import Event, Series
 from timeline.presenters import present_series, unshared_summary
@@ -121,11 +120,7 @@ def series_list(
 
 def masked_label_names(scope: Scope) -> frozenset[str]:
     """Label names some redacted grant of ``scope`` masks (for some of its rows)."""
-    if scope.is_system:
-        return frozenset()
-    return frozenset(
-        name for rule in scope.rules if rule.level == Level.REDACTED for name in rule.masked_labels
-    )
+    return scope.redacted_label_names()
 
 
 SEVERITY_ORDER = SEVERITIES
@@ -169,14 +164,7 @@ def visible_text_match(scope: Scope, text: str) -> Q:
     otherwise a search would tell what a hidden body says, one guess at a time."""
     scope = require_scope(scope)
     name = Q(name__icontains=text)
-    if scope.is_system:
-        return name | Q(message__icontains=text)
-    # a body is shown where the event is the viewer's own or a full grant covers it (Scope.hides_body)
-    bodies = Q(org_id__in=sorted(scope.own_org_ids)) if scope.own_org_ids else Q(pk__in=[])
-    for rule in scope.rules:
-        if rule.level == Level.FULL:
-            bodies |= rule.event_q()
-    return name | (Q(message__icontains=text) & bodies)
+    return name | (Q(message__icontains=text) & scope.body_readable_q())
 
 
 # ----------------------------------------------------------------------------- the war room
@@ -306,15 +294,7 @@ def _masked_events(scope: Scope, name: str) -> Q:
     """Events whose resource label ``name`` ``scope`` sees pseudonymised: neither its own nor shared by a
     full grant, and the first redacted grant that shares them masks ``name``
     (as ``Scope.event_masked_labels`` decides one event)."""
-    masked, earlier, unmasked = Q(pk__in=[]), Q(pk__in=[]), Q(org_id__in=sorted(scope.own_org_ids))
-    for rule in scope.rules:
-        if rule.level == Level.FULL:
-            unmasked |= rule.event_q()
-        elif rule.level == Level.REDACTED:
-            if name in rule.masked_labels:
-                masked |= rule.event_q() & ~earlier
-            earlier |= rule.event_q()
-    return masked & ~unmasked
+    return scope.pseudonymised_events_q(name)
 
 
 def event_label_q(scope: Scope, name: str, value: str, *, window: Window) -> Q:
@@ -329,7 +309,7 @@ def event_label_q(scope: Scope, name: str, value: str, *, window: Window) -> Q:
     if not (_PSEUDONYM.fullmatch(value) and value.startswith(f"{name}~")):
         return condition  # a pseudonym has this shape: anything else is a raw value, which matches nothing
     hints = read_hints(scope, start=window.start, end=window.end)
-    for owner_id in sorted({rule.owner_id for rule in scope.rules if name in rule.masked_labels}):
+    for owner_id in scope.owners_masking(name):
         owned = masked & Q(org_id=owner_id) & Q(**{f"resource__{name}__isnull": False})
         found = get_store().select_events(scope, hints, filters=owned, overlapping=True)
         raws = {_resource(row).get(name) for row in found.values_list("resource", flat=True)}

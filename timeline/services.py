@@ -368,9 +368,7 @@ def snapshot_create(*, permalink: Permalink, user, expires_at: datetime | None =
             "created_at": snapshot.created_at.isoformat(),
             "created_by": user.get_username(),
             "for_org": org.slug,
-            "grants_in_force": [
-                {"grant": rule.grant_id, "owner": rule.owner_id, "level": rule.level} for rule in scope.rules
-            ],
+            "grants_in_force": scope.grants_in_force(),
         }
         body = canonical_json(content)
         SnapshotPart.objects.create(

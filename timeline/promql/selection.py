@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from core.labels import REGEX_OPS, RESERVED_LABEL_NAMES, PatternError, compile_regex, value_matches
-from orgs.access import LEVEL_AGGREGATE, Scope, fleet_group_allowed
+from orgs.access import Scope, fleet_group_allowed
 from orgs.label_sql import name_q, sql_refusal
 from orgs.models import Organization
 from timeline.clock.model import clock_for
@@ -117,7 +117,7 @@ def _regex(pattern: str) -> None:
 
 
 def _masked_names(scope: Scope) -> frozenset[str]:
-    return frozenset(name for rule in scope.rules for name in rule.masked_labels)
+    return scope.grant_masked_label_names()
 
 
 def _pushdown(group: list[Matcher], masked: frozenset[str]) -> Q:
@@ -190,7 +190,7 @@ class ScopedSeries:
         its metric name, owner and the labels the gate lets a fleet figure use
         (``Scope.fleet_labels``); a metric of one owner with too few of them for the gate's fleet rule
         is left out."""
-        if not any(rule.level == LEVEL_AGGREGATE for rule in self.scope.rules):
+        if not self.scope.has_aggregate_grants():
             return [], False
         key = tuple(tuple(group) for group in groups)
         if key not in self._fleet_only:
@@ -203,13 +203,12 @@ class ScopedSeries:
         # The rows the scope's aggregate grants select; the store checks the group again when it reads
         # the samples. Those readable one by one are the selector's other part (:meth:`series`); the
         # rest are read at aggregate level (never masked), as the gate's fleet policy lets them be used.
-        aggregate = [rule.series_q() for rule in self.scope.rules if rule.level == LEVEL_AGGREGATE]
-        rows = Series.unscoped.filter(_any(aggregate))
+        rows = Series.unscoped.filter(self.scope.aggregate_series_q())
         if all(conditions):
             rows = rows.filter(_any(conditions))
         alone = set(rows.filter(self.scope.series_filter()).values_list("pk", flat=True))
         owners = dict(
-            Organization.objects.filter(pk__in={r.owner_id for r in self.scope.rules}).values_list(
+            Organization.objects.filter(pk__in=sorted(self.scope.sharing_owner_ids())).values_list(
                 "pk", "slug"
             )
         )
