@@ -12,8 +12,8 @@ from django.test import Client
 from core.timeparse import format_rfc3339
 from ingest.scenario.events.sink import JOB
 from ingest.scenario.layout import COMPACT
-from orgs.models import Grant
-from orgs.services import grant_revoke
+from orgs.models import Grant, Organization
+from orgs.services import grant_create, grant_revoke
 from tests.timeline.test_forecast import API, METADATA, MINUTE, _query, _store
 
 JOBS = "/api/v1/analysis/forecast/jobs"
@@ -52,6 +52,28 @@ def test_jobs_list_the_runs_and_sizes_each_organisation_may_read():
     response = _client(viewers["outsider"]).get(f"{JOBS}?{window}")
     assert response.status_code == 200
     assert response.json()["jobs"] == [] and JOB.encode() not in response.content
+
+
+@pytest.mark.django_db
+def test_a_reader_of_redacted_sessions_sees_no_job_name():
+    _config, start, end, viewers = _store(until_minutes=COMPACT.slow_start - 1)
+    window = urlencode({"from": format_rfc3339(start), "to": format_rfc3339(end)})
+    # infra shares its scheduler sessions with modeldev without their attributes (no job, no session).
+    grant_revoke(grant=Grant.objects.get(grantee=None, name__startswith="scheduler sessions"))
+    grant_create(
+        owner=Organization.objects.get(slug="infra"),
+        grantee=Organization.objects.get(slug="modeldev"),
+        name="scheduler sessions, redacted",
+        level="redacted",
+        signals=["scheduler"],
+    )
+    response = _client(viewers["modeldev"]).get(f"{JOBS}?{window}")
+    assert response.status_code == 200
+    assert response.json()["jobs"] == [] and JOB.encode() not in response.content
+    forecast = _client(viewers["modeldev"]).get(f"{API}?{_query(start, end)}").json()
+    assert forecast["runs"] == [] and forecast["resources"] == []
+    # infra itself still lists them.
+    assert [j["job"] for j in _client(viewers["infra"]).get(f"{JOBS}?{window}").json()["jobs"]] == [JOB]
 
 
 @pytest.mark.django_db
