@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from core.timeparse import format_rfc3339
-from tests.browser.conftest import signed_in
+from tests.browser.conftest import open_view, signed_in
 from tests.browser.test_detections import _infra_detects_the_first_failure
 
 pytestmark = pytest.mark.browser
@@ -232,6 +232,30 @@ def test_detection_chart_draws_the_apis_detections_by_node_and_family(chromium, 
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", first_time), first_time
         _shot(page, "detections")
         assert _serious_axe_violations(page) == []
+        assert page.problems == []
+    finally:
+        context.close()
+
+
+def test_the_war_room_checkpoint_panel_gives_infra_the_fleets_link_use_to_the_second(
+    chromium, live_server, incident
+):
+    """infra reads the checkpoint events redacted: the panel shows the fleet's link use (as the API's
+    fleet figure), not a blank, and each start to the second."""
+    start = int((incident.slow_end_ms + 30 * 60_000) * 1000)
+    window = {"from": format_rfc3339(start), "to": format_rfc3339(start + 120 * MINUTE)}
+    context, page = signed_in(chromium, live_server, "infra-analyst")
+    try:
+        found = page.request.get(f"{live_server.url}/api/v1/analyses/checkpoints?{urlencode(window)}").json()
+        assert found["checkpoints"] and found["checkpoints"][0]["link_fraction"] is None
+        open_view(page, live_server, urlencode(window))
+        page.wait_for_function("() => document.querySelectorAll('#checkpoint-rows tr').length > 0")
+        cells = page.locator("#checkpoint-rows tr").first.locator("td").all_text_contents()
+        first = found["checkpoints"][0]
+        assert cells[0] == first["start"].replace("T", " ")[:19]
+        assert cells[3] == f"fleet \u2264 {100 * first['fleet_link_fraction'][1]:.1f} %"
+        assert cells[5] == first["attribution"] == "rpc_slot_bound"
+        assert "fleet" in page.locator("#checkpoint-summary").text_content()
         assert page.problems == []
     finally:
         context.close()

@@ -58,7 +58,7 @@ function exclusionsChart(box, s, colour) {
   const top = new Set(ex.top_entities);
   const rows = ex.per_entity;
   const trace = (name, pick, color) => ({
-    type: "bar", name, x: rows.filter(pick).map((r) => r.entity), y: rows.filter(pick).map((r) => r.count),
+    type: "bar", name, x: rows.filter(pick).map((r) => escapeHtml(r.entity)), y: rows.filter(pick).map((r) => r.count),
     marker: { color, line: { width: 0 } }, hovertemplate: "%{x}: %{y} exclusions<extra></extra>",
   });
   const traces = [trace(`top ${ex.top} nodes`, (r) => top.has(r.entity), colour), trace("other nodes", (r) => !top.has(r.entity), MUTED)];
@@ -68,7 +68,7 @@ function exclusionsChart(box, s, colour) {
       `(${ex.top_entities.join(", ")}) hold ${share} of them, drawn in colour, the others in grey.`
     : `No node exclusions in this window (${s.org}'s scheduler).`;
   return draw(box, "exclusions", traces, layout({
-    xaxis: { ...AXIS, type: "category", categoryorder: "array", categoryarray: rows.map((r) => r.entity), tickangle: -45, automargin: true },
+    xaxis: { ...AXIS, type: "category", categoryorder: "array", categoryarray: rows.map((r) => escapeHtml(r.entity)), tickangle: -45, automargin: true },
     yaxis: { ...AXIS, title: { text: "exclusions" }, rangemode: "tozero" }, barmode: "overlay",
   }), caption);
 }
@@ -107,17 +107,18 @@ function chainsChart(box, s, events, colour) {
     const times = chain.events.map(at).filter(Boolean).map((e) => e.ts).sort();
     all.push(...times);
     if (times.length) line.x.push(plotTime(times[0]), plotTime(times[times.length - 1]), null);
-    if (times.length) line.y.push(chain.chain, chain.chain, null);
+    const name = escapeHtml(chain.chain);
+    if (times.length) line.y.push(name, name, null);
     const trigger = at(chain.trigger_event);
-    if (trigger) { marks.trigger.x.push(plotTime(trigger.ts)); marks.trigger.y.push(chain.chain); }
+    if (trigger) { marks.trigger.x.push(plotTime(trigger.ts)); marks.trigger.y.push(name); }
     chain.attempt_events.map(at).forEach((e, i) => {
       if (!e) return;
-      marks.attempt.x.push(plotTime(e.ts)); marks.attempt.y.push(chain.chain); marks.attempt.text.push(`attempt ${i + 1}`);
+      marks.attempt.x.push(plotTime(e.ts)); marks.attempt.y.push(name); marks.attempt.text.push(`attempt ${i + 1}`);
     });
     const outcome = at(chain.outcome_event);
     if (outcome) {
       const into = chain.success ? marks.succeeded : marks.exhausted;
-      into.x.push(plotTime(outcome.ts)); into.y.push(chain.chain);
+      into.x.push(plotTime(outcome.ts)); into.y.push(name);
     }
   }
   const traces = [
@@ -141,7 +142,7 @@ function chainsChart(box, s, events, colour) {
   return draw(box, "chains", traces, layout({
     height: Math.max(240, 110 + 26 * chains.length), margin: { l: 150, r: 20, t: 36, b: 60 },
     xaxis: { ...AXIS, type: "date", title: { text: "time (UTC)" } },
-    yaxis: { ...AXIS, type: "category", categoryorder: "array", categoryarray: [...chains.map((c) => c.chain)].reverse(), automargin: true },
+    yaxis: { ...AXIS, type: "category", categoryorder: "array", categoryarray: chains.map((c) => escapeHtml(c.chain)).reverse(), automargin: true },
   }), caption);
 }
 
@@ -162,7 +163,7 @@ function drawRecovery(data) {
 // A checkpoint on the category axis: its step, else its start (the time of day, with the date when the
 // window holds several days).
 export function checkpointLabel(c, oneDay = true) {
-  if (c.step !== null && c.step !== undefined) return `step ${c.step}`;
+  if (c.step !== null && c.step !== undefined) return escapeHtml(`step ${c.step}`);
   const shown = formatTime(Date.parse(c.start));
   return oneDay ? shown.slice(11) : shown.slice(5);
 }
@@ -221,7 +222,7 @@ function durationsChart(box, data) {
   const label = labeller(data.checkpoints);
   const x = [], y = [], text = [];
   for (const c of data.checkpoints) {
-    for (const w of c.writes) { x.push(label(c)); y.push(w.duration_s); text.push(w.entity); }
+    for (const w of c.writes) { x.push(label(c)); y.push(w.duration_s); text.push(escapeHtml(w.entity)); }
   }
   const traces = [
     { type: "scatter", mode: "markers", name: "one node's write", x, y, text, marker: { size: 6, color: "rgba(29,78,216,0.45)" },
@@ -249,14 +250,15 @@ function drawCheckpoints(data) {
 
 // ----------------------------------------------------------------------------- detections
 
+// Escaped: Plotly reads a subset of HTML in axis labels, legends and hovers.
 export function detectionNode(e) {
   const resource = e.resource || {};
-  return resource.node ?? Object.values(resource)[0] ?? "(no node)";
+  return escapeHtml(resource.node ?? Object.values(resource)[0] ?? "(no node)");
 }
 
 export function detectionFamilies(e) {
   if (e.redacted) return ["(hidden)"];
-  const families = String((e.attributes || {}).families || "").split(",").map((f) => f.trim()).filter(Boolean);
+  const families = String((e.attributes || {}).families || "").split(",").map((f) => escapeHtml(f.trim())).filter(Boolean);
   return families.length ? families : ["(none listed)"];
 }
 
