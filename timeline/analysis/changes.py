@@ -915,27 +915,39 @@ def _place_along_dependencies(
     graph = dependency_graph(scope, series=[m.series for m in alone], window=(window.start, window.end))
     if not graph.dependencies:
         return
-    items = []
-    for entry in entries:
-        if entry.kind in ("series", "group"):
-            entities = set()
-            for member in entry.changed_members or entry.shown:
-                labels = visible_labels(scope, member.series)
-                entities |= graph.entities_of(member.series.org_id, member.series.metric, labels)
-        elif entry.kind == "fleet":
-            entities = graph.entities_of(entry.org.pk, entry.title, None)
-        else:
-            entities = set()
-        onset = None
-        if entry.profile is not None and entry.kind != "template":
-            onset = change_onset(entry.profile[0], entry.profile[1], grids[1].origin, grids[1].step)
-        items.append(Item(score=entry.score, entities=frozenset(entities), onset=onset))
+    items = [entry_item(scope, graph, entry, grids) for entry in entries]
     for entry, placed in zip(
         entries, place_along_dependencies(graph, items, window_us=window.length), strict=True
     ):
         if placed.role:
             entry.score = placed.score
             entry.explanations.append({"text": placed.explanation(), **placed.as_dict()})
+
+
+def entry_item(scope: Scope, graph, entry: Entry, grids: tuple[Grid, Grid]) -> Item:
+    """An entry as the dependency analysis sees it: its score, the entities its changed series name by
+    their labels as the viewer sees them (and those their owner bound by metric name; a fleet entry
+    only the latter), and when its change began."""
+    if entry.kind in ("series", "group"):
+        entities = set()
+        for member in entry.changed_members or entry.shown:
+            labels = visible_labels(scope, member.series)
+            entities |= graph.entities_of(member.series.org_id, member.series.metric, labels)
+    elif entry.kind == "fleet":
+        entities = graph.entities_of(entry.org.pk, entry.title, None)
+    else:
+        entities = set()
+    onset = None
+    if entry.profile is not None and entry.kind != "template":
+        onset = change_onset(entry.profile[0], entry.profile[1], grids[1].origin, grids[1].step)
+    return Item(score=entry.score, entities=frozenset(entities), onset=onset)
+
+
+def ranking_graph(scope: Scope, ranking: Ranking):
+    """The dependency graph ``scope`` may read around a ranking's entries (their series' labels and the
+    spans of its window)."""
+    series = [m.series for e in ranking.entries for m in (e.changed_members or e.shown)]
+    return dependency_graph(scope, series=series, window=(ranking.window.start, ranking.window.end))
 
 
 def _marked(entry: Entry, kind: str) -> Entry:

@@ -32,17 +32,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from orgs.access import Scope, require_scope
-from timeline.analysis.changes import Baseline, Entry, Period, Ranking, rank_changes
+from timeline.analysis.changes import (
+    Baseline,
+    Entry,
+    Period,
+    Ranking,
+    entry_item,
+    rank_changes,
+    ranking_graph,
+)
 from timeline.analysis.detection import DetectionConfig, stored_detections
 from timeline.analysis.forecast import ForecastConfig, read_jobs, scale_forecast
 from timeline.analysis.onsets import onsets
+from timeline.analysis.root_cause import MIN_DEPENDENTS
 from timeline.presenters import present_event
 
 RANKED = 30  # entries of the ranking the findings are drawn from
 FORECAST_LOOKBACK_US = 7 * 24 * 3_600_000_000  # runs this long before the window feed the forecast
+FORECAST_MARGIN_US = 5 * 60_000_000  # read from this long before the first smaller run
 OUTLIER_SHARE = 0.25  # a group where at most this share of the members changed has outliers
 MIN_PEERS = 5
 SATURATED = 0.5  # of the window at >= 95 % of capacity
+MAX_SHARED_ENTITIES = 2  # a shared resource's series name at most this many entities
 MAX_DETECTION_ENTITIES = 8
 MAX_FINDINGS = 12
 
@@ -100,7 +111,7 @@ def investigate(scope: Scope, *, window: Period) -> Investigation:
     started = time.monotonic()
     ranking = rank_changes(scope, window=window, limit=RANKED)
     found: list[Finding] = []
-    cause = _root_cause(ranking)
+    cause = _root_cause(scope, ranking)
     if cause is not None:
         found.append(cause[0])
     found += _saturation(ranking, skip=cause[1] if cause else None)
@@ -145,8 +156,9 @@ def _saturation_text(entry: Entry) -> str:
     )
 
 
-def _root_cause(ranking: Ranking) -> tuple[Finding, Entry] | None:
-    """The shared dependency the ranking placed above what depends on it, with its dependents."""
+def _placed(ranking: Ranking) -> tuple[Entry, dict, list[Entry], list[str]] | None:
+    """The shared dependency the ranking placed above what depends on it: its entry, the placement,
+    the dependents' entries and one path from a dependent to it."""
     for entry in ranking.entries:
         placed = next((x for x in entry.explanations if x.get("role") == "dependency"), None)
         if placed is None:
@@ -157,42 +169,122 @@ def _root_cause(ranking: Ranking) -> tuple[Finding, Entry] | None:
             for e in ranking.entries
             if any(x.get("role") == "dependent" and x.get("entity") == entity for x in e.explanations)
         ]
-        counted = ", ".join(
-            f"{n} {kind}s" if n != 1 else f"1 {kind}" for kind, n in placed["dependents"].items()
-        )
-        saturated = _saturation_text(entry)
-        at_capacity = (
-            entry.change.saturation_during is not None and entry.change.saturation_during >= SATURATED
-        )
-        what = f"{entry.title} at its capacity" if at_capacity else f"{entry.title} changed"
         path = next((x["path"] for e in dependents for x in e.explanations if x.get("path")), [])
-        evidence = [
-            {"label": "shared dependency", "value": entity},
-            {"label": "changed dependents", "value": counted},
-            {"label": entry.title, "value": entry.explanation},
-            {"label": "owner", "value": entry.org.name},
-            {"label": "baseline", "value": _baseline_text(entry)},
-        ]
-        if saturated:
-            evidence.insert(2, {"label": "saturation", "value": saturated})
-        for dependent in dependents[:3]:
-            evidence.append({"label": f"dependent: {dependent.title}", "value": dependent.explanation})
-        share = min(1.0, sum(placed["dependents"].values()) / 10)
-        finding = Finding(
-            kind="root_cause",
-            title=f"{entity}: {what}, the shared dependency of {counted} that changed",
-            summary=(
-                f"{entry.org.name}'s {entry.title} ({entry.explanation}) is upstream of {counted} whose "
-                f"own signals changed with it: a change shared by many dependents points to their common "
-                f"dependency."
-            ),
-            confidence=_confidence(entry) * (0.6 + 0.4 * share),
-            evidence=evidence,
-            lanes=[entry.lane, *(d.lane for d in dependents[:4])],
-            path=path or [entity],
-        )
-        return finding, entry
+        return entry, placed, dependents, path
     return None
+
+
+def _saturated_dependency(
+    scope: Scope, ranking: Ranking
+) -> tuple[Entry, dict, list[Entry], list[str]] | None:
+    """A shared dependency pinned at its capacity, upstream of changed entities, when the ranking placed
+    none because its score stayed under its dependents' (a series held at a ceiling cannot move further
+    than the ceiling, so its score understates it): the saturation is the evidence the ranking's rule
+    did not weigh. Its change must not begin clearly after its dependents' (then it is their effect)."""
+    saturated = [e for e in ranking.entries if _at_capacity(e)]
+    if not saturated:
+        return None
+    graph = ranking_graph(scope, ranking)
+    items = {id(e): entry_item(scope, graph, e, ranking.grids) for e in ranking.entries}
+    changed = [e for e in ranking.entries if e.kind in ("series", "group", "fleet")]
+    upstream: dict[tuple, dict] = {}
+
+    def above(entity: tuple) -> dict:
+        if entity not in upstream:
+            upstream[entity] = graph.upstream(entity)
+        return upstream[entity]
+
+    for entry in sorted(saturated, key=lambda e: -e.score):
+        own = items[id(entry)].entities
+        if not own or len(own) > MAX_SHARED_ENTITIES:
+            continue  # per-node series are the dependents' own, not a resource they share
+        for entity in sorted(own):
+            dependents: dict[tuple, list] = {}
+            below = []
+            for other in changed:
+                if other is entry:
+                    continue
+                reached = [
+                    e for e in items[id(other)].entities if e not in own and entity in graph.upstream(e)
+                ]
+                if reached:
+                    below.append(other)
+                    for dependent in reached:
+                        dependents.setdefault(dependent, [dependent, entity])
+            if len(dependents) < MIN_DEPENDENTS or _later(
+                items[id(entry)], [items[id(o)] for o in below], ranking
+            ):
+                continue
+            counted: dict[str, int] = defaultdict(int)
+            for kind, _name in dependents:
+                counted[kind] += 1
+            name = f"{entity[0]} {entity[1]}"
+            path = [f"{k} {n}" for k, n in dependents[sorted(dependents)[0]]]
+            placed = {
+                "role": "dependency",
+                "entity": name,
+                "dependents": dict(sorted(counted.items())),
+                "path": [],
+            }
+            return entry, placed, sorted(below, key=lambda e: -e.score), path
+    return None
+
+
+def _at_capacity(entry: Entry) -> bool:
+    c = entry.change
+    return (
+        bool(entry.capacity)
+        and c.saturation_during is not None
+        and c.saturation_during >= SATURATED
+        and (c.saturation_during - (c.saturation_before or 0) >= 0.2)
+    )
+
+
+def _later(item, below: list, ranking: Ranking) -> bool:
+    """Whether the dependency's change began clearly (a tenth of the window) after its dependents'."""
+    theirs = sorted(i.onset for i in below if i.onset is not None)
+    if item.onset is None or not theirs:
+        return False
+    return item.onset > theirs[len(theirs) // 2] + 0.1 * ranking.window.length
+
+
+def _root_cause(scope: Scope, ranking: Ranking) -> tuple[Finding, Entry] | None:
+    """The shared dependency of the changed entities: the one the ranking placed, else one pinned at its
+    capacity (:func:`_saturated_dependency`)."""
+    found = _placed(ranking) or _saturated_dependency(scope, ranking)
+    if found is None:
+        return None
+    entry, placed, dependents, path = found
+    entity = placed["entity"]
+    counted = ", ".join(f"{n} {kind}s" if n != 1 else f"1 {kind}" for kind, n in placed["dependents"].items())
+    saturated = _saturation_text(entry)
+    what = f"{entry.title} at its capacity" if _at_capacity(entry) else f"{entry.title} changed"
+    evidence = [
+        {"label": "shared dependency", "value": entity},
+        {"label": "changed dependents", "value": counted},
+        {"label": entry.title, "value": entry.explanation},
+        {"label": "owner", "value": entry.org.name},
+        {"label": "baseline", "value": _baseline_text(entry)},
+    ]
+    if saturated:
+        evidence.insert(2, {"label": "saturation", "value": saturated})
+    for dependent in dependents[:3]:
+        evidence.append({"label": f"dependent: {dependent.title}", "value": dependent.explanation})
+    share = min(1.0, sum(placed["dependents"].values()) / 10)
+    finding = Finding(
+        kind="root_cause",
+        title=f"{entity}: {what}, the shared dependency of {counted} that changed",
+        summary=(
+            f"{entry.org.name}'s {entry.title} ({entry.explanation}) is upstream of {counted} whose "
+            f"own signals changed with it: a change shared by many dependents points to their common "
+            f"dependency."
+        ),
+        confidence=_confidence(entry) * (0.6 + 0.4 * share),
+        evidence=evidence,
+        lanes=[entry.lane, *(d.lane for d in dependents[:4])],
+        path=path or [entity],
+    )
+    return finding, entry
 
 
 def _saturation(ranking: Ranking, *, skip: Entry | None) -> list[Finding]:
@@ -355,8 +447,9 @@ def _detections(scope: Scope, window: Period) -> list[Finding]:
 
 
 def _scale_forecasts(scope: Scope, window: Period, ranking: Ranking) -> list[Finding]:
-    """A job run in the window at a size beyond where a resource saturates, forecast from every run of
-    it the viewer may read (the window's and those of the week before)."""
+    """A job run in the window at a size beyond where a resource saturates, as forecast from its smaller
+    runs before it (in the window or the week before) that the viewer may read: what the validation
+    runs already said of the big one."""
     config = ForecastConfig.load()
     start = window.start - FORECAST_LOOKBACK_US
     out = []
@@ -365,9 +458,16 @@ def _scale_forecasts(scope: Scope, window: Period, ranking: Ranking) -> list[Fin
         if not inside:
             continue
         nodes = max(r.size for r in inside)
+        # from the smaller runs before the first one at that size: what they foretold of it
+        big = min(r.start for r in runs if r.size == nodes)
+        smaller = [r for r in runs if r.size < nodes and r.end <= big]
+        if not smaller:
+            continue
+        # from the first of them on, so the buckets stay finer than a validation run
+        first_run = min(r.start for r in smaller) - FORECAST_MARGIN_US
         for phase in config.phases:
             answer = scale_forecast(
-                scope, job=job, nodes=nodes, phase=phase, start=start, end=window.end, config=config
+                scope, job=job, nodes=nodes, phase=phase, start=first_run, end=big, config=config
             )
             first = next((r for r in answer["resources"] if r["resource"] == answer["first"]), None)
             if first is None or first.get("saturates_at") is None or first["saturates_at"] >= nodes:
