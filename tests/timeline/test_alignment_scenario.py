@@ -121,6 +121,7 @@ def test_after_quickstart_applies_its_estimates_no_pair_of_the_incident_window_i
         user=admin, offset_us=-3 * S, source="otel-collector", note="wrong"
     )
     wrong = estimation.ordering_violations(Scope.for_user(admin), start=start, end=end, limit=1000)
+    assert wrong["count"] == len(wrong["violations"]) and not wrong["more"]
     assert wrong["violations"] and wrong["culprits"] == [
         {"org": "modeldev", "pairs": len(wrong["violations"])}
     ]

@@ -135,6 +135,7 @@ def ordering_violations(
         "checked": len(pairs),
         "violations": out[:limit],
         "more": len(out) > limit,
+        "count": len(out),
         "culprits": likely_culprits(out),
     }
 
@@ -341,5 +342,6 @@ def clock_payload(scope: Scope, *, start: int, end: int) -> dict:
         "ordering_violations": ordering["violations"],
         "ordering_checked": ordering["checked"],
         "ordering_more": ordering["more"],
+        "ordering_count": ordering["count"],
         "ordering_culprits": ordering["culprits"],
     }

@@ -593,10 +593,10 @@ function orderingItem(clock) {
   const li = document.createElement("li");
   li.className = "error wr-ordering";
   const culprits = clock.ordering_culprits || [];
-  const count = `${violations.length}${clock.ordering_more ? "+" : ""}`;
+  const count = clock.ordering_count ?? violations.length;
   const head = document.createElement("p");
   head.className = "wr-ordering-head";
-  head.textContent = `${count} known cause-and-effect pair${violations.length === 1 && !clock.ordering_more ? "" : "s"} in this window appear${violations.length === 1 && !clock.ordering_more ? "s" : ""} out of order`;
+  head.textContent = `${count} known cause-and-effect pair${count === 1 ? " in this window appears" : "s in this window appear"} out of order`;
   if (culprits.length) {
     const [first] = culprits;
     const others = culprits.slice(1).map((c) => `${c.org} (${c.pairs})`).join(", ");
@@ -614,9 +614,9 @@ function orderingItem(clock) {
     item.title = v.expected || v.rule;
     pairs.appendChild(item);
   }
-  if (violations.length > ORDERING_SHOWN || clock.ordering_more) {
+  if (count > ORDERING_SHOWN) {
     const more = document.createElement("li");
-    more.textContent = `… and ${violations.length - ORDERING_SHOWN > 0 ? violations.length - ORDERING_SHOWN : ""}${clock.ordering_more ? "+" : ""} more`;
+    more.textContent = `… and ${count - ORDERING_SHOWN} more`;
     pairs.appendChild(more);
   }
   li.append(head, pairs);
@@ -764,21 +764,28 @@ function renderTitles() {
   }
 }
 
+// A lane's buttons are one toolbar and one stop of the tab order (its first button, or the one last
+// used); the arrow keys, Home and End move between them. Tab then goes on to the next lane and, after
+// the lanes, to the event table, instead of passing every button of every lane.
 function laneControls(spec, index, lane = null) {
   const controls = document.createElement("span");
   controls.className = "wr-lane-controls";
+  controls.setAttribute("role", "toolbar");
+  controls.setAttribute("aria-label", `lane ${index + 1}: ${lane && lane.title ? `${lane.title.org} · ${lane.title.signal}` : spec}`);
   const button = (text, label, action) => {
     const b = document.createElement("button");
     b.type = "button";
     b.textContent = text;
     b.title = label;
     b.setAttribute("aria-label", label);
+    b.tabIndex = controls.childElementCount ? -1 : 0;
     b.addEventListener("click", (event) => {
       event.stopPropagation();
       action();
     });
     controls.appendChild(b);
   };
+  controls.addEventListener("keydown", onToolbarKey);
   const parsed = parseSpec(spec);
   // Per-node lines exist only where the nodes' series are shared one by one; an aggregate grant
   // shares the fleet's band only, so the control is not offered there.
@@ -791,6 +798,18 @@ function laneControls(spec, index, lane = null) {
   button(hasFlag(spec, "pin") ? "unpin" : "pin", "pin on top", () => replaceLane(index, withFlag(spec, "pin", !hasFlag(spec, "pin"))));
   button("✕", "remove lane", () => removeLane(index));
   return controls;
+}
+
+function onToolbarKey(event) {
+  const buttons = [...event.currentTarget.querySelectorAll("button")];
+  const at = buttons.indexOf(document.activeElement);
+  const to = { ArrowRight: at + 1, ArrowDown: at + 1, ArrowLeft: at - 1, ArrowUp: at - 1, Home: 0, End: buttons.length - 1 }[event.key];
+  if (to === undefined || at < 0) return;
+  event.preventDefault();
+  event.stopPropagation();
+  const next = buttons[(to + buttons.length) % buttons.length];
+  for (const b of buttons) b.tabIndex = b === next ? 0 : -1;
+  next.focus();
 }
 
 function setLanes(lanes) {
@@ -1322,10 +1341,14 @@ function renderCatalogue() {
   box.replaceChildren();
   const entries = [];
   const capacities = capacityMetrics();
+  const named = needle ? familiesNamed(needle) : null;
   for (const family of catalogue.events) {
     if (labelFilter.length) continue; // event lanes have no series labels to match
-    if (needle && !`${family.org} ${family.signal} ${family.kind} events`.toLowerCase().includes(needle)) continue;
-    entries.push({ org: family.org, signal: family.signal, text: `${family.kind} events (${family.count} in window)`,
+    // a family matches by its organisation, signal or kind, or by the name or text of its events
+    const names = named && named.get(`${family.org}|${family.signal}|${family.kind}`);
+    if (needle && !names && !`${family.org} ${family.signal} ${family.kind} events`.toLowerCase().includes(needle)) continue;
+    const found = names ? `: ${[...names].slice(0, 4).join(", ")}${names.size > 4 ? ", …" : ""}` : "";
+    entries.push({ org: family.org, signal: family.signal, text: `${family.kind} events${found} (${family.count} in window)`,
       kinds: family.with_duration ? ["spans", "logs"] : ["logs"], make: (kind) => formatSpec({ kind, org: family.org, signal: family.signal, what: "", labels: [], capacity: "", flags: [] }) });
   }
   for (const group of catalogue.series) {
@@ -1354,7 +1377,12 @@ function renderCatalogue() {
     const row = document.createElement("div");
     row.className = "wr-cat-row";
     const name = document.createElement("span");
-    name.textContent = entry.text;
+    // whole names, wrapped after an underscore where they must (receive and transmit stay apart)
+    entry.text.split("_").forEach((part, i) => {
+      if (i) name.append("_", document.createElement("wbr"));
+      name.append(part);
+    });
+    name.title = `${entry.org} · ${entry.signal} · ${entry.text}`;
     row.appendChild(name);
     for (const kind of entry.kinds) {
       const add = document.createElement("button");
@@ -1366,6 +1394,40 @@ function renderCatalogue() {
     }
     box.appendChild(row);
   }
+}
+
+// The event families whose events' names or text hold ``needle`` in the window: asked of the event
+// search once per text and window (the catalogue lists families, not their event names), then the
+// picker is drawn again. Null while the answer is awaited.
+const familySearches = new Map();
+const FAMILY_SEARCH_MIN = 2;
+
+function familiesNamed(needle) {
+  if (needle.length < FAMILY_SEARCH_MIN) return null;
+  const key = `${windowParams()}|${needle}`;
+  if (familySearches.has(key)) return familySearches.get(key);
+  familySearches.set(key, null);
+  clearTimeout(familiesNamed.timer);
+  if (familiesNamed.pending) familySearches.delete(familiesNamed.pending); // typed on: never asked
+  familiesNamed.pending = key;
+  familiesNamed.timer = setTimeout(async () => {
+    familiesNamed.pending = null;
+    try {
+      const answer = await getJson(`${API}/events?${windowParams()}&limit=200&q=${encodeURIComponent(needle)}`);
+      const found = new Map();
+      for (const e of answer.events || []) {
+        const family = `${e.org}|${e.signal}|${e.kind}`;
+        if (!found.has(family)) found.set(family, new Set());
+        found.get(family).add(e.name);
+      }
+      familySearches.set(key, found);
+    } catch {
+      familySearches.delete(key);
+      return;
+    }
+    if (!$("picker").hidden && $("pick-text").value.trim().toLowerCase() === needle) renderCatalogue();
+  }, 250);
+  return null;
 }
 
 function fillSelect(select, values) {
