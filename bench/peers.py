@@ -27,9 +27,11 @@ Per window and round, each side answers once, in an order that turns from round 
 
 Before anything is timed, every bucket of every series of every window is compared with Prometheus's
 and with VictoriaMetrics's answer (min, max, mean to 1e-9 relative; a bucket one side lacks differs).
-Printed: the table of medians per window, the ratios, and the load average before and after; the last
-line is ``peers: jointline <x>x prometheus and <y>x victoriametrics on 24 h, ...`` (lower is better for
-Jointline).
+With ``--baseline DIR``, a second gunicorn serves another checkout of the project (the code before a
+change) from the same database, timed as one more side of each round and its lanes compared with
+this checkout's. Printed: the table of medians per window, the ratios, and the load average before
+and after; the last line is ``peers: jointline <x>x prometheus and <y>x victoriametrics on 24 h, ...``
+(lower is better for Jointline).
 
 Without ``prometheus`` or ``promtool`` on PATH it says so and exits 0, as ``bench/peer_prometheus.py``
 does. Without ``victoria-metrics`` it says so and compares with Prometheus alone, except under CI
@@ -39,6 +41,7 @@ does. Without ``victoria-metrics`` it says so and compares with Prometheus alone
     .venv/bin/python bench/peers.py                      # 55 days at 60 s, about 15 min here
     .venv/bin/python bench/peers.py --days 7 --rounds 3  # windows up to 7 d
     .venv/bin/python bench/peers.py --smoke              # one day, one round: that it runs
+    git archive HEAD~3 | tar -x -C /tmp/before && .venv/bin/python bench/peers.py --baseline /tmp/before
 """
 
 from __future__ import annotations
@@ -77,7 +80,8 @@ WINDOWS = {
     "24 d": 24 * DAY_US,
     "55 d": 55 * DAY_US,
 }
-SIDES = ("jointline", "prometheus", "victoriametrics")
+SIDES = ("jointline", "baseline", "prometheus", "victoriametrics")
+PEERS = ("prometheus", "victoriametrics")
 VM_BINARY = "victoria-metrics"
 IMPORT_CHUNK_BYTES = 32 * 2**20
 
@@ -94,6 +98,43 @@ class Window:
 
     def median_ms(self, side: str) -> float:
         return statistics.median(self.times[side]) * 1000 if self.times[side] else math.nan
+
+
+# --------------------------------------------------------------------------- servers
+
+
+def start_jointline(database_url: str, data_dir: Path, log_dir: Path, checkout: Path | None = None):
+    """A gunicorn of this checkout (as ``bench/peer_prometheus.py`` starts it), or of ``checkout``:
+    another copy of the project (``git archive <commit> | tar -x -C <dir>``) served from the same
+    database, to time a change against what it changed."""
+    if checkout is None:
+        return prom.start_jointline(database_url, data_dir, log_dir)
+    port = _harness.free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": database_url,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "JOINTLINE_READ_REQUESTS_PER_MINUTE": "0",
+        "JOINTLINE_DATA_DIR": str(data_dir),
+        "JOINTLINE_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(checkout),
+    }
+    env.pop("REDIS_URL", None)
+    args = [
+        sys.executable, "-m", "gunicorn", "config.wsgi:application", "-w", "1", "-b", f"127.0.0.1:{port}",
+        "--chdir", str(checkout), "--timeout", str(int(prom.HTTP_TIMEOUT_S)), "--log-level", "warning",
+    ]  # fmt: skip
+    log = log_dir / "gunicorn-baseline.log"
+    process = _harness.start_process(args, env, log)
+    _harness.wait_until(
+        lambda: _harness.answers(port),
+        timeout_s=_harness.START_TIMEOUT_S,
+        what="gunicorn",
+        process=process,
+        log=log,
+    )
+    return process, port
 
 
 # --------------------------------------------------------------------------- VictoriaMetrics
@@ -221,7 +262,11 @@ def measure(windows: list[Window], series_ids: list[int], clients: dict[str, pro
         first_bucket_ms = min(lane["t"][0] for lane in first["lanes"] if lane["t"])
         window.peer_paths = peer_paths(first_bucket_ms, window.end_us, window.step_ms / 1000)
         checks = []
-        for side in SIDES[1:]:
+        if "baseline" in clients:
+            _, before = clients["baseline"].get(jointline_path(series_ids, window, args.width))
+            same = before["lanes"] == first["lanes"]
+            checks.append(f"baseline {'the same lanes' if same else 'OTHER LANES'}")
+        for side in PEERS:
             if side in clients:
                 _, answer = time_peer(clients[side], window.peer_paths, NOCACHE[side])  # warm-up
                 compared, differ = compare(first, answer, window.step_ms, window.start_us / 1000)
@@ -236,8 +281,8 @@ def measure(windows: list[Window], series_ids: list[int], clients: dict[str, pro
         for window in windows:
             shift = round_ % len(sides)
             for side in sides[shift:] + sides[:shift]:
-                if side == "jointline":
-                    spent = jointline.get(jointline_path(series_ids, window, args.width))[0]
+                if side in ("jointline", "baseline"):
+                    spent = clients[side].get(jointline_path(series_ids, window, args.width))[0]
                 else:
                     spent = time_peer(clients[side], window.peer_paths, NOCACHE[side])[0]
                 window.times[side].append(spent)
@@ -250,6 +295,12 @@ NOCACHE = {"prometheus": "", "victoriametrics": "&nocache=1"}
 def report(windows: list[Window], sides: list[str], load_before: str, load_after: str) -> None:
     has_vm = "victoriametrics" in sides
     print(f"\nload average before: {load_before}; after: {load_after} (2 cores)")
+    if "baseline" in sides:
+        print("| window | Jointline ms | baseline ms | Jointline / baseline |")
+        print("|---|---|---|---|")
+        for window in windows:
+            ours, before = window.median_ms("jointline"), window.median_ms("baseline")
+            print(f"| {window.name} | {ours:,.0f} | {before:,.0f} | {ours / before:.2f}x |")
     header = "| window | buckets x step | Jointline ms | Prometheus ms |"
     header += (
         " VictoriaMetrics ms | Jointline / Prometheus | Jointline / VM |"
@@ -329,8 +380,12 @@ def run(args, work: Path, with_vm: bool) -> str:
         else:
             print()
         loaded.openmetrics_path.unlink()
-        jointline, jl_port = prom.start_jointline(args.database_url, work / "data", work)
+        jointline, jl_port = start_jointline(args.database_url, work / "data", work)
         processes.append(jointline)
+        if args.baseline:
+            baseline, baseline_port = start_jointline(args.database_url, work / "data", work, args.baseline)
+            processes.append(baseline)
+            clients["baseline"] = prom.Timed(baseline_port, {"Authorization": f"Bearer {token}"})
         prometheus, prom_port = prom.start_prometheus(tsdb, work)
         processes.append(prometheus)
         clients["jointline"] = prom.Timed(jl_port, {"Authorization": f"Bearer {token}"})
@@ -346,9 +401,9 @@ def run(args, work: Path, with_vm: bool) -> str:
         report(windows, sides, before, load_average())
         return closing(windows, sides)
     except _harness.HarnessError as exc:
-        raise _harness.HarnessError(
-            f"{exc}\ngunicorn's log:\n{_harness.log_tail(work / 'gunicorn.log')}"
-        ) from exc
+        logs = [work / "gunicorn.log", *([work / "gunicorn-baseline.log"] if args.baseline else [])]
+        tails = "".join(f"\n{log.name}:\n{_harness.log_tail(log)}" for log in logs)
+        raise _harness.HarnessError(f"{exc}{tails}") from exc
     finally:
         for client in clients.values():
             client.close()
@@ -364,6 +419,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds")
     parser.add_argument("--width", type=int, default=1200, help="buckets per series")
     parser.add_argument("--max-block-hours", type=int, default=486, help="promtool's largest block")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout of the project (e.g. from git archive) timed beside this one, same database",
+    )
     args = _harness.parse_with_smoke(parser, days=1, rounds=1, width=100)
     if args.rounds < 1 or args.width < 10 or args.days < 1 or args.step_s < 1:
         parser.error("--rounds >= 1, --width >= 10, --days >= 1, --step-s >= 1")
