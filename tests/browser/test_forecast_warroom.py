@@ -214,3 +214,25 @@ def test_without_the_storage_grant_the_panel_names_the_service_as_not_shared(chr
         assert page.problems == []
     finally:
         context.close()
+
+
+def test_on_the_incident_window_the_panel_offers_the_runs_before_the_large_one(page, live_server, incident):
+    """The incident's window holds the 60-node run, whose metadata load sat at the capacity: the panel
+    says so and forecasts from the runs before it on request (the validation runs: metadata first)."""
+    start, end = incident.window
+    open_view(page, live_server, urlencode({"from": start, "to": end}))
+    _forecast_with_the_keyboard(page, 60)
+    page.wait_for_selector("#forecast-larger:not([hidden])")
+    assert "run at 60 nodes" in page.inner_text("#forecast-larger")
+    page.focus("#forecast-before")
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        "(r) => (document.getElementById('forecast-panel').dataset.drawn || '').endsWith(':' + r)",
+        arg=METADATA,
+        timeout=60_000,
+    )
+    api = _api(page, nodes=60)
+    assert api["first"] == METADATA and sorted(o["nodes"] for o in api["occurrences"]) == [2, 4]
+    assert page.inner_text("#forecast-verdict") == api["verdict"]
+    assert page.is_hidden("#forecast-larger")
+    assert page.problems == []

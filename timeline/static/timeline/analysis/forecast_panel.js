@@ -97,7 +97,7 @@ async function loadJobs() {
 }
 
 function clearResult() {
-  for (const id of ["forecast-verdict", "forecast-runs", "forecast-not-shared", "forecast-panel-chart", "forecast-chart-key", "forecast-page-link"]) {
+  for (const id of ["forecast-verdict", "forecast-runs", "forecast-not-shared", "forecast-panel-chart", "forecast-chart-key", "forecast-page-link", "forecast-larger"]) {
     $(id).hidden = true;
   }
   $("forecast-resources").replaceChildren();
@@ -227,6 +227,7 @@ async function runForecast(event) {
   const list = $("forecast-resources");
   const ordered = [...found.resources].sort((a, b) => (b.resource === found.first) - (a.resource === found.first));
   for (const r of ordered) list.appendChild(renderResource(r, found));
+  largerRun(found.nodes);
   const link = $("forecast-page-link");
   link.href = `${PAGE}?${query}`;
   link.hidden = false;
@@ -234,6 +235,29 @@ async function runForecast(event) {
   const charted = shownChart && (shownChart.traces.find((t) => t.resource === found.first) || shownChart.traces[0]);
   if (charted) await drawResource(charted.resource);
 }
+
+// A run of the job at the target size or larger inside the window: if it saturated a resource, its load
+// there is the capacity, not its demand, and the fit through it says less than the smaller runs alone.
+let before = null;
+const instant = (text) => Date.parse(String(text).replace(/\.\d+Z$/, "Z"));
+function largerRun(nodes) {
+  const job = chosenJob();
+  const until = instant($("forecast-to").value.trim());
+  const runs = job ? job.runs.filter((r) => !(instant(r.start) >= until)) : [];
+  const run = runs.filter((r) => r.nodes >= nodes).sort((a, b) => instant(a.start) - instant(b.start))[0];
+  before = null;
+  if (!run || !runs.some((r) => r.nodes < nodes && instant(r.start) < instant(run.start))) return;
+  before = new Date(instant(run.start) - 60_000).toISOString().replace(/\.\d{3}Z$/, "Z");
+  $("forecast-larger-text").textContent =
+    `This window holds a run at ${run.nodes} nodes (from ${run.start}): where it saturated a resource, its load there is the capacity, not its demand. `;
+  $("forecast-larger").hidden = false;
+}
+
+$("forecast-before").addEventListener("click", () => {
+  if (!before) return;
+  $("forecast-to").value = before;
+  runForecast(null);
+});
 
 function useViewWindow() {
   const { from, to } = viewWindow();
