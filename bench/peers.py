@@ -53,6 +53,7 @@ import os
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -109,6 +110,7 @@ def start_jointline(database_url: str, data_dir: Path, log_dir: Path, checkout: 
     database, to time a change against what it changed."""
     if checkout is None:
         return prom.start_jointline(database_url, data_dir, log_dir)
+    checkout = checkout.resolve()
     port = _harness.free_port()
     env = {
         **os.environ,
@@ -123,10 +125,14 @@ def start_jointline(database_url: str, data_dir: Path, log_dir: Path, checkout: 
     env.pop("REDIS_URL", None)
     args = [
         sys.executable, "-m", "gunicorn", "config.wsgi:application", "-w", "1", "-b", f"127.0.0.1:{port}",
-        "--chdir", str(checkout), "--timeout", str(int(prom.HTTP_TIMEOUT_S)), "--log-level", "warning",
+        "--timeout", str(int(prom.HTTP_TIMEOUT_S)), "--log-level", "warning",
     ]  # fmt: skip
     log = log_dir / "gunicorn-baseline.log"
-    process = _harness.start_process(args, env, log)
+    # from the checkout's folder: Celery puts the working directory first on sys.path
+    with log.open("ab") as output:
+        process = subprocess.Popen(
+            args, cwd=checkout, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
     _harness.wait_until(
         lambda: _harness.answers(port),
         timeout_s=_harness.START_TIMEOUT_S,
