@@ -318,3 +318,36 @@ def test_phases_and_limits_come_from_the_analyses_file_and_bad_ones_are_refused(
         bad.write_text(json.dumps({"forecast": section}))
         with pytest.raises(ValueError, match=re.escape(message)):
             ForecastConfig.load(str(bad))
+
+
+def test_a_run_that_saturated_the_resource_is_a_floor_not_a_point_of_the_fit():
+    # Runs at 2 and 4 nodes ask 65,000 ops/s a node over a 90,000 background; the run at 60 nodes held
+    # the service at its 1.2 M capacity. What the service recorded then is what it served, not what 60
+    # nodes asked for: fitted as a point it would flatten the line and move the limit out to ~350 nodes.
+    rng = np.random.default_rng(5)
+    sizes = np.concatenate([np.zeros(30), np.repeat([2.0, 4.0, 60.0], 20)])
+    asked = 90_000.0 + 65_000.0 * sizes
+    load = np.minimum(asked, 1_200_000.0) * (1 + 0.01 * rng.normal(size=len(sizes)))
+    runs = np.where(sizes == 0, -1, sizes)
+    resource = Resource(1, "vendor", "service_ops", "service_ops_capacity", False, False, [], [])
+    found = resource_forecast(resource, sizes, load, runs, 1_200_000.0, 60, 1, 100_000)
+    assert found["at_capacity"] == [60]
+    assert any("floor on their demand" in note for note in found["notes"])
+    assert [p["nodes"] for p in found["observed"] if p["at_capacity"]] == [60]
+    truth = (1_200_000.0 - 90_000.0) / 65_000.0  # 17.1 nodes
+    assert abs(found["saturates_at"] - truth) <= 0.1 * truth, found
+    assert found["status"] == "saturated"
+
+
+def test_a_resource_at_its_capacity_at_every_size_saturates_at_the_smallest():
+    resource = Resource(
+        org_id=1, org="o", metric="m", capacity_metric="c", per_node=False, aggregate_only=False,
+        load_ids=[], capacity_ids=[],
+    )  # fmt: skip
+    xs = np.array([0, 0, 0, 8, 8, 16, 16], dtype=float)
+    ys = np.array([10, 11, 9, 99, 100, 100, 99], dtype=float)
+    rs = np.array([-1, -1, -1, 0, 0, 1, 1])
+    out = resource_forecast(resource, xs, ys, rs, 100.0, 60, 60, 10_000)
+    assert out["status"] == "saturated"
+    assert out["saturates_at"] == 8
+    assert out["at_capacity"] == [8, 16]

@@ -62,6 +62,10 @@ MIN_BUCKET_S = 60
 RULES_FILE = Path(__file__).with_name("forecast_rules.json")
 SESSION_START, SESSION_END = "session_start", "session_end"
 NO_SCALE_LIMIT = "no scale limit"
+# A run whose load on a shared resource averages within this share of its capacity was held at it: its
+# load is what the resource served, a floor on the demand, and is left out of the fit. (A load well
+# above a stated capacity was served: a soft limit, and a point of the fit like any other.)
+AT_CAPACITY = 0.05
 
 # Student's t, two-sided 95 %, by degrees of freedom (1-30); past 30 the normal 1.96 is within 2 %.
 _T975 = (
@@ -601,7 +605,30 @@ def resource_forecast(
         "runs_observed": len({int(r) for r in rs if r >= 0}),
         "notes": [],
     }
-    linear = fit_linear(xs, ys, rs)
+    all_points = (xs, ys, rs)
+    at_capacity = [] if resource.per_node else _runs_at_capacity(xs, ys, rs, capacity)
+    if at_capacity:
+        keep = ~np.isin(rs, [run for run, _size in at_capacity])
+        xs, ys, rs = xs[keep], ys[keep], rs[keep]
+        sizes = ", ".join(f"{size:g}" for size in sorted({size for _run, size in at_capacity}))
+        out["at_capacity"] = sorted({int(size) for _run, size in at_capacity})
+        out["notes"].append(
+            f"runs at {sizes} nodes held it at its capacity: their load is a floor on their demand, "
+            "left out of the fit"
+        )
+    linear = fit_linear(xs, ys, rs) if (xs > 0).any() else None
+    if linear is None and at_capacity:
+        smallest = min(size for _run, size in at_capacity)
+        out.update(
+            status="saturated",
+            capacity=_round(capacity, 3),
+            saturates_at=_round(smallest, 1),
+            saturates_between=[None, _round(smallest, 1)],
+        )
+        out["notes"].append(
+            f"at its capacity at every size observed: it saturates at {smallest:g} nodes or fewer"
+        )
+        return out
     if linear is None:
         out.update(status="not_observed", notes=["no run of this phase was observed next to its background"])
         return out
@@ -658,7 +685,9 @@ def resource_forecast(
             interval=[_round(usl_demand - usl_half, 3), _round(usl_demand + usl_half, 3)],
             saturates_at=_round(usl_at, 1),
         )
-    out["observed"] = _observed(xs, ys, rs, linear, resource.per_node, per)
+    out["observed"] = _observed(*all_points, linear, resource.per_node, per)
+    for point in out["observed"]:
+        point["at_capacity"] = point["nodes"] in out.get("at_capacity", ())
     out["demand"] = _round(demand, 3)
     out["interval"] = [_round(demand - half, 3), _round(demand + half, 3)]
     out["utilisation"] = _round(demand / unit_capacity, 4) if unit_capacity > 0 else None
@@ -695,6 +724,20 @@ def resource_forecast(
         "saturated" if at is not None and at <= nodes else (NO_SCALE_LIMIT if at is None else "under")
     )
     return out
+
+
+def _runs_at_capacity(xs, ys, rs, capacity: float) -> list[tuple[int, float]]:
+    """``(run index, size)`` of the runs whose load sat at the capacity (their mean within
+    :data:`AT_CAPACITY` of it): what a saturated resource records is what it served, not what was asked,
+    so such a run says only that the demand was at least the capacity."""
+    if not capacity or capacity <= 0:
+        return []
+    found = []
+    for run in sorted({int(r) for r in rs if r >= 0}):
+        mask = rs == run
+        if abs(float(np.mean(ys[mask])) / capacity - 1.0) <= AT_CAPACITY:
+            found.append((run, float(xs[mask][0])))
+    return found
 
 
 def _observed(xs, ys, rs, linear: LinearFit, per_node: bool, per: int) -> list[dict]:
