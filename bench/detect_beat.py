@@ -109,12 +109,22 @@ def measure(end_us: int) -> dict:
             runs += 1
             written += step["written"]
             steps.append(step["end"] - step["start"])
-        per_org[found.org.slug] = {"runs": len(steps), "seconds": round(time.perf_counter() - began, 1)}
-    return {"runs": runs, "written": written, "seconds": time.perf_counter() - started, "orgs": per_org}
+        per_org[found.org.slug] = {
+            "runs": len(steps),
+            "seconds": round(time.perf_counter() - began, 1),
+            "peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # so far
+        }
+    return {
+        "runs": runs,
+        "written": written,
+        "seconds": time.perf_counter() - started,
+        "orgs": per_org,
+        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # this process's peak
+    }
 
 
 def child(database_url: str, end_us: int, max_span_h: float) -> dict:
-    """One pass in a fresh process (its peak RSS is the detection's alone)."""
+    """One pass in a fresh process, whose peak resident memory is the detection's alone."""
     env = {
         **os.environ,
         "JOINTLINE_DETECTOR_MAX_SPAN_S": str(int(max_span_h * 3600)),
@@ -132,9 +142,7 @@ def child(database_url: str, end_us: int, max_span_h: float) -> dict:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"the measuring process failed:\n{done.stderr[-4000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["peak_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return result
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -173,7 +181,8 @@ def main() -> int:
     connection.close()
     second = child(args.database_url, loaded["end_us"], args.max_span_h)
     for slug, figures in first["orgs"].items():
-        print(f"  {slug}: {figures['runs']} runs, {figures['seconds']} s")
+        runs, seconds, peak = figures["runs"], figures["seconds"], figures["peak_mib"]
+        print(f"  {slug}: {runs} runs, {seconds} s, peak RSS so far {peak} MiB")
     print(f"detectors: {', '.join(orgs)}; detection name {DetectionConfig().name}")
     print(
         f"detect-beat: {hours:.0f} h of data, {first['runs']} runs of at most {args.max_span_h:g} h, "
