@@ -158,6 +158,11 @@ class OrderingShape(WindowShape):
     checked = serializers.IntegerField(help_text="anchor pairs checked")
     violations = serializers.ListField(child=serializers.DictField())
     more = serializers.BooleanField()
+    count = serializers.IntegerField(help_text="pairs shown out of order (violations lists the first)")
+    culprits = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="per organisation ({org, pairs}), the pairs out of order on its side: whose clock is off",
+    )
 
 
 class WarroomLanesShape(WindowShape):

@@ -410,6 +410,9 @@ class OnsetsShape(WindowShape):
     baseline_to = serializers.CharField()
     baseline = BaselineShape()
     method = serializers.CharField()
+    coarse_step_ms = serializers.FloatField(
+        help_text="the ranking's bucket; each onset's resolution_ms says the finer step it was read again at"
+    )
     onsets = OnsetShape(many=True)
     clock = ClockShape()
 
