@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -20,6 +21,8 @@ from timeline import invitation_selectors, services
 from timeline.analysis import investigation as investigations
 from timeline.models import IncidentSeverity, IncidentStatus, InvitationStatus
 from timeline.views_data import lane_series_ids
+
+logger = logging.getLogger(__name__)
 
 
 def state_query(state: dict) -> str:
@@ -143,7 +146,10 @@ class IncidentPage(ScopedPageMixin, TemplateView):
 
         row = investigations.investigation_get(self.scope, incident)
         if investigations.investigation_stale(row, incident):
-            investigate_incident.delay(incident.pk, self.request.user.pk)
+            started = investigate_incident.delay(incident.pk, self.request.user.pk)
+            if started.ready() and started.failed():  # run in the request (eager): say it, do not wait
+                logger.warning("investigation of incident %s failed: %r", incident.pk, started.result)
+                messages.error(self.request, "The investigation failed; try “Investigate again”.")
             row = investigations.investigation_get(self.scope, incident)
         findings = []
         for finding in row.findings if row is not None else []:

@@ -63,7 +63,7 @@ WEIGHTS = {
     "saturation": 0.8,
     "scale_forecast": 0.75,
     "detections": 0.7,
-    "onsets": 0.6,
+    "onsets": 0.45,  # which moved first orders the story; it names no cause by itself
     "outliers": 0.55,
     "new_templates": 0.5,
 }
@@ -230,6 +230,14 @@ def _saturated_dependency(
     return None
 
 
+def _saturation_gain(entry: Entry) -> float:
+    """The share of the window more at capacity than the baseline was (0 without a capacity)."""
+    c = entry.change
+    if not entry.capacity or c.saturation_during is None:
+        return 0.0
+    return max(0.0, c.saturation_during - (c.saturation_before or 0.0))
+
+
 def _at_capacity(entry: Entry) -> bool:
     c = entry.change
     return (
@@ -279,7 +287,8 @@ def _root_cause(scope: Scope, ranking: Ranking) -> tuple[Finding, Entry] | None:
             f"own signals changed with it: a change shared by many dependents points to their common "
             f"dependency."
         ),
-        confidence=_confidence(entry) * (0.6 + 0.4 * share),
+        # a dependency newly pinned at its capacity is evidence in itself, beyond its change's probability
+        confidence=max(_confidence(entry), _saturation_gain(entry)) * (0.6 + 0.4 * share),
         evidence=evidence,
         lanes=[entry.lane, *(d.lane for d in dependents[:4])],
         path=path or [entity],
@@ -340,7 +349,7 @@ def _onsets(scope: Scope, ranking: Ranking) -> Finding | None:
         kind="onsets",
         title=f"First to move: {first.entry.title} at {_time(first.t_us)}",
         summary=summary,
-        confidence=0.5 if together else 0.8,
+        confidence=0.5 if together else 0.7,
         evidence=evidence,
         lanes=[o.entry.lane for o in found],
     )
