@@ -71,6 +71,8 @@ DAY_US = 24 * HOUR_US
 WEEK_US = 7 * DAY_US
 SEASONS = (("day_before", DAY_US), ("week_before", WEEK_US))  # the same hours a day and a week before
 NEAREST_REACH = 8  # window lengths searched either side for the nearest baseline with data
+PROBE_BUCKETS = 8  # stretches of a period probed for data
+MIN_BASELINE_COVERAGE = 0.5  # of the window's stretches with data: what a baseline must hold at least
 BUCKETS = 120  # buckets of the window; the baseline gets as many of the same width as fit
 MAX_BASELINE_BUCKETS = 2000  # a longer baseline makes the buckets of both periods wider
 CHANGED_SHARE = 0.5  # a member of a group counts as changed from half the group's best score
@@ -771,9 +773,17 @@ def _data_buckets(scope: Scope, ids: list[int], grid: Grid) -> np.ndarray:
     return found
 
 
-def _holds_data(scope: Scope, ids: list[int], period: Period) -> bool:
-    step = nice_step(max(MINUTE_US, period.length))
-    return bool(_data_buckets(scope, ids, Grid(period, step)).any())
+def _coverage(scope: Scope, ids: list[int], period: Period) -> float:
+    """The share of :data:`PROBE_BUCKETS` stretches of ``period`` where ``scope`` may read some data."""
+    step = nice_step(max(MINUTE_US, math.ceil(period.length / PROBE_BUCKETS)))
+    found = _data_buckets(scope, ids, Grid(period, step))
+    return float(found.mean()) if len(found) else 0.0
+
+
+def _holds_data(scope: Scope, ids: list[int], period: Period, *, needed: float = 0.0) -> bool:
+    """Whether ``period`` holds data ``scope`` may read in more than ``needed`` of its stretches: a
+    few samples a clock correction moved over the window's edge are not a baseline."""
+    return _coverage(scope, ids, period) > needed
 
 
 def default_baseline(scope: Scope, window: Period, ids: list[int]) -> Baseline:
@@ -783,13 +793,17 @@ def default_baseline(scope: Scope, window: Period, ids: list[int]) -> Baseline:
     that holds some (ties: the earlier). ``ids``: the series probed."""
     length = window.length
     before = Period(window.start - length, window.start)
-    if _holds_data(scope, ids, before):
+    needed = MIN_BASELINE_COVERAGE * _coverage(scope, ids, window)
+    held = _coverage(scope, ids, before)
+    if held > needed:
         return Baseline(before, "before", "as long as the window, just before it")
-    step = nice_step(max(MINUTE_US, math.ceil(length / 4)))
+    empty = "no data in" if held == 0 else f"data in only {round(held * 100)} % of"
+    step = nice_step(max(MINUTE_US, math.ceil(length / PROBE_BUCKETS)))
     reach = NEAREST_REACH * length
     probe = Grid(Period(window.start - reach, window.end + reach), step)
     found = _data_buckets(scope, ids, probe)
     times = probe.origin + np.arange(probe.buckets) * step
+    best: tuple[float, int, Period] | None = None  # the most covered candidate, when none is enough
     for distance in range(0, reach - length + 1, step):
         for candidate in (
             Period(window.start - length - distance, window.start - distance),
@@ -798,24 +812,35 @@ def default_baseline(scope: Scope, window: Period, ids: list[int]) -> Baseline:
             if distance == 0 and candidate == before:
                 continue
             inside = (times + step > candidate.start) & (times < candidate.end)
-            if found[inside].any():
-                where = "before" if candidate.end <= window.start else "after"
-                return Baseline(
-                    candidate,
-                    "nearest_with_data",
-                    f"no data in the {format_duration(length)} just before the window: the nearest "
-                    f"{format_duration(length)} with data, {format_duration(distance)} {where} it",
-                )
+            covered = float(found[inside].mean()) if inside.any() else 0.0
+            if covered > needed:
+                return _nearest(window, candidate, distance, empty)
+            if covered > held and (best is None or covered > best[0]):
+                best = (covered, distance, candidate)
+    if best is not None:
+        return _nearest(window, best[2], best[1], empty)
     return Baseline(before, "before", "as long as the window, just before it (no data found nearby either)")
+
+
+def _nearest(window: Period, candidate: Period, distance: int, empty: str) -> Baseline:
+    length = window.length
+    where = "before" if candidate.end <= window.start else "after"
+    return Baseline(
+        candidate,
+        "nearest_with_data",
+        f"{empty} the {format_duration(length)} just before the window: the nearest "
+        f"{format_duration(length)} with data, {format_duration(distance)} {where} it",
+    )
 
 
 def seasonal_baselines(scope: Scope, window: Period, ids: list[int]) -> list[Baseline]:
     """The window's hours a day and a week before, each when it holds data ``scope`` may read and does
     not overlap the window."""
     out = []
+    needed = MIN_BASELINE_COVERAGE * _coverage(scope, ids, window)
     for kind, shift in SEASONS:
         period = Period(window.start - shift, window.end - shift)
-        if period.end <= window.start and _holds_data(scope, ids, period):
+        if period.end <= window.start and _holds_data(scope, ids, period, needed=needed):
             out.append(Baseline(period, kind, f"the window's hours {kind.replace('_', ' ')}"))
     return out
 

@@ -56,6 +56,7 @@ SATURATED = 0.5  # of the window at >= 95 % of capacity
 MAX_SHARED_ENTITIES = 2  # a shared resource's series name at most this many entities
 MAX_DETECTION_ENTITIES = 8
 MAX_FINDINGS = 12
+MIN_CONFIDENCE = 0.1  # a finding less sure than this is not shown
 
 # How directly a kind of finding answers "what is going on" (its confidence is multiplied by it).
 WEIGHTS = {
@@ -64,7 +65,7 @@ WEIGHTS = {
     "scale_forecast": 0.75,
     "detections": 0.7,
     "onsets": 0.45,  # which moved first orders the story; it names no cause by itself
-    "outliers": 0.55,
+    "outliers": 0.45,  # a few nodes apart: a lead to follow, rarely the cause of a fleet-wide change
     "new_templates": 0.5,
 }
 
@@ -122,6 +123,7 @@ def investigate(scope: Scope, *, window: Period) -> Investigation:
         found.append(moved)
     found += _outliers(ranking)
     found += _new_templates(ranking)
+    found = [f for f in found if f.confidence >= MIN_CONFIDENCE]
     found.sort(key=lambda f: (-round(f.weight, 6), f.kind, f.title))
     findings = [f.as_dict(rank) for rank, f in enumerate(found[:MAX_FINDINGS], start=1)]
     return Investigation(
@@ -310,7 +312,7 @@ def _saturation(ranking: Ranking, *, skip: Entry | None) -> list[Finding]:
                 kind="saturation",
                 title=f"{entry.title} at its capacity ({entry.capacity}){on}",
                 summary=f"{entry.org.name}: {entry.explanation}",
-                confidence=_confidence(entry) * c.saturation_during,
+                confidence=max(_confidence(entry), _saturation_gain(entry)),
                 evidence=[
                     {"label": "saturation", "value": _saturation_text(entry)},
                     {"label": "owner", "value": entry.org.name},
