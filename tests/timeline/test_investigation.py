@@ -11,6 +11,7 @@ import time
 import pytest
 from django.test import Client
 
+from core.timeparse import format_rfc3339
 from ingest.scenario import ScenarioConfig, generate
 from ingest.scenario_loading import demo_organisations_create, store_until
 from orgs.access import Scope
@@ -140,6 +141,18 @@ def test_findings_are_kept_per_organisation_refreshed_frozen_and_exported(refere
     assert part["sha256"] == made["sha256"]
     assert part["content"]["investigation"]["findings"] == kept["findings"]
     assert clients["modeldev"].get(f"/api/v1/snapshots/{made['snapshot']}/verify").json()["intact"]
+
+    later = window.end + 10 * 24 * HOUR
+    empty = clients["modeldev"].get(f"/api/v1/analysis/changes?from={later}&to={later + 3 * HOUR}").json()
+    assert empty["entries"] == [] and empty["data_extent"] is not None  # where the data is, instead
+    extent = empty["data_extent"]  # the incident's data lies within it
+    assert extent["from"] < format_rfc3339(window.end) and extent["to"] > format_rfc3339(window.start)
+    assert (
+        clients["modeldev"]
+        .get(f"/api/v1/analysis/changes?from={window.start}&to={window.end}")
+        .json()["data_extent"]
+        is None
+    )
 
     report = clients["modeldev"].get(f"/api/v1/incidents/{incident.pk}/export.html").content.decode()
     assert 'id="findings"' in report and SERVICE in report and 'id="what-changed-baseline"' in report

@@ -208,6 +208,7 @@ class ChangesShape(WindowShape):
     step_ms = serializers.FloatField()
     scored = serializers.DictField(child=serializers.IntegerField())
     entries = ChangeEntryShape(many=True)
+    data_extent = WindowShape(allow_null=True, help_text="where your data is, when the window holds none")
     clock = ClockShape()
     server_ms = serializers.FloatField()
 
@@ -330,6 +331,7 @@ def ranking_json(ranking: Ranking) -> dict:
         "step_ms": ranking.step / 1000,
         "scored": ranking.scored,
         "entries": [entry_json(i + 1, e) for i, e in enumerate(ranking.entries)],
+        "data_extent": window_bounds(Period(*ranking.data_extent)) if ranking.data_extent else None,
     }
 
 

@@ -182,6 +182,19 @@ class Ranking:
     scored: dict[str, int]
     grids: tuple[Grid, Grid]
     baselines: list[Baseline] = field(default_factory=list)
+    # (first, last) µs of the events the viewer may read, when the window holds none of its data
+    data_extent: tuple[int, int] | None = None
+
+
+def data_extent(scope: Scope) -> tuple[int, int] | None:
+    """The stored times of the first and the last event ``scope`` may read, or None: where its data is,
+    for a window that holds none."""
+    from timeline.clock.model import ALL_STORED_TIME
+
+    events = get_store().select_events(scope, ALL_STORED_TIME)
+    first = events.order_by("ts").values_list("ts", flat=True).first()
+    last = events.order_by("-ts").values_list("ts", flat=True).first()
+    return None if first is None or last is None else (int(first), int(last))
 
 
 # ----------------------------------------------------------------------------- reading
@@ -875,8 +888,11 @@ def rank_changes(
     if window.length <= 0 or (baseline is not None and baseline.length <= 0):
         raise ValueError("the window and the baseline must each have a positive length")
     alone, fleet = _readable_series(scope)
+    extent = None
     if baseline is None:
         ids = [m.series.pk for m in alone]
+        if _coverage(scope, ids, window) == 0:  # nothing to rank: say where the data is
+            extent = data_extent(scope)
         chosen = default_baseline(scope, window, ids)
         baselines = [chosen, *seasonal_baselines(scope, window, ids)]
     else:
@@ -925,6 +941,7 @@ def rank_changes(
         scored=scored,
         grids=grids,
         baselines=baselines,
+        data_extent=extent,
     )
 
 

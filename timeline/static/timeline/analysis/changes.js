@@ -78,7 +78,17 @@ async function load() {
   status.textContent = `${body.from} – ${body.to} against ${body.baseline_from} – ${body.baseline_to}${why ? ` (${why})` : ""}: `
     + `${scored.series ?? 0} series, ${scored.fleet_groups ?? 0} fleet groups, ${scored.event_families ?? 0} event families scored `
     + `in ${Math.round(body.server_ms)} ms`;
-  if (!body.entries.length) list.appendChild(text("li", "nothing you may read changed in this window"));
+  if (!body.entries.length && body.data_extent) {
+    // the window holds none of the viewer's data: say so, and where the data is
+    const item = text("li", `No data you may read in this window. Your data runs from ${body.data_extent.from} to ${body.data_extent.to}: `, "no-data");
+    const link = document.createElement("a");
+    const where = new URLSearchParams({ from: body.data_extent.from, to: body.data_extent.to });
+    link.href = `?${where}`;
+    link.id = "changes-data-extent";
+    link.textContent = "rank that stretch";
+    item.appendChild(link);
+    list.appendChild(item);
+  } else if (!body.entries.length) list.appendChild(text("li", "nothing you may read changed in this window"));
   for (const entry of body.entries) list.appendChild(renderEntry(entry, params));
   loadOnsets(query);
 }

@@ -231,6 +231,19 @@ export function analysisPanels(host) {
   function renderRanking() {
     const list = $("changes-list");
     const entries = (panel.ranking && panel.ranking.entries) || [];
+    if (!entries.length && panel.ranking && panel.ranking.data_extent) {
+      // the window holds none of the viewer's data: say so, and open where it is
+      const extent = panel.ranking.data_extent;
+      const item = el("li", "wr-change-empty", `No data you may read in this window; yours runs from ${extent.from} to ${extent.to}. `);
+      const link = el("a", "wr-change-extent", "Open that stretch");
+      const where = new URLSearchParams(window.location.search);
+      where.set("from", extent.from);
+      where.set("to", extent.to);
+      link.href = `?${where}`;
+      item.appendChild(link);
+      list.replaceChildren(item);
+      return;
+    }
     if (!entries.length) {
       list.replaceChildren(el("li", "wr-change-empty", "Nothing you may read changed between the window and its baseline."));
       return;
