@@ -23,7 +23,11 @@ Invariants:
   :meth:`Scope.mask_labels`) and applied by the read side's presenters (``timeline.presenters``),
   never in templates; this module imports neither ``timeline`` nor ``ingest``;
 * every presented row of another organisation is noted, and the base views
-  write one audit entry per owner organisation and request (:mod:`orgs.audit`).
+  write one audit entry per owner organisation and request (:mod:`orgs.audit`);
+* nothing outside ``orgs/`` reads a scope's grant rules, levels or own organisations: every decision
+  the read side needs is a method here (which bodies, which labels are pseudonymised, which owners
+  share, how event counts may answer, a cache identity), checked by tests/orgs/test_gate_only.py.
+  That is why this module is longer than most: it is the one place access is decided.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections import OrderedDict, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -372,6 +376,73 @@ class Scope:
     def grants_in_force(self) -> list[dict]:
         """The grants this scope reads under, as a record (``grant``, ``owner``, ``level``)."""
         return [{"grant": rule.grant_id, "owner": rule.owner_id, "level": rule.level} for rule in self.rules]
+
+    def level_through_grants(
+        self,
+        owner_id: int,
+        *,
+        series_readable: Callable[[Q], bool],
+        events_readable: Callable[[Q], bool],
+        narrowed: bool = False,
+    ) -> tuple[str | None, tuple[str, ...]]:
+        """The best level at which this scope reads some of ``owner_id``'s rows of a kind (a clock
+        correction's shifted data, say), and the labels that grant masks: full for its own; otherwise
+        the best grant of the owner under which ``series_readable(grant's series Q)`` holds, or, for a
+        grant beyond aggregates, ``events_readable(grant's event Q)``. A ``narrowed`` kind (selected by
+        labels) is not readable through an aggregate grant, which shares no entity."""
+        if self.owns(owner_id):
+            return LEVEL_FULL, ()
+        best, masked = None, ()
+        for rule in self.rules:
+            if rule.owner_id != owner_id or (best and LEVEL_RANK[rule.level] <= LEVEL_RANK[best]):
+                continue
+            readable = series_readable(rule.series_q())
+            if not readable and rule.level != LEVEL_AGGREGATE:
+                readable = events_readable(rule.event_q())
+            if readable and not (rule.level == LEVEL_AGGREGATE and narrowed):
+                best, masked = rule.level, rule.masked_labels
+        return best, masked
+
+    def event_count_access(self, org_id: int, signal: str) -> tuple[int | None, int | None, bool] | None:
+        """What of ``org_id``'s ``signal`` events this scope may read, in terms the counts can answer:
+        ``(lo, hi, by_name)``, the stored-time window (None: unbounded; ``lo >= hi``: nothing) and
+        whether the names must be asked one by one (every grant names patterns). None: the grants
+        depend on the events' resource labels, or differ in time window by name; count raw."""
+        if self.owns(org_id):
+            return None, None, False
+        rules = [
+            rule
+            for rule in self.rules
+            if rule.owner_id == org_id
+            and rule.level != LEVEL_AGGREGATE
+            and (not rule.signals or signal in rule.signals)
+        ]
+        if not rules:
+            return 0, 0, False
+        if any(rule.matchers for rule in rules):
+            return None
+        by_name = all(rule.name_patterns for rule in rules)
+        windows = {(rule.data_from, rule.data_to) for rule in rules}
+        if len(windows) == 1:
+            lo, hi = windows.pop()
+            return lo, hi, by_name
+        if any(rule.name_patterns for rule in rules):
+            return None
+        low, high = -(2**63), 2**63
+        spans = sorted((low if a is None else a, high if b is None else b) for a, b in windows)
+        start, end = spans[0]
+        for a, b in spans[1:]:
+            if a > end:
+                return None  # readable in two separate windows: count raw
+            end = max(end, b)
+        return (None if start == low else start), (None if end == high else end), False
+
+    def cache_identity(self) -> tuple:
+        """What decides this scope's answers, for a cache key shared by scopes that read alike."""
+        return (
+            ("viewer", self.viewer_org_id, tuple(sorted(self.own_org_ids)), self.is_system),
+            ("grants", tuple(repr(rule) for rule in self.rules)),
+        )
 
     def owns(self, org_id: int | None) -> bool:
         """Whether ``org_id`` is this scope's own organisation (a system scope owns everything)."""

@@ -117,8 +117,7 @@ def cache_key(scope: Scope, clock: ClockModel, *, window: Window, width: int, sp
         (
             CACHE_VERSION,
             settings.REDIS_KEY_PREFIX,
-            ("viewer", scope.viewer_org_id, tuple(sorted(scope.own_org_ids)), scope.is_system),
-            ("grants", tuple(repr(rule) for rule in scope.rules)),
+            *scope.cache_identity(),
             ("clock", clock.aligned, tuple(repr(c) for c in clock.corrections)),
             ("window", window.start, window.end, width),
             ("lanes", tuple(repr(spec) for spec in specs)),

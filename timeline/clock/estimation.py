@@ -167,11 +167,7 @@ def anchor_stamps(
     rules = in_force.anchor_rules if rules is None else rules
     stamps = []
     for event in _anchor_events(scope, start, end, rules, extra=in_force.restart_events):
-        presented = (
-            None
-            if (scope.is_system or event.org_id in scope.own_org_ids)
-            else presenters.present_event(scope, event)
-        )
+        presented = None if scope.owns(event.org_id) else presenters.present_event(scope, event)
         stamps.append(_stamp(event, presented))
     return stamps
 

@@ -14,12 +14,11 @@ import contextvars
 import weakref
 from collections.abc import Iterable, Iterator
 
+from django.db.models import Q
+
 from core.labels import SelectorError, parse_matcher
 from core.timeparse import MAX_US, MIN_US, format_rfc3339
 from orgs.access import (
-    LEVEL_AGGREGATE,
-    LEVEL_FULL,
-    LEVEL_RANK,
     LEVEL_REDACTED,
     Scope,
     pseudonym,
@@ -57,8 +56,7 @@ def resolve_clock(scope: Scope, *, aligned: bool = True) -> ClockModel:
         return ClockModel((), aligned=False)
     rows = ClockCorrection.objects.filter(active=True)
     if not scope.is_system:
-        org_ids = set(scope.own_org_ids) | {rule.owner_id for rule in scope.rules}
-        rows = rows.filter(org_id__in=sorted(org_ids))
+        rows = rows.filter(org_id__in=sorted(scope.readable_owner_ids()))
     usable = [row for row in rows.order_by("pk") if _matcher_usable(row)]
     return ClockModel(tuple(correction_from_row(row) for row in usable), aligned=True)
 
@@ -125,21 +123,22 @@ def aligned_param(value: str | None) -> bool:
 def _visible_level(scope: Scope, row: ClockCorrection) -> tuple[str | None, tuple[str, ...]]:
     """The level at which ``scope`` may see a correction, and the labels it masks: the best level of
     a grant under which the viewer can read some of the data the correction shifts."""
-    if scope.is_system or row.org_id in scope.own_org_ids:
-        return LEVEL_FULL, ()
     correction = correction_from_row(row)
-    best, masked = None, ()
-    for rule in scope.rules:
-        if rule.owner_id != row.org_id or (best and LEVEL_RANK[rule.level] <= LEVEL_RANK[best]):
-            continue
-        readable = Series.unscoped.filter(rule.series_q() & correction.q("labels")).exists()
-        if not readable and rule.level != LEVEL_AGGREGATE:
-            # the viewer's events under this rule (the rule is one of the scope's: nothing else is added)
-            shifted = rule.event_q() & correction.q("resource")
-            readable = get_store().select_events(scope, ALL_STORED_TIME, filters=shifted).exists()
-        if readable and not (rule.level == LEVEL_AGGREGATE and correction.matcher is not None):
-            best, masked = rule.level, rule.masked_labels
-    return best, masked
+
+    def series_readable(grant: Q) -> bool:
+        return Series.unscoped.filter(grant & correction.q("labels")).exists()
+
+    def events_readable(grant: Q) -> bool:
+        # the viewer's events under this grant (one of the scope's own: nothing else is added)
+        shifted = grant & correction.q("resource")
+        return get_store().select_events(scope, ALL_STORED_TIME, filters=shifted).exists()
+
+    return scope.level_through_grants(
+        row.org_id,
+        series_readable=series_readable,
+        events_readable=events_readable,
+        narrowed=correction.matcher is not None,
+    )
 
 
 def present_correction(
@@ -153,7 +152,7 @@ def present_correction(
                 pseudonym(row.org_id, scope.viewer_org_id, name, value) if op in ("=", "!=") else "(masked)"
             )
             matcher = f'{name}{op}"{shown}"'
-    own = scope.is_system or row.org_id in scope.own_org_ids
+    own = scope.owns(row.org_id)
     return {
         "id": row.pk,
         "org": row.org.slug,
@@ -193,8 +192,7 @@ def corrections_list(scope: Scope, *, include_inactive: bool = False) -> list[di
     if not include_inactive:
         rows = rows.filter(active=True)
     if not scope.is_system:
-        org_ids = set(scope.own_org_ids) | {rule.owner_id for rule in scope.rules}
-        rows = rows.filter(org_id__in=sorted(org_ids))
+        rows = rows.filter(org_id__in=sorted(scope.readable_owner_ids()))
     return present_corrections(scope, rows.order_by("pk"))
 
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Value
 
-from orgs.access import LEVEL_AGGREGATE, Scope, require_scope
+from orgs.access import Scope, require_scope
 from orgs.models import Organization
 from timeline.models import Event
 from timeline.store import rollups
@@ -97,15 +97,15 @@ class EventReads:
         The events are split by clock shift (constant corrections, per source); for each part, the
         coarsest count table whose buckets each land inside one grid bucket after the shift
         (:func:`rollups.choose_event_rollup`; none: that part is counted raw) counts the whole
-        buckets inside the window, the grant's time window (:meth:`_event_count_access`), retention
-        and the refresh watermark (:meth:`event_stale_from`); the raw events count the edges, through
+        buckets inside the window, the grant's time window (``Scope.event_count_access``), retention and
+        the refresh watermark (:meth:`event_stale_from`); the raw events count the edges, through
         the scope as on the raw read. Drifting or label-matched corrections, grants with label
         matchers, and grants whose name patterns differ in time window need each event: None."""
         scope = require_scope(scope)
         org_id = Organization.objects.filter(slug=match.org_slug).values_list("pk", flat=True).first()
         if org_id is None:
             return None
-        access = self._event_count_access(scope, org_id, match.signal)
+        access = scope.event_count_access(org_id, match.signal)
         if access is None:
             return None
         lo, hi, by_name = access
@@ -214,43 +214,6 @@ class EventReads:
                 [origin, hints.step, *params],
             )
             return cursor.fetchall()
-
-    @staticmethod
-    def _event_count_access(
-        scope: Scope, org_id: int, signal: str
-    ) -> tuple[int | None, int | None, bool] | None:
-        """What of ``org_id``'s ``signal`` events ``scope`` may read, in terms the counts can answer:
-        ``(lo, hi, by_name)``, the stored-time window (None: unbounded; ``lo >= hi``: nothing) and
-        whether the names must be asked one by one (every grant names patterns). None: the grants
-        depend on the events' resource labels, or differ in time window by name; count raw."""
-        if scope.is_system or org_id in scope.own_org_ids:
-            return None, None, False
-        rules = [
-            rule
-            for rule in scope.rules
-            if rule.owner_id == org_id
-            and rule.level != LEVEL_AGGREGATE
-            and (not rule.signals or signal in rule.signals)
-        ]
-        if not rules:
-            return 0, 0, False
-        if any(rule.matchers for rule in rules):
-            return None
-        by_name = all(rule.name_patterns for rule in rules)
-        windows = {(rule.data_from, rule.data_to) for rule in rules}
-        if len(windows) == 1:
-            lo, hi = windows.pop()
-            return lo, hi, by_name
-        if any(rule.name_patterns for rule in rules):
-            return None
-        low, high = -(2**63), 2**63
-        spans = sorted((low if a is None else a, high if b is None else b) for a, b in windows)
-        start, end = spans[0]
-        for a, b in spans[1:]:
-            if a > end:
-                return None  # readable in two separate windows: count raw
-            end = max(end, b)
-        return (None if start == low else start), (None if end == high else end), False
 
     def event_families(self, scope: Scope, hints: ReadHints) -> list[dict]:
         """What kinds of readable events exist in ``[start, end)`` (stored time): one row per (org,
