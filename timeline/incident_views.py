@@ -25,6 +25,11 @@ from timeline.views_data import lane_series_ids
 logger = logging.getLogger(__name__)
 
 
+def _seconds(rfc3339: str) -> str:
+    """An RFC 3339 time to the second, as the war room writes it: ``2026-06-15 05:05:00 UTC``."""
+    return rfc3339[:19].replace("T", " ") + " UTC"
+
+
 def state_query(state: dict) -> str:
     """A view state as the war-room page's query string."""
     params = {}
@@ -163,7 +168,12 @@ class IncidentPage(ScopedPageMixin, TemplateView):
                     "warroom_url": f"{reverse('timeline:page')}?{query}",
                 }
             )
-        return {"investigation": row, "findings": findings}
+        baseline = (row.baseline or {}) if row is not None else {}
+        against = ""
+        if baseline:
+            bounds = [_seconds(baseline["start"]), _seconds(baseline["end"])]
+            against = f"{bounds[0]} to {bounds[1]} ({baseline['reason']})"
+        return {"investigation": row, "findings": findings, "investigation_baseline": against}
 
     def post(self, request, *args, **kwargs):
         incident = self._incident()

@@ -55,7 +55,7 @@ def _reads_storage_aggregates(slug: str) -> bool:
     ids=["modeldev", "storage", "gpuvendor"],
 )
 def test_an_opened_incident_shows_findings_within_the_viewers_grants(
-    chromium, live_server, incident, username
+    chromium, live_server, incident, username, tmp_path
 ):
     slug = username.split("-")[0]
     context, page = signed_in(chromium, live_server, username)
@@ -87,8 +87,10 @@ def test_an_opened_incident_shows_findings_within_the_viewers_grants(
         # nothing a name could carry ran as markup: the cards hold text only
         assert page.locator("#findings script, #findings img").count() == 0
         assert page.problems == []
-        if slug in ("modeldev", "gpuvendor"):
-            page.locator("#investigation").screenshot(path=str(SCREENSHOTS / f"investigation-{slug}.png"))
+        if slug == "modeldev":
+            page.locator("#investigation").screenshot(path=str(SCREENSHOTS / "investigation.png"))
+        elif slug == "gpuvendor":
+            page.locator("#investigation").screenshot(path=str(tmp_path / "investigation-gpuvendor.png"))
     finally:
         context.close()
 
@@ -110,5 +112,25 @@ def test_what_changed_on_the_quickstart_url_says_its_baseline_and_ranks_the_caus
         titles = page.locator("#changes li .what").all_inner_texts()[:6]
         assert any(METADATA in t for t in titles), titles
         assert any("nfs_rpc_slots_in_use" in t for t in titles), titles
+    finally:
+        context.close()
+
+
+def test_what_changed_over_a_window_without_data_says_where_the_data_is(chromium, live_server, incident):
+    later = incident.slow_end_ms + 30 * 24 * HOUR_MS  # like the landing page's last 3 hours: nothing
+    query = urlencode({"from": _iso(later), "to": _iso(later + 3 * HOUR_MS)})
+    context, page = signed_in(chromium, live_server, "modeldev-analyst")
+    try:
+        page.goto(f"{live_server.url}/analysis/changes/?{query}")
+        link = page.locator("#changes-data-extent")
+        link.wait_for(timeout=120_000)
+        assert "No data you may read in this window" in page.locator("#changes").inner_text()
+        link.click()
+        page.wait_for_function(
+            "() => /scored/.test(document.getElementById('changes-status').textContent)", timeout=120_000
+        )
+        titles = page.locator("#changes li .what").all_inner_texts()
+        assert titles, page.locator("#changes-status").inner_text()
+        assert page.problems == []
     finally:
         context.close()

@@ -6,6 +6,7 @@ the viewer's grants, and the findings are kept with the incident, frozen into sn
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -21,7 +22,7 @@ from tests.conftest import PASSWORD
 from timeline.analysis.changes import Period
 from timeline.analysis.investigation import investigate
 from timeline.lanes import readable_series
-from timeline.models import Investigation
+from timeline.models import Investigation, Series
 from timeline.services import incident_create, incident_participants_add_without_consent
 
 HOUR = 3_600_000_000
@@ -91,6 +92,12 @@ def test_the_first_finding_names_the_saturated_metadata_service_within_the_viewe
         assert 10 <= float(at.split()[1]) <= 25, at
         sizes = next(e["value"] for e in forecast["evidence"] if e["label"] == "run sizes observed")
         assert sizes == "2, 4", sizes  # only the runs before the 60-node one
+    # nothing the viewer may not read is named: no metric of a series it cannot read, at any level
+    shown = json.dumps(findings)
+    readable_metrics = set(readable_series(scope, include_aggregate=True).values_list("metric", flat=True))
+    hidden = set(Series.unscoped.values_list("metric", flat=True)) - readable_metrics
+    named = [m for m in hidden if re.search(rf"(?<![\w:]){re.escape(m)}(?![\w:])", shown)]
+    assert hidden and not named, (slug, named)
     readable = {org.slug for org in scope.organizations()}
     for finding in findings:
         for lane in finding["lanes"]:
