@@ -283,3 +283,16 @@ def test_a_read_of_nothing_is_an_empty_frame(org_a):
         binary, rows = both_reads(Scope.dangerously_as_org(org_a.pk, "test"), ids_of(org_a), hints)
     assert len(binary) == len(rows) == 0
     assert_same_lanes(binary.per_series(), rows.per_series())
+
+
+def test_lane_values_for_the_browser_are_rounded_with_nan_as_null_without_a_python_loop():
+    from timeline.lanes.downsample import round_significant, to_json
+
+    rng = np.random.default_rng(3)
+    values = rng.normal(size=5_000) * 10.0 ** rng.integers(-9, 12, size=5_000)
+    values[::7] = np.nan
+    values[5] = np.inf
+    expected = [None if v != v else v for v in round_significant(values).tolist()]
+    assert to_json(values) == expected
+    assert to_json(np.array([np.nan, np.nan])) == [None, None]
+    assert to_json(np.array([1.234567])) == [1.2346]

@@ -95,7 +95,12 @@ def to_json(values: np.ndarray) -> list[float | None]:
     """Values for the browser: five significant digits (far below a pixel, a third of the bytes of a
     full float), NaN as null."""
     rounded = round_significant(values)
-    return [None if v != v else v for v in rounded.tolist()]
+    missing = np.isnan(rounded)
+    if not missing.any():
+        return rounded.tolist()
+    shown = rounded.astype(object)  # numpy turns each value into a Python float, then NaN into None
+    shown[missing] = None
+    return shown.tolist()
 
 
 def round_significant(values, digits: int = 5) -> np.ndarray:
