@@ -8,7 +8,7 @@ applies it (:func:`timeline.clock.services.clock_correction_apply`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.db.models import Q
@@ -181,13 +181,26 @@ def restarts_of(stamps: Iterable[anchors.Stamp]) -> dict[str, list[int]]:
     return {node: sorted(times) for node, times in out.items()}
 
 
+# How the ingest journal answers "when did each of the scope's agents push, carrying which latest
+# timestamp": registered by the ingest app at start-up (``ingest.apps``), so the read side never
+# imports the write side's models to ask.
+ReceiveTimes = Callable[..., dict[tuple[str, str], list[tuple[int, int]]]]
+_receive_times: ReceiveTimes | None = None
+
+
+def read_receive_times_with(reader: ReceiveTimes) -> None:
+    """Register the journal's reader of push receive times (``reader(scope, start=, end=, per_source=)``)."""
+    global _receive_times
+    _receive_times = reader
+
+
 def receive_time_estimates(
     scope: Scope, *, start: int, end: int, per_source: int = 500
 ) -> list[est.Estimate]:
     """Lower bounds of the clock errors of the viewer's own agents from their pushes' receive times."""
-    from ingest.selectors import push_receive_times
-
-    pushes = push_receive_times(require_scope(scope), start=start, end=end, per_source=per_source)
+    if _receive_times is None:
+        raise RuntimeError("no ingest journal registered its receive times (ingest.apps does at start-up)")
+    pushes = _receive_times(require_scope(scope), start=start, end=end, per_source=per_source)
     out = []
     for (org, source), rows in sorted(pushes.items()):
         if len(rows) < 3:
