@@ -37,6 +37,8 @@ DUMPED_MODELS = [
     "timeline.annotation",
     "timeline.incidentnote",
     "timeline.clockcorrection",
+    "timeline.topologyedge",  # the dependencies the organisations pushed (the root cause reads them)
+    "timeline.topologyentity",
 ]
 
 # Planted lines: one to search for, one carrying markup that must render as text.

@@ -2,12 +2,7 @@
 storage and gpuvendor shows findings as cards within each one's grants, the first naming the storage
 metadata service at its capacity as the shared dependency of the slow nodes for those who may read
 storage's aggregates; and What changed on the quickstart's URL (its window starts where the data start)
-says which baseline it compared with, and it is not the empty hour before.
-
-On this fixture (loaded through the journal, with rollups and clock corrections) storage's and
-gpuvendor's first finding is not always the shared dependency (the unit tests on the scenario stored
-directly check it for both): here they must name the metadata service at its capacity among their
-findings."""
+says which baseline it compared with, and it is not the empty hour before."""
 
 from __future__ import annotations
 
@@ -74,7 +69,7 @@ def test_an_opened_incident_shows_findings_within_the_viewers_grants(
         if _reads_storage_aggregates(slug):
             titles = page.locator("#findings .finding-title").all_inner_texts()
             assert any(METADATA in t and "at its capacity" in t for t in titles), titles
-        if slug == "modeldev":  # the first finding earns the cause (storage and gpuvendor: the docstring)
+        if _reads_storage_aggregates(slug):  # the first finding earns the cause
             assert first.get_attribute("data-kind") == "root_cause"
             title = first.locator(".finding-title").inner_text()
             assert SERVICE in title and METADATA in title and "at its capacity" in title
