@@ -373,6 +373,15 @@ class Scope:
             return True
         return any(rule.owner_id == owner_id and rule.level != LEVEL_AGGREGATE for rule in self.rules)
 
+    def event_signals_shared(self) -> dict[int, frozenset[str]]:
+        """Per organisation sharing events with this scope one by one (beyond aggregates), the signals
+        granted (``"*"``: every signal)."""
+        granted: dict[int, set[str]] = {}
+        for rule in self.rules:
+            if rule.level != LEVEL_AGGREGATE:
+                granted.setdefault(rule.owner_id, set()).update(rule.signals or ("*",))
+        return {owner: frozenset(signals) for owner, signals in granted.items()}
+
     def grants_in_force(self) -> list[dict]:
         """The grants this scope reads under, as a record (``grant``, ``owner``, ``level``)."""
         return [{"grant": rule.grant_id, "owner": rule.owner_id, "level": rule.level} for rule in self.rules]

@@ -428,7 +428,7 @@ class PermalinkDetailView(ScopedAPIView):
     @extend_schema(summary="Revoke a permalink (its creator or their admins)")
     def delete(self, request, short_id: str):
         permalink = _permalink(self.scope, short_id)
-        if permalink.org_id not in self.scope.own_org_ids:
+        if not self.scope.owns(permalink.org_id):
             raise Http404("no such link")
         services.permalink_revoke(permalink=permalink, user=request.user)
         return Response(status=204)

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from core.records import EVENT_KINDS, SEVERITIES, SIGNALS
 from core.timeparse import TimestampError, parse_timestamp
-from orgs.access import LEVEL_AGGREGATE, Scope, require_scope
+from orgs.access import Scope, require_scope
 from orgs.models import Organization
 from timeline.clock.model import ALL_STORED_TIME, aligned_param
 from timeline.lanes.spec import capacity_is_number
@@ -75,7 +75,7 @@ def snapshot_part_get(scope: Scope, snapshot_id: int) -> SnapshotPart | None:
     )
     if not live.exists():
         return None
-    return SnapshotPart.objects.filter(snapshot_id=snapshot_id, org_id__in=sorted(scope.own_org_ids)).first()
+    return SnapshotPart.objects.filter(scope.own_q(), snapshot_id=snapshot_id).first()
 
 
 def incident_participant(scope: Scope, incident: Incident | None) -> bool:
@@ -125,7 +125,7 @@ def view_state_for(scope: Scope, state: dict, *, author_org_id: int, with_text: 
 
     ``state`` itself is never changed, so a viewer with more rights still gets the whole view."""
     scope = require_scope(scope)
-    if scope.is_system or author_org_id in scope.own_org_ids:
+    if scope.owns(author_org_id):
         return copy.deepcopy(state)
     shown: dict = {key: state[key] for key in ("from", "to") if isinstance(state.get(key), str)}
     reader = _LaneReader(scope, author_org_id, _window_us(state))
@@ -246,7 +246,7 @@ class _LaneReader:
         except LaneSpecError:
             return None  # no lane for anyone, and its text could name anything
         org = self.orgs.get(spec.org)
-        own = org is not None and org.pk in self.scope.own_org_ids
+        own = org is not None and self.scope.owns(org.pk)
         opened = self._series_spec(spec) if spec.kind in SERIES_LANE_KINDS else self._event_spec(spec, org)
         if opened is not None:
             return str(opened)
@@ -259,12 +259,7 @@ class _LaneReader:
 
     def _placeholder(self, org_slug: str, signal: str) -> dict | None:
         org = self.orgs.get(org_slug)
-        if (
-            org is None
-            or org.pk in self.scope.own_org_ids
-            or not org.announce_unshared
-            or signal not in SIGNALS
-        ):
+        if org is None or self.scope.owns(org.pk) or not org.announce_unshared or signal not in SIGNALS:
             return None
         return {"placeholder": True, "org": org.slug, "signal": signal}
 
@@ -309,9 +304,9 @@ class _LaneReader:
 
         if org is None:
             return None
-        if org.pk in self.scope.own_org_ids:
+        if self.scope.owns(org.pk):
             return spec
-        if not any(rule.owner_id == org.pk and rule.level != LEVEL_AGGREGATE for rule in self.scope.rules):
+        if not self.scope.shares_unaggregated(org.pk):
             return None
         matching = event_filter(spec) & Q(org_id=org.pk)
         start, end = self.window
@@ -373,11 +368,9 @@ def event_sharing(scope: Scope) -> list[dict]:
     (``["*"]`` for all). Lets the war room tell "no lines in this window" from "not shared with you"."""
     scope = require_scope(scope)
     slugs = dict(Organization.objects.values_list("pk", "slug"))
-    granted: dict[str, set[str]] = {}
-    for rule in scope.rules:
-        if rule.level == LEVEL_AGGREGATE or rule.owner_id not in slugs:
-            continue
-        granted.setdefault(slugs[rule.owner_id], set()).update(rule.signals or ("*",))
+    granted = {
+        slugs[owner]: signals for owner, signals in scope.event_signals_shared().items() if owner in slugs
+    }
     return [{"org": slug, "signals": sorted(signals)} for slug, signals in sorted(granted.items())]
 
 

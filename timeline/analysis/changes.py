@@ -627,15 +627,9 @@ class _Line:
 
 
 def _bodies_readable(scope: Scope) -> Q:
-    """Events whose bodies the scope may read: its own and those of ``full`` grants (the gate's rules
-    as WHERE clauses; each row is checked again with ``Scope.hides_body``)."""
-    if scope.is_system:
-        return Q()
-    condition = Q(org_id__in=sorted(scope.own_org_ids)) if scope.own_org_ids else Q(pk__in=[])
-    for rule in scope.rules:
-        if rule.level == LEVEL_FULL:
-            condition |= rule.event_q()
-    return condition
+    """Events whose bodies the scope may read (the gate's WHERE clause; each row is checked again with
+    ``Scope.hides_body``)."""
+    return scope.body_readable_q()
 
 
 def _template_counts(scope: Scope, grid: Grid, messages: list[str], keys: list[tuple]) -> None:
@@ -651,7 +645,7 @@ def _template_counts(scope: Scope, grid: Grid, messages: list[str], keys: list[t
         .values_list("org_id", "signal", "name", "resource", "ts", "message", "bucket")[:MAX_TEMPLATE_LINES]
     )
     for org_id, signal, name, resource, ts, message, bucket in rows:
-        if org_id not in scope.own_org_ids and scope.hides_body(_Line(org_id, signal, name, resource, ts)):
+        if not scope.owns(org_id) and scope.hides_body(_Line(org_id, signal, name, resource, ts)):
             continue
         messages.append(message)
         keys.append((org_id, signal, name, int(bucket)))
@@ -1027,7 +1021,7 @@ def _note_read(scope: Scope, entry: Entry, window: Period) -> None:
     """Note for the owner's audit what an entry of another organisation was made of; an event entry is
     noted at the level of its family's first readable event in the window."""
     for org_id, what in entry.owners:
-        if org_id in scope.own_org_ids:
+        if scope.owns(org_id):
             continue
         level = entry.level
         if entry.kind in ("events", "template"):
