@@ -217,6 +217,71 @@ def _ms_time(ms: float) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+# A lane's drawn points as (t, name, low, high, mean, text, end) tuples, per lane kind.
+_Point = tuple
+
+
+def _line_points(lane: dict, what: str) -> list[_Point]:
+    points = []
+    for line in lane["lines"]:
+        labels = ",".join(f"{k}={v}" for k, v in sorted((line["series"].get("labels") or {}).items()))
+        name = f"{line['series']['metric']}{{{labels}}}" if labels else line["series"]["metric"]
+        points += [(t, name, y, y, y, "", "") for t, y in zip(line["t"], line["y"], strict=True)]
+    return points
+
+
+def _band_points(lane: dict, what: str) -> list[_Point]:
+    name = f"{what} ({lane.get('stat', '')})"
+    rows = zip(lane["t"], lane["lo"], lane["mid"], lane["hi"], strict=True)
+    return [(t, name, lo, hi, mid, "", "") for t, lo, mid, hi in rows if mid is not None]
+
+
+def _sum_points(lane: dict, what: str) -> list[_Point]:
+    rows = zip(lane["t"], lane["sum"], strict=True)
+    return [(t, what, "", "", total, "", "") for t, total in rows if total is not None]
+
+
+def _heatmap_points(lane: dict, what: str) -> list[_Point]:
+    return [
+        (t, name, "", "", value, "", "")
+        for name, values in zip(lane["rows"], lane["z"], strict=True)
+        for t, value in zip(lane["t"], values, strict=True)
+        if value is not None
+    ]
+
+
+def _logs_points(lane: dict, what: str) -> list[_Point]:
+    if lane.get("mode") != "density":
+        return [(e["t"], e["name"], "", "", "", e.get("message") or "", "") for e in lane["events"]]
+    return [
+        (t, f"{severity} lines", "", "", count, "", "")
+        for severity, counts in sorted(lane["counts"].items())
+        for t, count in zip(lane["t"], counts, strict=True)
+        if count
+    ]
+
+
+def _span_points(lane: dict, what: str) -> list[_Point]:
+    points = []
+    for segment in lane["segments"]:
+        event = segment.get("event") or {}
+        name = lane["rows"][segment["row"]] if segment["row"] < len(lane["rows"]) else ""
+        text = event.get("name", f"{segment['count']} spans")
+        points.append((segment["start"], name, "", "", segment["count"], text, _ms_time(segment["end"])))
+    return points
+
+
+_LANE_POINTS = {
+    "line": _line_points,
+    "rate": _line_points,
+    "band": _band_points,
+    "sum": _sum_points,
+    "heatmap": _heatmap_points,
+    "logs": _logs_points,
+    "spans": _span_points,
+}
+
+
 def lane_rows(lane: dict) -> list[list]:
     """A war-room lane as CSV rows (``record`` = ``lane``): one per drawn point, with the lane's spec
     in ``labels`` and what the point is in ``name``. Lines and single sums: the point's value in min,
@@ -227,49 +292,15 @@ def lane_rows(lane: dict) -> list[list]:
     spec = lane.get("spec", "")
     if lane.get("status") != "ok":
         return [["lane", "", "", org, signal, what, spec, "", "", "", lane.get("note", "")]]
-    rows: list[list] = []
-
-    def row(t, name, low="", high="", mean="", text="", end=""):
-        rows.append(["lane", _ms_time(t), end, org, signal, name, spec, low, high, mean, text])
-
-    kind = lane.get("kind")
-    if kind in ("line", "rate"):
-        for line in lane["lines"]:
-            labels = ",".join(f"{k}={v}" for k, v in sorted((line["series"].get("labels") or {}).items()))
-            name = f"{line['series']['metric']}{{{labels}}}" if labels else line["series"]["metric"]
-            for t, y in zip(line["t"], line["y"], strict=True):
-                row(t, name, y, y, y)
-    elif kind == "band":
-        for t, lo, mid, hi in zip(lane["t"], lane["lo"], lane["mid"], lane["hi"], strict=True):
-            if mid is not None:
-                row(t, f"{what} ({lane.get('stat', '')})", lo, hi, mid)
-    elif kind == "sum":
-        for t, total in zip(lane["t"], lane["sum"], strict=True):
-            if total is not None:
-                row(t, what, "", "", total)
-    elif kind == "heatmap":
-        for name, values in zip(lane["rows"], lane["z"], strict=True):
-            for t, value in zip(lane["t"], values, strict=True):
-                if value is not None:
-                    row(t, name, "", "", value)
-    elif kind == "logs" and lane.get("mode") == "density":
-        for severity, counts in sorted(lane["counts"].items()):
-            for t, count in zip(lane["t"], counts, strict=True):
-                if count:
-                    row(t, f"{severity} lines", "", "", count)
-    elif kind == "logs":
-        for event in lane["events"]:
-            row(event["t"], event["name"], text=event.get("message") or "")
-    elif kind == "spans":
-        for segment in lane["segments"]:
-            event = segment.get("event") or {}
-            name = lane["rows"][segment["row"]] if segment["row"] < len(lane["rows"]) else ""
-            text = event.get("name", f"{segment['count']} spans")
-            row(segment["start"], name, "", "", segment["count"], text, _ms_time(segment["end"]))
-    if lane.get("capacity") and lane["capacity"].get("t"):
-        for t, y in zip(lane["capacity"]["t"], lane["capacity"]["y"], strict=True):
-            row(t, f"capacity {lane['capacity'].get('label', '')}", y, y, y)
-    return rows
+    points = _LANE_POINTS.get(lane.get("kind"), lambda _lane, _what: [])(lane, what)
+    capacity = lane.get("capacity") or {}
+    if capacity.get("t"):
+        name = f"capacity {capacity.get('label', '')}"
+        points += [(t, name, y, y, y, "", "") for t, y in zip(capacity["t"], capacity["y"], strict=True)]
+    return [
+        ["lane", _ms_time(t), end, org, signal, name, spec, low, high, mean, text]
+        for t, name, low, high, mean, text, end in points
+    ]
 
 
 def _csv_safe(cell):
