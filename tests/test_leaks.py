@@ -47,7 +47,7 @@ from core.records import Batch, SeriesBlock
 from ingest.services import batch_accept
 from orgs.access import Scope
 from orgs.discovery import description_create, disclosure_set
-from orgs.models import AccessRequest
+from orgs.models import AccessRequest, DetectorRun
 from orgs.services import access_request_create, grant_create, token_create
 from tests.conftest import bearer_client
 from tests.factories import (
@@ -266,7 +266,18 @@ def world(db) -> World:
     access_request = access_request_create(
         requester_user=clients["full"].user, owner=owner, reason=ACCESS_REASON, signals=["storage"]
     )
+    # A run of the owner's detector over a past window, whose error names a canary: only its
+    # organisation may see it.
+    detector_run = DetectorRun.objects.create(
+        org=owner,
+        requested_by=owner_user,
+        start=1781481600 * 1_000_000,
+        end=1781503200 * 1_000_000,
+        status=DetectorRun.Status.FAILED,
+        error=f"stopped at {LOG_BODY}",
+    )
     fillers = {
+        "run_id": [str(detector_run.pk)],
         "incident_id": [str(incident.pk), str(joint.pk)],
         "description_id": [str(description.pk)],
         "invitation_id": [str(pk) for pk in joint.invitations.values_list("pk", flat=True)],
