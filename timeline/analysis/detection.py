@@ -732,7 +732,7 @@ def detection_run(
 def recent_detection_entities(scope: Scope, *, before: int, config: DetectionConfig) -> set[str]:
     """Entities with a detection of the scope's own organisation in the ``cooldown_s`` before ``before``."""
     events = stored_detections(scope, start=before - config.cooldown_s * S, end=before, config=config)
-    own = [e for e in events if e.org_id in scope.own_org_ids]
+    own = [e for e in events if scope.owns(e.org_id)]
     resources = [present_event(scope, e)["resource"] for e in own]
     return {r.get(config.entity_label, r.get("series")) for r in resources}
 
