@@ -126,6 +126,11 @@ LOGOUT_REDIRECT_URL = "login"
 # (Redis when configured). Behind a proxy that appends the client to X-Forwarded-For, trust its last
 # entry as the client's address.
 AUTHENTICATION_BACKENDS = ["orgs.login_throttle.ThrottledModelBackend"]
+# The continuous detection (timeline.analysis.tasks): data one run covers at most per organisation,
+# how long before now it stops (late data), and how old a backlog may be before it is skipped.
+JOINTLINE_DETECTOR_MAX_SPAN_S = env_int("JOINTLINE_DETECTOR_MAX_SPAN_S", 6 * 3600, minimum=60)
+JOINTLINE_DETECTOR_SETTLE_S = env_int("JOINTLINE_DETECTOR_SETTLE_S", 120, minimum=0)
+JOINTLINE_DETECTOR_BACKLOG_S = env_int("JOINTLINE_DETECTOR_BACKLOG_S", 7 * 86400, minimum=3600)
 JOINTLINE_LOGIN_MAX_FAILURES = env_int("JOINTLINE_LOGIN_MAX_FAILURES", 5, minimum=1)
 JOINTLINE_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("JOINTLINE_LOGIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=1)
 JOINTLINE_LOGIN_WINDOW_S = env_int("JOINTLINE_LOGIN_WINDOW_S", 900, minimum=1)
