@@ -13,9 +13,3 @@ app = Celery("jointline", include=TASK_MODULES_BEYOND_APPS)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-# Each organisation's configured detector over new data (timeline.analysis.tasks.detect_continuous):
-# every run covers at most JOINTLINE_DETECTOR_MAX_SPAN_S of data per organisation from its watermark.
-app.conf.beat_schedule = {
-    **(app.conf.beat_schedule or {}),
-    "detect-continuous": {"task": "timeline.analysis.tasks.detect_continuous", "schedule": 300.0},
-}

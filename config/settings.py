@@ -220,6 +220,9 @@ CELERY_BEAT_SCHEDULE = {
     "apply-retention": {"task": "ops.tasks.apply_retention", "schedule": 3600.0},
     "refresh-rollups": {"task": "timeline.tasks.refresh_rollups", "schedule": 60.0},
     "detect-latest": {"task": "timeline.analysis.tasks.detect_latest", "schedule": 600.0},
+    # each organisation's configured detector over new data, from its watermark, at most
+    # JOINTLINE_DETECTOR_MAX_SPAN_S of data per run (timeline.analysis.tasks.detect_continuous)
+    "detect-continuous": {"task": "timeline.analysis.tasks.detect_continuous", "schedule": 300.0},
 }
 
 # Ingest limits.

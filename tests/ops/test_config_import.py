@@ -1,0 +1,26 @@
+"""Importing the ``config`` package (gunicorn's config file does, through ``config.env``) must not load
+Django's settings: a master that loaded them before ``config/gunicorn.py`` set
+``PROMETHEUS_MULTIPROC_DIR`` hands its workers settings without it, and each worker then counts only
+its own requests on /metrics (a Celery setting read at import did exactly that)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_importing_config_does_not_load_the_django_settings():
+    probe = (
+        "import config, config.env\n"
+        "from django.conf import settings\n"
+        "print('configured' if settings.configured else 'lazy')\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "lazy"
