@@ -268,3 +268,20 @@ def x_axis_at_bottom(page) -> bool:
         return ticks.length > 0 && ticks.every((top) => top - plotTop >= Math.max(...bottoms) - 1);
     }"""
     )
+
+
+AXE = Path(__file__).parent / "assets" / "axe.min.js"
+
+
+def serious_axe_violations(page) -> list[str]:
+    """axe-core (vendored under tests/browser/assets) over the page: its serious and critical
+    violations, each with up to three of the elements it names (the page's context bypasses CSP)."""
+    page.add_script_tag(path=str(AXE))
+    return page.evaluate(
+        """async () => {
+        const r = await axe.run(document, { resultTypes: ['violations'] });
+        return r.violations.filter((v) => ['serious', 'critical'].includes(v.impact))
+            .map((v) => `${v.id} (${v.impact}): ` +
+                v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | '));
+    }"""
+    )

@@ -4,28 +4,13 @@ changed, the detector settings and the scale forecast. No serious or critical vi
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 
-from tests.browser.conftest import open_view, signed_in
+from tests.browser.conftest import open_view, serious_axe_violations, signed_in
 
 pytestmark = pytest.mark.browser
-
-AXE = Path(__file__).parent / "assets" / "axe.min.js"
-
-
-def _serious_violations(page) -> list[str]:
-    page.add_script_tag(path=str(AXE))
-    return page.evaluate(
-        """async () => {
-        const r = await axe.run(document, { resultTypes: ['violations'] });
-        return r.violations.filter((v) => ['serious', 'critical'].includes(v.impact))
-            .map((v) => `${v.id} (${v.impact}): ` +
-                v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | '));
-    }"""
-    )
 
 
 def _window(incident) -> dict:
@@ -39,9 +24,9 @@ def test_the_war_room_with_what_changed_open_has_no_serious_violation(chromium, 
         open_view(page, live_server, urlencode(_window(incident)))
         page.click("#toggle-changes")
         page.wait_for_selector("#changes-panel[data-state=ready]", timeout=120_000)
-        assert _serious_violations(page) == []
+        assert serious_axe_violations(page) == []
         page.click("#toggle-changes")  # and closed again
-        assert _serious_violations(page) == []
+        assert serious_axe_violations(page) == []
         assert page.problems == []
     finally:
         context.close()
@@ -68,7 +53,7 @@ def test_the_analysis_pages_have_no_serious_violation(chromium, live_server, inc
         if "/incidents/" in url:
             page.wait_for_selector("#investigation[data-state=ready]", timeout=180_000)
         page.wait_for_load_state("networkidle")
-        assert _serious_violations(page) == [], url
+        assert serious_axe_violations(page) == [], url
         assert page.problems == []
     finally:
         context.close()

@@ -14,13 +14,12 @@ import pytest
 from django.core.management import call_command
 
 from core.timeparse import format_rfc3339
-from tests.browser.conftest import open_view, signed_in
+from tests.browser.conftest import open_view, serious_axe_violations, signed_in
 from tests.browser.test_detections import _infra_detects_the_first_failure
 
 pytestmark = pytest.mark.browser
 
 MINUTE = 60_000_000
-AXE = Path(__file__).parent / "assets" / "axe.min.js"
 SHOTS = Path(tempfile.gettempdir()) / "jointline-report-charts"
 
 
@@ -56,18 +55,6 @@ def _caption(page, selector: str) -> str:
         "(selector) => document.querySelector(selector).closest('figure')"
         ".querySelector('figcaption').textContent",
         selector,
-    )
-
-
-def _serious_axe_violations(page) -> list[str]:
-    page.add_script_tag(path=str(AXE))
-    return page.evaluate(
-        """async () => {
-        const r = await axe.run(document, { resultTypes: ['violations'] });
-        return r.violations.filter((v) => ['serious', 'critical'].includes(v.impact))
-            .map((v) => `${v.id} (${v.impact}): ` +
-                v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | '));
-    }"""
     )
 
 
@@ -133,7 +120,7 @@ def test_recovery_charts_draw_the_apis_exclusions_chains_and_success_rates(chrom
         first_time = page.locator("details.event-list table tbody tr td").first.text_content()
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", first_time), first_time
         _shot(page, "recovery")
-        assert _serious_axe_violations(page) == []
+        assert serious_axe_violations(page) == []
         assert page.problems == []
     finally:
         context.close()
@@ -198,7 +185,7 @@ def test_checkpoint_charts_draw_the_apis_link_use_slots_and_durations(
             )
         _tables_are_tables(page)
         _shot(page, f"checkpoints-{username}")
-        assert _serious_axe_violations(page) == []
+        assert serious_axe_violations(page) == []
         assert page.problems == []
     finally:
         context.close()
@@ -231,7 +218,7 @@ def test_detection_chart_draws_the_apis_detections_by_node_and_family(chromium, 
         first_time = page.locator("#detections tbody tr td").first.text_content()
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", first_time), first_time
         _shot(page, "detections")
-        assert _serious_axe_violations(page) == []
+        assert serious_axe_violations(page) == []
         assert page.problems == []
     finally:
         context.close()
