@@ -12,4 +12,3 @@ TASK_MODULES_BEYOND_APPS = ("timeline.analysis.tasks",)
 app = Celery("jointline", include=TASK_MODULES_BEYOND_APPS)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-
