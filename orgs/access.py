@@ -261,9 +261,6 @@ class Scope:
         return cls(viewer_org_id=None, viewer="system", is_system=True)
 
     # -- WHERE clauses --------------------------------------------------------
-    def _own(self) -> Q:
-        return Q(org_id__in=sorted(self.own_org_ids)) if self.own_org_ids else Q(pk__in=[])
-
     def series_filter(self, *, include_aggregate: bool = False) -> Q:
         """Rows of ``Series`` this scope may read one by one: own, full and redacted grants, and under
         aggregate grants the fleet-level series (no entity label: :meth:`fleet_policy`). With
@@ -271,7 +268,7 @@ class Scope:
         only."""
         if self.is_system:
             return Q()
-        q = self._own()
+        q = self.own_q()
         for rule in self.rules:
             if rule.level != LEVEL_AGGREGATE or include_aggregate:
                 q |= rule.series_q()
@@ -284,7 +281,7 @@ class Scope:
         """Rows of ``Event`` this scope may read. Aggregate grants share no events."""
         if self.is_system:
             return Q()
-        q = self._own()
+        q = self.own_q()
         for rule in self.rules:
             if rule.level != LEVEL_AGGREGATE:
                 q |= rule.event_q()
@@ -307,7 +304,7 @@ class Scope:
         shares (:meth:`hides_body` decides one event the same way)."""
         if self.is_system:
             return Q()
-        bodies = self._own()
+        bodies = self.own_q()
         for rule in self.rules:
             if rule.level == LEVEL_FULL:
                 bodies |= rule.event_q()
@@ -319,7 +316,7 @@ class Scope:
         (:meth:`event_masked_labels` decides one event the same way)."""
         if self.is_system:
             return Q(pk__in=[])
-        masked, earlier, unmasked = Q(pk__in=[]), Q(pk__in=[]), self._own()
+        masked, earlier, unmasked = Q(pk__in=[]), Q(pk__in=[]), self.own_q()
         for rule in self.rules:
             if rule.level == LEVEL_FULL:
                 unmasked |= rule.event_q()

@@ -626,18 +626,12 @@ class _Line:
     ts: int
 
 
-def _bodies_readable(scope: Scope) -> Q:
-    """Events whose bodies the scope may read (the gate's WHERE clause; each row is checked again with
-    ``Scope.hides_body``)."""
-    return scope.body_readable_q()
-
-
 def _template_counts(scope: Scope, grid: Grid, messages: list[str], keys: list[tuple]) -> None:
     """Append to ``messages`` and ``keys`` the readable log bodies of the period: (key, bucket) per line."""
     hints = read_hints(scope, start=grid.period.start, end=grid.period.end)
     rows = (
         get_store()
-        .select_events(scope, hints, filters=_bodies_readable(scope))
+        .select_events(scope, hints, filters=scope.body_readable_q())  # each row checked again: hides_body
         .filter(kind="log")
         .exclude(message="")
         .annotate(bucket=_bucket_expression(grid))
