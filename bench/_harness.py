@@ -193,7 +193,7 @@ def load_scenario(scenario, desc: str) -> int:
     from tqdm import tqdm
 
     from ingest.scenario_loading import load_batches
-    from timeline.tasks import rollup_refresh_deferred
+    from store.tasks import rollup_refresh_deferred
 
     total = sum(c["samples"] + c["events"] for c in scenario.counts().values())
     bar = tqdm(total=total, unit="rec", unit_scale=True, desc=desc, file=sys.stderr)

@@ -1,9 +1,9 @@
 """Alignment benchmark: the scenario's injected clock faults against what the estimators find.
 
 The compact reference scenario (``--full`` for the 24 h profile) is generated in memory and the
-estimators of :mod:`timeline.clock.anchors` and :mod:`timeline.clock.estimators` run on its
+estimators of :mod:`clock.anchors` and :mod:`clock.estimators` run on its
 records directly, exactly as ``manage.py estimate_clocks`` runs them on what the store holds:
-every event becomes a :class:`~timeline.clock.anchors.Stamp`, the anchor rules pair them, and the errors are
+every event becomes a :class:`~clock.anchors.Stamp`, the anchor rules pair them, and the errors are
 read against the scheduler's clock (``infra``), with the cloud operator's "booted" logs dating node
 restarts. No database: the query-time application of corrections is covered by the tests
 (``tests/timeline/test_alignment_store.py``); here the estimated corrections are applied with the
@@ -39,10 +39,10 @@ import django  # noqa: E402
 
 django.setup()
 
+from clock import anchors  # noqa: E402
+from clock import estimators as est  # noqa: E402
+from clock.rules import clock_rules  # noqa: E402
 from ingest.scenario import ScenarioConfig, generate  # noqa: E402
-from timeline.clock import anchors  # noqa: E402
-from timeline.clock import estimators as est  # noqa: E402
-from timeline.clock.rules import clock_rules  # noqa: E402
 
 S = 1_000_000
 REFERENCE = ("infra",)

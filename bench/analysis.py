@@ -115,8 +115,8 @@ def slowdown(profile: str) -> dict:
 
 
 def measure_time(user, episode: dict, runs: int) -> tuple[float, int]:
+    from analysis.changes import Period, rank_changes
     from orgs.access import Scope
-    from timeline.analysis.changes import Period, rank_changes
 
     start = episode["start_us"]
     baseline = Period(start - HOUR_US, start)
@@ -137,9 +137,9 @@ def measure_time(user, episode: dict, runs: int) -> tuple[float, int]:
 
 
 def measure_quality(users: dict, episode: dict) -> tuple[int, int, int]:
+    from analysis.changes import Period, rank_changes
+    from analysis.onsets import METHODS, onsets
     from orgs.access import Scope
-    from timeline.analysis.changes import Period, rank_changes
-    from timeline.analysis.onsets import METHODS, onsets
     from timeline.lanes import readable_series
 
     start = episode["start_us"]
@@ -174,10 +174,10 @@ def measure_quality(users: dict, episode: dict) -> tuple[int, int, int]:
 
 
 def measure_templates(profile: str) -> None:
+    from analysis.templates_mining import METHODS, mine_templates
+    from clock.model import read_hints
     from orgs.access import Scope
-    from timeline.analysis.templates_mining import METHODS, mine_templates
-    from timeline.clock.model import read_hints
-    from timeline.store import get_store
+    from store import get_store
 
     cfg = scenario_config(profile)
     scope = Scope.system()
@@ -264,9 +264,9 @@ def _lane_visible(scope, lane: dict, window) -> bool:
     """May ``scope`` read ``lane`` at all (a series one by one or as a fleet, or the event family)?"""
     from django.db.models import Q
 
-    from timeline.clock.model import read_hints
+    from clock.model import read_hints
+    from store import get_store
     from timeline.lanes import readable_series
-    from timeline.store import get_store
 
     title = lane["title"]
     if title.endswith(")") and " (" in title:  # an event family: "name (severity class)"
@@ -297,9 +297,9 @@ def rank_cause(truth: dict) -> dict[str, dict]:
     """Per organisation's viewer: which cause lanes it may read, their ranks, and the onsets."""
     from django.contrib.auth import get_user_model
 
+    from analysis.changes import Period, rank_changes
+    from analysis.onsets import onsets
     from orgs.access import Scope
-    from timeline.analysis.changes import Period, rank_changes
-    from timeline.analysis.onsets import onsets
 
     window, baseline = Period(*truth["window_us"]), Period(*truth["baseline_us"])
     out = {}

@@ -211,8 +211,8 @@ def import_nab(series: list[NabSeries]) -> dict[str, object]:
 
 
 def rank_nab(series: list[NabSeries], viewers: dict, *, smoke: bool) -> Tally:
+    from analysis.changes import Period, rank_changes
     from orgs.access import Scope
-    from timeline.analysis.changes import Period, rank_changes
 
     tally = Tally()
     cases = [(s, w) for s in series for w in s.windows]
@@ -357,8 +357,8 @@ def _component(entry) -> str | None:
 
 
 def rank_petshop(files: list[PetshopFile], viewers: dict) -> Tally:
+    from analysis.changes import Period, rank_changes
     from orgs.access import Scope
-    from timeline.analysis.changes import Period, rank_changes
 
     tally = Tally()
     for issue in (f for f in files if f.target):

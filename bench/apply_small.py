@@ -164,7 +164,7 @@ def main() -> None:
     _harness.setup_django_as_service(args.database_url, args.redis_url)
 
     from orgs.models import Organization
-    from timeline.store import get_store
+    from store import get_store
 
     org = Organization.objects.get(slug="bench")
     day = T0_S // 86_400

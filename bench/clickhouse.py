@@ -161,7 +161,7 @@ def measure_lanes(scope, backend: str, ts: np.ndarray, runs: int) -> float:
 
 
 def measure_reads(store, scope, ids: list[int], ts: np.ndarray, runs: int) -> dict[str, float]:
-    from timeline.store import ReadHints
+    from store import ReadHints
 
     start, end = int(ts[0]), int(ts[-1]) + STEP_US
     long_step = -(-(end - start) // WIDTH)
@@ -285,7 +285,7 @@ def measure_layouts(engine, rows: np.ndarray, org_id: int, ids: list[int], ts: n
 def measure_existence_check(store, org_id: int, ids: list[int], ts: np.ndarray, values, runs: int) -> dict:
     """The write path's cost of counting what is new: a re-applied hour (every row there) and a new
     hour (none there), each through write_batch (check + insert) against the check alone."""
-    from timeline.store.base import SamplePart
+    from store.base import SamplePart
 
     hour = next(iter(batches(ts[-240:], values[:, -240:])))
     parts = [SamplePart(0, ids, hour.series)]
@@ -328,9 +328,9 @@ def main() -> None:
 
     from orgs.access import Scope
     from orgs.services import organization_create
+    from store.clickhouse import ClickHouseStore, engine_for
+    from store.postgres import PostgresStore
     from timeline.models import Series
-    from timeline.store.clickhouse import ClickHouseStore, engine_for
-    from timeline.store.postgres import PostgresStore
 
     call_command("migrate", interactive=False, verbosity=0)
     org = organization_create(slug="bench", name="Bench", colour="#4c78a8")[0]

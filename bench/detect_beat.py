@@ -4,7 +4,7 @@ The scenario (default: the full profile, 24 h at 15 s with per-GPU series; ``--s
 12 h profile) is loaded with the reference war room's grants into a fresh database, the detectors are
 configured as quickstart configures them (``DEMO_DETECTORS``; ``--all-orgs``: every organisation,
 every signal), each watermark is set to the start of the data, and then, in a child process, the
-beat task's step (``timeline.analysis.tasks.detect_org_continuous``) runs for each organisation
+beat task's step (``analysis.tasks.detect_org_continuous``) runs for each organisation
 until its watermark reaches the end of the data, at most ``--max-span-h`` of data a run, as beat
 would run it. The same is run a second time from the same watermarks: it must store nothing::
 
@@ -55,7 +55,7 @@ def load(profile: str) -> None:
     from ingest.scenario import generate
     from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply
     from orgs.services import organization_create
-    from timeline.tasks import refresh_rollups
+    from store.tasks import refresh_rollups
 
     call_command("migrate", interactive=False, verbosity=0)
     for slug, (name, colour) in ORGANISATIONS.items():
@@ -104,8 +104,8 @@ def peak_mib() -> float:
 
 def measure(end_us: int) -> dict:
     """In the child: every enabled detector stepped by the beat task until it reaches ``end_us``."""
+    from analysis import tasks
     from orgs.models import DetectorSettings
-    from timeline.analysis import tasks
 
     settle = int(getattr(tasks.settings, "JOINTLINE_DETECTOR_SETTLE_S", 120))
     now = end_us + settle * S
@@ -180,7 +180,7 @@ def main() -> int:
     loaded = bounds(args.profile)
     from django.db import connection
 
-    from timeline.analysis.detection import DetectionConfig
+    from analysis.detection import DetectionConfig
 
     orgs = configure(args.all_orgs, loaded["start_us"])
     connection.close()

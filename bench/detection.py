@@ -3,7 +3,7 @@
 For each seed the compact reference scenario (``--full``: the 24 h profile) is written to its own
 database (``<database>_<seed>``; ``--reuse`` keeps one already loaded) through the store, the four other
 organisations share their telemetry with ``infra`` at full level, and the detector runs as ``infra``
-over the whole scenario (:func:`timeline.analysis.detection.detect`). Scored as the report scores:
+over the whole scenario (:func:`analysis.detection.detect`). Scored as the report scores:
 a failure is detected when a detection on its node falls in ``[XID - W, XID + δ]`` (``--lead-min``,
 ``--after-min``; defaults 30 and 10 minutes), before the XID when it falls before it; every other
 detection (deduplicated per node by the detector's cooldown) is a false positive, per day of data.
@@ -49,7 +49,7 @@ def load(config) -> dict:
     from ingest.scenario_loading import ORGANISATIONS
     from orgs.models import Level
     from orgs.services import grant_create, organization_create
-    from timeline.store import get_store
+    from store import get_store
 
     scenario = generate(config)
     orgs = {
@@ -165,9 +165,9 @@ def main() -> int:
 
 
 def run(manifest: dict, *, lead_us: int, after_us: int) -> dict:
+    from analysis.detection import detect
     from orgs.access import Scope
     from orgs.models import Organization
-    from timeline.analysis.detection import detect
 
     org = Organization.objects.get(slug=DETECTOR_ORG)
     scope = Scope.dangerously_as_org(org.pk, "bench:detection")

@@ -421,8 +421,8 @@ def timed_store(database_url: str, workload: Workload, base: int) -> Stage:
     """The store's ``_write_samples`` (staging table + INSERT … ON CONFLICT), one transaction per batch."""
     from django.db import connection, transaction
 
-    from timeline.store import get_store
-    from timeline.store.base import SamplePart
+    from store import get_store
+    from store.base import SamplePart
 
     store = get_store(connection)
     checkpoint(database_url)
@@ -446,7 +446,7 @@ def timed_apply(
     from django.db import connection, transaction
 
     from orgs.services import organization_create
-    from timeline.store import get_store
+    from store import get_store
 
     org, _ = organization_create(slug=org_slug, name="Benchmark, in-process")
     store = get_store(connection)
@@ -483,7 +483,7 @@ def timed_apply(
 def ensure_partitions(days: range) -> None:
     from django.db import connection, transaction
 
-    from timeline.store import get_store
+    from store import get_store
 
     with transaction.atomic():
         get_store(connection).ensure_partitions(days.start, days.stop - 1)

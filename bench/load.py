@@ -3,7 +3,7 @@
 Five organisations x 60 nodes: every node runs one agent per organisation (300 agents), each pushing
 that node's series of its organisation (native JSON, one point per series) every 15 s (``--fast``:
 every 5 s), while ``--viewers`` people (two per organisation) keep the war room open in live mode and
-poll it as the page does (timeline/static/timeline/timeline.js, read at start for its refresh
+poll it as the page does (warroom/static/timeline/timeline.js, read at start for its refresh
 interval): the page and the catalogue once, then every refresh the lanes of the catalogue's defaults
 and the event list, requested together, over the last 3 hours, at the plot width, at the instants
 ``liveDelay()`` picks (once per bucket period, aligned to the epoch; ``--unaligned``: every
@@ -299,7 +299,7 @@ def load_history(agents: list[Agent], start_us: int, end_us: int) -> tuple[int, 
     from django.db import connection, transaction
 
     from core.records import Batch, EventRecord
-    from timeline.store import get_store
+    from store import get_store
 
     store = get_store()
     step = HISTORY_STEP_S * US

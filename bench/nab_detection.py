@@ -3,7 +3,7 @@
 Every ``data/<category>/<name>.csv`` (``timestamp,value``, UTC) of a NAB-layout folder is imported as
 one organisation's gauges the way a user's file arrives (``manage.py import_file`` with a column
 mapping, through the ingest journal), the detector runs as that organisation over the whole span
-(:func:`timeline.analysis.detection.detect`), and each detection is scored with NAB's window rule
+(:func:`analysis.detection.detect`), and each detection is scored with NAB's window rule
 against ``labels/combined_windows.json``: a detection inside a labelled window of its series finds
 that window (once, however many fall in it); a detection outside every window of its series is a
 false positive; false positives per day are counted over the series' total days.
@@ -133,9 +133,9 @@ def detector_times(org_slug: str, series: list[LabelledSeries]) -> dict[str, lis
     """Per series key, the times of the detector's detections, run as the organisation over each
     stretch of time its series cover (overlapping spans merged: the years between two sets of series
     hold nothing to read)."""
+    from analysis.detection import detect
     from orgs.access import Scope
     from orgs.models import Organization
-    from timeline.analysis.detection import detect
 
     org = Organization.objects.get(slug=org_slug)
     scope = Scope.dangerously_as_org(org.pk, "bench:nab-detection")

@@ -146,8 +146,8 @@ def load(case: Case, database_url: str, work: Path) -> tuple[Loaded, str]:
     from ingest.scenario_loading import ORGANISATIONS, load_batches
     from orgs.models import TokenPurpose
     from orgs.services import organization_create, token_create
+    from store.tasks import rollup_refresh_deferred
     from timeline.models import Series
-    from timeline.tasks import rollup_refresh_deferred
 
     connections.close_all()
     _harness.recreate_database(database_url)

@@ -11,7 +11,7 @@ sending it to having the whole body, both over HTTP on 127.0.0.1: Jointline serv
 deployed (2 workers, a read token as Grafana sends it), Prometheus by itself. Every answer pair is
 compared first (same series, timestamps and values within 1e-9); that first request to Jointline is
 printed apart, as ``first`` (a worker that has not read those hours decodes them from the table; the
-rounds after it read them from its cache of decoded samples, timeline/store/sample_cache.py). With
+rounds after it read them from its cache of decoded samples, store/sample_cache.py). With
 ``--corpus``, the compliance corpus of ``tests/timeline/test_promql_compliance.py`` runs too, on its
 own data set, in-process.
 
@@ -87,8 +87,8 @@ def load(database_url: str, series: list) -> str:
     from django.core.management import call_command
 
     from orgs.services import organization_create
+    from store import get_store
     from tests.timeline.test_promql_compliance import store_batch
-    from timeline.store import get_store
 
     _harness.recreate_database(database_url)
     call_command("migrate", interactive=False, verbosity=0)
@@ -103,7 +103,7 @@ def load(database_url: str, series: list) -> str:
 
 def refresh_rollups() -> None:
     """Work off the rollup refresh queue, as the task after each apply does in production."""
-    from timeline.store import get_store
+    from store import get_store
 
     started, taken = time.perf_counter(), 0
     while batch := get_store().refresh_stale_rollups():
@@ -186,6 +186,7 @@ def compare(jointline_url: str, prometheus_url: str, token: str, rounds: int) ->
 def corpus(workdir: Path) -> tuple[int, int]:
     """The compliance corpus on its own data: (queries that match, queries)."""
     from orgs.services import organization_create
+    from store import get_store
     from tests.timeline.test_promql_compliance import (
         CORPUS,
         _without_owner,
@@ -196,7 +197,6 @@ def corpus(workdir: Path) -> tuple[int, int]:
         requests_for,
         store_batch,
     )
-    from timeline.store import get_store
 
     org = organization_create(slug="corpus", name="Corpus", colour="#f58518")[0]
     get_store().write_batch(org_id=org.pk, batch=store_batch(dataset()))  # a second time stores nothing

@@ -111,7 +111,7 @@ def add_logs(org, config, count: int) -> None:
     """``count`` more application log lines over the scenario's day, their text taken from loghub."""
 
     from core.records import Batch, EventRecord
-    from timeline.store import get_store
+    from store import get_store
 
     lines = []
     for path in sorted((ROOT.parent / "shared" / "data" / "loghub").glob("*.log")):
@@ -249,8 +249,8 @@ def measure_search(runs: int) -> None:
     from django.db.models import Q
 
     from orgs.access import Scope
+    from store import ReadHints, get_store
     from timeline.models import Event
-    from timeline.store import ReadHints, get_store
 
     scope = Scope.dangerously_as_org(_viewer_org_id(), "bench")
     store = get_store()
@@ -322,8 +322,8 @@ def measure_downsampling(window: tuple[int, int], runs: int) -> None:
     from django.db import connection
 
     from orgs.access import Scope
+    from store import ReadHints, get_store
     from timeline.models import Series
-    from timeline.store import ReadHints, get_store
 
     scope = Scope.dangerously_as_org(_viewer_org_id(), "bench")
     store = get_store()

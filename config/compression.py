@@ -16,7 +16,7 @@ data and, in pages, the CSRF token; log lines, labels and query parameters are a
   ``Sec-Fetch-Site`` is compressed for.
 * Streaming answers (files) and answers that already have a ``Content-Encoding`` pass untouched:
   static files are compressed once at ``collectstatic`` (config/staticfiles.py), the live lanes cache
-  keeps its entries compressed (timeline/lane_cache.py, which asks :func:`gzip_allowed` too).
+  keeps its entries compressed (warroom/lane_cache.py, which asks :func:`gzip_allowed` too).
 
 docs/decisions/0006-response-compression.md has the measured sizes and costs.
 """

@@ -48,6 +48,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "orgs",
     "timeline",
+    "store",
+    "clock",
+    "warroom",
+    "analysis",
+    "promql",
+    "incidents",
     "ingest",
     "ops",
 ]
@@ -126,7 +132,7 @@ LOGOUT_REDIRECT_URL = "login"
 # (Redis when configured). Behind a proxy that appends the client to X-Forwarded-For, trust its last
 # entry as the client's address.
 AUTHENTICATION_BACKENDS = ["orgs.login_throttle.ThrottledModelBackend"]
-# The continuous detection (timeline.analysis.tasks): data one run covers at most per organisation,
+# The continuous detection (analysis.tasks): data one run covers at most per organisation,
 # how long before now it stops (late data), and how old a backlog may be before it is skipped.
 JOINTLINE_DETECTOR_MAX_SPAN_S = env_int("JOINTLINE_DETECTOR_MAX_SPAN_S", 6 * 3600, minimum=60)
 JOINTLINE_DETECTOR_SETTLE_S = env_int("JOINTLINE_DETECTOR_SETTLE_S", 120, minimum=0)
@@ -146,7 +152,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-# Plotly.js is plotly's own cartesian bundle, vendored in timeline/static/vendor/plotly-cartesian/ (no
+# Plotly.js is plotly's own cartesian bundle, vendored in warroom/static/vendor/plotly-cartesian/ (no
 # CDN, no front-end build): docs/decisions/0016-plotly-cartesian-bundle.md.
 STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.AppDirectoriesFinder"]
 # Hashed names and gzip copies, written by collectstatic (Docker image, quickstart): config/staticfiles.py.
@@ -195,7 +201,7 @@ CELERY_TASK_DEFAULT_QUEUE = "jointline"
 CELERY_TASK_ROUTES = {
     "ingest.tasks.apply_batch": {"queue": "ingest"},
     "ingest.tasks.sweep_journal": {"queue": "jointline"},
-    "timeline.tasks.*": {"queue": "jointline"},
+    "store.tasks.*": {"queue": "jointline"},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A key prefix keeps several installations (or test runs) apart on one Redis.
@@ -216,13 +222,13 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-journal": {"task": "ingest.tasks.sweep_journal", "schedule": 60.0},
-    "create-partitions-ahead": {"task": "timeline.tasks.create_partitions_ahead", "schedule": 3600.0},
+    "create-partitions-ahead": {"task": "store.tasks.create_partitions_ahead", "schedule": 3600.0},
     "apply-retention": {"task": "ops.tasks.apply_retention", "schedule": 3600.0},
-    "refresh-rollups": {"task": "timeline.tasks.refresh_rollups", "schedule": 60.0},
-    "detect-latest": {"task": "timeline.analysis.tasks.detect_latest", "schedule": 600.0},
+    "refresh-rollups": {"task": "store.tasks.refresh_rollups", "schedule": 60.0},
+    "detect-latest": {"task": "analysis.tasks.detect_latest", "schedule": 600.0},
     # each organisation's configured detector over new data, from its watermark, at most
-    # JOINTLINE_DETECTOR_MAX_SPAN_S of data per run (timeline.analysis.tasks.detect_continuous)
-    "detect-continuous": {"task": "timeline.analysis.tasks.detect_continuous", "schedule": 300.0},
+    # JOINTLINE_DETECTOR_MAX_SPAN_S of data per run (analysis.tasks.detect_continuous)
+    "detect-continuous": {"task": "analysis.tasks.detect_continuous", "schedule": 300.0},
 }
 
 # Ingest limits.
@@ -242,7 +248,7 @@ JOINTLINE_APPLY_MAX_ATTEMPTS = env_int("JOINTLINE_APPLY_MAX_ATTEMPTS", 5, minimu
 JOINTLINE_PARTITION_DAYS_AHEAD = env_int("JOINTLINE_PARTITION_DAYS_AHEAD", 3, minimum=0)
 JOINTLINE_LANE_MAX_WIDTH = env_int("JOINTLINE_LANE_MAX_WIDTH", 4000, minimum=10)
 JOINTLINE_PROMQL_MAX_SERIES = env_int("JOINTLINE_PROMQL_MAX_SERIES", 10_000, minimum=1)  # per PromQL query
-# --- read budgets (orgs/read_limits.py, timeline/promql/) ---
+# --- read budgets (orgs/read_limits.py, promql/) ---
 # A request's database statements run under this PostgreSQL statement_timeout (ms; 0: none), and none
 # starts once the request has run this long (s; 0: no budget): a 503 saying so instead of a worker pinned
 # until gunicorn kills it. The default stays under the web workers' timeout (JOINTLINE_WEB_TIMEOUT_S).
@@ -260,29 +266,29 @@ JOINTLINE_PROMQL_MAX_TIMEOUT = env_float(
     "JOINTLINE_PROMQL_MAX_TIMEOUT", JOINTLINE_READ_BUDGET_S or 120.0, minimum=0.001
 )
 # --- end read budgets ---
-# Seconds a live war-room lanes answer is served from the cache (timeline/lane_cache.py); 0: off.
+# Seconds a live war-room lanes answer is served from the cache (warroom/lane_cache.py); 0: off.
 JOINTLINE_LANE_CACHE_S = env_float("JOINTLINE_LANE_CACHE_S", 10.0, minimum=0)
 # Store reads of one lanes request run on this many threads, each with its own connection, where the
 # engine allows concurrent reads (PostgreSQL); 1 reads them in turn.
 JOINTLINE_PARALLEL_READS = env_int("JOINTLINE_PARALLEL_READS", 4, minimum=1)
 # Seconds the war room's clock-ordering check of a window is remembered per viewer, grants and clock
-# corrections (timeline/read_cache.py); 0: computed on every lanes request.
+# corrections (warroom/read_cache.py); 0: computed on every lanes request.
 JOINTLINE_ORDERING_CACHE_S = env_float("JOINTLINE_ORDERING_CACHE_S", 60.0, minimum=0)
 # A JSON file replacing sections of the default-lane rules (timeline/lanes/rules.py); "": the shipped
 # timeline/lanes/defaults.json.
 JOINTLINE_DEFAULT_LANES_FILE = env_str("JOINTLINE_DEFAULT_LANES_FILE", "")
 # A JSON file replacing sections of the clock rules: anchor events, restart events, reference
-# organisations, signals that move together (timeline/clock/rules.py); "": timeline/clock/rules.json.
+# organisations, signals that move together (clock/rules.py); "": clock/rules.json.
 JOINTLINE_CLOCK_RULES_FILE = env_str("JOINTLINE_CLOCK_RULES_FILE", "")
 # Where samples, events and rollups live: "" in the Django database's own store, "clickhouse" in ClickHouse at
 # JOINTLINE_CLICKHOUSE_URL (http(s)://user:password@host:8123/database, or chdb:///path in-process).
 JOINTLINE_STORE_BACKEND = env_str("JOINTLINE_STORE_BACKEND", "")
 JOINTLINE_CLICKHOUSE_URL = env_str("JOINTLINE_CLICKHOUSE_URL", f"chdb://{DATA_DIR / 'clickhouse'}")
-# Lane reads over long windows read the 1 min / 1 h rollups (timeline/store/rollups.py); writes always
+# Lane reads over long windows read the 1 min / 1 h rollups (store/rollups.py); writes always
 # maintain them. Off: every read scans raw samples (for comparisons).
 JOINTLINE_ROLLUPS = env_bool("JOINTLINE_ROLLUPS", True)
 # Megabytes of decoded samples (whole hours) each process keeps for PromQL's reads, every hour checked
-# against the database before it is served (timeline/store/sample_cache.py); 0: off.
+# against the database before it is served (store/sample_cache.py); 0: off.
 JOINTLINE_SAMPLE_CACHE_MB = env_int("JOINTLINE_SAMPLE_CACHE_MB", 256, minimum=0)
 # Seconds from a write to the refresh of its rollups (one refresh for the applies in between; reads
 # use raw samples for what waits). Under eager Celery (quickstart) the refresh runs at once.
@@ -298,7 +304,7 @@ JOINTLINE_ANALYSES_FILE = env_str("JOINTLINE_ANALYSES_FILE", "")
 # False detections a day one series judged against its own history may give (the analyses file's
 # detection.fp_per_day overrides it); see docs/decisions/0024.
 JOINTLINE_DETECTOR_FP_PER_DAY = env_float("JOINTLINE_DETECTOR_FP_PER_DAY", 0.2, minimum=0.001)
-# A deployment's topology rules replacing sections of timeline/analysis/topology_rules.json.
+# A deployment's topology rules replacing sections of analysis/topology_rules.json.
 JOINTLINE_TOPOLOGY_RULES_FILE = env_str("JOINTLINE_TOPOLOGY_RULES_FILE", "")
 JOINTLINE_IMPORT_MAX_BYTES = env_int("JOINTLINE_IMPORT_MAX_BYTES", 64 * 2**20, minimum=1024)
 # How many distinct UTC days one push may span, and how far into the past it may reach (the push

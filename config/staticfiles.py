@@ -20,7 +20,7 @@ Before any ``collectstatic`` (a development checkout, the test suite) there is n
 (``WHITENOISE_USE_FINDERS``), uncompressed and cached for 60 s. After editing a static file on a
 collected installation, collect again (``quickstart`` does).
 
-Plotly.js is plotly's cartesian bundle, vendored under ``timeline/static/vendor/plotly-cartesian/`` with
+Plotly.js is plotly's cartesian bundle, vendored under ``warroom/static/vendor/plotly-cartesian/`` with
 its licence (docs/decisions/0016-plotly-cartesian-bundle.md).
 """
 

@@ -14,17 +14,20 @@ from django.views import View
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
+from analysis import api as analysis_api
+from analysis import api_detectors as detector_pages
+from analysis import api_forecast, api_report, api_topology
+from clock import api as clock_api
+from incidents import api as incident_api
+from incidents import api_investigation, sharing_views
+from incidents import views as incident_views
 from ingest import api as ingest_api
 from ingest import topology as ingest_topology
 from orgs import api as orgs_api
 from orgs.login_throttle import ThrottledAuthenticationForm
-from timeline import api as timeline_api
-from timeline import incident_api, incident_views, sharing_views, views
-from timeline.analysis import api as analysis_api
-from timeline.analysis import api_detectors as detector_pages
-from timeline.analysis import api_forecast, api_investigation, api_report, api_topology
-from timeline.clock import api as clock_api
-from timeline.promql import api as promql_api
+from promql import api as promql_api
+from warroom import api as timeline_api
+from warroom import views
 
 ROUTES: tuple[tuple[str, str, type[View], str], ...] = (
     ("timeline", "", views.TimelinePage, "page"),

@@ -7,7 +7,7 @@ class IngestConfig(AppConfig):
     def ready(self) -> None:
         # The clock's receive-time estimates read the journal through this registration: the read
         # side imports nothing of the ingest write path (an import contract in pyproject.toml).
+        from clock.estimation import read_receive_times_with
         from ingest.selectors import push_receive_times
-        from timeline.clock.estimation import read_receive_times_with
 
         read_receive_times_with(push_receive_times)

@@ -34,8 +34,8 @@ from redis.exceptions import RedisError
 from core.records import Batch
 from ingest.protocols.errors import FieldError, InvalidPayload
 from orgs.models import Organization
+from store.base import labels_key
 from timeline.models import Series
-from timeline.store.base import labels_key
 
 COUNT_CACHE_S = 10
 CARDINALITY_LOCK = 0x4A4C4344  # "JLCD", with the organisation's id: one apply creating its series at a time

@@ -22,7 +22,7 @@ from django.conf import settings
 from core.records import Batch, EventRecord, SeriesBlock
 from ingest.services import batch_accept
 from orgs.models import Organization
-from timeline.tasks import refresh_rollups, rollup_refresh_deferred, rollup_refresh_is_deferred
+from store.tasks import refresh_rollups, rollup_refresh_deferred, rollup_refresh_is_deferred
 
 ORGANISATIONS: dict[str, tuple[str, str]] = {
     "cloudops": ("Cloud operator", "#4c78a8"),
@@ -116,7 +116,7 @@ def load_batches(
     Applied here (eager Celery, the embedded default), their rollups are refreshed once at the end,
     as a worker's applies have theirs refreshed by the worker: no beat would do it here, and reads
     of what waits for a refresh go to the raw samples. A caller that loads in several calls inside
-    its own :func:`~timeline.tasks.rollup_refresh_deferred` block refreshes once itself."""
+    its own :func:`~store.tasks.rollup_refresh_deferred` block refreshes once itself."""
     orgs = {org.slug: org for org in Organization.objects.filter(slug__in=ORGANISATIONS)}
     counts = LoadCounts()
     refresh_here = settings.CELERY_TASK_ALWAYS_EAGER and not rollup_refresh_is_deferred()
@@ -195,7 +195,7 @@ def store_until(batches: Iterable[tuple[str, Batch]], end_us: int) -> int:
     it. Returns how many batches were written."""
     from django.db import transaction
 
-    from timeline.store import get_store
+    from store import get_store
 
     orgs = {org.slug: org for org in Organization.objects.filter(slug__in=ORGANISATIONS)}
     store, written = get_store(), 0
@@ -267,13 +267,13 @@ def demo_incident_create(manifest: dict) -> bool:
     four of them. Idempotent by title; returns whether it was created."""
     from django.contrib.auth import get_user_model
 
-    from timeline.models import Incident
-    from timeline.services import (
+    from incidents.services import (
         annotation_create,
         incident_create,
         incident_participants_add_without_consent,
         incident_update,
     )
+    from timeline.models import Incident
 
     if "cause" in manifest:
         cause = manifest["cause"]["name"]

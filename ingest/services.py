@@ -52,8 +52,8 @@ from core.records import Batch, decode_batch, encode_batch
 from ingest import cardinality
 from ingest.models import BatchStatus, IngestBatch
 from orgs.models import Organization
-from timeline.store import StoreBackend, WriteResult, get_store
-from timeline.store.base import PartitionDays, batch_days, batch_for_days
+from store import StoreBackend, WriteResult, get_store
+from store.base import PartitionDays, batch_days, batch_for_days
 
 log = logging.getLogger(__name__)
 

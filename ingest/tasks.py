@@ -10,7 +10,7 @@ from celery.signals import task_postrun
 from django.db import close_old_connections, connections
 
 from ingest.services import ApplyRetryLater, batch_apply, journal_sweep
-from timeline.tasks import refresh_rollups_soon
+from store.tasks import refresh_rollups_soon
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from django.http import HttpRequest, HttpResponse
 from ingest.api import PushEndpoint
 from ops import views
 from ops.metrics import record_push, record_read, record_sample_cache
-from timeline.store.sample_cache import take_request_counts
+from store.sample_cache import take_request_counts
 
 log = logging.getLogger(__name__)
 

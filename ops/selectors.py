@@ -18,9 +18,9 @@ from django.db.models.functions import Length
 from ingest.models import BatchStatus, IngestBatch
 from orgs.access import NoScope, Scope, require_scope
 from orgs.models import Organization
+from store import get_store
+from store.base import PartitionSize
 from timeline.models import Series
-from timeline.store import get_store
-from timeline.store.base import PartitionSize
 
 
 @dataclass

@@ -31,9 +31,9 @@ from django.db import transaction
 from ingest.models import BatchStatus, IngestBatch
 from ops.models import KEEP_FOREVER, RetentionPolicy
 from orgs.models import Organization
-from timeline.store import get_store
-from timeline.store.base import DAY_US
-from timeline.store.rollups import HOUR_US, MINUTE_US
+from store import get_store
+from store.base import DAY_US
+from store.rollups import HOUR_US, MINUTE_US
 
 log = logging.getLogger(__name__)
 

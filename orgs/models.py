@@ -302,7 +302,7 @@ class UnsharedDescription(models.Model):
         return f"{self.owner}: {self.name}"
 
 
-# The event name detections are stored under (timeline.analysis.detection.DetectionConfig.name), named
+# The event name detections are stored under (analysis.detection.DetectionConfig.name), named
 # here so the sharing of an organisation's detections can be decided without the detector.
 DETECTION_EVENT_NAME = "failure_suspected"
 DETECTION_GRANT_NAME = "detections of the failure detector"

@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _clear_cache():
-    from timeline.store.sample_cache import clear_sample_cache
+    from store.sample_cache import clear_sample_cache
 
     cache.clear()
     clear_sample_cache()  # a test's rolled-back rows may reuse series ids another test cached

@@ -13,13 +13,13 @@ from django.db import transaction
 from rest_framework.test import APIClient
 
 from core.records import Batch, EventRecord, SeriesBlock
+from incidents import services as timeline_services
 from orgs.access import Scope
 from orgs.models import Organization, Role
 from orgs.services import user_create
-from timeline import services as timeline_services
+from store import StoreBackend, WriteResult, get_store
 from timeline.lanes import SeriesGroup
 from timeline.models import Incident, Permalink, Series, Snapshot
-from timeline.store import StoreBackend, WriteResult, get_store
 
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
 S = 1_000_000

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from incidents.services import incident_invitation_decide
 from orgs.models import Membership, Role
 from timeline.models import IncidentInvitation, InvitationStatus
-from timeline.services import incident_invitation_decide
 
 
 def accept_invitations(incident_id: int) -> None:

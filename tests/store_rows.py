@@ -11,8 +11,8 @@ from __future__ import annotations
 def empty_store_tables() -> None:
     from django.db import connection
 
-    from timeline.store import get_store
-    from timeline.store.rollups import DIRTY, EVENT_DIRTY, EVENT_ROLLUPS, ROLLUPS
+    from store import get_store
+    from store.rollups import DIRTY, EVENT_DIRTY, EVENT_ROLLUPS, ROLLUPS
 
     with connection.cursor() as cursor:
         tables = (

@@ -14,11 +14,11 @@ from django.test import Client, override_settings
 from google.rpc import status_pb2
 from rest_framework.test import APIClient
 
+from incidents import services as timeline_services
 from orgs.models import Role
 from orgs.services import access_request_create
 from tests.conftest import bearer_client
 from tests.factories import member, member_client
-from timeline import services as timeline_services
 from timeline.models import Annotation, Incident
 
 WINDOW = "from=2026-06-15T00:00:00Z&to=2026-06-15T06:00:00Z"
@@ -228,7 +228,7 @@ def _client_seeing_500s(member) -> Client:
 
 
 def test_an_exception_in_an_api_view_is_a_json_500_with_a_logged_request_id(member_a, monkeypatch, caplog):
-    monkeypatch.setattr("timeline.api.series_list", _bug)
+    monkeypatch.setattr("warroom.api.series_list", _bug)
     response = _client_seeing_500s(member_a).get("/api/v1/series")
     assert response.status_code == 500
     assert response.json() == {"error": "internal error", "errors": []}
@@ -238,7 +238,7 @@ def test_an_exception_in_an_api_view_is_a_json_500_with_a_logged_request_id(memb
 
 
 def test_a_clients_request_id_is_kept(member_a, monkeypatch, caplog):
-    monkeypatch.setattr("timeline.api.series_list", _bug)
+    monkeypatch.setattr("warroom.api.series_list", _bug)
     response = _client_seeing_500s(member_a).get("/api/v1/series", HTTP_X_REQUEST_ID="trace-42")
     assert response["X-Request-ID"] == "trace-42"
     assert any("trace-42" in record.getMessage() for record in caplog.records)

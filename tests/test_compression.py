@@ -17,10 +17,10 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from core.timeparse import format_rfc3339
+from incidents.services import incident_create
 from tests.conftest import bearer_client, nic_batch, post_body
 from tests.factories import HOUR, S, gauge, write
 from timeline.models import Series
-from timeline.services import incident_create
 
 pytestmark = pytest.mark.services
 

@@ -43,12 +43,15 @@ from django.db.models import Q
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
+from clock.model import ALL_STORED_TIME
 from core.records import Batch, SeriesBlock
+from incidents import services as timeline_services
 from ingest.services import batch_accept
 from orgs.access import Scope
 from orgs.discovery import description_create, disclosure_set
 from orgs.models import AccessRequest, DetectorRun
 from orgs.services import access_request_create, grant_create, token_create
+from store import get_store
 from tests.conftest import bearer_client
 from tests.factories import (
     FIRST_SIX_HOURS,
@@ -63,11 +66,8 @@ from tests.factories import (
 )
 from tests.invitations import accept_invitations
 from tests.processes import pytest_in_subprocess
-from timeline import services as timeline_services
-from timeline.clock.model import ALL_STORED_TIME
 from timeline.lanes import LaneSpec, LaneSpecError
 from timeline.models import Series
-from timeline.store import get_store
 
 WINDOW = "from=2026-06-15T00:00:00Z&to=2026-06-15T06:00:00Z"
 T0_TEXT, T1_TEXT = "2026-06-15T00:00:00Z", "2026-06-15T06:00:00Z"
@@ -292,7 +292,7 @@ def world(db) -> World:
     }
     series_ids = Series.unscoped.filter(org=owner).values_list("pk", flat=True)
     queries = {"lanes": f"{WINDOW}&series={','.join(map(str, series_ids))}", "events": WINDOW}
-    # The Prometheus API (timeline/promql): every series, and what aggregations tell of names and labels.
+    # The Prometheus API (promql/): every series, and what aggregations tell of names and labels.
     promql = [
         urlencode({"query": query, "match[]": '{__name__=~".+"}'})
         for query in (

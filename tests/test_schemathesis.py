@@ -42,12 +42,12 @@ from schemathesis.specs.openapi.checks import (
 from schemathesis.transport.serialization import serialize_binary
 
 from config.wsgi import application
+from incidents import services as timeline_services
 from orgs.discovery import description_create
 from orgs.models import TokenPurpose
 from orgs.services import access_request_create, grant_create, token_create
 from tests.conftest import bearer_client, nic_batch, push
 from tests.factories import member, snapshotted_link
-from timeline import services as timeline_services
 from timeline.models import ClockCorrection
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from rest_framework.response import Response
 
+from clock.model import aligned_param, use_clock
 from orgs.api_base import QueryAPIView
 from timeline.api_shapes import window_bounds
-from timeline.clock.model import aligned_param, use_clock
 from timeline.selectors import Window
 
 

@@ -3,7 +3,7 @@
 Timestamps in ``Sample`` and ``Event`` are integer microseconds since the Unix
 epoch, UTC (see docs/decisions/0002-timestamps-as-epoch-microseconds.md). The
 ``Sample`` and ``Event`` tables are created by the store backend for the engine
-(``timeline/store/``): range-partitioned by day on PostgreSQL, plain tables on
+(``store/``): range-partitioned by day on PostgreSQL, plain tables on
 SQLite; Django does not manage them.
 
 The default managers of ``Series`` and ``Event`` refuse to read: a read goes
@@ -418,7 +418,7 @@ class IncidentInvitation(models.Model):
 
 class Investigation(models.Model):
     """What the analyses found in an incident's window as one organisation may read it: the findings
-    (``timeline.analysis.investigation``), the baseline the ranking compared with, and when. One row per
+    (``analysis.investigation``), the baseline the ranking compared with, and when. One row per
     incident and viewer organisation, so no organisation's findings are ever shown to another."""
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="investigations")

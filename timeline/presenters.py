@@ -2,7 +2,7 @@
 
 The gate (``orgs.access``) decides — which rows a scope reads, at which level, which labels it sees
 masked, whether a body is hidden; this module only applies those decisions to rows, and the clock
-corrections in force for the read (``timeline.clock.model``) to event times. Every series and event that
+corrections in force for the read (``clock.model``) to event times. Every series and event that
 leaves the server passes through here, so redaction happens in one place and never in templates.
 """
 
@@ -13,11 +13,11 @@ from urllib.parse import urlencode
 from django.db.models import Count
 from django.urls import reverse
 
+from clock import model as clock_model
 from core.timeparse import format_rfc3339
 from orgs.access import REDACTED_MESSAGE, NoScope, Scope, require_scope
 from orgs.discovery import description_series_q
 from orgs.models import Organization, UnsharedDescription, UnsharedDisclosure
-from timeline.clock import model as clock_model
 from timeline.models import Event, Series
 
 

@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
+from clock.model import read_hints
 from config.api_errors import RequestFieldError
 from core.labels import label_matches
 from core.records import SEVERITIES
 from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from orgs.access import Scope, pseudonym, require_scope
 from orgs.grants import label_q
-from timeline.clock.model import read_hints
+from store import ReadHints, get_store
 from timeline.models import Event, Series
 from timeline.presenters import present_series, unshared_summary
-from timeline.store import ReadHints, get_store
 
 _RELATIVE = re.compile(r"now(?:-([0-9]{1,12})([smhdw]))?")
 _UNIT_US = {"s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000, "w": 604_800_000_000}

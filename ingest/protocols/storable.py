@@ -104,7 +104,7 @@ def utf8_text(
 
 
 def labels_bytes(labels: dict[str, str]) -> int:
-    """UTF-8 size of the text the store identifies a series by (``timeline.store.base.labels_key``)."""
+    """UTF-8 size of the text the store identifies a series by (``store.base.labels_key``)."""
     text = json.dumps(sorted(labels.items()), separators=(",", ":"), ensure_ascii=False)
     return len(text.encode("utf-8", "surrogatepass"))
 

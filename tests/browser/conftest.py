@@ -145,13 +145,13 @@ def _reference_incident(django_db_setup, django_db_blocker):
 
 def _war_room(orgs: dict, start_us: int, end_us: int) -> int:
     """The walkthrough's incident (step 5 and 6): opened by modeldev, annotated by three organisations."""
-    from orgs.models import Role
-    from orgs.services import user_create
-    from timeline.services import (
+    from incidents.services import (
         annotation_create,
         incident_create,
         incident_participants_add_without_consent,
     )
+    from orgs.models import Role
+    from orgs.services import user_create
 
     people = {
         slug: user_create(org=orgs[slug], username=f"{slug}-analyst", role=Role.ANALYST, password=PASSWORD)[0]

@@ -24,10 +24,10 @@ LANE = "logs:infra/other/failure_suspected"
 
 def _first_xid() -> tuple[int, str]:
     """When and on which node the scenario's first XID is, as gpuvendor recorded it."""
+    from clock.model import read_hints
     from orgs.access import Scope
     from orgs.models import Organization
-    from timeline.clock.model import read_hints
-    from timeline.store import get_store
+    from store import get_store
 
     gpuvendor = Organization.objects.get(slug="gpuvendor")
     scope = Scope.dangerously_as_org(gpuvendor.pk, "test:first-xid")

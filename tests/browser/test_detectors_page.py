@@ -26,8 +26,8 @@ def _forget_detections(org_slugs: list[str]) -> None:
     from django.db import connection, transaction
 
     from orgs.models import DETECTION_EVENT_NAME, Organization
-    from timeline.store import get_store
-    from timeline.tasks import refresh_rollups
+    from store import get_store
+    from store.tasks import refresh_rollups
 
     ids = list(Organization.objects.filter(slug__in=org_slugs).values_list("pk", flat=True))
     with transaction.atomic(), connection.cursor() as cursor:

@@ -12,12 +12,12 @@ from urllib.parse import urlencode
 
 import pytest
 
+from analysis.api_forecast import human
 from core.timeparse import format_rfc3339, parse_timestamp
 from ingest.scenario.events.sink import JOB
 from ingest.scenario.layout import COMPACT
 from ingest.scenario.topology import STORAGE_SERVICE
 from tests.browser.conftest import VIEWER, open_view, signed_in
-from timeline.analysis.api_forecast import human
 
 pytestmark = pytest.mark.browser
 

@@ -171,9 +171,9 @@ def test_a_link_opens_in_the_openers_terms_with_placeholders_for_the_rest(chromi
     """storage reads modeldev's application data redacted and none of cloudops' host metrics."""
     from django.contrib.auth.models import User
 
+    from incidents.services import permalink_create
     from orgs.access import pseudonym
     from orgs.models import Organization
-    from timeline.services import permalink_create
 
     start, end = incident.window
     lanes = [

@@ -152,7 +152,7 @@ def _modeldev_link(incident, lanes: list[str]):
     """A permalink to ``lanes`` over the incident's window, made by modeldev's analyst."""
     from django.contrib.auth.models import User
 
-    from timeline.services import permalink_create
+    from incidents.services import permalink_create
 
     start, end = incident.window
     author = User.objects.get(username=LINK_AUTHOR)
@@ -278,8 +278,8 @@ def test_every_note_is_labelled_or_abbreviated_and_listed_in_order(page, live_se
     """Defect 8: five notes, two of them colliding, one hostile: each keeps a label with its number."""
     from django.contrib.auth.models import User
 
+    from incidents.services import annotation_create
     from timeline.models import Incident as IncidentRow
-    from timeline.services import annotation_create
 
     row = IncidentRow.objects.get(pk=incident.incident_id)
     start_us = int(incident.slow_start_ms * 1000)

@@ -134,8 +134,8 @@ def test_a_clock_still_off_names_its_pairs_and_the_likely_culprit(chromium, live
     the likely culprit and each pair, cause → effect with their organisations, as text."""
     from django.contrib.auth import get_user_model
 
+    from clock.services import clock_correction_declare
     from tests.browser.conftest import signed_in
-    from timeline.clock.services import clock_correction_declare
 
     admin = get_user_model().objects.get(username="modeldev-admin")
     clock_correction_declare(user=admin, offset_us=-3_000_000, source="otel-collector", note="<b>wrong</b>")

@@ -13,8 +13,8 @@ from django.test import TestCase
 
 from ingest.importers import ImportFileError, ImportSpec, read_batches
 from ingest.models import IngestBatch
+from store.base import event_fingerprint
 from tests.ingest.protocol_helpers import stored_events, stored_series
-from timeline.store.base import event_fingerprint
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 if not DATA.exists():  # CI lays shared/ beside the clone; a developer's tree has it at /work/shared

@@ -18,7 +18,7 @@ from core.records import Batch, EventRecord, SeriesBlock, encode_batch
 from ingest.models import BatchStatus, IngestBatch
 from ingest.services import ApplyError, ApplyFailed, batch_apply, journal_sweep
 from ingest.tasks import apply_batch
-from timeline.store.base import DAY_US
+from store.base import DAY_US
 
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z in µs
 S = 1_000_000

@@ -16,11 +16,11 @@ from django.db import connection, transaction
 from core.records import Batch, EventRecord, SeriesBlock, encode_batch
 from ingest.models import BatchStatus, IngestBatch
 from ingest.services import ApplyRetryLater, batch_apply
+from store import get_store
+from store.base import DAY_US
+from store.postgres import PARTITIONED_TABLES, partition_day, partition_name
 from tests.processes import own_connection
 from timeline.models import Series
-from timeline.store import get_store
-from timeline.store.base import DAY_US
-from timeline.store.postgres import PARTITIONED_TABLES, partition_day, partition_name
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

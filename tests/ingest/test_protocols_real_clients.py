@@ -28,10 +28,10 @@ from django.http import HttpResponse
 
 from ingest.api_protocols import RemoteWriteView
 from orgs.access import Scope
+from store import ReadHints, get_store
 from tests.ingest.protocol_helpers import stored_events, stored_series
 from tests.processes import free_port, not_installed
 from timeline.models import Series
-from timeline.store import ReadHints, get_store
 
 pytestmark = [
     pytest.mark.services,

@@ -12,10 +12,10 @@ from django.test import TestCase, override_settings
 from core.records import Batch, SeriesBlock
 from ingest.models import BatchStatus, IngestBatch
 from ingest.services import batch_apply
+from store.base import labels_key
 from tests.conftest import post_body
 from tests.ingest.test_partitions import journal_entry
 from timeline.models import Series
-from timeline.store.base import labels_key
 
 
 def node_batch(nodes: range, metric: str = "node_load1") -> dict:

@@ -18,11 +18,11 @@ from ingest.protocols import loki, otlp, remote_write, storable
 from ingest.protocols.errors import InvalidPayload
 from ingest.protocols.native import parse_native
 from ingest.protocols.proto import remote_write_pb2
+from store import get_store
+from store.base import labels_key
 from tests.conftest import push
 from tests.ingest.protocol_helpers import stored_events, stored_series
 from timeline.models import Event, Series
-from timeline.store import get_store
-from timeline.store.base import labels_key
 
 DAY_US = 86_400_000_000
 

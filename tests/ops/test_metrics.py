@@ -191,7 +191,7 @@ def test_an_entry_that_cannot_be_applied_is_a_failed_entry_at_once(scraper, org_
 
 def test_promql_reads_are_timed_and_their_cached_hours_counted(scraper, wired, org_a, read_token_a):
     from core.records import Batch, SeriesBlock
-    from timeline.store import get_store
+    from store import get_store
 
     start = 1_781_481_600  # whole hours of samples every 15 s
     times = [(start + 15 * k) * 1_000_000 for k in range(2 * 240)]

@@ -11,9 +11,9 @@ from core.records import Batch, EventRecord, SeriesBlock
 from ingest.models import BatchStatus, IngestBatch
 from ops.services import retention_apply, retention_policy_set
 from orgs.services import organization_create
-from timeline.store import get_store
-from timeline.store.base import DAY_US
-from timeline.store.postgres import PARTITIONED_TABLES, partition_name
+from store import get_store
+from store.base import DAY_US
+from store.postgres import PARTITIONED_TABLES, partition_name
 
 pytestmark = pytest.mark.django_db
 

@@ -63,7 +63,7 @@ def test_the_html_report_is_downloaded_not_rendered_under_the_policy(client_a, m
     """The report inlines Plotly and its figure. It gets the policy like every answer, but as an
     attachment it is saved, not rendered, and opened from disk it carries no policy
     (tests/browser/test_incident_flow.py opens one there and sees its figure)."""
-    from timeline.services import incident_create
+    from incidents.services import incident_create
 
     incident = incident_create(
         user=member_a, title="csp", window_start=1_781_485_200_000_000, window_end=1_781_488_800_000_000

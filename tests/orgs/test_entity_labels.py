@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.changes import Period, rank_changes
 from orgs.access import Scope
 from orgs.models import Grant, Level
 from orgs.services import grant_create
 from tests.factories import HOUR, T0, gauge, member_client, signed_in, write
-from timeline.analysis.changes import Period, rank_changes
 from timeline.lanes import readable_series
 from timeline.lanes.catalogue import series_groups
 from timeline.models import Series

@@ -243,7 +243,7 @@ def test_a_lane_filter_does_not_read_a_missing_label_as_the_text_none(table_data
 
 @pytest.mark.parametrize("case", IN_SQL, ids=case_id)
 def test_clock_corrections_select_the_table_in_sql_and_in_python(table_data, case):
-    from timeline.store.hints import Correction
+    from store.hints import Correction
 
     correction = Correction(
         id=1,
@@ -264,8 +264,8 @@ def test_clock_corrections_select_the_table_in_sql_and_in_python(table_data, cas
 
 
 def test_a_stored_correction_refused_now_is_left_out_and_reads_still_answer(table_data, client_b):
+    from clock.model import resolve_clock
     from tests.factories import own_scope
-    from timeline.clock.model import resolve_clock
     from timeline.models import ClockCorrection
 
     ClockCorrection.objects.create(org=table_data, label_matcher='node=~"(a)\\1"', offset_us=5_000_000)

@@ -37,7 +37,7 @@ def test_someone_of_no_organisation_may_write_nothing(db):
 
 def test_every_incident_write_asks_the_one_rule(org_a):
     """A viewer is refused each analyst write with require_role's wording, never a wording of its own."""
-    from timeline.services import annotation_create, incident_create, incident_update
+    from incidents.services import annotation_create, incident_create, incident_update
 
     analyst = _member(org_a, "ana", role=Role.ANALYST)
     viewer = _member(org_a, "vic", role=Role.VIEWER)
@@ -54,8 +54,8 @@ def test_every_incident_write_asks_the_one_rule(org_a):
 
 
 def test_a_detector_run_as_a_viewer_may_read_but_not_store(org_a):
+    from analysis.detection import detection_run
     from orgs.access import Scope
-    from timeline.analysis.detection import detection_run
 
     viewer = _member(org_a, "vic", role=Role.VIEWER)
     scope = Scope.for_user(viewer)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from timeline.store import get_store
+from store import get_store
 
 SAMPLE_ROW = np.dtype([("org_id", "<i8"), ("series_id", "<i8"), ("ts", "<i8"), ("value", "<f8")])
 

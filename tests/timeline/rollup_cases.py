@@ -19,9 +19,9 @@ import pytest
 from core.records import SeriesBlock
 from orgs.access import Scope
 from orgs.services import grant_create
+from store import ReadHints
 from tests.factories import HOUR, MINUTE, T0, S, node_gauge, own_scope
 from timeline.models import Series
-from timeline.store import ReadHints
 
 
 def block(ts, values, *, metric="nfs_rpc_slots_in_use", kind="gauge", node="node-01") -> SeriesBlock:

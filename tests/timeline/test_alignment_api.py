@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from core.records import EventRecord
+from incidents import services as timeline_services
 from orgs.access import pseudonym
 from orgs.models import Organization, Role
 from orgs.services import grant_create, organization_create
@@ -18,7 +19,6 @@ from tests import factories
 from tests.conftest import push
 from tests.factories import member_client
 from tests.test_leaks import ALLOWED, LOG_NODE, NOTE_TEXT, SECRET_LABEL, _leaks, _urls, world  # noqa: F401
-from timeline import services as timeline_services
 from timeline.models import ClockCorrection, Snapshot, Source
 
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z

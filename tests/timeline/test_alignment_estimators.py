@@ -1,4 +1,4 @@
-"""The anchor pairs and estimators of timeline/clock/anchors.py and timeline/clock/estimators.py, and
+"""The anchor pairs and estimators of clock/anchors.py and clock/estimators.py, and
 their rate arithmetic, on fixed and synthetic data."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from timeline.clock import anchors
-from timeline.clock import estimators as est
-from timeline.clock.rules import clock_rules
+from clock import anchors
+from clock import estimators as est
+from clock.rules import clock_rules
 
 S = 1_000_000
 MINUTE = 60 * S

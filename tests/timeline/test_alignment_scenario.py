@@ -6,18 +6,18 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
+from clock import estimation
+from clock import model as clock_model
+from clock import services as clock_services
+from clock.rules import clock_rules
 from core.records import Batch
 from ingest.scenario import ScenarioConfig, generate
 from ingest.scenario_loading import ORGANISATIONS
 from orgs.access import Scope
 from orgs.models import Organization, Role
 from orgs.services import organization_create, user_create
+from store import get_store
 from tests.conftest import PASSWORD
-from timeline.clock import estimation
-from timeline.clock import model as clock_model
-from timeline.clock import services as clock_services
-from timeline.clock.rules import clock_rules
-from timeline.store import get_store
 
 S = 1_000_000
 

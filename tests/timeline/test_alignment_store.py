@@ -8,16 +8,16 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from clock.model import ALL_STORED_TIME, clock_for, read_hints, resolve_clock, use_clock
 from core.records import SeriesBlock
 from orgs.access import Scope
 from orgs.services import grant_create
+from store import get_store
 from tests import factories
 from tests.factories import gauge, log_line
-from timeline.clock.model import ALL_STORED_TIME, clock_for, read_hints, resolve_clock, use_clock
 from timeline.models import ClockCorrection, Series, Source
 from timeline.presenters import present_event
 from timeline.selectors import Window, events_list
-from timeline.store import get_store
 
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
 S = 1_000_000
@@ -261,8 +261,8 @@ def test_the_lane_api_leaves_empty_buckets_empty(org_a, client_a):
 
 
 def test_a_nodes_signal_that_lags_the_fleet_signal_gives_its_clock_error(org_b):
+    from clock.estimation import xcorr_estimates
     from orgs.services import organization_create
-    from timeline.clock.estimation import xcorr_estimates
 
     cloudops = organization_create(slug="cloudops", name="Cloud operator", colour="#4c78a8")[0]
     rng = np.random.default_rng(5)
@@ -296,8 +296,8 @@ def test_a_nodes_signal_that_lags_the_fleet_signal_gives_its_clock_error(org_b):
 
 
 def test_the_stored_lane_rate_is_the_reference_bucket_rate_and_within_1_percent_of_prom_rate(org_a):
+    from clock.estimators import bucket_rates, prom_rate
     from tests.timeline.test_alignment_estimators import counter
-    from timeline.clock.estimators import bucket_rates, prom_rate
 
     ts, values = counter(15, 180, reset_at=T0 + 47 * MINUTE)
     write(org_a, block(values, ts=ts, metric="c_total", kind="counter"))

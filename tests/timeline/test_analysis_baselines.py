@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
+from analysis.changes import Period, rank_changes
+from analysis.onsets import cusum_onset, onsets, split_onset
+from analysis.scoring import compare
 from core.timeparse import format_rfc3339
 from tests.factories import HOUR, MINUTE, T0, S, gauge, own_scope, write
-from timeline.analysis.changes import Period, rank_changes
-from timeline.analysis.onsets import cusum_onset, onsets, split_onset
-from timeline.analysis.scoring import compare
 
 URL = "/api/v1/analysis/changes"
 DAY = 24 * HOUR
@@ -177,7 +177,7 @@ def test_every_entry_carries_its_evidence_and_the_answer_its_method(client_b, or
 
 
 def test_an_export_keeps_the_baseline_the_method_and_the_evidence(org_b):
-    from timeline.reports import export_ranking
+    from incidents.reports import export_ranking
 
     _from_t0(org_b)
     exported = export_ranking(own_scope(org_b), T0 + HOUR, T0 + 2 * HOUR)
@@ -188,7 +188,7 @@ def test_an_export_keeps_the_baseline_the_method_and_the_evidence(org_b):
 def test_an_export_of_a_window_where_the_data_starts_compares_with_the_nearest_data(org_b):
     """The quickstart URL's window starts where the data starts: the export's ranking (and a
     snapshot's, built alike) must not compare with the empty hour before it."""
-    from timeline.reports import export_ranking
+    from incidents.reports import export_ranking
 
     _from_t0(org_b)
     exported = export_ranking(own_scope(org_b), T0, T0 + HOUR)

@@ -9,17 +9,17 @@ from __future__ import annotations
 import pytest
 from django.db.models import Q
 
+from analysis.changes import Period, rank_changes
+from analysis.onsets import onsets
+from clock.model import read_hints
 from ingest.scenario import CAUSES, REFERENCE_CAUSE, ScenarioConfig, cause_truth, generate
 from ingest.scenario_loading import demo_organisations_create, store_until
 from orgs.access import Scope
 from orgs.models import Role
 from orgs.services import user_create
+from store import get_store
 from tests.conftest import PASSWORD
-from timeline.analysis.changes import Period, rank_changes
-from timeline.analysis.onsets import onsets
-from timeline.clock.model import read_hints
 from timeline.lanes import readable_series
-from timeline.store import get_store
 
 ALTERNATIVES = [c for c in CAUSES if c != REFERENCE_CAUSE]
 

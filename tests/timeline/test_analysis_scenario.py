@@ -8,16 +8,16 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
+from analysis.changes import Period, rank_changes
+from analysis.onsets import onsets
 from core.records import Batch
 from ingest.scenario import ScenarioConfig, generate
 from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply
 from orgs.access import ENTITY_LABELS, LEVEL_AGGREGATE, MIN_AGGREGATE_GROUP, Scope
 from orgs.models import Role
 from orgs.services import organization_create, user_create
+from store import get_store
 from tests.conftest import PASSWORD
-from timeline.analysis.changes import Period, rank_changes
-from timeline.analysis.onsets import onsets
-from timeline.store import get_store
 
 HOUR_US = 3_600_000_000
 CAUSE = ("storage_metadata_ops_per_second", "nfs_rpc_slots_in_use", "nfs_read_size_bytes")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from timeline.analysis.changes import Entry, Grid, Period, explain, format_value
-from timeline.analysis.onsets import Onset, cusum_onset, order_onsets, split_onset
-from timeline.analysis.scoring import ONE_SIDED_SCORE, compare, compare_rows, ks_distance
-from timeline.analysis.templates_mining import mask_template, mine_templates
+from analysis.changes import Entry, Grid, Period, explain, format_value
+from analysis.onsets import Onset, cusum_onset, order_onsets, split_onset
+from analysis.scoring import ONE_SIDED_SCORE, compare, compare_rows, ks_distance
+from analysis.templates_mining import mask_template, mine_templates
 
 RNG = np.random.default_rng(7)
 

@@ -9,16 +9,16 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
+from analysis import checkpoint
 from core.records import Batch
 from ingest.scenario import ScenarioConfig, generate
 from ingest.scenario_loading import ORGANISATIONS
 from orgs.access import Scope
 from orgs.models import Level, Organization
 from orgs.services import grant_create, organization_create
+from store import get_store
 from tests.store_rows import empty_store_tables
 from tests.timeline.test_recovery import client_of
-from timeline.analysis import checkpoint
-from timeline.store import get_store
 
 METRICS = (
     "node_network_transmit_bytes_total",

@@ -14,9 +14,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from core.records import EventRecord, SeriesBlock
+from store import ReadHints, get_store
 from tests.factories import HOUR, T0, S, log_line, node_gauge, own_scope, write
 from timeline.models import Series
-from timeline.store import ReadHints, get_store
 
 pytestmark = [
     pytest.mark.services,

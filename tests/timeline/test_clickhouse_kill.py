@@ -44,7 +44,7 @@ import json, django
 django.setup()
 import numpy as np
 from timeline.models import Series, Source
-from timeline.store import get_store
+from store import get_store
 
 engine = get_store().engine
 held = {
@@ -230,7 +230,7 @@ import os, signal, django
 django.setup()
 from ingest.models import BatchStatus, IngestBatch
 from ingest.services import batch_apply
-from timeline.store.clickhouse.store import ClickHouseStore
+from store.clickhouse.store import ClickHouseStore
 
 write_events = ClickHouseStore._write_events
 

@@ -12,6 +12,9 @@ import pytest
 from django.conf import settings
 from django.test.utils import override_settings
 
+from store import ReadHints, get_store
+from store.hints import grid_origin, nice_step
+from store.rollups import HOUR_US, MINUTE_US
 from tests.factories import DAY, T0, S, own_scope
 from tests.factories import write as write_batch
 from tests.timeline.clickhouse_rows import insert_samples
@@ -25,9 +28,6 @@ from tests.timeline.rollup_cases import (  # noqa: F401 (the tests every store p
     test_a_late_point_updates_its_minute_and_its_hour,
 )
 from timeline.models import Series
-from timeline.store import ReadHints, get_store
-from timeline.store.hints import grid_origin, nice_step
-from timeline.store.rollups import HOUR_US, MINUTE_US
 
 pytestmark = pytest.mark.skipif(
     settings.JOINTLINE_STORE_BACKEND != "clickhouse", reason="runs in the ClickHouse subprocess"

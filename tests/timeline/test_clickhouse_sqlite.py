@@ -28,9 +28,9 @@ call_command("migrate", interactive=False, verbosity=0)
 from core.records import Batch, EventRecord
 from orgs.access import Scope
 from orgs.services import organization_create
-from timeline.incident_selectors import latest_event_us
+from incidents.selectors import latest_event_us
 from timeline.models import Event
-from timeline.store import ReadHints, get_store
+from store import ReadHints, get_store
 
 T0 = 1_781_481_600_000_000
 org = organization_create(slug="alpha", name="Alpha", colour="#4c78a8")[0]

@@ -1,4 +1,4 @@
-"""The clock rules are data: timeline/clock/rules.json as shipped, a deployment's file
+"""The clock rules are data: clock/rules.json as shipped, a deployment's file
 (``JOINTLINE_CLOCK_RULES_FILE``) replacing sections of it, and a bad file named with the field and
 the reason."""
 
@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from timeline.clock import anchors
-from timeline.clock.rules import ClockRulesError, clock_rules
+from clock import anchors
+from clock.rules import ClockRulesError, clock_rules
 
 S = 1_000_000
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z

@@ -12,15 +12,15 @@ from django.db import transaction
 from django.test import TestCase
 from rest_framework.test import APIClient
 
+from analysis import detection, layers
 from core.records import Batch, SeriesBlock
 from core.timeparse import format_rfc3339
 from orgs.access import Scope
 from orgs.models import Organization, Role
 from orgs.services import grant_create, organization_create, user_create
+from store import get_store
 from tests.conftest import PASSWORD
 from tests.factories import log_line, write
-from timeline.analysis import detection, layers
-from timeline.store import get_store
 
 S = 1_000_000
 START = 1_781_481_600 * S  # 2026-06-15 00:00 UTC
@@ -486,7 +486,7 @@ def test_a_slot_run_again_stores_nothing_new_and_the_next_slot_keeps_the_cooldow
 def test_the_periodic_task_runs_each_configured_organisation_over_the_last_slot(
     owner, tmp_path, monkeypatch, settings
 ):
-    from timeline.analysis import tasks
+    from analysis import tasks
 
     store_fleet(owner, fault=True)
     path = tmp_path / "analyses.json"

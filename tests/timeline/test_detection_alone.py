@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
+from analysis import detection, seasonal
 from core.records import SeriesBlock
 from core.timeparse import format_rfc3339
 from orgs.access import Scope
 from orgs.models import Organization
 from orgs.services import organization_create
 from tests.factories import write
-from timeline.analysis import detection, seasonal
 
 S = 1_000_000
 DAY = 86_400 * S

@@ -13,12 +13,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Q
 from django.test import TestCase
 
+from analysis import detection, tasks
 from orgs.models import DETECTION_GRANT_NAME, DetectorRun, DetectorSettings, Grant, Role
 from orgs.services import detector_settings_for, detector_settings_update, organization_create
+from store import get_store
 from tests.factories import member, member_client
 from tests.timeline.test_detection import FAULT_AT, HOURS, START, scope_of, store_fleet
-from timeline.analysis import detection, tasks
-from timeline.store import get_store
 
 S = 1_000_000
 HOUR = 3600 * S

@@ -12,17 +12,7 @@ import numpy as np
 import pytest
 from django.test import Client
 
-from core.timeparse import format_rfc3339
-from ingest.scenario import ScenarioConfig, cause_truth, generate
-from ingest.scenario.events.sink import JOB
-from ingest.scenario.layout import COMPACT
-from ingest.scenario.topology import STORAGE_SERVICE
-from ingest.scenario_loading import demo_organisations_create, store_until
-from orgs.access import Scope
-from orgs.models import Grant, Organization, Role
-from orgs.services import grant_revoke, organization_create, user_create
-from tests.conftest import PASSWORD
-from timeline.analysis.forecast import (
+from analysis.forecast import (
     NO_SCALE_LIMIT,
     ForecastConfig,
     Resource,
@@ -33,6 +23,16 @@ from timeline.analysis.forecast import (
     scale_forecast,
     usl,
 )
+from core.timeparse import format_rfc3339
+from ingest.scenario import ScenarioConfig, cause_truth, generate
+from ingest.scenario.events.sink import JOB
+from ingest.scenario.layout import COMPACT
+from ingest.scenario.topology import STORAGE_SERVICE
+from ingest.scenario_loading import demo_organisations_create, store_until
+from orgs.access import Scope
+from orgs.models import Grant, Organization, Role
+from orgs.services import grant_revoke, organization_create, user_create
+from tests.conftest import PASSWORD
 
 MINUTE = 60_000_000
 METADATA = "storage/storage_metadata_ops_per_second"

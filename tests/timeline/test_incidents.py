@@ -310,8 +310,8 @@ def test_an_answered_invitation_is_not_answered_again(client_a, client_b, pusher
 def test_the_service_refuses_an_answer_from_another_organisation(client_a, client_b, pusher_a, member_a):
     from django.core.exceptions import PermissionDenied
 
+    from incidents.services import incident_invitation_decide
     from timeline.models import IncidentInvitation
-    from timeline.services import incident_invitation_decide
 
     _invited_incident(client_a, pusher_a)
     invitation = IncidentInvitation.objects.get()
@@ -345,8 +345,8 @@ def test_a_pending_invitee_gets_no_part_of_a_snapshot(client_a, client_b, pusher
 
 
 def test_a_system_job_makes_organisations_take_part_without_asking(client_a, client_b, pusher_a, member_a):
+    from incidents.services import incident_create, incident_participants_add_without_consent
     from timeline.models import Incident
-    from timeline.services import incident_create, incident_participants_add_without_consent
 
     incident = incident_create(user=member_a, title="loaded", window_start=0, window_end=60_000_000)
     incident_participants_add_without_consent(incident=incident, organisations=["storage"])
@@ -378,8 +378,8 @@ def test_another_organisation_cannot_freeze_a_link_it_can_open(client_a, client_
 def test_the_snapshot_service_refuses_another_organisation(client_a, member_b):
     from django.core.exceptions import PermissionDenied
 
+    from incidents.services import snapshot_create
     from timeline.models import Permalink, Snapshot
-    from timeline.services import snapshot_create
 
     link = client_a.post("/api/v1/permalinks", {"state": WINDOW}, format="json").json()
     with pytest.raises(PermissionDenied, match="only the link's organisation and its incident's"):

@@ -12,18 +12,18 @@ import time
 import pytest
 from django.test import Client
 
+from analysis.changes import Period
+from analysis.investigation import investigate
 from core.timeparse import format_rfc3339
+from incidents.services import incident_create, incident_participants_add_without_consent
 from ingest.scenario import ScenarioConfig, generate
 from ingest.scenario_loading import demo_organisations_create, store_until
 from orgs.access import Scope
 from orgs.models import Role
 from orgs.services import organization_create, user_create
 from tests.conftest import PASSWORD
-from timeline.analysis.changes import Period
-from timeline.analysis.investigation import investigate
 from timeline.lanes import readable_series
 from timeline.models import Investigation, Series
-from timeline.services import incident_create, incident_participants_add_without_consent
 
 HOUR = 3_600_000_000
 METADATA = "storage_metadata_ops_per_second"

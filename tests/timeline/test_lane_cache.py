@@ -16,15 +16,15 @@ from django.core.cache import cache
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from clock.services import clock_correction_declare
 from core.timeparse import now_us
 from orgs.access import Scope
 from orgs.models import AuditEntry, Role
 from orgs.services import grant_create, grant_revoke, organization_create
+from store.hints import ClockModel
 from tests.factories import S, gauge, member, member_client, write
-from timeline import lane_cache
-from timeline.clock.services import clock_correction_declare
 from timeline.selectors import Window
-from timeline.store.hints import ClockModel
+from warroom import lane_cache
 
 pytestmark = pytest.mark.services
 

@@ -39,7 +39,7 @@ def test_the_browser_parser_gives_each_shared_case_its_canonical_text_or_an_erro
     node = shutil.which("node")
     if node is None:
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("node is needed to check timeline/static/timeline/spec.js in CI")
+            pytest.fail("node is needed to check warroom/static/timeline/spec.js in CI")
         pytest.skip("node is not installed")
     done = subprocess.run(
         [node, str(CHECK), str(SPEC_JS), str(HERE / "lane_specs.json")],

@@ -16,9 +16,9 @@ from ingest.scenario import ScenarioConfig, generate
 from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply
 from orgs.models import Role
 from orgs.services import organization_create, user_create
+from store import get_store
+from store.tasks import refresh_rollups
 from tests.conftest import PASSWORD
-from timeline.store import get_store
-from timeline.tasks import refresh_rollups
 
 HOUR_US = 3_600_000_000
 

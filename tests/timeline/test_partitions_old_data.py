@@ -17,16 +17,16 @@ from django.test import override_settings
 from core.records import Batch, SeriesBlock
 from ingest.services import batch_apply
 from orgs.models import Organization
+from store import ReadHints, get_store
+from store.base import DAY_US
+from store.postgres import PARTITIONED_TABLES, partition_name
+from store.postgres_partitions import partition_days
+from store.rollups import HOUR_US
 from tests.conftest import bearer_client
 from tests.factories import own_scope
 from tests.ingest.test_partitions import journal_entry, rows_between
 from tests.processes import own_connection
 from timeline.models import Series
-from timeline.store import ReadHints, get_store
-from timeline.store.base import DAY_US
-from timeline.store.postgres import PARTITIONED_TABLES, partition_name
-from timeline.store.postgres_partitions import partition_days
-from timeline.store.rollups import HOUR_US
 
 pytestmark = pytest.mark.django_db(transaction=True)  # a second session sees the rows; locks apart
 on_postgres = pytest.mark.skipif(

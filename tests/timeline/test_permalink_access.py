@@ -13,13 +13,13 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from rest_framework.test import APIClient
 
+from clock.services import clock_correction_declare
 from core.records import SeriesBlock
 from orgs.access import pseudonym
 from orgs.models import Organization
 from orgs.services import grant_create
 from tests.factories import T0, S, gauge, log_line, member_client, organizations, write
 from tests.invitations import accept_invitations
-from timeline.clock.services import clock_correction_declare
 from timeline.models import Permalink, Series
 
 WINDOW = {"from": "2026-06-15T00:00:00Z", "to": "2026-06-15T02:00:00Z"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from incidents.selectors import event_sharing, unshared_groups
 from orgs.access import Scope
 from orgs.models import AccessRequest, AuditEntry, Organization, Role, UnsharedDescription
 from orgs.selectors import audit_rows
@@ -19,7 +20,6 @@ from tests.timeline.test_permalink_access import (  # noqa: F401  (cast: the fix
     _link,
     cast,
 )
-from timeline.incident_selectors import event_sharing, unshared_groups
 
 HOSTILE = '<img src=x onerror="alert(1)">'
 

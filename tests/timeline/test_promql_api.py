@@ -15,8 +15,8 @@ from core.records import Batch, SeriesBlock
 from ingest.scenario import ScenarioConfig, generate
 from orgs.models import TokenPurpose
 from orgs.services import grant_create, organization_create, token_create
+from store import get_store
 from tests.conftest import bearer_client
-from timeline.store import get_store
 
 pytestmark = pytest.mark.django_db
 API = "/prometheus/api/v1"

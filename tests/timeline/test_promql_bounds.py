@@ -20,12 +20,12 @@ from django.test import override_settings
 from core.records import Batch, SeriesBlock
 from orgs.models import TokenPurpose
 from orgs.services import organization_create, token_create
+from promql.engine import Evaluator, SeriesData
+from promql.parse import MAX_NESTING, MAX_OPERATORS, MAX_QUERY_LENGTH
+from promql.values import TOO_MANY_SAMPLES, ExecutionError, QueryTimeout
+from store import get_store
 from tests.conftest import bearer_client
 from tests.processes import gunicorn_server
-from timeline.promql.engine import Evaluator, SeriesData
-from timeline.promql.parse import MAX_NESTING, MAX_OPERATORS, MAX_QUERY_LENGTH
-from timeline.promql.values import TOO_MANY_SAMPLES, ExecutionError, QueryTimeout
-from timeline.store import get_store
 
 pytestmark = pytest.mark.django_db
 API = "/prometheus/api/v1"

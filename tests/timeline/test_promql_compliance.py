@@ -443,8 +443,8 @@ def prometheus_url(tmp_path_factory):
 @pytest.mark.services
 @pytest.mark.django_db
 def test_promql_answers_match_prometheus_on_the_corpus(prometheus_url, org_a, read_token_a):
+    from store import get_store
     from tests.conftest import bearer_client
-    from timeline.store import get_store
 
     get_store().write_batch(org_id=org_a.pk, batch=store_batch(dataset()))
     client = bearer_client(read_token_a)
@@ -495,8 +495,8 @@ def test_range_queries_on_whole_minutes_read_rollups_and_match_prometheus(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from store import get_store
     from tests.conftest import bearer_client
-    from timeline.store import get_store
 
     get_store().write_batch(org_id=org_a.pk, batch=store_batch(dataset()))
     while get_store().refresh_stale_rollups():
@@ -537,9 +537,9 @@ def test_the_shared_table_of_label_matchers_selects_what_prometheus_selects(tmp_
     series the table lists, and an error where Prometheus refuses the pattern. Jointline's "." matches
     a newline, as Prometheus's since 3.0; a Prometheus 2.x (Debian's 2.42) answers the table's
     ``prometheus_2`` selection for those cases instead, and agrees on every other."""
+    from store import get_store
     from tests.conftest import bearer_client
     from tests.orgs.test_matchers import CASES, VALUES, promql_selector
-    from timeline.store import get_store
 
     times = (START_S + np.arange(20) * SCRAPE_S) * 1_000_000
     series = [

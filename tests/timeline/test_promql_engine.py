@@ -10,12 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from timeline.promql.encode import format_value
-from timeline.promql.engine import STALE_NAN_BITS, Evaluator, SeriesData
-from timeline.promql.functions import bucket_quantile
-from timeline.promql.parse import parse_duration, parse_query, parse_time
-from timeline.promql.selection import matches
-from timeline.promql.values import BadData, ExecutionError
+from promql.encode import format_value
+from promql.engine import STALE_NAN_BITS, Evaluator, SeriesData
+from promql.functions import bucket_quantile
+from promql.parse import parse_duration, parse_query, parse_time
+from promql.selection import matches
+from promql.values import BadData, ExecutionError
 
 S = 1_000_000
 

@@ -17,8 +17,8 @@ import pytest
 from core.records import Batch, SeriesBlock
 from orgs.models import Level
 from orgs.services import grant_create
+from store import get_store
 from tests.conftest import bearer_client
-from timeline.store import get_store
 
 pytestmark = pytest.mark.django_db
 API = "/prometheus/api/v1"

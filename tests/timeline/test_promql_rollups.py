@@ -24,9 +24,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from core.records import Batch, SeriesBlock
+from store import get_store
 from tests.conftest import bearer_client
 from tests.processes import pytest_in_subprocess
-from timeline.store import get_store
 
 pytestmark = pytest.mark.django_db
 API = "/prometheus/api/v1/query_range"

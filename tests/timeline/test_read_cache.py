@@ -1,9 +1,9 @@
 """The clock-ordering check of a window is remembered per scope and clock, never across organisations."""
 
 from orgs.access import Scope
-from timeline.read_cache import remember
+from store import ClockModel, Correction
 from timeline.selectors import Window
-from timeline.store import ClockModel, Correction
+from warroom.read_cache import remember
 
 W = Window(1_781_481_600_000_000, 1_781_485_200_000_000)
 

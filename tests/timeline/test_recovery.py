@@ -10,6 +10,7 @@ import pytest
 from django.db import transaction
 from rest_framework.test import APIClient
 
+from analysis import recovery
 from core.records import Batch
 from ingest.scenario import ScenarioConfig
 from ingest.scenario.codes import Codes
@@ -20,9 +21,8 @@ from ingest.scenario_loading import ORGANISATIONS
 from orgs.access import Scope
 from orgs.models import Level, Organization, Role
 from orgs.services import grant_create, organization_create
+from store import get_store
 from tests.factories import member_client
-from timeline.analysis import recovery
-from timeline.store import get_store
 
 HOUR_US = 3_600_000_000
 

@@ -10,12 +10,12 @@ from collections import Counter
 
 import pytest
 
+from analysis import checkpoint, recovery
 from orgs.models import Level
 from tests.timeline import test_checkpoint as checkpoint_case
 from tests.timeline.test_checkpoint import as_org, share
 from tests.timeline.test_recovery import client_of, store_events
 from tests.timeline.test_recovery import window as recovery_window
-from timeline.analysis import checkpoint, recovery
 
 # the checkpoint data of the default compact profile, written once for the module
 stored_profiles = checkpoint_case.stored_profiles

@@ -11,8 +11,8 @@ import pytest
 from django.db import connection, transaction
 
 from core.records import Batch
+from store import get_store, rollups
 from timeline.models import Series
-from timeline.store import get_store, rollups
 
 from .test_rollups import (
     DAY_US,
@@ -127,7 +127,7 @@ def test_a_second_refresh_of_the_same_ranges_waits_for_the_first_and_the_rollups
 
 def test_without_the_lock_the_same_interleaving_counts_events_twice(org_a, monkeypatch):
     """The control: the lock is what keeps the recount exact, not the order of the statements."""
-    from timeline.store.postgres import PostgresStore
+    from store.postgres import PostgresStore
 
     load(org_a)
     _series, event_ranges = whole_day_ranges(org_a)

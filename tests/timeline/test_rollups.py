@@ -9,6 +9,9 @@ from django.test.utils import CaptureQueriesContext, override_settings
 
 from orgs.access import Scope
 from orgs.services import grant_create
+from store import ReadHints, get_store, rollups
+from store.hints import grid_origin, nice_step
+from store.rollups import HOUR_US, MINUTE_US
 from tests.factories import T0, S, own_scope
 from tests.factories import write as write_batch
 from tests.timeline.rollup_cases import (  # noqa: F401 (the tests every store passes)
@@ -20,9 +23,6 @@ from tests.timeline.rollup_cases import (  # noqa: F401 (the tests every store p
     test_a_late_point_updates_its_minute_and_its_hour,
 )
 from timeline.models import Series
-from timeline.store import ReadHints, get_store, rollups
-from timeline.store.hints import grid_origin, nice_step
-from timeline.store.rollups import HOUR_US, MINUTE_US
 
 
 def write(org, *blocks, events=(), source="agent", refresh=True):
@@ -146,7 +146,7 @@ def test_reads_older_than_the_rollups_retention_fall_back_to_raw(org_a):
 
 
 def test_the_refresh_task_works_the_queue_off_and_a_deferred_load_leaves_it(org_a, monkeypatch):
-    from timeline import tasks
+    from store import tasks
 
     started = []
     monkeypatch.setattr(tasks.refresh_rollups, "apply_async", lambda **kw: started.append(kw))
@@ -272,7 +272,7 @@ def test_the_hour_merge_reads_no_stored_minute_for_appends_and_recomputes_late_o
 from django.db.models import Q  # noqa: E402
 
 from core.records import EventRecord  # noqa: E402
-from timeline.store.hints import ClockModel, Correction, EventMatch  # noqa: E402
+from store.hints import ClockModel, Correction, EventMatch  # noqa: E402
 
 EVENT_NAMES = ("syslog", "sys.kernel", "train.step", "nfs_retry")
 SEVERITIES = ("info", "warning", "error", "debug")

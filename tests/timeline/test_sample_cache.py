@@ -1,4 +1,4 @@
-"""The cache of decoded sample hours (``timeline/store/sample_cache.py``) answers exactly what the table
+"""The cache of decoded sample hours (``store/sample_cache.py``) answers exactly what the table
 answers: a second read of a window comes from memory, and every change of the samples behind a cached
 hour (a late sample, a deletion here or in another process, another epoch, the hour rows' retention)
 sends the read back to the table. Each answer is compared with the same read with the cache off
@@ -23,11 +23,8 @@ from django.test.utils import CaptureQueriesContext, override_settings
 from core.records import Batch, SeriesBlock
 from orgs.access import Scope
 from orgs.services import grant_create
-from tests.conftest import bearer_client
-from tests.processes import own_connection, pytest_in_subprocess
-from timeline.models import Series
-from timeline.store import ReadHints, get_store
-from timeline.store.sample_cache import (
+from store import ReadHints, get_store
+from store.sample_cache import (
     ENTRY_OVERHEAD,
     GENERATION,
     HOUR_TABLE,
@@ -37,6 +34,9 @@ from timeline.store.sample_cache import (
     database_key,
     sample_cache,
 )
+from tests.conftest import bearer_client
+from tests.processes import own_connection, pytest_in_subprocess
+from timeline.models import Series
 
 pytestmark = pytest.mark.django_db
 S = 1_000_000

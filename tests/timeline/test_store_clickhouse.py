@@ -18,11 +18,11 @@ from ingest.models import BatchStatus, IngestBatch
 from ingest.services import batch_accept, batch_apply
 from orgs.access import Scope
 from orgs.services import grant_create
+from store import ReadHints, get_store
 from tests.factories import DAY, T0, S, node_gauge, own_scope, typed_span, write
 from tests.processes import pytest_in_subprocess
 from tests.timeline.clickhouse_rows import insert_samples
 from timeline.models import Event, Series, Source
-from timeline.store import ReadHints, get_store
 
 ON_CLICKHOUSE = settings.JOINTLINE_STORE_BACKEND == "clickhouse"
 # Run whole on ClickHouse: every check in them reads through the store, never the Django database's
@@ -268,7 +268,7 @@ def test_events_keep_their_text_and_labels_exactly_and_are_stored_once(org_a):
 
 @on_clickhouse
 def test_the_war_room_reads_of_events_outside_a_window_go_through_clickhouse(org_a, org_b):
-    from timeline.incident_selectors import latest_event_us, view_state_for
+    from incidents.selectors import latest_event_us, view_state_for
 
     write(org_a, events=[log(i) for i in range(3)] + [log(9, ts=T0 + 90 * 86_400 * S)])
     latest = T0 + 90 * 86_400 * S
@@ -427,7 +427,7 @@ def test_event_retention_deletes_one_organisations_events_in_clickhouse_too(org_
 
 @on_clickhouse
 def test_a_correction_shifting_only_events_is_listed_to_a_grantee_who_reads_them_in_clickhouse(org_a, org_b):
-    from timeline.clock.model import corrections_list
+    from clock.model import corrections_list
     from timeline.models import ClockCorrection
 
     write(org_a, events=[log(i, resource={"node": "node-03"}) for i in range(3)])

@@ -3,10 +3,10 @@ tests/timeline/test_store_on_sqlite.py)."""
 
 import pytest
 
+from clock.model import ALL_STORED_TIME
+from store import ReadHints, get_store
 from tests.factories import T0, TYPED_ATTRIBUTES, S, log_line, node_gauge, own_scope, typed_span, write
-from timeline.clock.model import ALL_STORED_TIME
 from timeline.models import Series
-from timeline.store import ReadHints, get_store
 
 
 def lane(org, series_id, *, start=T0, end=T0 + 3600 * S, step=60 * S, rate=False):
@@ -101,7 +101,7 @@ def test_event_labels_that_spell_an_escape_are_stored_as_sent(org_a):
 def test_postgres_partitions_are_created_ahead_by_the_periodic_task(db):
     from django.db import connection
 
-    from timeline.tasks import create_partitions_ahead
+    from store.tasks import create_partitions_ahead
 
     if connection.vendor != "postgresql":
         pytest.skip("partitions exist on PostgreSQL only")

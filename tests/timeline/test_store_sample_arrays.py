@@ -13,8 +13,8 @@ from core.records import Batch, SeriesBlock
 from orgs.access import MIN_AGGREGATE_GROUP, Scope
 from orgs.models import Level
 from orgs.services import grant_create
+from store import ClockModel, Correction, ReadHints, get_store
 from timeline.models import Series
-from timeline.store import ClockModel, Correction, ReadHints, get_store
 
 pytestmark = pytest.mark.django_db
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z in µs

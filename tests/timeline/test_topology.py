@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from analysis.root_cause import Item, place_along_dependencies
+from analysis.topology import Graph, dependency_graph
 from ingest.protocols.errors import InvalidPayload
 from ingest.protocols.topology import parse_topology
 from orgs.access import Scope
@@ -13,8 +15,6 @@ from orgs.models import Level
 from orgs.services import grant_create
 from tests.conftest import post_body
 from tests.factories import T0, gauge, own_scope, write
-from timeline.analysis.root_cause import Item, place_along_dependencies
-from timeline.analysis.topology import Graph, dependency_graph
 from timeline.models import Series
 
 STORAGE_TOPOLOGY = {
@@ -230,7 +230,7 @@ def _sixty_slow_nodes_and_their_storage(org, rng_seed: int = 3) -> None:
 
 
 def test_a_shared_dependency_is_ranked_above_its_sixty_changed_dependents_and_says_why(pusher_a, org_a):
-    from timeline.analysis.changes import Period, rank_changes
+    from analysis.changes import Period, rank_changes
 
     _sixty_slow_nodes_and_their_storage(org_a)
     hour = 3600 * 10**6
@@ -250,7 +250,7 @@ def test_a_shared_dependency_is_ranked_above_its_sixty_changed_dependents_and_sa
 
 
 def test_a_topology_the_viewer_may_not_read_changes_no_rank(pusher_a, org_a, org_b):
-    from timeline.analysis.changes import Period, rank_changes
+    from analysis.changes import Period, rank_changes
 
     _sixty_slow_nodes_and_their_storage(org_a)
     grant_create(owner=org_a, grantee=org_b, name="storage data", signals=["storage"], name_patterns=["*_*"])

@@ -20,14 +20,14 @@ from django.test.utils import override_settings
 
 from orgs.access import Scope
 from orgs.services import grant_create
+from store import ClockModel, Correction, ReadHints, get_store
+from store.frames import COLUMNS, BucketFrame, LaneBuckets
+from store.hints import grid_origin
+from store.sample_reads import SampleReads
 from tests.factories import T0, S
 from tests.factories import write as write_batch
 from tests.timeline.rollup_cases import block, counter
 from timeline.models import Series
-from timeline.store import ClockModel, Correction, ReadHints, get_store
-from timeline.store.frames import COLUMNS, BucketFrame, LaneBuckets
-from timeline.store.hints import grid_origin
-from timeline.store.sample_reads import SampleReads
 
 # ----------------------------------------------------------------------------- the row-by-row reference
 

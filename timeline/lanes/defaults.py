@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
+from clock.model import read_hints
 from core.timeparse import MAX_US
 from orgs.access import Scope, require_scope
-from timeline.clock.model import read_hints
+from store import ReadHints, get_store
 from timeline.lanes.catalogue import SeriesGroup, pair_capacities, series_groups
 from timeline.lanes.rules import LaneRule, lane_rules
 from timeline.lanes.selection import natural_key, select_members
 from timeline.lanes.spec import LaneSpec
-from timeline.store import ReadHints, get_store
 
 HOUR_US = 3_600_000_000
 # All stored time, on whole hours (so the hour rollups answer where they are fresh).

@@ -15,15 +15,15 @@ from collections import defaultdict
 import numpy as np
 from django.db.models import Q
 
+from clock.model import read_hints
 from core.records import SEVERITIES
 from orgs.access import NoScope, Scope
-from timeline.clock.model import read_hints
+from store import get_store
+from store.hints import EventMatch
 from timeline.lanes.grid import Grid
 from timeline.lanes.selection import natural_key
 from timeline.lanes.spec import LaneSpec
 from timeline.presenters import present_event
-from timeline.store import get_store
-from timeline.store.hints import EventMatch
 
 MAX_LOG_MARKERS = 300  # a logs lane lists its lines when at most this many are in the window
 MAX_SPAN_ROWS = 128

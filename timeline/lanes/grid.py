@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from timeline.store.hints import grid_origin, nice_step
+from store.hints import grid_origin, nice_step
 
 
 @dataclass(frozen=True)
@@ -14,7 +14,7 @@ class Grid:
     ``i < buckets``.
 
     Steps of a minute or more are rounded up to a whole 1, 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h or
-    days (:func:`timeline.store.hints.nice_step`) and ``start`` down to the whole minute or hour the
+    days (:func:`store.hints.nice_step`) and ``start`` down to the whole minute or hour the
     step is made of, so a long window's buckets are whole rollup buckets. After construction ``start``
     is the grid's origin; the step is computed from the window as asked (``window_start``), never
     from the rounded origin, so rounding does not make the step coarser (a window starting off the

@@ -14,7 +14,7 @@ from functools import partial
 from django.conf import settings
 from django.db import connection
 
-from timeline.store import get_store
+from store import get_store
 
 _read_pool: ThreadPoolExecutor | None = None
 _read_pool_lock = threading.Lock()

@@ -22,8 +22,9 @@ from functools import partial
 
 import numpy as np
 
+from clock.model import read_hints
 from orgs.access import MIN_AGGREGATE_GROUP, Scope
-from timeline.clock.model import read_hints
+from store import LaneBuckets, ReadHints, get_store
 from timeline.lanes.downsample import (
     change_points,
     fill_limit,
@@ -38,7 +39,6 @@ from timeline.lanes.grid import Grid
 from timeline.lanes.reads import run_reads
 from timeline.lanes.selection import Member, aggregate_allowed, group_presented, row_label, select_members
 from timeline.lanes.spec import FLEET_KINDS, LaneSpec, capacity_is_number
-from timeline.store import LaneBuckets, ReadHints, get_store
 
 FLEET_STATS_MIN = 8  # from this many series, bands and sums are computed by the database
 MAX_LINES = 8  # a line lane draws at most this many series; more belong in a band or heatmap

@@ -10,7 +10,7 @@ also draws each node), ``pct`` (a band shows p5/p50/p95 instead of min/median/ma
 Every spec has one canonical text (``str(LaneSpec.parse(text))``): surrounding spaces trimmed from
 the whole text, the metric, each label name and value and the capacity; labels sorted by name, then
 value, in code-point order; flags without repeats, in code-point order. Two texts name the same lane
-exactly when their canonical texts are equal. ``timeline/static/timeline/spec.js`` implements the same
+exactly when their canonical texts are equal. ``warroom/static/timeline/spec.js`` implements the same
 grammar for the browser; ``tests/timeline/lane_specs.json`` holds the cases both must agree on.
 """
 

@@ -8,13 +8,13 @@ from django.db import migrations
 
 
 def create_store_tables(apps, schema_editor):
-    from timeline.store import get_store
+    from store import get_store
 
     get_store(schema_editor.connection).create_schema()
 
 
 def drop_store_tables(apps, schema_editor):
-    from timeline.store import get_store
+    from store import get_store
 
     get_store(schema_editor.connection).drop_schema()
 

@@ -9,13 +9,13 @@ from django.db import migrations
 
 
 def create_search_indexes(apps, schema_editor):
-    from timeline.store import get_store
+    from store import get_store
 
     get_store(schema_editor.connection).create_search_indexes()
 
 
 def drop_search_indexes(apps, schema_editor):
-    from timeline.store import get_store
+    from store import get_store
 
     get_store(schema_editor.connection).drop_search_indexes()
 

@@ -1,12 +1,12 @@
 """The event count tables (per organisation, source, signal, kind, name, severity and 1 min / 1 h
-bucket; timeline/store/rollups.py), filled from the events already stored, so that event lanes over
+bucket; store/rollups.py), filled from the events already stored, so that event lanes over
 long windows count rows of an hour instead of every event (docs/decisions/0015-event-lane-reads.md)."""
 
 from django.db import migrations
 
 
 def create_event_rollups(apps, schema_editor):
-    from timeline.store import get_store
+    from store import get_store
 
     store = get_store(schema_editor.connection)
     store.create_event_rollup_schema()
@@ -20,7 +20,7 @@ def create_event_rollups(apps, schema_editor):
 
 
 def drop_event_rollups(apps, schema_editor):
-    from timeline.store import get_store
+    from store import get_store
 
     get_store(schema_editor.connection).drop_event_rollup_schema()
 

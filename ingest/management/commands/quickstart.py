@@ -18,7 +18,7 @@ from ingest.scenario_loading import ORGANISATIONS, demo_grants_apply, demo_incid
 from orgs.access import Scope
 from orgs.models import Role
 from orgs.services import detector_settings_update, organization_create, user_create
-from timeline.tasks import refresh_rollups, rollup_refresh_deferred
+from store.tasks import refresh_rollups, rollup_refresh_deferred
 
 # The demo organisations whose detector runs (the others' stays off until their admin turns it on):
 # which signal families each reads, on the reference data. gpuvendor's sees the GPU failures (its DCGM
@@ -33,8 +33,8 @@ def apply_clock_estimates(start_us: int, end_us: int) -> list[str]:
     on /clock/): each organisation's admin applies its own agents' estimates. An agent that already has
     an active estimated correction is left as it is, so quickstart stays idempotent. Returns what was
     applied, one line each."""
-    from timeline.clock import estimation
-    from timeline.clock import services as clock_services
+    from clock import estimation
+    from clock import services as clock_services
     from timeline.models import ClockCorrection, ClockOrigin
 
     admins = {f"{slug}-admin": slug for slug in ORGANISATIONS}
@@ -93,8 +93,8 @@ def demo_detectors_run(start_us: int, end_us: int, progress=None) -> dict[str, i
     """Run each enabled detector over the demo data ``[start_us, end_us)``, storing what is new (a
     second quickstart stores nothing); ``progress`` gets the microseconds done. Detections per
     organisation."""
+    from analysis.detection import detect_new, settings_config, settings_selectors
     from orgs.models import DetectorSettings
-    from timeline.analysis.detection import detect_new, settings_config, settings_selectors
 
     out = {}
     for found in DetectorSettings.objects.filter(enabled=True).select_related("org").order_by("org__slug"):

@@ -1,0 +1,171 @@
+"""Root cause through dependencies: a change shared by many dependents points to their common dependency.
+
+The ranking of what changed scores each thing on its own, so the loudest symptom wins: sixty nodes'
+slow initialisation outranks the one storage service they all wait on. :func:`place_along_dependencies`
+reorders scored items along the viewer's dependency graph (:mod:`analysis.topology`):
+
+* an entity whose own items changed, upstream of at least :data:`MIN_DEPENDENTS` other changed
+  entities, is a **shared dependency**: its most changed item ranks above every item of those
+  dependents, and says so ("upstream of 60 nodes that changed"); its other items keep their scores
+  (a storage service's capacity constants are its items too, and did not change);
+* unless its own change is small beside theirs (its most changed item under :data:`MIN_SHARE` of
+  their best): a dependency that moved less than what depends on it is not taken for their cause
+  (on noisy call graphs a looser share lifted leaf services every caller reaches above the faulty
+  one: docs/decisions/0027);
+* unless its change began clearly after theirs (the onsets, when known: a dependency that changed
+  :data:`LATER_BY` of the window after the median of its dependents is their consequence, not their
+  cause);
+* the dependents' items keep their order among themselves and name the dependency and the path to it.
+
+Pure: items and a graph in, placements out. The graph holds only what the viewer may read, so an
+edge or entity it may not read changes no score and is never named.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analysis.topology import MAX_DEPTH, Entity, Graph
+
+MIN_DEPENDENTS = 2
+BOOST = 1.05  # a shared dependency's items score this much above the best of its dependents
+LATER_BY = 0.1  # of the window: how much later than its dependents a dependency may start changing
+MIN_SHARE = 0.8  # of its dependents' best score: the least a dependency's own change must reach
+
+
+@dataclass(frozen=True)
+class Item:
+    """One scored thing of the ranking: its score, the entities it is about, and when its change began
+    (µs, None when unknown)."""
+
+    score: float
+    entities: frozenset[Entity]
+    onset: int | None = None
+
+
+@dataclass
+class Placement:
+    """How the dependencies moved one item: its new score and what to tell the viewer."""
+
+    score: float
+    role: str = ""  # "dependency" (a shared dependency's own item), "dependent", or ""
+    entity: Entity | None = None  # the shared dependency
+    dependents: dict[str, int] = field(default_factory=dict)  # changed dependents by kind
+    path: list[Entity] = field(default_factory=list)  # from the item's entity to the dependency
+
+    def explanation(self) -> str:
+        if self.role == "dependency" and self.entity:
+            counted = ", ".join(f"{n} {_plural(kind, n)}" for kind, n in sorted(self.dependents.items()))
+            return f"upstream of {counted} that changed: their shared dependency {_name(self.entity)}"
+        if self.role == "dependent" and self.entity:
+            return f"downstream of {_name(self.entity)}, which changed with it ({_path(self.path)})"
+        return ""
+
+    def as_dict(self) -> dict:
+        return {
+            "role": self.role,
+            "entity": _name(self.entity) if self.entity else "",
+            "dependents": dict(sorted(self.dependents.items())),
+            "path": [_name(entity) for entity in self.path],
+        }
+
+
+def _name(entity: Entity) -> str:
+    return f"{entity[0]} {entity[1]}"
+
+
+def _plural(kind: str, count: int) -> str:
+    return kind if count == 1 else (kind + "es" if kind.endswith(("s", "x", "ch", "sh")) else kind + "s")
+
+
+def _path(path: list[Entity]) -> str:
+    return " -> ".join(_name(entity) for entity in path)
+
+
+def _paths_up(graph: Graph, start: Entity) -> dict[Entity, list[Entity]]:
+    """Every entity ``start`` depends on (at most :data:`MAX_DEPTH` hops), with one shortest path."""
+    paths: dict[Entity, list[Entity]] = {}
+    queue = deque([[start]])
+    while queue:
+        path = queue.popleft()
+        if len(path) > MAX_DEPTH:
+            continue
+        for dependency in sorted(graph.dependencies.get(path[-1], ())):
+            if dependency != start and dependency not in paths:
+                paths[dependency] = [*path, dependency]
+                queue.append(paths[dependency])
+    return paths
+
+
+def place_along_dependencies(graph: Graph, items: list[Item], *, window_us: int = 0) -> list[Placement]:
+    """A placement per item (same order): new scores, and the role each plays for a shared dependency."""
+    placements = [Placement(score=item.score) for item in items]
+    by_entity: dict[Entity, list[int]] = defaultdict(list)
+    for index, item in enumerate(items):
+        for entity in item.entities:
+            by_entity[entity].append(index)
+    paths = {entity: _paths_up(graph, entity) for entity in by_entity}
+    shared: list[tuple[Entity, dict[Entity, list[Entity]]]] = []
+    for candidate, own in by_entity.items():
+        own_set = set(own)
+        dependents = {
+            entity: found[candidate]
+            for entity, found in paths.items()
+            if candidate in found and any(i not in own_set for i in by_entity[entity])
+        }
+        if len(dependents) >= MIN_DEPENDENTS:
+            shared.append((candidate, dependents))
+    # the most shared first: a dependency of dependencies is placed above the ones below it
+    shared.sort(key=lambda found: (-len(found[1]), found[0]))
+    for candidate, dependents in shared:
+        own = set(by_entity[candidate])
+        below = {i for entity in dependents for i in by_entity[entity]} - own
+        if not below:
+            continue
+        head = max(own, key=lambda i: (items[i].score, -i))
+        top = max(placements[i].score for i in below)
+        if items[head].score < MIN_SHARE * top or _started_later(items, {head}, below, window_us):
+            continue
+        counted: dict[str, int] = defaultdict(int)
+        for entity in dependents:
+            counted[entity[0]] += 1
+        placements[head].score = max(placements[head].score, top * BOOST)
+        if placements[head].role != "dependency":
+            placements[head].role, placements[head].entity = "dependency", candidate
+            placements[head].dependents = dict(counted)
+        for entity, path in dependents.items():
+            for i in by_entity[entity]:
+                if i not in own and not placements[i].role:
+                    placements[i].role, placements[i].entity, placements[i].path = (
+                        "dependent",
+                        candidate,
+                        path,
+                    )
+    return placements
+
+
+def _started_later(items: list[Item], own: set[int], below: set[int], window_us: int) -> bool:
+    """Whether the dependency's change began clearly after its dependents' (then it is not their cause)."""
+    mine = [items[i].onset for i in own if items[i].onset is not None]
+    theirs = sorted(items[i].onset for i in below if items[i].onset is not None)
+    if not mine or not theirs or window_us <= 0:
+        return False
+    return min(mine) > theirs[len(theirs) // 2] + LATER_BY * window_us
+
+
+def change_onset(before, during, start_us: int, step_us: int) -> int | None:
+    """When a per-bucket profile left its baseline: the start of the first bucket of ``during`` more
+    than three robust deviations from the median of ``before`` (µs), or None."""
+    base = np.asarray(before, dtype=float)
+    base = base[np.isfinite(base)]
+    now = np.asarray(during, dtype=float)
+    if base.size < 3 or now.size == 0:
+        return None
+    centre = float(np.median(base))
+    spread = 1.4826 * float(np.median(np.abs(base - centre)))
+    tolerance = 3 * spread if spread > 0 else 1e-9 * max(1.0, abs(centre))
+    away = np.flatnonzero(np.isfinite(now) & (np.abs(now - centre) > tolerance))
+    return int(start_us + int(away[0]) * step_us) if away.size else None

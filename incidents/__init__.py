@@ -1,0 +1,1 @@
+"""Incidents, annotations, notes, invitations, permalinks, snapshots, exports and the sharing page."""

@@ -1,0 +1,90 @@
+"""The store interface: write a normalised batch, read lane buckets, manage partitions.
+
+One backend per engine (SQLite for the embedded default, PostgreSQL for
+production); the contract tests in ``tests/timeline/test_store_contract.py`` run
+against each. Reads take the scope and a :class:`ReadHints`; scopes become WHERE
+clauses inside the backends: nothing above this package writes SQL for samples
+or events. The package imports no analysis module (an import-linter contract);
+docs/decisions/0004-store-interface.md says what a backend provides.
+
+:mod:`~store.base` holds the class every backend derives from (schema, partitions, writes),
+made of :mod:`~store.rollup_refresh`, :mod:`~store.sample_reads`,
+:mod:`~store.event_reads` and :mod:`~store.retention`; what a write is made of is in
+:mod:`~store.batches`, what a read returns in :mod:`~store.frames`, the read hints
+in :mod:`~store.hints` and the rollup rows in :mod:`~store.rollups`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+if TYPE_CHECKING:
+    from store.base import StoreBackend
+    from store.batches import WriteResult
+    from store.frames import BucketFrame, LaneBuckets
+    from store.hints import Capabilities, ClockModel, Correction, ReadHints
+
+# The package is a Django app: Django imports it before the models are ready, so the names it
+# re-exports (whose modules import models) are imported on first use.
+_EXPORTS = {
+    "StoreBackend": "store.base",
+    "WriteResult": "store.batches",
+    "BucketFrame": "store.frames",
+    "LaneBuckets": "store.frames",
+    "Capabilities": "store.hints",
+    "ClockModel": "store.hints",
+    "Correction": "store.hints",
+    "ReadHints": "store.hints",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'store' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def get_store(using: BaseDatabaseWrapper | None = None) -> StoreBackend:
+    """The backend of the engine behind ``using`` (default: the default database connection), or with
+    ``JOINTLINE_STORE_BACKEND=clickhouse`` the ClickHouse backend over it."""
+    conn = using or connection
+    if conn.vendor == "postgresql":
+        from store.postgres import PostgresStore
+
+        store = PostgresStore(conn)
+    elif conn.vendor == "sqlite":
+        from store.sqlite import SQLiteStore
+
+        store = SQLiteStore(conn)
+    else:
+        raise NotImplementedError(f"no Jointline store backend for the {conn.vendor} engine")
+    if settings.JOINTLINE_STORE_BACKEND not in ("", "clickhouse"):
+        raise ImproperlyConfigured(
+            f"JOINTLINE_STORE_BACKEND={settings.JOINTLINE_STORE_BACKEND!r}: leave it empty or use clickhouse"
+        )
+    if settings.JOINTLINE_STORE_BACKEND == "clickhouse":
+        # samples in ClickHouse; series, grants and events stay in the Django database
+        from store.clickhouse import ClickHouseStore, engine_for
+
+        return ClickHouseStore(conn, relational=store, engine=engine_for(settings.JOINTLINE_CLICKHOUSE_URL))
+    return store
+
+
+__all__ = [
+    "BucketFrame",
+    "Capabilities",
+    "ClockModel",
+    "Correction",
+    "LaneBuckets",
+    "ReadHints",
+    "StoreBackend",
+    "WriteResult",
+    "get_store",
+]

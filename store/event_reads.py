@@ -1,0 +1,290 @@
+"""The event read contract every engine's store shares: readable events in a window (clock-corrected
+start), their counts per bucket and severity (from the event count tables where those answer
+exactly, else from the raw events), the kinds of events there are, and substring search.
+
+Mixed into :class:`~store.base.StoreBackend`, over the Django ``Event`` model and the count
+tables of :mod:`store.rollups`; it uses the store's ``connection`` and ``capabilities`` and
+the count watermark of :class:`~store.rollup_refresh.RollupRefresh` (``event_stale_from``,
+``rollups_enabled``, ``rollups_kept_from``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Value
+
+from orgs.access import Scope, require_scope
+from orgs.models import Organization
+from store import rollups
+from store.hints import Capabilities, EventMatch, ReadHints
+from timeline.models import Event
+
+
+class EventReads:
+    """Scoped reads of events and of their counts."""
+
+    connection: BaseDatabaseWrapper
+    capabilities: Capabilities
+
+    def select_events(
+        self, scope: Scope, hints: ReadHints, *, filters: Q | None = None, overlapping: bool = False
+    ):
+        """Readable events whose (corrected) start is in ``[hints.start, hints.end)`` — with
+        ``overlapping``, also spans that began before and end in or after it — as a queryset with the
+        alias ``aligned_ts`` (corrected start) to order by. ``filters``: an optional ``Q`` over
+        ``Event`` fields (org, signal, kind, name, resource), applied after the scope's."""
+        events = Event.objects.scoped(require_scope(scope))
+        if filters is not None:
+            events = events.filter(filters)
+        return hints.clock.filter_window(events, hints.start, hints.end, overlapping=overlapping)
+
+    def event_buckets(
+        self,
+        scope: Scope,
+        hints: ReadHints,
+        *,
+        filters: Q | None = None,
+        match: EventMatch | None = None,
+    ) -> list[tuple[int, str, int]]:
+        """Readable events starting in ``[start, end)`` (corrected time), counted per bucket and severity:
+        ``(bucket, severity, count)`` rows with ``bucket = (ts - start) // step``, ordered by bucket and
+        severity. ``match``: the lane's events; ``filters``: any other condition over ``Event`` fields.
+
+        With a ``match`` without labels and no ``filters``, on an engine with event counts
+        (``capabilities.event_rollups``), the counts come from the count rows where those answer
+        exactly (:meth:`_counted_event_buckets`) and from the raw events elsewhere; the result is the
+        same as the raw count."""
+        if hints.empty or hints.step <= 0:
+            return []
+        condition = match.q() if match is not None else None
+        if filters is not None:
+            condition = filters if condition is None else condition & filters
+        if (
+            match is not None
+            and filters is None
+            and not match.labels
+            and self.capabilities.event_rollups
+            and self.rollups_enabled
+        ):
+            counted = self._counted_event_buckets(scope, hints, match)
+            if counted is not None:
+                return counted
+        return self._raw_event_buckets(scope, hints, condition)
+
+    def _raw_event_buckets(
+        self, scope: Scope, hints: ReadHints, filters: Q | None
+    ) -> list[tuple[int, str, int]]:
+        bucket = ExpressionWrapper(
+            (F("aligned_ts") - Value(hints.start)) / Value(hints.step), output_field=BigIntegerField()
+        )
+        rows = (
+            self.select_events(scope, hints, filters=filters)
+            .annotate(bucket=bucket)
+            .values("bucket", "severity")
+            .annotate(count=Count("id"))
+            .order_by("bucket", "severity")
+        )
+        return [(int(r["bucket"]), r["severity"], int(r["count"])) for r in rows]
+
+    def _counted_event_buckets(
+        self, scope: Scope, hints: ReadHints, match: EventMatch
+    ) -> list[tuple[int, str, int]] | None:
+        """:meth:`event_buckets` of one lane from the event counts where they answer exactly; None
+        where they cannot answer at all (the caller counts raw events).
+
+        The events are split by clock shift (constant corrections, per source); for each part, the
+        coarsest count table whose buckets each land inside one grid bucket after the shift
+        (:func:`rollups.choose_event_rollup`; none: that part is counted raw) counts the whole
+        buckets inside the window, the grant's time window (``Scope.event_count_access``), retention and
+        the refresh watermark (:meth:`event_stale_from`); the raw events count the edges, through
+        the scope as on the raw read. Drifting or label-matched corrections, grants with label
+        matchers, and grants whose name patterns differ in time window need each event: None."""
+        scope = require_scope(scope)
+        org_id = Organization.objects.filter(slug=match.org_slug).values_list("pk", flat=True).first()
+        if org_id is None:
+            return None
+        access = scope.event_count_access(org_id, match.signal)
+        if access is None:
+            return None
+        lo, hi, by_name = access
+        if lo is not None and hi is not None and lo >= hi:
+            return []  # nothing of this organisation's signal is readable
+        corrections = [c for c in hints.clock.corrections if c.org_id == org_id]
+        if any(c.matcher is not None or not c.constant for c in corrections):
+            return None
+        parts = _parts_by_shift(corrections)
+        kept = self.rollups_kept_from()
+        condition = match.q()
+        totals: dict[tuple[int, str], int] = {}
+
+        def add(rows) -> None:
+            for bucket, severity, count in rows:
+                totals[(int(bucket), severity)] = totals.get((int(bucket), severity), 0) + int(count)
+
+        for source_sql, source_params, source_q, shift in parts:
+            origin = hints.start - shift
+            chosen = rollups.choose_event_rollup(hints.step, origin)
+            if chosen is None:
+                add(self._raw_event_buckets(scope, hints, condition & source_q))
+                continue
+            width, table = chosen
+            a, b = self._whole_count_buckets(
+                org_id, width, (max(origin, lo) if lo is not None else origin, hints.end - shift), hi, kept
+            )
+            if b <= a:
+                add(self._raw_event_buckets(scope, hints, condition & source_q))
+                continue
+            add(self._raw_event_buckets(scope, hints, condition & source_q & Q(ts__lt=a)))
+            add(self._raw_event_buckets(scope, hints, condition & source_q & Q(ts__gte=b)))
+            add(
+                self._count_rows(
+                    table,
+                    org_id,
+                    match,
+                    hints,
+                    origin=origin,
+                    a=a,
+                    b=b,
+                    source=(source_sql, source_params),
+                    scope=scope if by_name else None,
+                )
+            )
+        return [(bucket, severity, count) for (bucket, severity), count in sorted(totals.items()) if count]
+
+    def _whole_count_buckets(
+        self, org_id: int, width: int, stored: tuple[int, int], hi: int | None, kept: dict[int, int]
+    ) -> tuple[int, int]:
+        """``[a, b)``: the whole count buckets of ``width`` inside the stored span, the grant's end
+        ``hi``, the count table's retention (``kept``) and the refresh watermark."""
+        stored_lo, stored_hi = stored
+        if hi is not None:
+            stored_hi = min(stored_hi, hi)
+        a, b = rollups.ceil_to(stored_lo, width), rollups.floor_to(stored_hi, width)
+        if width in kept:
+            a = max(a, rollups.ceil_to(kept[width], width))
+        stale = self.event_stale_from(org_id, start=a, end=b) if a < b else None
+        if stale is not None:
+            b = min(b, rollups.floor_to(stale, width))
+        return a, b
+
+    def _count_rows(
+        self,
+        table: str,
+        org_id: int,
+        match: EventMatch,
+        hints: ReadHints,
+        *,
+        origin: int,
+        a: int,
+        b: int,
+        source: tuple[str, list],
+        scope: Scope | None,
+    ) -> list[tuple]:
+        """``(grid bucket, severity, count)`` of the count rows of ``table`` with bucket in ``[a, b)``
+        (stored time) for one lane and source condition, the grid beginning at ``origin`` (stored time).
+        With ``scope``, only the names it may read (its grants name patterns): each distinct name is
+        asked of :meth:`orgs.access.Scope.event_level`, as of an event at ``a``."""
+        where = ["org_id = %s", "signal = %s", "bucket >= %s", "bucket < %s", source[0]]
+        params: list = [org_id, match.signal, a, b, *source[1]]
+        if match.name_prefix:
+            # Django's ``startswith`` on either engine (SQLite's LIKE ignores ASCII case, as there)
+            where.append("name LIKE %s ESCAPE '\\'")
+            params.append(self.connection.ops.prep_for_like_query(match.name_prefix) + "%")
+        if match.exclude_kinds:
+            where.append(f"kind NOT IN ({','.join(['%s'] * len(match.exclude_kinds))})")
+            params.extend(match.exclude_kinds)
+        counted = {None: "n", True: "spans", False: "n - spans"}[match.duration]
+        with self.connection.cursor() as cursor:
+            if scope is not None:
+                cursor.execute(f"SELECT DISTINCT name FROM {table} WHERE {' AND '.join(where)}", params)
+                names = [
+                    name
+                    for (name,) in cursor.fetchall()
+                    if scope.event_level(_CountedEvent(org_id, match.signal, name, a)) is not None
+                ]
+                if not names:
+                    return []
+                where.append(f"name IN ({','.join(['%s'] * len(names))})")
+                params.extend(names)
+            cursor.execute(
+                f"""SELECT (bucket - %s) / %s AS step_bucket, severity, SUM({counted}) FROM {table}
+                    WHERE {" AND ".join(where)} GROUP BY step_bucket, severity""",
+                [origin, hints.step, *params],
+            )
+            return cursor.fetchall()
+
+    def event_families(self, scope: Scope, hints: ReadHints) -> list[dict]:
+        """What kinds of readable events exist in ``[start, end)`` (stored time): one row per (org,
+        signal, kind) with the number of events and of those with a duration (``end_ts``)."""
+        rows = (
+            Event.objects.scoped(require_scope(scope))
+            .filter(ts__gte=hints.start, ts__lt=hints.end)
+            .values("org_id", "signal", "kind")
+            .annotate(count=Count("id"), with_duration=Count("id", filter=Q(end_ts__isnull=False)))
+            .order_by("org_id", "signal", "kind")
+        )
+        return list(rows)
+
+    def event_search(
+        self, scope: Scope, hints: ReadHints, *, text: str, filters: Q | None = None, limit: int = 200
+    ):
+        """Readable events starting in ``[start, end)`` (clock-corrected time) whose name or message
+        contains ``text`` (case insensitive), oldest first, at most ``limit``.
+
+        Where the engine has a text index (``capabilities.text_index``), the text is matched first,
+        alone, through it (the planner would otherwise walk the scope's org/time index and filter a
+        million rows); the scope, the filters and the window then apply to those candidates. A text so
+        common that the candidates overflow is left to the plain query, which finds its first ``limit``
+        hits early in time order."""
+        events = self.select_events(scope, hints, filters=filters)
+        candidates = self._text_candidates(text, hints)
+        if candidates is not None:
+            events = events.filter(pk__in=candidates)
+        events = events.filter(Q(message__icontains=text) | Q(name__icontains=text))
+        return events.select_related("org").order_by("aligned_ts", "id")[:limit]
+
+    search_candidates_max = 20_000
+
+    def _text_candidates(self, text: str, hints: ReadHints) -> list[int] | None:
+        """Ids of events near the window whose name or message contains ``text``, by a text index; None
+        where there is none or it does not pay."""
+        return None
+
+    def create_search_indexes(self) -> bool:
+        """The engine's event indexes for the war room; returns whether substring search is indexed.
+        Engines without such indexes answer False, and search still works, by scanning the window."""
+        return False
+
+    def drop_search_indexes(self) -> None:
+        """Undo :meth:`create_search_indexes`."""
+
+
+class _CountedEvent(NamedTuple):
+    """What :meth:`orgs.access.Scope.event_level` reads of an event, for a name of the event counts
+    (grants with label matchers never reach it: those events are counted raw)."""
+
+    org_id: int
+    signal: str
+    name: str
+    ts: int
+    resource: dict = {}  # never written
+
+
+def _parts_by_shift(corrections: list) -> list[tuple[str, list, Q, int]]:
+    """The events of one organisation split by clock shift: ``(SQL condition, its parameters, the same
+    condition as a Q, shift)`` per source with its own constant correction, then everything else."""
+    general = sum(c.offset_us for c in corrections if c.source_id is None)
+    shifts: dict[int, int] = {}
+    for correction in corrections:
+        if correction.source_id is not None:
+            shifts[correction.source_id] = shifts.get(correction.source_id, general) + correction.offset_us
+    parts: list[tuple[str, list, Q, int]] = [
+        ("source_id = %s", [source_id], Q(source_id=source_id), shift) for source_id, shift in shifts.items()
+    ]
+    if not shifts:
+        return [*parts, ("1 = 1", [], Q(), general)]
+    others = ",".join(["%s"] * len(shifts))
+    rest = Q(source_id__isnull=True) | ~Q(source_id__in=list(shifts))
+    return [*parts, (f"(source_id IS NULL OR source_id NOT IN ({others}))", list(shifts), rest, general)]

@@ -1,0 +1,303 @@
+"""What a read asks of the store: the window, the step, the function, and the clock corrections.
+
+The store's read contract is modelled on Prometheus's ``storage.Querier.Select(hints, matchers…)``:
+a caller says which series (by id, already chosen through the access scope), the window and step
+it will draw, the function it wants of the samples (``value`` or ``rate``), whether fleet statistics
+are wanted, and which clock corrections are in force. The store decides how to answer (raw rows or
+rollups, one query or several, sorted or not); the caller never writes SQL.
+
+Clock corrections arrive as data (:class:`ClockModel`, a tuple of :class:`Correction`): which
+corrections are in force for a request is decided by ``clock.model`` (per scope, per request);
+how a correction turns into SQL is the store's business (:meth:`Correction.sql`). Stored timestamps
+are never changed: a correction shifts what is read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from django.db.models import BigIntegerField, Case, ExpressionWrapper, F, FloatField, Q, Value, When
+from django.db.models.functions import Cast, Round
+
+from core.labels import label_matches
+from orgs.grants import label_q
+
+HOUR_US = 3_600_000_000
+
+Function = Literal["value", "rate"]
+
+
+def _round_half_away(value: float) -> int:
+    """PostgreSQL's and SQLite's ROUND(), so Python and SQL shift a row by the same microsecond."""
+    return math.floor(value + 0.5) if value >= 0 else -math.floor(-value + 0.5)
+
+
+@dataclass(frozen=True)
+class Correction:
+    """One clock correction in force: ``ts' = ts + offset + drift * (ts - reference) / 1 h`` for stored
+    ``ts`` in ``[valid_from, valid_to)``, applied to the rows of one organisation (optionally one source
+    and one label matcher)."""
+
+    id: int
+    org_id: int
+    source_id: int | None
+    matcher: tuple[str, str, str] | None
+    offset_us: int
+    drift_us_per_hour: int
+    reference_us: int
+    valid_from: int | None
+    valid_to: int | None
+
+    # -- which rows
+    def matches(self, org_id: int, source_id: int | None, labels: dict) -> bool:
+        if org_id != self.org_id or (self.source_id is not None and source_id != self.source_id):
+            return False
+        return self.matcher is None or label_matches(labels or {}, *self.matcher)
+
+    def covers(self, ts: int) -> bool:
+        return (self.valid_from is None or ts >= self.valid_from) and (
+            self.valid_to is None or ts < self.valid_to
+        )
+
+    def q(self, labels_field: str) -> Q:
+        """The rows (``Series`` with ``labels``, ``Event`` with ``resource``) this correction applies to."""
+        condition = Q(org_id=self.org_id)
+        if self.source_id is not None:
+            condition &= Q(source_id=self.source_id)
+        if self.matcher is not None:
+            condition &= label_q(labels_field, *self.matcher)
+        return condition
+
+    # -- by how much
+    def shift_at(self, ts: int) -> int:
+        if not self.covers(ts):
+            return 0
+        if not self.drift_us_per_hour:
+            return self.offset_us
+        return self.offset_us + _round_half_away((ts - self.reference_us) * self.drift_us_per_hour / HOUR_US)
+
+    def shift_range(self, start: int, end: int) -> tuple[int, int]:
+        """Least and greatest shift over stored times ``[start, end]``."""
+        values = [self.shift_at(start), self.shift_at(end)] if self.drift_us_per_hour else [self.offset_us]
+        if not (self.covers(start) and self.covers(end)):
+            values.append(0)
+        return min(values), max(values)
+
+    @property
+    def constant(self) -> bool:
+        """Whether the shift is the same for every row (no drift, no validity bounds)."""
+        return not (self.drift_us_per_hour or self.valid_from is not None or self.valid_to is not None)
+
+    def sql(self) -> tuple[str, list]:
+        """SQL of this correction's shift of the column ``ts``, and its parameters (same rounding as
+        :meth:`shift_at`; the drift term in floating point, so no product can overflow)."""
+        if self.drift_us_per_hour:
+            term = "(%s + CAST(ROUND((ts - %s) * %s / 3600000000.0) AS BIGINT))"
+            params: list = [self.offset_us, self.reference_us, float(self.drift_us_per_hour)]
+        else:
+            term, params = "%s", [self.offset_us]
+        bounds, bound_params = [], []
+        if self.valid_from is not None:
+            bounds.append("ts >= %s")
+            bound_params.append(self.valid_from)
+        if self.valid_to is not None:
+            bounds.append("ts < %s")
+            bound_params.append(self.valid_to)
+        if not bounds:
+            return term, params
+        return f"(CASE WHEN {' AND '.join(bounds)} THEN {term} ELSE 0 END)", [*bound_params, *params]
+
+    def expression(self, condition: Q):
+        """Django expression of this correction's shift of ``ts`` for rows matching ``condition``."""
+        shift = Value(self.offset_us, output_field=BigIntegerField())
+        if self.drift_us_per_hour:
+            drift = ExpressionWrapper(
+                (F("ts") - Value(self.reference_us))
+                * Value(float(self.drift_us_per_hour))
+                / Value(3_600_000_000.0),
+                output_field=FloatField(),
+            )
+            shift = ExpressionWrapper(
+                shift + Cast(Round(drift), BigIntegerField()), output_field=BigIntegerField()
+            )
+        if self.valid_from is not None:
+            condition &= Q(ts__gte=self.valid_from)
+        if self.valid_to is not None:
+            condition &= Q(ts__lt=self.valid_to)
+        return Case(When(condition, then=shift), default=Value(0), output_field=BigIntegerField())
+
+
+@dataclass(frozen=True)
+class ClockModel:
+    """The corrections one read applies (none when ``aligned`` is off)."""
+
+    corrections: tuple[Correction, ...] = ()
+    aligned: bool = True
+
+    @property
+    def active(self) -> bool:
+        return bool(self.corrections)
+
+    def series_corrections(self, series) -> tuple[Correction, ...]:
+        """The corrections of one series (hashable: the store groups series by it)."""
+        return tuple(c for c in self.corrections if c.matches(series.org_id, series.source_id, series.labels))
+
+    def event_shift(self, event) -> tuple[int, int | None, tuple[int, ...]]:
+        """(shift of ``ts``, shift of ``end_ts``, ids of the corrections applied) for one event."""
+        if not self.corrections:
+            return 0, (0 if event.end_ts is not None else None), ()
+        source_id = getattr(event, "source_id", None)
+        applied = [c for c in self.corrections if c.matches(event.org_id, source_id, event.resource or {})]
+        if not applied:
+            return 0, (0 if event.end_ts is not None else None), ()
+        start = sum(c.shift_at(event.ts) for c in applied)
+        end = None if event.end_ts is None else sum(c.shift_at(event.end_ts) for c in applied)
+        return start, end, tuple(c.id for c in applied if c.covers(event.ts))
+
+    def event_expression(self):
+        """Django expression of an event's shifted ``ts``."""
+        total = F("ts")
+        for correction in self.corrections:
+            total = total + correction.expression(correction.q("resource"))
+        return ExpressionWrapper(total, output_field=BigIntegerField())
+
+    def shift_bounds(self, corrections: Iterable[Correction], start: int, end: int) -> tuple[int, int]:
+        """Least and greatest total shift the corrections can give a stored time near ``[start, end]``."""
+        corrections = tuple(corrections)
+        low = high = 0
+        margin = sum(abs(c.offset_us) for c in corrections) + HOUR_US
+        for correction in corrections:
+            a, b = correction.shift_range(start - margin, end + margin)
+            low, high = low + min(a, 0), high + max(b, 0)
+        return low, high
+
+    def filter_window(self, events, start: int, end: int, *, overlapping: bool = False):
+        """``events`` (a queryset) whose shifted ``ts`` is in ``[start, end)`` (with ``overlapping``, also
+        spans that began before and end in or after it), with the alias ``aligned_ts`` to order by."""
+        if not self.corrections:
+            condition = Q(ts__gte=start)
+            if overlapping:
+                condition |= Q(end_ts__gte=start, ts__lt=start)
+            return events.filter(condition, ts__lt=end).alias(aligned_ts=F("ts"))
+        low, high = self.shift_bounds(self.corrections, start, end)
+        raw = events.filter(ts__lt=end - low)
+        if not overlapping:
+            raw = raw.filter(ts__gte=start - high)
+        aligned = raw.alias(aligned_ts=self.event_expression())
+        condition = Q(aligned_ts__gte=start)
+        if overlapping:
+            condition |= Q(end_ts__gte=start - high, aligned_ts__lt=start)
+        return aligned.filter(condition, aligned_ts__lt=end)
+
+
+NO_CLOCK = ClockModel()
+
+MINUTE_US = 60_000_000
+NICE_STEPS_US: tuple[int, ...] = tuple(
+    s * 1_000_000 for s in (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+)
+
+
+def nice_step(step: int) -> int:
+    """The grid step a read should use for a wanted ``step`` (µs): below a minute as it is; from a minute
+    on, the next of 1, 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h, then whole days — so a grid is made of
+    whole rollup buckets and a long window reads them (never more buckets than asked for)."""
+    if step < MINUTE_US:
+        return step
+    for nice in NICE_STEPS_US:
+        if step <= nice:
+            return nice
+    day = NICE_STEPS_US[-1]
+    return -(-step // day) * day
+
+
+def grid_origin(start: int, step: int) -> int:
+    """Where a grid of ``step`` over a window starting at ``start`` begins: ``start`` itself below a
+    minute; else ``start`` rounded down to the whole minute, hour or day the step is made of (the first
+    bucket then begins at most one such unit before the window)."""
+    if step < MINUTE_US:
+        return start
+    unit = MINUTE_US
+    for candidate in (86_400_000_000, 3_600_000_000):
+        if step % candidate == 0:
+            unit = candidate
+            break
+    return start - start % unit
+
+
+@dataclass(frozen=True)
+class ReadHints:
+    """What one read wants: stored-or-corrected window ``[start, end)`` (µs), the bucket ``step`` (µs; 0
+    for raw samples), the function of the samples, whether fleet statistics over series readable only
+    in aggregate are wanted, the clock corrections in force, and whether rows must come sorted."""
+
+    start: int
+    end: int
+    step: int = 0
+    fn: Function = "value"
+    fleet: bool = False
+    clock: ClockModel = field(default=NO_CLOCK)
+    ordered: bool = False
+
+    @property
+    def rate(self) -> bool:
+        return self.fn == "rate"
+
+    @property
+    def empty(self) -> bool:
+        return self.end <= self.start or self.step < 0
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can do beyond the contract; callers ask these instead of testing the vendor.
+
+    ``partitions``: day partitions (retention drops whole days). ``fleet_percentiles``: fleet
+    statistics (percentiles across series per bucket) computed in the engine. ``text_index``:
+    substring search through an index rather than a scan. ``concurrent_reads``: independent reads of
+    one request may run at once, each on its own connection. ``lateral_joins``: ``JOIN LATERAL``.
+    ``event_rollups``: event counts per minute and hour kept beside the events (maintained by the
+    rollup refresh), which event count reads over long windows use; without, they count raw events.
+    ``sample_cache``: bulk sample reads may serve hours decoded before from this process's memory,
+    checked against the hour rollups and the deletion count of the same database
+    (:mod:`store.sample_cache`).
+    """
+
+    partitions: bool = False
+    concurrent_reads: bool = False
+    lateral_joins: bool = False
+    fleet_percentiles: bool = False
+    text_index: bool = False
+    event_rollups: bool = False
+    sample_cache: bool = False
+
+
+@dataclass(frozen=True)
+class EventMatch:
+    """The events of one lane: one organisation (by slug) and signal, optionally names starting with
+    ``name_prefix``, resource labels equal to the given values, only events with (``duration`` true)
+    or without (false) an end, and none of the kinds ``exclude_kinds``. The store reads it as a ``Q``
+    (:meth:`q`) or, without labels, from its event counts (the counts keep no resource labels)."""
+
+    org_slug: str
+    signal: str
+    name_prefix: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    duration: bool | None = None
+    exclude_kinds: tuple[str, ...] = ()
+
+    def q(self) -> Q:
+        """The condition over ``Event`` fields, beyond the scope's own filter."""
+        condition = Q(org__slug=self.org_slug, signal=self.signal)
+        if self.name_prefix:
+            condition &= Q(name__startswith=self.name_prefix)
+        for key, value in self.labels:
+            condition &= Q(**{f"resource__{key}": value})
+        if self.duration is not None:
+            condition &= Q(end_ts__isnull=not self.duration)
+        if self.exclude_kinds:
+            condition &= ~Q(kind__in=list(self.exclude_kinds))
+        return condition

@@ -1,0 +1,75 @@
+"""PostgreSQL's binary formats, made and taken apart by numpy: the binary ``COPY`` stream the rollup
+refresh writes, the ``array_send`` arrays it reads rows back as, and the big-endian numbers of
+``int8send``/``float8send`` the sample reads return (no Python object per row or sample)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from store.rollups import RATE_FIELDS
+
+
+def _wire(dtype: np.dtype, nulls: frozenset[str] = frozenset()) -> np.dtype:
+    """PostgreSQL's binary COPY layout of a row of ``dtype`` (8-byte fields) whose fields ``nulls``
+    are NULL (a length of -1 and no value)."""
+    fields: list[tuple[str, str]] = [("fields", ">i2")]
+    for name in dtype.names:
+        fields.append((f"{name}_length", ">i4"))
+        if name not in nulls:
+            fields.append((name, ">" + dtype[name].str[1:]))
+    return np.dtype(fields)
+
+
+COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+
+
+def copy_encode(rows: np.ndarray, nullable: Sequence[str] = RATE_FIELDS) -> bytes:
+    """``rows`` as one binary ``COPY … FROM STDIN (FORMAT BINARY)`` stream, a NaN in the fields
+    ``nullable`` sent as NULL (rows go out grouped by which of them are NULL: COPY keeps no order)."""
+    missing = {name: np.isnan(rows[name]) for name in nullable}
+    pattern = np.zeros(len(rows), dtype=np.int64)
+    for bit, name in enumerate(nullable):
+        pattern |= missing[name].astype(np.int64) << bit
+    parts = [COPY_SIGNATURE, bytes(8)]
+    for code in np.unique(pattern).tolist():
+        nulls = frozenset(name for bit, name in enumerate(nullable) if code >> bit & 1)
+        part = rows[pattern == code]
+        wire = np.empty(len(part), dtype=_wire(rows.dtype, nulls))
+        wire["fields"] = len(rows.dtype.names)
+        for name in rows.dtype.names:
+            wire[f"{name}_length"] = -1 if name in nulls else 8
+            if name not in nulls:
+                wire[name] = part[name]
+        parts.append(wire.tobytes())
+    parts.append(b"\xff\xff")
+    return b"".join(parts)
+
+
+def arrays_decode(columns: Sequence[bytes | None], dtype: np.dtype) -> np.ndarray:
+    """Rows of ``dtype`` from one PostgreSQL binary array (``array_send``) per field, of 8-byte
+    elements and no NULL: a header (dimensions, NULL flag, element type, then length and lower bound
+    per dimension), then each element as its byte length and its big-endian value. An aggregate over
+    no row is NULL (None)."""
+    if columns[0] is None:
+        return np.empty(0, dtype=dtype)
+    rows: np.ndarray | None = None
+    for name, data in zip(dtype.names, columns, strict=True):
+        data = bytes(data)
+        dimensions, has_null = int.from_bytes(data[0:4], "big"), int.from_bytes(data[4:8], "big")
+        if dimensions != 1 or has_null:
+            raise ValueError(f"array of {name}: {dimensions} dimensions, NULL {bool(has_null)}; one, no NULL")
+        cell = np.dtype([("length", ">i4"), ("value", ">" + dtype[name].str[1:])])
+        cells = np.frombuffer(data, dtype=cell, offset=20)
+        if len(cells) != int.from_bytes(data[12:16], "big") or np.any(cells["length"] != 8):
+            raise ValueError(f"array of {name}: elements not of 8 bytes")
+        if rows is None:
+            rows = np.empty(len(cells), dtype=dtype)
+        rows[name] = cells["value"]
+    return rows
+
+
+def big_endian(data: bytes, dtype: str) -> np.ndarray:
+    """Numbers PostgreSQL's ``int8send``/``float8send`` wrote, as native int64 or float64."""
+    return np.frombuffer(data, dtype=dtype).astype(dtype.replace(">", "="))

@@ -1,0 +1,82 @@
+"""Periodic housekeeping of the store."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+from collections.abc import Iterator
+
+from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
+
+from store import get_store
+from store.base import DAY_US
+
+
+@shared_task
+def create_partitions_ahead() -> int:
+    """Create today's and the next JOINTLINE_PARTITION_DAYS_AHEAD days' partitions, so writers rarely must.
+
+    Each partition is created in its own short transaction (``StoreBackend.create_partitions``), so the
+    task never holds the locks of several at once.
+    """
+    today = int(time.time() * 1_000_000) // DAY_US
+    return get_store().ensure_partitions(today, today + settings.JOINTLINE_PARTITION_DAYS_AHEAD)
+
+
+REFRESH_PENDING = "jointline:rollups:refresh-pending"
+
+
+@shared_task
+def refresh_rollups() -> int:
+    """Work off the rollup refresh queue (``StoreBackend.refresh_stale_rollups``); returns how many
+    queued ranges it refreshed. Writes made while it runs enqueue the next one."""
+    cache.delete(settings.REDIS_KEY_PREFIX + REFRESH_PENDING)
+    store = get_store()
+    total = 0
+    while True:
+        taken = store.refresh_stale_rollups(limit=ROLLUP_REFRESH_BATCH)
+        total += taken
+        if taken < ROLLUP_REFRESH_BATCH:
+            return total
+
+
+ROLLUP_REFRESH_BATCH = 20_000
+
+
+_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("jointline_rollups_deferred", default=False)
+
+
+@contextlib.contextmanager
+def rollup_refresh_deferred() -> Iterator[None]:
+    """Within the block, applies run here (eager Celery) leave their rollups queued: a bulk load is
+    refreshed once afterwards (``manage.py refresh_rollups``, or beat where a worker runs) instead of
+    after every batch; reads meanwhile use the raw samples of what waits. Applies in a worker process
+    are not affected."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
+def rollup_refresh_is_deferred() -> bool:
+    """Whether this code runs inside :func:`rollup_refresh_deferred` (whose owner refreshes)."""
+    return _DEFERRED.get()
+
+
+def refresh_rollups_soon() -> None:
+    """Have the rollups of what was just written refreshed a little later, once for many applies: one
+    task is pending at a time (a cache flag), JOINTLINE_ROLLUP_REFRESH_DELAY_S from the first write
+    after the last refresh. Beat runs the task every minute besides, should a flag outlive its task."""
+    if _DEFERRED.get():
+        return
+    delay = settings.JOINTLINE_ROLLUP_REFRESH_DELAY_S
+    try:
+        first = cache.add(settings.REDIS_KEY_PREFIX + REFRESH_PENDING, 1, timeout=int(delay) + 60)
+    except Exception:  # no cache: refresh anyway rather than leave it to beat
+        first = True
+    if first:
+        refresh_rollups.apply_async(countdown=delay)

@@ -1,0 +1,203 @@
+"""Read API: series, lanes and events, each through the caller's scope.
+
+Query parameters are read through the serializers of :mod:`timeline.api_params` (which also document
+them); a bad one raises, and :mod:`config.api_errors` answers 400 naming it.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+import numpy as np
+from django.conf import settings
+from rest_framework.response import Response
+
+from clock.estimation import clock_payload
+from clock.model import aligned_param, clock_for, clock_state, use_clock
+from config.json_render import MsgspecJSONRenderer
+from orgs.api_base import QueryAPIView
+from timeline import api_params, api_shapes
+from timeline.api_window import WindowAPIView
+from timeline.lanes import Grid, SeriesLane, read_series_lanes, start_reads
+from timeline.presenters import present_event, present_series
+from timeline.selectors import (
+    QueryError,
+    event_conditions,
+    event_marks,
+    events_list,
+    parse_lane_specs,
+    series_list,
+    warroom_catalogue,
+    warroom_events,
+    warroom_lanes,
+)
+from warroom import lane_cache, read_cache
+
+
+class SeriesListView(QueryAPIView):
+    query_class = api_params.SeriesQuery
+    summary = "Series you may read"
+    responses = {200: api_shapes.SeriesListShape}
+
+    def answer(self, query):
+        series = series_list(
+            self.scope,
+            signal=query.get("signal") or None,
+            metric=query.get("metric") or None,
+            org_slug=query.get("org") or None,
+            labels=query.get("label", {}),
+        )
+        return Response({"series": [present_series(self.scope, s) for s in series[:5000]]})
+
+
+class LanesView(WindowAPIView):
+    """Lanes named by series id: each is read as the war room reads a lane of that one series (one
+    builder for both APIs, :func:`timeline.lanes.read_series_lanes`), in ms for this API."""
+
+    query_class = api_params.LanesQuery
+    summary = "Downsampled lanes: min, max and mean per bucket"
+    responses = {200: api_shapes.LanesShape}
+    renderer_classes = [MsgspecJSONRenderer]  # long number lists: msgspec writes them ten times faster
+
+    def answer(self, query):
+        if not 1 <= query["width"] <= settings.JOINTLINE_LANE_MAX_WIDTH:
+            raise QueryError("width", f"must be between 1 and {settings.JOINTLINE_LANE_MAX_WIDTH}")
+        return super().answer(query)
+
+    def read(self, query, window):
+        grid = Grid(window.start, window.end, query["width"])
+        lanes = read_series_lanes(self.scope, query["series"], grid, fn=query["fn"])
+        return {"clock": clock_state(self.scope), "lanes": [lane_json(lane) for lane in lanes]}
+
+
+def lane_json(lane: SeriesLane) -> dict:
+    """A lane of :class:`LanesView`, times in ms (:class:`timeline.api_shapes.LaneShape`)."""
+    return {
+        "series": lane.series,
+        "fn": lane.fn,
+        "step_ms": lane.step / 1000,
+        "t": _starts_ms(lane),
+        "min": lane.min,
+        "max": lane.max,
+        "mean": lane.mean,
+        "count": lane.count,
+    }
+
+
+def _starts_ms(lane: SeriesLane) -> list[float]:
+    """:meth:`SeriesLane.starts` in ms, by numpy (the same numbers: exact integers below 2**53, one
+    division each)."""
+    bucket = np.asarray(lane.bucket, dtype=np.int64)
+    return ((lane.origin + bucket * lane.step) / 1000).tolist()
+
+
+class EventsView(WindowAPIView):
+    query_class = api_params.EventsQuery
+    summary = "Events and logs in a window"
+    responses = {200: api_shapes.EventsShape}
+
+    def read(self, query, window):
+        events = events_list(
+            self.scope,
+            window=window,
+            signal=query.get("signal") or None,
+            kind=query.get("kind") or None,
+            min_severity=query.get("severity") or None,
+            text=query.get("q") or None,
+            limit=query["limit"],
+        )
+        rows = [present_event(self.scope, e) for e in events]
+        return {"clock": clock_state(self.scope), "events": rows}
+
+
+# ----------------------------------------------------------------------------- the war room
+
+
+class WarroomCatalogueView(QueryAPIView):
+    query_class = api_params.WarroomCatalogueQuery
+    summary = "What the viewer may draw in the war room, and the default lanes"
+    responses = {200: api_shapes.WarroomCatalogueShape}
+
+    def answer(self, query):
+        series_ids = query.get("series") or []
+        catalogue = warroom_catalogue(self.scope, window=query["window"], series_ids=series_ids)
+        return Response(catalogue)
+
+
+class WarroomLanesView(QueryAPIView):
+    query_class = api_params.WarroomLanesQuery
+    summary = "Lane data downsampled to the plot width, and notable events crossing every lane"
+    responses = {200: api_shapes.WarroomLanesShape}
+    renderer_classes = [MsgspecJSONRenderer]
+
+    def answer(self, query):
+        started = time.perf_counter()
+        width = query["width"]
+        # A window ending at "now" (live mode) ends on a bucket boundary, so viewers share its answer.
+        window, live = lane_cache.live_window(
+            query["window"], to=query.get("to"), from_=query.get("from"), width=width
+        )
+        specs = parse_lane_specs(query.get("lane", []))
+        self.audit_window = (window.start, window.end)
+
+        def compute() -> dict:
+            # the marks and the clock's checks are read while the lanes are
+            clock_check = partial(clock_payload, self.scope, start=window.start, end=window.end)
+            marks, clock = start_reads(
+                [
+                    partial(event_marks, self.scope, window=window),
+                    partial(
+                        read_cache.remember,
+                        self.scope,
+                        clock_for(self.scope),
+                        what="clock",
+                        window=window,
+                        compute=clock_check,
+                    ),
+                ]
+            )
+            lanes = warroom_lanes(self.scope, specs=specs, window=window, width=width)
+            return {
+                **api_shapes.window_bounds(window),
+                "from_ms": window.start / 1000,
+                "to_ms": window.end / 1000,
+                "width": width,
+                "lanes": [lane.payload for lane in lanes],
+                "marks": marks(),
+                "clock": clock(),
+                "server_ms": round((time.perf_counter() - started) * 1000, 1),
+            }
+
+        with use_clock(self.scope, aligned=aligned_param(query.get("align"))) as clock_model:
+            if live and lane_cache.ttl_s() > 0:
+                key = lane_cache.cache_key(self.scope, clock_model, window=window, width=width, specs=specs)
+                return lane_cache.respond(self.request, self.scope, key, compute)
+            return Response(compute())
+
+
+class WarroomEventsView(WindowAPIView):
+    query_class = api_params.WarroomEventsQuery
+    summary = "The event list of a window, filtered; with q, a search over names and messages"
+    responses = {200: api_shapes.WarroomEventsShape}
+
+    def read(self, query, window):
+        condition = event_conditions(
+            event_id=query.get("id"),
+            orgs=query.get("org", []),
+            signals=query.get("signal", []),
+            kinds=query.get("kind", []),
+            min_severity=query.get("severity") or None,
+            labels=query.get("label", {}),
+            scope=self.scope,
+            window=window,
+        )
+        return warroom_events(
+            self.scope,
+            window=window,
+            condition=condition,
+            text=query.get("q", ""),
+            limit=query["limit"],
+            order=query.get("order") or "time",
+            offset=query.get("offset", 0),
+        )
