@@ -89,7 +89,7 @@ NODES = 60
 GPUS = 8
 HISTORY_STEP_S = 15
 REPORT_EVERY_S = 10.0
-TIMELINE_JS = ROOT / "timeline" / "static" / "timeline" / "timeline.js"
+TIMELINE_JS = ROOT / "warroom" / "static" / "timeline" / "timeline.js"
 LIVE_SPAN_S = 3 * 3600  # the live window the page asks for: from=now-10800s (setLive in timeline.js)
 VIEWER_PASSWORD = "load-bench-viewer"  # noqa: S105 - a throwaway account of a throwaway database
 US = 1_000_000

@@ -28,7 +28,7 @@ T0 = 1_781_481_600 * S  # 2026-06-15T00:00:00Z
 WINDOW = {"from": format_rfc3339(T0), "to": format_rfc3339(T0 + 2 * HOUR)}
 PLOTLY_JS = (
     Path(__file__).parents[1]
-    / "timeline"
+    / "warroom"
     / "static"
     / "vendor"
     / "plotly-cartesian"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ("core", "orgs", "ingest", "timeline", "ops", "config")
-STORE = ROOT / "timeline" / "store"
+STORE = ROOT / "store"
 SQL_ON_STORE_TABLES = re.compile(
     r"\b(FROM|INTO|UPDATE|JOIN|TABLE|TRUNCATE)\s+timeline_(sample|event)\b", re.IGNORECASE
 )

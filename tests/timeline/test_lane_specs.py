@@ -15,7 +15,7 @@ from timeline.lanes import LaneSpec, LaneSpecError
 
 HERE = Path(__file__).parent
 CASES = json.loads((HERE / "lane_specs.json").read_text(encoding="utf-8"))["cases"]
-SPEC_JS = HERE.parents[1] / "timeline" / "static" / "timeline" / "spec.js"
+SPEC_JS = HERE.parents[1] / "warroom" / "static" / "timeline" / "spec.js"
 CHECK = HERE / "lane_specs_check.mjs"
 
 
