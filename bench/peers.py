@@ -30,17 +30,32 @@ and with VictoriaMetrics's answer (min, max, mean to 1e-9 relative; a bucket one
 With ``--baseline DIR``, a second gunicorn serves another checkout of the project (the code before a
 change) from the same database, timed as one more side of each round and its lanes compared with
 this checkout's. Printed: the table of medians per window, the ratios, and the load average before
-and after; the last line is ``peers: jointline <x>x prometheus and <y>x victoriametrics on 24 h, ...``
-(lower is better for Jointline).
+and after.
 
-Without ``prometheus`` or ``promtool`` on PATH it says so and exits 0, as ``bench/peer_prometheus.py``
-does. Without ``victoria-metrics`` it says so and compares with Prometheus alone, except under CI
-(``CI`` set), where a missing peer is an error. Needs PostgreSQL (trust auth) on 127.0.0.1 and
-``apt-get install prometheus victoria-metrics``. From the project root::
+Then (``--ingest``, on unless ``--no-ingest``; ``--ingest-only`` skips the reads) the remote_write
+side by side of ``bench/_peers_ingest.py``: the same snappy-compressed protobuf ``WriteRequest`` bodies,
+built once from the same samples (up to ``--ingest-samples``, default 2,000,000), pushed by
+``--ingest-senders`` (default 2) concurrent senders to Jointline's ``/api/v1/write``, then Prometheus's
+remote write receiver, then VictoriaMetrics's ``/api/v1/write``, each on fresh storage and timed until
+the data is queryable; printed as samples/s per side and Jointline's rate as a fraction of each peer's.
 
-    .venv/bin/python bench/peers.py                      # 55 days at 60 s, about 15 min here
+The last line is ``peers: jointline <x>x prometheus and <y>x victoriametrics on 24 h, ...`` (lower is
+better for Jointline), followed by ``| remote_write jointline <a> of prometheus, <b> of
+victoriametrics`` (higher is better for Jointline) when the ingest ran.
+
+The peers are found or installed by ``bench/_peers_install.py``: the programs on PATH, else Debian's
+``prometheus`` and ``victoria-metrics`` packages fetched without root (``apt-get download``, then
+``dpkg-deb -x``) into ``--peers-dir`` (default ``~/.cache/jointline-bench/peers``) and run from there;
+``--fetch-peers`` ignores PATH. A peer that can be neither found nor fetched is named with how to
+install it; then the run is skipped (exit 0) without Prometheus or goes on without VictoriaMetrics,
+except under CI (``CI`` set), where a missing peer is an error. Needs PostgreSQL (trust auth) on
+127.0.0.1. From the project root::
+
+    .venv/bin/python bench/peers.py                      # 55 days at 60 s, reads and remote_write
     .venv/bin/python bench/peers.py --days 7 --rounds 3  # windows up to 7 d
     .venv/bin/python bench/peers.py --smoke              # one day, one round: that it runs
+    .venv/bin/python bench/peers.py --ingest-only --ingest-samples 500000
+    .venv/bin/python bench/peers.py --smoke --fetch-peers --peers-dir /tmp/peers  # Debian's, not PATH's
     git archive HEAD~3 | tar -x -C /tmp/before && .venv/bin/python bench/peers.py --baseline /tmp/before
 """
 
@@ -67,7 +82,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # would shadow the project's `timeline` package: put the project root there instead.
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
 
-from bench import _harness  # noqa: E402
+from bench import _harness, _peers_ingest, _peers_install  # noqa: E402
 from bench import peer_prometheus as prom  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jl_bench_peers"
@@ -83,7 +98,7 @@ WINDOWS = {
 }
 SIDES = ("jointline", "baseline", "prometheus", "victoriametrics")
 PEERS = ("prometheus", "victoriametrics")
-VM_BINARY = "victoria-metrics"
+VM_PACKAGE = "victoria-metrics"
 IMPORT_CHUNK_BYTES = 32 * 2**20
 
 
@@ -146,10 +161,10 @@ def start_jointline(database_url: str, data_dir: Path, log_dir: Path, checkout: 
 # --------------------------------------------------------------------------- VictoriaMetrics
 
 
-def start_victoria_metrics(data: Path, log_dir: Path):
+def start_victoria_metrics(data: Path, log_dir: Path, binary: Path | str = "victoria-metrics"):
     port = _harness.free_port()
     args = [
-        VM_BINARY, f"-storageDataPath={data}", "-retentionPeriod=100y",
+        str(binary), f"-storageDataPath={data}", "-retentionPeriod=100y",
         f"-httpListenAddr=127.0.0.1:{port}", "-search.disableCache", "-loggerLevel=ERROR",
     ]  # fmt: skip
     log = log_dir / "victoria-metrics.log"
@@ -355,7 +370,7 @@ def load_average() -> str:
     return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
-def run(args, work: Path, with_vm: bool) -> str:
+def make_case(args) -> prom.Case:
     from ingest.scenario import ScenarioConfig
 
     config = ScenarioConfig(
@@ -364,7 +379,13 @@ def run(args, work: Path, with_vm: bool) -> str:
         detail_step_s=args.step_s,
         per_gpu_metrics=False,
     )
-    case = prom.Case(f"{args.days} d", config, timedelta(hours=6))
+    return prom.Case(f"{args.days} d", config, timedelta(hours=6))
+
+
+def run(args, work: Path, programs: dict[str, Path]) -> str:
+    case = make_case(args)
+    config = case.config
+    with_vm = VM_PACKAGE in programs
     print(f"{prom.METRIC}, {config.nodes} nodes, {args.days} days at {args.step_s} s scrapes", flush=True)
     loaded, token = prom.load(case, args.database_url, work)
     print(
@@ -378,7 +399,7 @@ def run(args, work: Path, with_vm: bool) -> str:
     clients: dict[str, prom.Timed] = {}
     try:
         if with_vm:
-            vm, vm_port = start_victoria_metrics(work / "vm", work)
+            vm, vm_port = start_victoria_metrics(work / "vm", work, programs[VM_PACKAGE])
             processes.append(vm)
             imported = import_into_victoria_metrics(vm_port, loaded.openmetrics_path)
             print(f", into VictoriaMetrics in {imported:.0f} s")
@@ -415,6 +436,32 @@ def run(args, work: Path, with_vm: bool) -> str:
             client.close()
         for process in reversed(processes):
             _harness.stop_process(process)
+        shutil.rmtree(tsdb, ignore_errors=True)
+        shutil.rmtree(work / "vm", ignore_errors=True)
+
+
+def run_ingest(args, work: Path, programs: dict[str, Path]) -> str:
+    """The remote_write side by side (``bench/_peers_ingest.py``): the same bodies to each side in turn."""
+    started = time.perf_counter()
+    bodies = _peers_ingest.build_bodies(make_case(args), args.ingest_samples, args.ingest_batch)
+    print(
+        f"\nremote_write bodies: {bodies.samples:,} samples, {len(bodies.bodies)} requests, "
+        f"{bodies.size / 2**20:.1f} MiB, built in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+    senders = args.ingest_senders
+    before = load_average()
+    results = {"jointline": _peers_ingest.jointline(bodies, args.database_url, work, senders)}
+    results["prometheus"] = _peers_ingest.prometheus(bodies, work, senders, programs["prometheus"])
+    if VM_PACKAGE in programs:
+
+        def start_vm(data: Path, log_dir: Path):
+            return start_victoria_metrics(data, log_dir, programs[VM_PACKAGE])
+
+        results["victoriametrics"] = _peers_ingest.victoria_metrics(bodies, work, senders, start_vm)
+    line = _peers_ingest.report(bodies, results, senders)
+    print(f"load average before the ingest: {before}; after: {load_average()} (2 cores)")
+    return line
 
 
 def parse_args() -> argparse.Namespace:
@@ -430,34 +477,80 @@ def parse_args() -> argparse.Namespace:
         type=Path,
         help="another checkout of the project (e.g. from git archive) timed beside this one, same database",
     )
-    args = _harness.parse_with_smoke(parser, days=1, rounds=1, width=100)
+    parser.add_argument(
+        "--peers-dir",
+        type=Path,
+        default=_peers_install.default_directory(),
+        help="where Debian's peer packages are fetched and unpacked when not on PATH (default %(default)s)",
+    )
+    parser.add_argument(
+        "--fetch-peers",
+        action="store_true",
+        help="ignore the peers on PATH: use (fetching them if need be) the ones unpacked in --peers-dir",
+    )
+    parser.add_argument(
+        "--ingest",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the remote_write side by side after the reads (default: on)",
+    )
+    parser.add_argument("--ingest-only", action="store_true", help="the remote_write side by side alone")
+    parser.add_argument(
+        "--ingest-samples",
+        type=int,
+        default=2_000_000,
+        help="remote_write: at least this many samples (whole 6 h chunks)",
+    )
+    parser.add_argument("--ingest-batch", type=int, default=10_000, help="remote_write: samples per request")
+    parser.add_argument("--ingest-senders", type=int, default=2, help="remote_write: concurrent senders")
+    args = _harness.parse_with_smoke(parser, days=1, rounds=1, width=100, ingest_samples=20_000)
     if args.rounds < 1 or args.width < 10 or args.days < 1 or args.step_s < 1:
         parser.error("--rounds >= 1, --width >= 10, --days >= 1, --step-s >= 1")
+    if min(args.ingest_samples, args.ingest_batch, args.ingest_senders) < 1:
+        parser.error("--ingest-samples, --ingest-batch and --ingest-senders must be at least 1")
+    if args.ingest_only and not args.ingest:
+        parser.error("--ingest-only and --no-ingest exclude each other")
     return args
+
+
+def find_peers(args) -> dict[str, Path] | None:
+    """The peers' programs (``bench/_peers_install.py``), their folders first on PATH (``peer_prometheus``
+    runs prometheus and promtool by name); None when Prometheus is missing outside CI. Under CI
+    (``CI`` set) a missing peer is an error; outside it, a missing VictoriaMetrics is left out."""
+    programs, reasons = _peers_install.find(
+        ["prometheus", VM_PACKAGE], directory=args.peers_dir, use_path=not args.fetch_peers
+    )
+    if reasons:
+        text = _peers_install.missing_text(reasons)
+        if os.environ.get("CI"):
+            raise SystemExit(f"peers: {text}; CI must have every peer")
+        if "prometheus" in reasons:
+            print(f"peers: skipped, {text}")
+            return None
+        print(f"peers: VictoriaMetrics left out: {text}", flush=True)
+    folders = list(dict.fromkeys(str(path.parent) for path in programs.values()))
+    os.environ["PATH"] = os.pathsep.join([*folders, os.environ.get("PATH", "")])
+    return {VM_PACKAGE if name == "victoria-metrics" else name: path for name, path in programs.items()}
 
 
 def main() -> None:
     args = parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run still stops its servers
-    missing = [tool for tool in ("prometheus", "promtool") if shutil.which(tool) is None]
-    if missing:
-        print(f"peers: skipped, {' and '.join(missing)} not on PATH (apt-get install prometheus)")
-        return
-    with_vm = shutil.which(VM_BINARY) is not None
-    if not with_vm:
-        reason = f"{VM_BINARY} not on PATH (apt-get install victoria-metrics)"
-        if os.environ.get("CI"):
-            raise SystemExit(f"peers: {reason}; CI must have every peer")
-        print(f"peers: VictoriaMetrics left out: {reason}", flush=True)
     _harness.require_loopback(args.database_url)
+    programs = find_peers(args)
+    if programs is None:
+        return
     work = Path(tempfile.mkdtemp(prefix="jointline-bench-peers-"))
     (work / "data").mkdir()
     try:
         _harness.setup_django(args.database_url, "peers", JOINTLINE_DATA_DIR=str(work / "data"))
-        line = run(args, work, with_vm)
+        parts = [] if args.ingest_only else [run(args, work, programs)]
+        if args.ingest:
+            parts.append(run_ingest(args, work, programs))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(line)
+    print(parts[0] if not args.ingest_only else f"peers: {parts[0]}", end="")
+    print("".join(f" | {part}" for part in parts[1:]))
 
 
 if __name__ == "__main__":
