@@ -24,6 +24,7 @@ from django.db.models.functions import Cast, Round
 
 from core.labels import label_matches
 from orgs.grants import label_q
+from store.rollups import ROLLUPS
 
 HOUR_US = 3_600_000_000
 
@@ -214,17 +215,18 @@ def nice_step(step: int) -> int:
     return -(-step // day) * day
 
 
+GRID_UNITS_US: tuple[int, ...] = (86_400_000_000, *(width for width, _table in ROLLUPS))
+"""What a grid's origin is rounded to, coarsest first: a day, then every rollup level's bucket."""
+
+
 def grid_origin(start: int, step: int) -> int:
     """Where a grid of ``step`` over a window starting at ``start`` begins: ``start`` itself below a
-    minute; else ``start`` rounded down to the whole minute, hour or day the step is made of (the first
-    bucket then begins at most one such unit before the window)."""
+    minute; else ``start`` rounded down to the coarsest whole day or rollup bucket (1 h, 30 min, 5 min,
+    1 min) the step is made of, so the rollup level of that bucket can answer it (the first bucket
+    then begins at most one such unit before the window)."""
     if step < MINUTE_US:
         return start
-    unit = MINUTE_US
-    for candidate in (86_400_000_000, 3_600_000_000):
-        if step % candidate == 0:
-            unit = candidate
-            break
+    unit = next((candidate for candidate in GRID_UNITS_US if step % candidate == 0), MINUTE_US)
     return start - start % unit
 
 

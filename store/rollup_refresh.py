@@ -18,6 +18,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from store import rollups
 from store.hints import Capabilities
+from timeline.models import Series
+
+DERIVE_SERIES = 200  # series per transaction when a new level is derived from the stored minute rows
 
 
 class RollupRefresh:
@@ -69,6 +72,13 @@ class RollupRefresh:
                 cursor.execute(f"DROP TABLE IF EXISTS {table}")
             cursor.execute(f"DROP TABLE IF EXISTS {rollups.DIRTY}")
         self.drop_event_rollup_schema()
+
+    def drop_rollup_levels(self, widths: Sequence[int]) -> None:
+        """Drop the tables of the rollup levels of ``widths`` (a migration taking them back)."""
+        with self.connection.cursor() as cursor:
+            for width, table in rollups.ROLLUPS:
+                if width in widths:
+                    cursor.execute(f"DROP TABLE IF EXISTS {table}")
 
     @staticmethod
     def rollups_kept_from() -> dict[int, int]:
@@ -206,14 +216,18 @@ class RollupRefresh:
 
     skip_locked = ""  # PostgreSQL: " FOR UPDATE SKIP LOCKED", so two workers take different entries
 
+    rollup_levels: tuple[tuple[int, str], ...] = rollups.ROLLUPS
+    """The rollup levels this store writes and reads, coarsest first (every level's table exists; a
+    subset is for measuring what the others bring, as bench/rollup_levels.py does)."""
+
     def refresh_rollups(self, series_ts=(), *, ranges: list | None = None) -> int:
         """Recompute the rollup buckets that hold the given ``(series id, sample times)`` (or the
-        minute ``ranges``): minute rows from the raw samples; hour rows by combining the stored hour
-        row with the samples new to it (:func:`rollups.hour_plan`), or from all the hour's minute rows
-        where a late sample falls inside what the stored row spans. Runs in the caller's transaction
-        (one of its own outside one), so a write's rollups commit (or roll back) with its rows, and
-        one refresh at a time (:meth:`_begin_refresh`): what it read of the stored rows stays true
-        until it has written. Returns how many ranges of minute buckets were recomputed."""
+        minute ``ranges``): minute rows from the raw samples; the rows of each coarser level over the
+        buckets holding those from the rows of the level below (:func:`rollups.derive`). Runs in the
+        caller's transaction (one of its own outside one), so a write's rollups commit (or roll back)
+        with its rows, and one refresh at a time (:meth:`_begin_refresh`): what it read of the stored
+        rows stays true until it has written. Returns how many ranges of minute buckets were
+        recomputed."""
         minute = rollups.MINUTE_US
         if ranges is None:
             ranges = rollups.touched_ranges(series_ts, minute)
@@ -225,26 +239,68 @@ class RollupRefresh:
         return len(ranges)
 
     def _refresh_ranges(self, ranges: list[tuple[int, int, int]]) -> None:
-        """:meth:`refresh_rollups` of disjoint, sorted minute ranges."""
-        (hour, hour_table), (minute, minute_table) = rollups.ROLLUPS
+        """:meth:`refresh_rollups` of disjoint, sorted minute ranges.
+
+        Level by level, finest first: the fresh rows of a level are every row of its buckets inside
+        its ranges (a bucket with samples has its row, and stored samples never go away under a live
+        rollup). The stored rows read over the next coarser level's ranges say which fresh rows
+        replace a stored one, and those outside the level's own ranges are the edges the coarser
+        buckets need besides the fresh rows: a refresh reads at most a coarse bucket of finer rows
+        at each end of a range, whatever happened before."""
         series_id, ts, value = self._rollup_samples(ranges)
         step = np.diff(series_id)
         if np.any(step < 0) or np.any((step == 0) & (np.diff(ts) <= 0)):  # engines return any order
             order = np.lexsort((ts, series_id))
             series_id, ts, value = series_id[order], ts[order], value[order]
-        minutes = rollups.combine(series_id, ts, value, width=minute)
-        stored_minutes = rollups.sorted_rows(self._rollup_rows(minute_table, ranges))
-        stored_hours = rollups.sorted_rows(
-            self._rollup_rows(hour_table, rollups.coarser_ranges(ranges, hour))
-        )
-        inputs, recompute = rollups.hour_plan(
-            series_id, ts, value, minutes=stored_minutes, hours=stored_hours, minute=minute, hour=hour
-        )
-        self._write_rollup_rows(minute_table, minutes, stored=rollups.present(minutes, stored_minutes))
-        if recompute:
-            inputs = rollups.sorted_rows(np.concatenate([inputs, self._rollup_rows(minute_table, recompute)]))
-        hours = rollups.combine_rows(inputs, hour)
-        self._write_rollup_rows(hour_table, hours, stored=rollups.present(hours, stored_hours))
+        levels = sorted(self.rollup_levels)
+        self._write_levels(levels, rollups.combine(series_id, ts, value, width=levels[0][0]), ranges)
+
+    def _write_levels(
+        self, levels: list[tuple[int, str]], fresh: np.ndarray, ranges: list[tuple[int, int, int]]
+    ) -> None:
+        """Write ``fresh``, every row of the first of ``levels`` (finest first) in ``ranges``, then the
+        rows of each next level over the buckets holding them, derived from the level below."""
+        for index, (width, table) in enumerate(levels):
+            ranges = rollups.coarser_ranges(ranges, width)
+            coarser = levels[index + 1][0] if index + 1 < len(levels) else width
+            stored = rollups.sorted_rows(self._rollup_rows(table, rollups.coarser_ranges(ranges, coarser)))
+            self._write_rollup_rows(table, fresh, stored=rollups.present(fresh, stored))
+            if coarser != width:
+                fresh = rollups.derive(fresh, stored[rollups.outside(stored, ranges)], coarser)
+
+    def derive_rollup_levels(self, widths: Sequence[int]) -> int:
+        """Fill the rollup levels of ``widths`` (between a minute and an hour, whose tables a migration
+        just created) from the stored minute rows, as a refresh would have: a series chunk and a day at
+        a time, each in its own transaction under the refresh lock. Rows of times whose minute rows
+        retention deleted stay missing, and reads never ask for them (their retention is the minute
+        rows', :data:`rollups.RETENTION_OF`). Returns how many minute rows it read."""
+        levels = [(width, table) for width, table in sorted(rollups.ROLLUPS) if width in widths]
+        if not levels:
+            return 0
+        minute_table = dict(rollups.ROLLUPS)[rollups.MINUTE_US]
+        day, read = 86_400_000_000, 0
+        ids = list(Series.unscoped.order_by("pk").values_list("pk", flat=True))
+        for first in range(0, len(ids), DERIVE_SERIES):
+            chunk = ids[first : first + DERIVE_SERIES]
+            placeholders = ",".join(["%s"] * len(chunk))
+            with self.connection.cursor() as cursor:
+                cursor.execute(
+                    f"""SELECT MIN(bucket), MAX(bucket) FROM {minute_table}
+                        WHERE series_id IN ({placeholders})""",
+                    chunk,
+                )
+                low, high = cursor.fetchone()
+            if low is None:
+                continue
+            for start in range(rollups.floor_to(low, day), high + 1, day):
+                ranges = [(series_id, start, start + day) for series_id in chunk]
+                with transaction.atomic(using=self.connection.alias):
+                    self._begin_refresh()
+                    minutes = rollups.sorted_rows(self._rollup_rows(minute_table, ranges))
+                    read += len(minutes)
+                    empty = minutes[:0]
+                    self._write_levels(levels, rollups.derive(minutes, empty, levels[0][0]), ranges)
+        return read
 
     def _begin_refresh(self) -> None:
         """Wait until no other transaction refreshes rollups (so what a refresh read of the stored
@@ -313,11 +369,13 @@ class RollupRefresh:
 
     def delete_rollups_before(self, width: int, before_ts: int) -> int:
         """Delete the rollup rows of resolution ``width`` whose bucket starts before ``before_ts``
-        (retention of rollups, by their own policy); returns how many went."""
-        table = dict(rollups.ROLLUPS)[width]
+        (retention of rollups, by their own policy), and those of the levels that follow its policy
+        (:data:`rollups.RETENTION_OF`); returns how many went."""
+        deleted = 0
         with self.connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {table} WHERE bucket < %s", [before_ts])
-            deleted = max(cursor.rowcount, 0)
+            for table in rollups.tables_kept_as(width):
+                cursor.execute(f"DELETE FROM {table} WHERE bucket < %s", [before_ts])
+                deleted += max(cursor.rowcount, 0)
             if self.capabilities.event_rollups:
                 # the event counts of that resolution follow the same policy
                 cursor.execute(

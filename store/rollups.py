@@ -1,4 +1,5 @@
-"""Rollups: per series and bucket aggregates at 1 minute and 1 hour, from which every lane kind is exact.
+"""Rollups: per series and bucket aggregates at 1 min, 5 min, 30 min and 1 h, from which every lane kind is
+exact.
 
 A rollup row of series ``s`` and bucket ``[b, b + R)`` holds, of the samples stored in it: ``n``, the
 ``total`` (sum), ``vmin``/``vmax``, the first and last sample (time and value), and for rates the
@@ -12,17 +13,19 @@ Invariants:
 
 * a rollup row is a pure function of the raw samples in its bucket: a write queues the minute ranges
   it touched, in its own transaction; the refresh recomputes their minute rows from the raw samples
-  (:func:`combine`, in numpy) and brings each hour row up to date by combining it with the samples
-  new to it, or from all its minute rows when a late sample falls inside what it spans
-  (:func:`hour_plan`). A re-applied, overlapping, late or out-of-order batch never counts a point
-  twice, and reads use rollups only before the first queued minute of a series;
+  (:func:`combine`, in numpy), then the rows of each coarser level over the buckets those minutes
+  fall in from the rows of the level below: the fresh ones, and the stored ones at the edges of the
+  refreshed ranges (:func:`outside`), so every level is the same function of the raw samples. A
+  re-applied, overlapping, late or out-of-order batch never counts a point twice, and reads use
+  rollups only before the first queued minute of a series;
 * a read uses a resolution only inside ``[a, b)``, the window (already cut by the grant's time
   bounds) rounded inwards to whole buckets; the edges are read raw, so neither a window nor a grant
   ever takes in a sample outside it (:func:`combine_sql`);
 * a read uses resolution ``R`` only when its grid is made of whole rollup buckets (``step`` and the
-  grid's origin multiples of ``R``); a constant clock shift ``k`` moves rows to the step bucket of
-  their shifted start, which misplaces at most ``|k|`` of each step (allowed up to 1 % of the step);
-  a drifting correction reads raw.
+  grid's origin multiples of ``R``); a constant clock shift ``k`` moves each row to the step bucket of
+  its shifted middle, which is the one of its unshifted start (``|k|`` is at most 1 % of the step,
+  less than half a bucket), so it misplaces at most ``|k|`` of each step against the raw read and
+  every level answers alike; a drifting correction reads raw.
 """
 
 from __future__ import annotations
@@ -33,9 +36,20 @@ from typing import NamedTuple
 import numpy as np
 
 MINUTE_US = 60_000_000
+FIVE_MINUTES_US = 5 * MINUTE_US
+HALF_HOUR_US = 30 * MINUTE_US
 HOUR_US = 3_600_000_000
-ROLLUPS: tuple[tuple[int, str], ...] = ((HOUR_US, "timeline_rollup_1h"), (MINUTE_US, "timeline_rollup_1m"))
-"""(bucket width µs, table), coarsest first."""
+ROLLUPS: tuple[tuple[int, str], ...] = (
+    (HOUR_US, "timeline_rollup_1h"),
+    (HALF_HOUR_US, "timeline_rollup_30m"),
+    (FIVE_MINUTES_US, "timeline_rollup_5m"),
+    (MINUTE_US, "timeline_rollup_1m"),
+)
+"""(bucket width µs, table), coarsest first; each width a multiple of the next
+(docs/decisions/0031-rollup-resolutions.md says why these)."""
+RETENTION_OF = {MINUTE_US: MINUTE_US, FIVE_MINUTES_US: MINUTE_US, HALF_HOUR_US: MINUTE_US, HOUR_US: HOUR_US}
+"""Per resolution, the resolution whose retention (JOINTLINE_ROLLUP_1M_DAYS / _1H_DAYS) it follows: the
+levels between a minute and an hour go with the minute rows they are derived from."""
 
 COLUMNS = (
     "series_id, bucket, n, total, vmin, vmax, first_ts, first_value, last_ts, last_value, "
@@ -140,8 +154,10 @@ ROW = np.dtype(
         ("rate_max", "<f8"),
     ]
 )
-"""One rollup row, fields in :data:`COLUMNS` order; a NULL rate (no pair with elapsed time) is NaN
-(sample values are finite, so no rate is NaN otherwise)."""
+"""One rollup row, fields in :data:`COLUMNS` order; a NULL rate (no pair with elapsed time) is NaN.
+A NaN sample orders as PostgreSQL orders it, above every number: ``vmin`` is the least other value
+(NaN only if all are), ``vmax`` and ``total`` are NaN, so ``MIN``/``MAX``/``SUM`` over rows of any
+level equal them over the raw samples. A rate from a NaN value is stored as no rate (NULL)."""
 RATE_FIELDS = ("rate_min", "rate_max")
 
 
@@ -197,7 +213,7 @@ def combine(
     if rows is None:
         out["n"] = ends - at + 1
         out["total"] = np.add.reduceat(first_value, at)
-        out["vmin"] = np.minimum.reduceat(first_value, at)
+        out["vmin"] = np.fmin.reduceat(first_value, at)
         out["vmax"] = np.maximum.reduceat(first_value, at)
         out["increase"] = np.add.reduceat(pair_inc, at)
         out["deltas"] = np.add.reduceat(pairs, at)
@@ -206,7 +222,7 @@ def combine(
     else:
         out["n"] = np.add.reduceat(rows["n"], at)
         out["total"] = np.add.reduceat(rows["total"], at)
-        out["vmin"] = np.minimum.reduceat(rows["vmin"], at)
+        out["vmin"] = np.fmin.reduceat(rows["vmin"], at)
         out["vmax"] = np.maximum.reduceat(rows["vmax"], at)
         out["increase"] = np.add.reduceat(rows["increase"], at) + np.add.reduceat(pair_inc, at)
         out["deltas"] = np.add.reduceat(rows["deltas"], at) + np.add.reduceat(pairs, at)
@@ -255,13 +271,27 @@ def choose(
 ) -> tuple[int, str] | None:
     """The coarsest rollup a grid of ``step`` starting at ``start`` (corrected time) reads exactly, or
     within a constant clock ``shift`` of at most 1 % of a step, and whose rows retention still keeps
-    from ``lo`` on (``kept_from``: resolution → first bucket kept); None: read raw."""
+    from ``lo`` on (``kept_from``: retention policy → first bucket kept); None: read raw. A level is
+    chosen only where its buckets tile the grid's, so a step bucket reads at most ``step / width``
+    rows of it per series: with 1, 5, 30 and 60 min, at most 3 for the lane steps of
+    :data:`store.hints.NICE_STEPS_US` (15 min over 5 min rows)."""
     if shift and abs(shift) * SHIFT_TOLERANCE > step:
         return None
     for width, table in resolutions:
-        if step % width == 0 and start % width == 0 and lo >= (kept_from or {}).get(width, lo):
+        if step % width == 0 and start % width == 0 and lo >= first_kept(kept_from or {}, width, lo):
             return width, table
     return None
+
+
+def first_kept(kept_from: dict[int, int], width: int, default: int) -> int:
+    """The first bucket of resolution ``width`` retention keeps (``kept_from`` is per retention policy,
+    :data:`RETENTION_OF`); ``default`` where it is kept forever."""
+    return kept_from.get(RETENTION_OF.get(width, width), default)
+
+
+def tables_kept_as(width: int) -> list[str]:
+    """The rollup tables whose rows follow the retention of resolution ``width``."""
+    return [table for level, table in ROLLUPS if RETENTION_OF[level] == width]
 
 
 def kept_from(now: int, days_by_width: dict[int, int]) -> dict[int, int]:
@@ -303,16 +333,19 @@ def combine_sql(
         return None
     placeholders = ",".join(["%s"] * len(ids))
     raw_lo = lo - lookback
+    # A row stands at the middle of its bucket: a constant shift of less than half a bucket then leaves
+    # it in the step bucket its unshifted start is in, whichever the shift's sign (at its start, a
+    # negative shift would move the whole row into the step bucket before).
     rows = f"""rows AS (
-        SELECT series_id, bucket, first_ts, first_value, last_ts, last_value, n, total, vmin, vmax,
-               increase, deltas, rate_min, rate_max
+        SELECT series_id, bucket + %s AS bucket, first_ts, first_value, last_ts, last_value, n, total,
+               vmin, vmax, increase, deltas, rate_min, rate_max
         FROM {table} WHERE series_id IN ({placeholders}) AND bucket >= %s AND bucket < %s
         UNION ALL
         SELECT series_id, ts, ts, value, ts, value, 1, value, value, value, 0.0, 0,
                CAST(NULL AS DOUBLE PRECISION), CAST(NULL AS DOUBLE PRECISION)
         FROM timeline_sample WHERE series_id IN ({placeholders})
           AND ((ts >= %s AND ts < %s) OR (ts >= %s AND ts < %s)))"""
-    params: list = [*ids, a, b, *ids, raw_lo, a, b, hi]
+    params: list = [width // 2, *ids, a, b, *ids, raw_lo, a, b, hi]
     order = " ORDER BY series_id, bucket" if ordered else ""
     if not rate:
         sql = f"""WITH {rows}
@@ -367,49 +400,25 @@ def present(rows: np.ndarray, stored: np.ndarray) -> np.ndarray:
     ]
 
 
-def hour_plan(
-    series_id: np.ndarray,
-    ts: np.ndarray,
-    value: np.ndarray,
-    *,
-    minutes: np.ndarray,
-    hours: np.ndarray,
-    minute: int = MINUTE_US,
-    hour: int = HOUR_US,
-) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
-    """How to refresh the hour rows over the raw samples of some minute ranges (sorted, whole
-    minutes), given the minute and hour rows stored for those ranges and their hours (sorted): the
-    rows to combine into the new hour rows, and the ``(series id, lo, hi)`` hours to recompute from
-    all their minute rows once the fresh minute rows are written.
+def outside(rows: np.ndarray, ranges: Sequence[tuple[int, int, int]]) -> np.ndarray:
+    """Which of ``rows`` (:data:`ROW`) lie in none of the ``(series id, lo, hi)`` ranges (sorted by
+    series and ``lo``, disjoint): the stored rows at the edges of a refresh, which it does not
+    recompute but which share a coarser bucket with rows it does."""
+    if not len(rows) or not ranges:
+        return np.ones(len(rows), dtype=bool)
+    bounds = np.array(ranges, dtype=np.int64)
+    starts = keys_of(bounds[:, 0], bounds[:, 1])
+    at = np.searchsorted(starts, keys_of(rows["series_id"], rows["bucket"]), side="right") - 1
+    held = at >= 0
+    at = np.maximum(at, 0)
+    held &= (bounds[at, 0] == rows["series_id"]) & (rows["bucket"] < bounds[at, 2])
+    return ~held
 
-    Aggregates merge associatively over rows disjoint in time. A stored hour row holds the samples
-    of its stored minute rows, all inside its ``[first_ts, last_ts]``; when the range's raw samples
-    inside that span are exactly as many as its stored minute rows hold (raw samples are never
-    changed or removed under a live rollup), the others are new and outside the span, and the hour
-    is the stored row combined with them (per minute): an append or a backfill reads no stored
-    minute again. Otherwise (a late sample inside the span) the hour is recomputed."""
-    if not len(ts):
-        return np.empty(0, dtype=ROW), []
-    hour_of = ts - ts % hour
-    first = np.ones(len(ts), dtype=bool)
-    first[1:] = (series_id[1:] != series_id[:-1]) | (hour_of[1:] != hour_of[:-1])
-    at = np.flatnonzero(first)
-    group = np.cumsum(first) - 1
-    keys = keys_of(series_id[at], hour_of[at])
-    where, found = lookup(keys_of(hours["series_id"], hours["bucket"]), keys)
-    stored = hours[where] if len(hours) else np.zeros(len(keys), dtype=ROW)
-    inside = found[group] & (ts >= stored["first_ts"][group]) & (ts <= stored["last_ts"][group])
-    inside_count = np.add.reduceat(inside.astype(np.int64), at)
-    of_minute, known = lookup(
-        keys, keys_of(minutes["series_id"], minutes["bucket"] - minutes["bucket"] % hour)
-    )
-    stored_count = np.bincount(of_minute[known], weights=minutes["n"][known], minlength=len(keys))
-    merge = inside_count == stored_count
-    new = ~inside & merge[group]
-    tails = combine(series_id[new], ts[new], value[new], width=minute)
-    inputs = sorted_rows(np.concatenate([stored[found & merge], tails]))
-    recompute = [(int(s), int(b), int(b) + hour) for s, b in keys[~merge].tolist()]
-    return inputs, recompute
+
+def derive(finer: np.ndarray, edges: np.ndarray, width: int) -> np.ndarray:
+    """The rows of buckets of ``width`` from all the rows of the finer level they hold: ``finer``
+    (freshly computed) and ``edges`` (stored, outside what was recomputed), in any order."""
+    return combine_rows(sorted_rows(np.concatenate([finer, edges])), width)
 
 
 # -- event counts --------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ class SampleReads:
     vendor: str
     least: str
     greatest: str
+    rollup_levels: tuple[tuple[int, str], ...]
     _cached_sample_arrays: Callable[[int, int, list[int]], dict[int, tuple] | None]
 
     # -- reads: series --------------------------------------------------------
@@ -276,7 +277,12 @@ class SampleReads:
         if corrections:
             lo, hi = max(origin, lo if lo is not None else origin), min(end, hi if hi is not None else end)
         chosen = rollups.choose(
-            hints.step, shift, start=hints.start, lo=lo, kept_from=self.rollups_kept_from()
+            hints.step,
+            shift,
+            start=hints.start,
+            lo=lo,
+            kept_from=self.rollups_kept_from(),
+            resolutions=self.rollup_levels,
         )
         if chosen is None:
             return None
@@ -378,7 +384,7 @@ class SampleReads:
             or hints.empty
             or start % width
             or end % width
-            or start < self.rollups_kept_from().get(width, start)
+            or start < rollups.first_kept(self.rollups_kept_from(), width, start)
         ):
             return None
         if "first_ts" not in columns or set(columns) & set(rollups.RATE_FIELDS):

@@ -1,11 +1,12 @@
-"""Rollups in ClickHouse: the rows of ``store.rollups`` (1 min and 1 h, the same columns, the same
+"""Rollups in ClickHouse: the rows of ``store.rollups`` (1 min to 1 h, the same columns, the same
 invariants), kept in ``ReplacingMergeTree`` tables recomputed from the raw samples in the write, and
 read combined with the raw edges exactly as ``rollups.combine_sql`` does on PostgreSQL.
 
 A rollup row is a pure function of the raw samples of its bucket: every write recomputes the buckets
 its samples fall in from ``timeline_sample FINAL`` (so a sample two racing writers both inserted, a late
-point or a re-applied batch counts once), the minute rows first, then the hour rows from the minute
-rows; the newest recompute of a bucket has the greatest ``version`` and is the row ``FINAL`` reads.
+point or a re-applied batch counts once), the minute rows first, then each coarser level from the
+rows of the level below; the newest recompute of a bucket has the greatest ``version`` and is the
+row ``FINAL`` reads.
 docs/decisions/0013-clickhouse-rollups.md says why this and not a materialised view.
 """
 
@@ -85,14 +86,16 @@ RATE_MIN = "least(coalesce(min(rate_min), min(brate)), coalesce(min(brate), min(
 RATE_MAX = "greatest(coalesce(max(rate_max), max(brate)), coalesce(max(brate), max(rate_max)))"
 
 
-def refresh_sql(table: str, width: int, series_ids: Sequence[int], lo: int, hi: int, p: Params) -> str:
+def refresh_sql(
+    table: str, width: int, series_ids: Sequence[int], lo: int, hi: int, p: Params, *, finer: str | None
+) -> str:
     """Recompute the rows of ``table`` (buckets of ``width``) of ``series_ids`` in ``[lo, hi)`` (whole
-    buckets) from the raw samples (the minute table) or from the minute rows (the hour table)."""
+    buckets) from the raw samples (``finer`` None: the minute table) or from the rows of the next finer
+    level's table ``finer``."""
     ids = p(list(series_ids), "Array(Int64)")
-    if width == MINUTE_US:
+    if finer is None:
         rows = _raw_rows(f"series_id IN {ids} AND ts >= {p(lo)} AND ts < {p(hi)}", _floor("ts", width))
     else:
-        finer = dict(ROLLUPS)[MINUTE_US]
         rows = _rollup_rows(
             finer, f"series_id IN {ids} AND bucket >= {p(lo)} AND bucket < {p(hi)}", _floor("bucket", width)
         )
@@ -116,7 +119,10 @@ def combine_sql(read: RollupRead, p: Params) -> str | None:
         return None
     id_array = p(list(ids), "Array(Int64)")
     raw_lo = lo - lookback
-    rolled = _rollup_rows(table, f"series_id IN {id_array} AND bucket >= {p(a)} AND bucket < {p(b)}")
+    # each row at the middle of its bucket, as rollups.combine_sql places it
+    rolled = _rollup_rows(
+        table, f"series_id IN {id_array} AND bucket >= {p(a)} AND bucket < {p(b)}", f"bucket + {width // 2:d}"
+    )
     outside = f"(ts >= {p(raw_lo)} AND ts < {p(a)}) OR (ts >= {p(b)} AND ts < {p(hi)})"
     edges = _raw_rows(f"series_id IN {id_array} AND ({outside})")
     rows = f"{rolled} UNION ALL {edges}"

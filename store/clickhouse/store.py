@@ -121,6 +121,12 @@ class ClickHouseStore(ClickHouseWrites, StoreBackend):
         for _width, table in rollups.ROLLUPS:
             self.engine.command(f"DROP TABLE IF EXISTS {table}")
 
+    def drop_rollup_levels(self, widths: Sequence[int]) -> None:
+        self.relational.drop_rollup_levels(widths)
+        for width, table in rollups.ROLLUPS:
+            if width in widths:
+                self.engine.command(f"DROP TABLE IF EXISTS {table}")
+
     def create_event_rollup_schema(self) -> None:
         """The relational store's event count tables, so its migrations run unchanged; they stay empty
         (``capabilities.event_rollups`` is false: event counts are read from ClickHouse's events)."""
@@ -144,29 +150,57 @@ class ClickHouseStore(ClickHouseWrites, StoreBackend):
 
     def refresh_rollups(self, series_ts=(), *, ranges: list | None = None) -> int:
         """Recompute from the raw samples the minute rows holding the given ``(series id, sample
-        times)`` (or ``ranges``), then the hour rows holding those from the minute rows. Not undone by
-        a rollback of the Django transaction; recomputing again gives the same rows."""
-        (hour, hour_table), (minute, minute_table) = rollups.ROLLUPS
-        ranges = ranges if ranges is not None else rollups.touched_ranges(series_ts, minute)
-        for table, width, wanted in (
-            (minute_table, minute, ranges),
-            (hour_table, hour, rollups.coarser_ranges(ranges, hour)),
-        ):
-            for (lo, hi), ids in ch_rollups.grouped_ranges(wanted).items():
+        times)`` (or ``ranges``), then level by level the rows of the coarser buckets holding those
+        from the rows of the level below. Not undone by a rollback of the Django transaction;
+        recomputing again gives the same rows."""
+        levels = sorted(self.rollup_levels)
+        ranges = ranges if ranges is not None else rollups.touched_ranges(series_ts, rollups.MINUTE_US)
+        finer = None
+        for width, table in levels:
+            for (lo, hi), ids in ch_rollups.grouped_ranges(rollups.coarser_ranges(ranges, width)).items():
                 p = Params()
-                self.engine.command(ch_rollups.refresh_sql(table, width, ids, lo, hi, p), p.values)
+                self.engine.command(
+                    ch_rollups.refresh_sql(table, width, ids, lo, hi, p, finer=finer), p.values
+                )
+            finer = table
         return len(ranges)
 
+    def derive_rollup_levels(self, widths: Sequence[int]) -> int:
+        """As the base's, in ClickHouse: each level of ``widths`` recomputed from the level below it,
+        a week and up to 1,000 series per statement. Returns how many series it went through."""
+        ids = list(Series.unscoped.order_by("pk").values_list("pk", flat=True))
+        week = 7 * DAY_US
+        finer = None
+        for width, table in sorted(rollups.ROLLUPS):
+            if width in widths and finer is not None:
+                for first in range(0, len(ids), 1000):
+                    chunk = ids[first : first + 1000]
+                    p = Params()
+                    raw = self.engine.query(
+                        f"""SELECT toInt64(min(bucket)), toInt64(max(bucket)), toInt64(count()) FROM {finer}
+                            WHERE series_id IN {p(chunk, "Array(Int64)")}""",
+                        p.values,
+                    )
+                    low, high, count = np.frombuffer(raw, dtype=np.int64)[:3].tolist()
+                    for start in range(rollups.floor_to(low, week), high + 1, week) if count else ():
+                        p = Params()
+                        sql = ch_rollups.refresh_sql(table, width, chunk, start, start + week, p, finer=finer)
+                        self.engine.command(sql, p.values)
+            finer = table
+        return len(ids)
+
     def delete_rollups_before(self, width: int, before_ts: int) -> int:
-        """Delete the rows of resolution ``width`` before ``before_ts``; returns how many of them were of
-        series the Django database holds (rows of a rolled-back write's series go too, uncounted)."""
-        table = dict(rollups.ROLLUPS)[width]
+        """Delete the rows of resolution ``width`` before ``before_ts``, and those of the levels that
+        follow its retention (``rollups.RETENTION_OF``); returns how many of them were of series the
+        Django database holds (rows of a rolled-back write's series go too, uncounted)."""
         p = Params()
         where = f"bucket < {p(before_ts)}"
         series_ids = list(Series.unscoped.values_list("pk", flat=True))
         held = f"{where} AND series_id IN {p(series_ids, 'Array(Int64)')}"
-        deleted = self._count(held, p, table) if series_ids else 0
-        self._delete(table, where, p)
+        deleted = 0
+        for table in rollups.tables_kept_as(width):
+            deleted += self._count(held, p, table) if series_ids else 0
+            self._delete(table, where, p)
         return deleted
 
     def clear_rollups(self, series_ids: list[int], *, start: int, end: int) -> None:

@@ -18,9 +18,11 @@ from tests.timeline.rollup_cases import (  # noqa: F401 (the tests every store p
     RollupStore,
     block,
     expected_rows,
+    test_a_constant_clock_shift_moves_every_level_alike,
     test_a_counter_rate_with_resets_and_a_late_half_from_rollups_equals_the_raw_rate,
     test_a_grant_window_inside_the_buckets_reads_no_sample_outside_it,
     test_a_late_point_updates_its_minute_and_its_hour,
+    test_every_rollup_level_answers_as_the_raw_samples_and_the_minute_level,
 )
 from timeline.models import Series
 
@@ -141,8 +143,15 @@ def test_reads_older_than_the_rollups_retention_fall_back_to_raw(org_a):
 
         result = retention_apply(now_us=T0 + 30 * 86_400 * S)
         lanes, used = read(own_scope(org_a), [sid], hints, rollups=True)
-    assert result.rollups_deleted == {"1m": 120, "1h": 2}
+    # the 5 and 30 min rows follow the minute rows' retention: 120 + 24 + 4 of them
+    assert result.rollups_deleted == {"1m": 148, "1h": 2}
     assert not used and lanes[sid].count == [240, 240]
+    for step in (10 * MINUTE_US, 30 * MINUTE_US):
+        with override_settings(JOINTLINE_ROLLUP_1M_DAYS=1, JOINTLINE_ROLLUP_1H_DAYS=0):
+            lanes, used = read(
+                own_scope(org_a), [sid], ReadHints(start=T0, end=T0 + HOUR_US, step=step), rollups=True
+            )
+        assert not used and sum(lanes[sid].count) == 240
 
 
 def test_the_refresh_task_works_the_queue_off_and_a_deferred_load_leaves_it(org_a, monkeypatch):
@@ -192,10 +201,10 @@ def raw_samples():
 
 
 def assert_rows_match_raw():
-    """Every stored minute and hour row equals the aggregate of the raw samples of its bucket, and
+    """Every stored row of every level equals the aggregate of the raw samples of its bucket, and
     every bucket with samples has its row."""
     samples = raw_samples()
-    for width, table in ((MINUTE_US, "timeline_rollup_1m"), (HOUR_US, "timeline_rollup_1h")):
+    for width, table in rollups.ROLLUPS:
         expected, stored = expected_rows(samples, width), stored_rows(table)
         assert stored.keys() == expected.keys(), table
         for key, want in expected.items():
@@ -242,29 +251,26 @@ def test_stored_rollup_rows_equal_the_raw_aggregates_through_appends_backfills_l
     assert_rows_match_raw()
 
 
-def test_the_hour_merge_reads_no_stored_minute_for_appends_and_recomputes_late_ones():
+def test_a_level_derived_from_fresh_rows_and_stored_edges_equals_one_from_the_samples():
     import numpy as np
 
     def samples(times):
         times = np.array(times, dtype=np.int64)
         return np.full(len(times), 7, dtype=np.int64), times, (times - T0) / S % 7  # a sawtooth
 
-    stored_minutes = rollups.combine(*samples([T0 + i * 15 * S for i in range(10)]), width=MINUTE_US)
-    stored_hour = rollups.combine_rows(stored_minutes, HOUR_US)
-    # the range of the next batch starts at its first minute, 00:02, which holds stored samples
-    edge = stored_minutes[stored_minutes["bucket"] == T0 + 2 * MINUTE_US]
-    appended = samples([T0 + 120 * S, T0 + 135 * S, *(T0 + i * 15 * S for i in range(10, 20))])
-    inputs, recompute = rollups.hour_plan(*appended, minutes=edge, hours=stored_hour)
-    # the stored hour row, then the 10 new samples by minute; 00:02:00 and 00:02:15 are not counted again
-    assert recompute == [] and inputs[0] == stored_hour[0] and inputs["n"].sum() == 10 + 10
-    merged = rollups.combine_rows(inputs, HOUR_US)
-    whole = rollups.combine(*samples([T0 + i * 15 * S for i in range(20)]), width=HOUR_US)
-    assert len(merged) == len(whole) == 1
+    every = [T0 + i * 15 * S for i in range(200)]  # 00:00 to 00:50
+    minutes = rollups.combine(*samples(every), width=MINUTE_US)
+    refreshed = [(7, T0 + 12 * MINUTE_US, T0 + 41 * MINUTE_US)]  # inside 5 min and 30 min buckets
+    fresh = minutes[~rollups.outside(minutes, refreshed)]
+    assert len(fresh) == 29 and rollups.outside(minutes, refreshed).sum() == len(minutes) - 29
+    coarse = rollups.coarser_ranges(refreshed, 5 * MINUTE_US)
+    assert coarse == [(7, T0 + 10 * MINUTE_US, T0 + 45 * MINUTE_US)]
+    edges = minutes[rollups.outside(minutes, refreshed)]
+    derived = rollups.derive(fresh, edges, 5 * MINUTE_US)
+    whole = rollups.combine(*samples(every), width=5 * MINUTE_US)
+    assert len(derived) == len(whole) == 10
     for name in rollups.ROW.names:
-        assert merged[name][0] == pytest.approx(whole[name][0], rel=1e-12), name
-    late = samples([T0 + 120 * S, T0 + 127 * S, T0 + 135 * S])
-    inputs, recompute = rollups.hour_plan(*late, minutes=edge, hours=stored_hour)
-    assert recompute == [(7, T0, T0 + HOUR_US)] and len(inputs) == 0
+        assert derived[name] == pytest.approx(whole[name], rel=1e-12, nan_ok=True), name
 
 
 # -- event counts: the coarse path of an event lane against the raw count ----------------------------
