@@ -31,9 +31,11 @@ asking for ``Accept-Encoding: gzip`` and timed until the whole body is read:
 Both answers are compared bucket by bucket (min, max, mean to 1e-9 relative) before anything is
 timed. Printed per case: samples, step, load times, the median and spread of each side, and the
 ratio of medians; the last line is ``peer: jointline <x>x prometheus on 24 h, <y>x on 55 d`` (lower
-is better for Jointline). Without ``prometheus`` or ``promtool`` on PATH it prints why and exits 0.
+is better for Jointline). ``prometheus`` and ``promtool`` are taken from PATH, else from Debian's
+package fetched without root into ``~/.cache/jointline-bench/peers`` (``bench/_peers_install.py``);
+when neither works it says what is missing and how to install it, and exits 0.
 
-Needs PostgreSQL (trust auth) on 127.0.0.1 and ``apt-get install prometheus``. From the project root::
+Needs PostgreSQL (trust auth) on 127.0.0.1. From the project root::
 
     .venv/bin/python bench/peer_prometheus.py                  # both cases, about 8 min here
     .venv/bin/python bench/peer_prometheus.py --days 0         # 24 h only, ~1 min
@@ -67,7 +69,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # bench/timeline.py would shadow the project's `timeline` package: put the project root there instead.
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
 
-from bench import _harness  # noqa: E402
+from bench import _harness, _peers_install  # noqa: E402
 
 if TYPE_CHECKING:
     from core.records import Batch
@@ -429,10 +431,13 @@ def main() -> None:
     args = parse_args()
     # A stopped run still stops the servers it started (the finally blocks below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    missing = [tool for tool in ("prometheus", "promtool") if shutil.which(tool) is None]
-    if missing:
-        print(f"peer: skipped, {' and '.join(missing)} not on PATH (apt-get install prometheus)")
+    programs, reasons = _peers_install.find(["prometheus"])
+    if reasons:
+        print(f"peer: skipped, {_peers_install.missing_text(reasons)}")
         return
+    # promtool and prometheus are run by name: from where they were found
+    folders = list(dict.fromkeys(str(path.parent) for path in programs.values()))
+    os.environ["PATH"] = os.pathsep.join([*folders, os.environ.get("PATH", "")])
     _harness.require_loopback(args.database_url)
     work = Path(tempfile.mkdtemp(prefix="jointline-bench-peer-"))
     (work / "data").mkdir()
