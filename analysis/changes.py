@@ -36,7 +36,7 @@ from functools import partial
 import numpy as np
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Value
 
-from analysis.root_cause import Item, change_onset, place_along_dependencies
+from analysis.root_cause import Item, change_onset, localise, place_along_dependencies
 from analysis.scoring import Change, compare, compare_rows
 from analysis.templates_mining import mine_templates
 from analysis.topology import dependency_graph, visible_labels
@@ -946,12 +946,15 @@ def _place_along_dependencies(
     if not graph.dependencies:
         return
     items = [entry_item(scope, graph, entry, grids) for entry in entries]
-    for entry, placed in zip(
-        entries, place_along_dependencies(graph, items, window_us=window.length), strict=True
-    ):
+    placements = place_along_dependencies(graph, items, window_us=window.length)
+    for entry, item, placed in zip(entries, items, placements, strict=True):
         if placed.role:
             entry.score = placed.score
             entry.explanations.append({"text": placed.explanation(), **placed.as_dict()})
+        if entry.kind == "group" and entry.changed_members:
+            where = localise(graph, set(item.entities))
+            if where is not None:
+                entry.explanations.append({"text": where.explanation(), **where.as_dict()})
 
 
 def entry_item(scope: Scope, graph, entry: Entry, grids: tuple[Grid, Grid]) -> Item:

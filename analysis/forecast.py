@@ -825,17 +825,31 @@ def scale_forecast(
 
 def not_shared(scope: Scope, job: str, resources: list[Resource], *, start: int, end: int) -> list[dict]:
     """Shared dependencies of the job's nodes (two hops or more from the job in the topology the scope
-    may read) that no readable resource describes: named, because the viewer may read that they
-    exist, but not estimated."""
+    may read, behind at least half of its members and of their fleet) that no readable resource
+    describes: named, because the viewer may read that they exist, but not estimated."""
     graph = dependency_graph(scope, window=(start, end))
     covered = set()
     for resource in resources:
         covered |= graph.entities_of(resource.org_id, resource.metric, None)
     upstream = graph.upstream(("job", job))
+    members = {entity for entity, hops in upstream.items() if hops == 1}
+    kinds = {kind for kind, _ in members}
+    fleet = {entity for entity in graph.dependencies if entity[0] in kinds}
+    behind: dict = {}
+    for entity in fleet:
+        for dependency in graph.upstream(entity):
+            counts = behind.setdefault(dependency, [0, 0])
+            counts[0] += entity in members
+            counts[1] += 1
+    # shared at any size: what at least half of the job's members and half of their whole fleet depend
+    # on (the rack of a four-node run is its members' dependency, but not one a larger run shares)
     return [
         {"entity": f"{kind}/{name}", "note": "its load is not shared with you: no estimate"}
         for (kind, name), hops in sorted(upstream.items())
-        if hops >= 2 and (kind, name) not in covered
+        if hops >= 2
+        and (kind, name) not in covered
+        and 2 * behind.get((kind, name), [0, 0])[0] >= len(members)
+        and 2 * behind.get((kind, name), [0, 0])[1] >= len(fleet)
     ]
 
 

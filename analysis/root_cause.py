@@ -17,6 +17,11 @@ reorders scored items along the viewer's dependency graph (:mod:`analysis.topolo
   cause);
 * the dependents' items keep their order among themselves and name the dependency and the path to it.
 
+:func:`localise` says *where* a change is, when it is not everywhere: the entities whose series changed
+all sit behind one dependency that few others depend on ("the 4 nodes that changed all sit behind
+switch tor-r05: 4 of its 4 nodes, none of the other 59"). It needs no series of the dependency itself
+(a switch, a rack, a cooling loop nobody measures), and changes no score: it is evidence.
+
 Pure: items and a graph in, placements out. The graph holds only what the viewer may read, so an
 edge or entity it may not read changes no score and is never named.
 """
@@ -145,6 +150,99 @@ def place_along_dependencies(graph: Graph, items: list[Item], *, window_us: int 
                         path,
                     )
     return placements
+
+
+MIN_LOCALISED = 2  # changed entities behind one dependency, at least
+LOCAL_COVER = 0.75  # of the changed entities, at least, behind the dependency
+LOCAL_PURITY = 0.75  # of the dependency's dependents of that kind, at least, changed
+
+
+@dataclass(frozen=True)
+class Localisation:
+    """Where a change sits: the dependencies behind which the changed entities of one kind are, with
+    the counts that make it so."""
+
+    dependencies: tuple[Entity, ...]  # most specific first; equally specific ones together
+    kind: str  # the kind of the changed entities (node)
+    changed: int  # changed entities of that kind
+    inside: int  # of them behind the dependency
+    behind: int  # entities of that kind behind the dependency, changed or not
+    others: int  # entities of that kind elsewhere in the graph
+    others_changed: int
+
+    def explanation(self) -> str:
+        where = " and ".join(_name(entity) for entity in self.dependencies)
+        kinds, changed = _plural(self.kind, self.behind), _plural(self.kind, self.changed)
+        if self.inside == self.changed:
+            head = f"the {self.changed} {changed} that changed all sit behind {where}"
+        else:
+            head = f"{self.inside} of the {self.changed} {changed} that changed sit behind {where}"
+        rest = "none" if self.others_changed == 0 else str(self.others_changed)
+        return f"{head}: {self.inside} of its {self.behind} {kinds}, {rest} of the other {self.others}"
+
+    def as_dict(self) -> dict:
+        return {
+            "role": "localised",
+            "entity": _name(self.dependencies[0]),
+            "entities": [_name(entity) for entity in self.dependencies],
+            "kind": self.kind,
+            "changed": self.changed,
+            "inside": self.inside,
+            "behind": self.behind,
+            "others": self.others,
+            "others_changed": self.others_changed,
+        }
+
+
+def localise(graph: Graph, changed: set[Entity]) -> Localisation | None:
+    """The most specific dependencies behind which ``changed`` entities (of one kind, the most frequent
+    one among them) are concentrated, or None when the change is everywhere, nowhere in particular, or
+    the graph does not know where they sit.
+
+    A dependency qualifies when at least :data:`LOCAL_COVER` of the changed entities sit behind it, at
+    least :data:`LOCAL_PURITY` of the entities of that kind behind it changed, and some entity of that
+    kind the graph knows does not sit behind it (a dependency of everything says nothing about where).
+    Among those, the ones with the fewest dependents win."""
+    kinds: dict[str, set[Entity]] = defaultdict(set)
+    for entity in changed:
+        kinds[entity[0]].add(entity)
+    if not kinds:
+        return None
+    kind, mine = max(kinds.items(), key=lambda found: (len(found[1]), found[0]))
+    if len(mine) < MIN_LOCALISED:
+        return None
+    known = {entity for entity in graph.dependencies if entity[0] == kind}
+    if len(known) <= len(mine):
+        return None
+    behind: dict[Entity, set[Entity]] = defaultdict(set)
+    for entity in known:
+        for dependency in graph.upstream(entity):
+            behind[dependency].add(entity)
+    found = []
+    for dependency, members in behind.items():
+        inside = len(members & mine)
+        if (
+            inside >= MIN_LOCALISED
+            and inside >= LOCAL_COVER * len(mine)
+            and inside >= LOCAL_PURITY * len(members)
+            and len(members) < len(known)
+        ):
+            found.append((len(members), -inside, dependency, members))
+    if not found:
+        return None
+    found.sort()
+    size, minus_inside, _, members = found[0]
+    best = tuple(d for n, i, d, _ in found if (n, i) == (size, minus_inside))
+    inside = -minus_inside
+    return Localisation(
+        dependencies=best,
+        kind=kind,
+        changed=len(mine),
+        inside=inside,
+        behind=size,
+        others=len(known) - size,
+        others_changed=len(mine) - inside,
+    )
 
 
 def _started_later(items: list[Item], own: set[int], below: set[int], window_us: int) -> bool:

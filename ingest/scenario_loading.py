@@ -65,6 +65,7 @@ DEMO_GRANTS: tuple[DemoGrant, ...] = (
     DemoGrant("gpuvendor", None, "XID error events", "full", ("gpu",), ("xid*", "DCGM_FI_DEV_XID_ERRORS")),
     DemoGrant("infra", None, "scheduler sessions, exclusions and retries", "full", ("scheduler",)),
     DemoGrant("cloudops", None, "node network counters", "full", ("network",), ("node_network_*",)),
+    DemoGrant("cloudops", None, "which switch and rack each node is in", "full", ("network",), ("topology",)),
 )
 
 

@@ -85,6 +85,7 @@ def test_each_alternative_cause_ranks_on_top_for_the_viewers_who_may_read_it(db,
         seen_by.append(slug)
         for lane in visible:
             assert any(_matches(e, lane) for e in ranking.entries[:3]), (slug, lane["title"], top)
+        _assert_localised_to_the_rack(ranking.entries[:3], truth, slug)
         first = _earliest(found, truth["signals"])
         symptom = symptom_onsets[slug] or symptom_onsets.get("modeldev")
         assert first is not None, (slug, top)
@@ -92,3 +93,13 @@ def test_each_alternative_cause_ranks_on_top_for_the_viewers_who_may_read_it(db,
             slack = first.uncertainty_us + symptom.uncertainty_us
             assert first.t_us <= symptom.t_us + slack, (slug, first.t_us, symptom.t_us)
     assert truth["org"] in seen_by
+
+
+def _assert_localised_to_the_rack(entries, truth: dict, slug: str) -> None:
+    """A cause confined to one rack is said to be there (the network inventory's racks and switches
+    are shared with everyone), and no entry is localised anywhere else."""
+    places = [x["entities"] for e in entries for x in e.explanations if x.get("role") == "localised"]
+    for entities in places:
+        assert f"rack {truth.get('rack')}" in entities, (slug, places)
+    if truth.get("rack") and slug == truth["org"]:
+        assert places, (slug, [(e.title, e.explanations) for e in entries])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from analysis.root_cause import Item, place_along_dependencies
+from analysis.root_cause import Item, localise, place_along_dependencies
 from analysis.topology import Graph, dependency_graph
 from ingest.protocols.errors import InvalidPayload
 from ingest.protocols.topology import parse_topology
@@ -175,6 +175,55 @@ def test_a_dependency_that_changed_well_after_its_dependents_is_not_their_cause(
         _sixty_nodes_and_their_storage(), _items(0.75, onset_of_dependency=T0 + window // 2), window_us=window
     )
     assert placed[2].score == 0.75 and placed[2].role == ""
+
+
+def _racks_of_four(nodes: int = 64) -> Graph:
+    """Nodes in racks of four, each rack behind its own switch, every switch in front of one storage."""
+    graph = Graph()
+    for i in range(nodes):
+        node, rack = ("node", f"n{i:02d}"), f"r{i // 4:02d}"
+        graph.add(node, ("nic", f"n{i:02d}:eth0"))
+        graph.add(("nic", f"n{i:02d}:eth0"), ("switch", f"tor-{rack}"))
+        graph.add(node, ("rack", rack))
+        graph.add(("switch", f"tor-{rack}"), ("storage_service", "datasets"))
+    return graph
+
+
+def test_a_change_confined_to_one_rack_is_localised_to_its_switch_and_rack():
+    changed = {("node", f"n{i:02d}") for i in (8, 9, 10, 11)}
+    where = localise(_racks_of_four(), changed)
+    assert where is not None
+    assert set(where.dependencies) == {("rack", "r02"), ("switch", "tor-r02")}
+    assert (where.changed, where.inside, where.behind, where.others, where.others_changed) == (4, 4, 4, 60, 0)
+    assert "the 4 nodes that changed all sit behind" in where.explanation()
+    assert "4 of its 4 nodes, none of the other 60" in where.explanation()
+
+
+def test_a_change_mostly_in_one_rack_is_localised_and_says_how_many_are_elsewhere():
+    changed = {("node", f"n{i:02d}") for i in (8, 9, 10, 11, 40)}
+    where = localise(_racks_of_four(), changed)
+    assert where is not None and where.inside == 4 and where.others_changed == 1
+    assert where.explanation().startswith("4 of the 5 nodes that changed sit behind")
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        range(64),  # everywhere: the storage is everybody's dependency, it says nothing about where
+        range(0, 64, 8),  # spread over racks
+        (8,),  # one node
+        (8, 9, 20, 21),  # two racks, half each
+    ],
+    ids=["everywhere", "spread", "one", "two-racks"],
+)
+def test_a_change_that_is_not_confined_is_not_localised(changed):
+    assert localise(_racks_of_four(), {("node", f"n{i:02d}") for i in changed}) is None
+
+
+def test_localisation_does_not_count_entities_the_graph_does_not_hold():
+    """A viewer's graph without the network topology knows no switch or rack: nothing is localised."""
+    graph = _sixty_nodes_and_their_storage()
+    assert localise(graph, {("node", f"node-{i:02d}") for i in range(1, 5)}) is None
 
 
 def test_an_edge_the_viewer_may_not_read_changes_no_score(pusher_a, org_a, org_b):
