@@ -150,6 +150,7 @@ class Entry:
     shown: list[Member] = field(default_factory=list)  # series whose labels the entry shows
     changed_members: list[Member] = field(default_factory=list)  # every changed member (for the topology)
     labels: dict = field(default_factory=dict)  # the labels its lane fixes, as the viewer sees them
+    family: tuple = ()  # an event entry's (org id, signal, kind, name, severity class)
     rate: bool = False  # its values are per-second rates of a counter
     explanation: str = ""
     # why it changed, beyond its own numbers (e.g. a dependency that changed first): filled in by
@@ -684,6 +685,7 @@ def _event_entries(
             severity=severity,
             profile=(before, during),
             owners={(org_id, f"event counts {signal}")},
+            family=key,
         )
     templates = _template_entries(scope, grids, orgs, entries, method=template_method, kind=kind)
     return [*entries.values(), *templates], len(entries)
@@ -945,13 +947,21 @@ def _place_along_dependencies(
     graph = dependency_graph(scope, series=[m.series for m in alone], window=(window.start, window.end))
     if not graph.dependencies:
         return
-    items = [entry_item(scope, graph, entry, grids) for entry in entries]
+    # an event family's entities take reads of its events: only the families that could reach the top
+    families = sorted((e for e in entries if e.kind == "events"), key=lambda e: -e.score)
+    placed_families = {id(e) for e in families[:EVENT_FAMILIES_PLACED]}
+    items = [
+        entry_item(scope, graph, entry, grids)
+        if entry.kind != "events" or id(entry) in placed_families
+        else Item(score=entry.score, entities=frozenset())
+        for entry in entries
+    ]
     placements = place_along_dependencies(graph, items, window_us=window.length)
     for entry, item, placed in zip(entries, items, placements, strict=True):
         if placed.role:
             entry.score = placed.score
             entry.explanations.append({"text": placed.explanation(), **placed.as_dict()})
-        if entry.kind == "group" and entry.changed_members:
+        if (entry.kind == "group" and entry.changed_members) or entry.kind == "events":
             where = localise(graph, set(item.entities))
             if where is not None:
                 entry.explanations.append({"text": where.explanation(), **where.as_dict()})
@@ -968,12 +978,51 @@ def entry_item(scope: Scope, graph, entry: Entry, grids: tuple[Grid, Grid]) -> I
             entities |= graph.entities_of(member.series.org_id, member.series.metric, labels)
     elif entry.kind == "fleet":
         entities = graph.entities_of(entry.org.pk, entry.title, None)
+    elif entry.kind == "events" and entry.family:
+        entities = event_entities(scope, graph, entry.family, grids)
     else:
         entities = set()
     onset = None
     if entry.profile is not None and entry.kind != "template":
         onset = change_onset(entry.profile[0], entry.profile[1], grids[1].origin, grids[1].step)
     return Item(score=entry.score, entities=frozenset(entities), onset=onset)
+
+
+MAX_EVENT_ROWS = 20_000  # events of one family read per period to tell which entities they name
+EVENT_FAMILIES_PLACED = 10  # the most changed event families whose entities take part in the topology
+
+
+def event_entities(scope: Scope, graph, family: tuple, grids: tuple[Grid, Grid]) -> set:
+    """The entities an event family changed on: those its events name (by their resource labels as the
+    viewer sees them: a pseudonymised node joins nothing) more often per hour in the window than in
+    the baseline. A family the viewer reads only as counts names none."""
+    org_id, signal, kind, name, severity = family
+    per_entity = []
+    for grid in grids:
+        hints = read_hints(scope, start=grid.period.start, end=grid.period.end)
+        rows = (
+            get_store()
+            .select_events(scope, hints, filters=Q(org_id=org_id, signal=signal, kind=kind, name=name))
+            .values_list("resource", "severity", "ts")
+            .order_by()[:MAX_EVENT_ROWS]
+        )
+        counts: dict = {}
+        for resource, raw_severity, ts in rows:
+            if SEVERITY_CLASSES.get(raw_severity, "info") != severity:
+                continue
+            line = _Line(org_id, signal, name, resource or {}, ts)
+            if scope.event_level(line) is None:
+                continue  # counted for the viewer, not readable one by one: names no entity
+            labels = scope.mask_labels(org_id, resource or {}, scope.event_masked_labels(line))
+            for entity in graph.entities_of(org_id, "", labels):
+                counts[entity] = counts.get(entity, 0) + 1
+        per_entity.append((counts, HOUR_US / grid.period.length))
+    (before, per_hour_before), (during, per_hour_during) = per_entity
+    return {
+        entity
+        for entity, n in during.items()
+        if n * per_hour_during > before.get(entity, 0) * per_hour_before
+    }
 
 
 def ranking_graph(scope: Scope, ranking: Ranking):

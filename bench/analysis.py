@@ -313,8 +313,12 @@ def rank_cause(truth: dict) -> dict[str, dict]:
                 (i for i, e in enumerate(ranking.entries, start=1) if _matches(e, lane)), None
             )
         found = onsets(scope, ranking, top=len(ranking.entries))
+        places = [
+            x["entities"] for e in ranking.entries[:3] for x in e.explanations if x.get("role") == "localised"
+        ]
         out[user.username.removesuffix("-bench")] = {
             "ranks": ranks,
+            "places": places,
             "top": [f"{e.org.slug}/{e.title}" for e in ranking.entries[:3]],
             "cause_onset": _earliest(found, truth["signals"]),
             "symptom_onset": _earliest(found, truth["symptoms"]),
@@ -333,6 +337,7 @@ def measure_causes(database_url: str, seeds: int, first_seed: int) -> None:
     for cause in CAUSES:
         top3 = [0, 0]
         onset = [0, 0]
+        placed = [0, 0, 0]  # views localising the cause to its rack, views that may read it, wrong places
         for seed in range(first_seed, first_seed + seeds):
             scenario = generate(ScenarioConfig.compact(cause=cause, seed=seed))
             truth = cause_truth(scenario.manifest)
@@ -348,6 +353,10 @@ def measure_causes(database_url: str, seeds: int, first_seed: int) -> None:
                 ok = all(rank is not None and rank <= 3 for rank in view["ranks"].values())
                 top3[0] += ok
                 top3[1] += 1
+                rack = f"rack {truth['rack']}" if truth.get("rack") else None
+                placed[0] += bool(rack) and any(rack in entities for entities in view["places"])
+                placed[1] += bool(rack)
+                placed[2] += sum(1 for entities in view["places"] if not rack or rack not in entities)
                 first, symptom = view["cause_onset"], view["symptom_onset"] or owner
                 timed = first is not None and symptom is not None
                 precedes = timed and _precedes(first, symptom)
@@ -365,15 +374,16 @@ def measure_causes(database_url: str, seeds: int, first_seed: int) -> None:
                     f"cause leads symptoms by {lead}{'' if precedes else ' LATE'}; top 3 {view['top']}"
                 )
             print(f"  {cause} seed {seed}: stored in {stored:.0f} s")
-        figures[cause] = _cause_line(cause, top3, onset)
+        figures[cause] = _cause_line(cause, top3, onset, placed)
         print(figures[cause], flush=True)
     print("\n".join(figures.values()))
 
 
-def _cause_line(cause: str, top3: list[int], onset: list[int]) -> str:
+def _cause_line(cause: str, top3: list[int], onset: list[int], placed: list[int]) -> str:
+    where = f", localised to its rack {placed[0]}/{placed[1]}" if placed[1] else ""
     return (
         f"cause {cause}: in top 3 for viewers who can see it {top3[0]}/{top3[1]}, "
-        f"onset precedes symptoms {onset[0]}/{onset[1]}"
+        f"onset precedes symptoms {onset[0]}/{onset[1]}{where}, localised elsewhere {placed[2]}"
     )
 
 

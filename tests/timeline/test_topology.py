@@ -14,7 +14,7 @@ from orgs.access import Scope
 from orgs.models import Level
 from orgs.services import grant_create
 from tests.conftest import post_body
-from tests.factories import T0, gauge, own_scope, write
+from tests.factories import T0, gauge, log_line, own_scope, write
 from timeline.models import Series
 
 STORAGE_TOPOLOGY = {
@@ -321,3 +321,74 @@ def test_only_the_dependencys_most_changed_item_rises_and_only_if_it_really_chan
     assert placed[4].score == 0.01 and placed[4].role == ""
     barely = place_along_dependencies(graph, _items(0.05), window_us=1)
     assert barely[2].score == 0.05 and barely[2].role == ""
+
+
+RACK_TOPOLOGY = {
+    "source": "network",
+    "signal": "network",
+    "entities": [],
+    "edges": [
+        edge
+        for n in range(1, 61)
+        for edge in (
+            {"from": f"node/node-{n:02d}", "to": f"switch/tor-r{(n - 1) // 4 + 1:02d}"},
+            {"from": f"node/node-{n:02d}", "to": "storage_service/datasets"},
+        )
+    ],
+}
+
+
+def _link_flaps_in_one_rack(org, rack_nodes: range) -> None:
+    """An hour with a few link flaps anywhere, then an hour in which the nodes of one rack flap often."""
+    hour, minute = 3600 * 10**6, 60 * 10**6
+    events = [
+        log_line(T0 + 7 * minute * k, "link down", node=f"node-{(k * 13) % 60 + 1:02d}", name="link_flap")
+        for k in range(8)
+    ]
+    events += [
+        log_line(T0 + hour + 90 * 10**6 * k + n, "link down", node=f"node-{n:02d}", name="link_flap")
+        for n in rack_nodes
+        for k in range(30)
+    ]
+    write(org, series=[gauge("up", {"node": "node-01"}, [1.0] * 120, step_s=60)], events=events)
+
+
+def test_an_event_family_confined_to_one_rack_is_localised_there(pusher_a, org_a):
+    from analysis.changes import Period, rank_changes
+
+    _link_flaps_in_one_rack(org_a, range(9, 13))  # rack r03
+    push_topology(pusher_a, RACK_TOPOLOGY)
+    hour = 3600 * 10**6
+    ranking = rank_changes(
+        own_scope(org_a), window=Period(T0 + hour, T0 + 2 * hour), baseline=Period(T0, T0 + hour)
+    )
+    flaps = next(e for e in ranking.entries if e.kind == "events" and e.title.startswith("link_flap"))
+    where = [x for x in flaps.explanations if x["role"] == "localised"]
+    assert where and where[0]["entity"] == "switch tor-r03", flaps.explanations
+    assert (where[0]["inside"], where[0]["behind"], where[0]["others_changed"]) == (4, 4, 0)
+    assert "the 4 nodes that changed all sit behind switch tor-r03" in where[0]["text"]
+
+
+def test_an_event_family_on_nodes_the_viewer_sees_pseudonymised_is_not_localised(pusher_a, org_a, org_b):
+    """Redacted events name their nodes by pseudonyms, which join no entity of the graph."""
+    from analysis.changes import Period, rank_changes
+
+    _link_flaps_in_one_rack(org_a, range(9, 13))
+    push_topology(pusher_a, RACK_TOPOLOGY)
+    grant_create(owner=org_a, grantee=org_b, name="topology", signals=["network"], name_patterns=["topology"])
+    grant_create(
+        owner=org_a,
+        grantee=org_b,
+        name="flaps",
+        level=Level.REDACTED,
+        signals=["application"],
+        label_matchers=[],
+        masked_labels=["node"],
+    )
+    hour = 3600 * 10**6
+    window, baseline = Period(T0 + hour, T0 + 2 * hour), Period(T0, T0 + hour)
+    ranking = rank_changes(_other_orgs_view(org_a, org_b), window=window, baseline=baseline)
+    flaps = [e for e in ranking.entries if e.kind == "events"]
+    assert flaps, [e.title for e in ranking.entries]
+    assert all(x["role"] != "localised" for e in flaps for x in e.explanations)
+    assert "tor-r03" not in json.dumps([e.explanations for e in ranking.entries])
