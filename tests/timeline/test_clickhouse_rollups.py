@@ -1,6 +1,7 @@
 """Rollups in ClickHouse read the same lane aggregates as the raw samples: value and rate lanes over an
-hour and over 55 days, shuffled, late, re-applied and racing writes, grant windows inside buckets; the
-stored rows equal the aggregates of their raw samples. Runs in the ClickHouse subprocess of
+hour and over 55 days, shuffled, late, re-applied and racing writes, grant windows inside buckets, every
+level (1 min, 5 min, 30 min, 1 h) alike; the stored rows of every level equal the aggregates of their
+raw samples. Runs in the ClickHouse subprocess of
 tests/timeline/test_store_clickhouse.py."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 from django.conf import settings
 from django.test.utils import override_settings
 
-from store import ReadHints, get_store
+from store import ReadHints, get_store, rollups
 from store.hints import grid_origin, nice_step
 from store.rollups import HOUR_US, MINUTE_US
 from tests.factories import DAY, T0, S, own_scope
@@ -23,9 +24,11 @@ from tests.timeline.rollup_cases import (  # noqa: F401 (the tests every store p
     block,
     counter,
     expected_rows,
+    test_a_constant_clock_shift_moves_every_level_alike,
     test_a_counter_rate_with_resets_and_a_late_half_from_rollups_equals_the_raw_rate,
     test_a_grant_window_inside_the_buckets_reads_no_sample_outside_it,
     test_a_late_point_updates_its_minute_and_its_hour,
+    test_every_rollup_level_answers_as_the_raw_samples_and_the_minute_level,
 )
 from timeline.models import Series
 
@@ -129,7 +132,7 @@ def test_rollup_retention_deletes_old_rows_and_reads_fall_back_to_raw(org_a):
     write(org_a, block([T0 + i * 15 * S for i in range(480)], range(480)))
     sid = Series.objects.scoped(own_scope(org_a)).get().pk
     store = get_store()
-    assert store.delete_rollups_before(MINUTE_US, T0 + HOUR_US) == 60
+    assert store.delete_rollups_before(MINUTE_US, T0 + HOUR_US) == 60 + 12 + 2  # with the 5 and 30 min rows
     assert store.delete_rollups_before(HOUR_US, T0 + 2 * HOUR_US) == 2
     with override_settings(JOINTLINE_ROLLUP_1M_DAYS=1, JOINTLINE_ROLLUP_1H_DAYS=1):
         lanes, used = read(
@@ -148,7 +151,7 @@ def test_stored_rollup_rows_equal_the_aggregates_of_their_raw_samples(org_a):
     sid = Series.objects.scoped(own_scope(org_a)).get().pk
     engine = get_store().engine
     samples = {sid: dict(zip(ts, values, strict=True))}
-    for width, table in ((MINUTE_US, "timeline_rollup_1m"), (HOUR_US, "timeline_rollup_1h")):
+    for width, table in rollups.ROLLUPS:
         raw = engine.query(
             f"""SELECT bucket, n, total, vmin, vmax, first_ts, first_value, last_ts, last_value, increase,
                        deltas, rate_min, rate_max
