@@ -942,18 +942,21 @@ def _place_along_dependencies(
     may read (:mod:`analysis.root_cause`), and say why in ``explanations``. An entry's
     entities are those its changed series name by their labels as the viewer sees them, and those
     their owner bound by metric name; a fleet entry (an aggregate grant) has only the latter, so no
-    per-entity series the viewer may not read alone places anything."""
+    per-entity series the viewer may not read alone places anything; an event family's are those its
+    readable events name where it rose (:func:`event_entities`). Entries whose changed entities sit
+    behind one dependency few others share say so (:func:`analysis.root_cause.localise`)."""
     window = grids[1].period
     graph = dependency_graph(scope, series=[m.series for m in alone], window=(window.start, window.end))
     if not graph.dependencies:
         return
-    # an event family's entities take reads of its events: only the families that could reach the top
+    # an event family names the entities its events came from where it rose; each takes reads of its
+    # events, so only the families that could reach the top do
     families = sorted((e for e in entries if e.kind == "events"), key=lambda e: -e.score)
-    placed_families = {id(e) for e in families[:EVENT_FAMILIES_PLACED]}
+    named = {id(e): event_entities(scope, graph, e.family, grids) for e in families[:EVENT_FAMILIES_PLACED]}
     items = [
-        entry_item(scope, graph, entry, grids)
-        if entry.kind != "events" or id(entry) in placed_families
-        else Item(score=entry.score, entities=frozenset())
+        Item(score=entry.score, entities=frozenset(named.get(id(entry), ())), onset=_onset(entry, grids))
+        if entry.kind == "events"
+        else entry_item(scope, graph, entry, grids)
         for entry in entries
     ]
     placements = place_along_dependencies(graph, items, window_us=window.length)
@@ -961,10 +964,14 @@ def _place_along_dependencies(
         if placed.role:
             entry.score = placed.score
             entry.explanations.append({"text": placed.explanation(), **placed.as_dict()})
-        if (entry.kind == "group" and entry.changed_members) or entry.kind == "events":
-            where = localise(graph, set(item.entities))
-            if where is not None:
-                entry.explanations.append({"text": where.explanation(), **where.as_dict()})
+        if (entry.kind == "group" and entry.changed_members) or id(entry) in named:
+            _localise(entry, graph, set(item.entities))
+
+
+def _localise(entry: Entry, graph, entities: set) -> None:
+    where = localise(graph, entities)
+    if where is not None:
+        entry.explanations.append({"text": where.explanation(), **where.as_dict()})
 
 
 def entry_item(scope: Scope, graph, entry: Entry, grids: tuple[Grid, Grid]) -> Item:
@@ -978,18 +985,19 @@ def entry_item(scope: Scope, graph, entry: Entry, grids: tuple[Grid, Grid]) -> I
             entities |= graph.entities_of(member.series.org_id, member.series.metric, labels)
     elif entry.kind == "fleet":
         entities = graph.entities_of(entry.org.pk, entry.title, None)
-    elif entry.kind == "events" and entry.family:
-        entities = event_entities(scope, graph, entry.family, grids)
     else:
         entities = set()
-    onset = None
-    if entry.profile is not None and entry.kind != "template":
-        onset = change_onset(entry.profile[0], entry.profile[1], grids[1].origin, grids[1].step)
-    return Item(score=entry.score, entities=frozenset(entities), onset=onset)
+    return Item(score=entry.score, entities=frozenset(entities), onset=_onset(entry, grids))
+
+
+def _onset(entry: Entry, grids: tuple[Grid, Grid]) -> int | None:
+    if entry.profile is None or entry.kind == "template":
+        return None
+    return change_onset(entry.profile[0], entry.profile[1], grids[1].origin, grids[1].step)
 
 
 MAX_EVENT_ROWS = 20_000  # events of one family read per period to tell which entities they name
-EVENT_FAMILIES_PLACED = 10  # the most changed event families whose entities take part in the topology
+EVENT_FAMILIES_PLACED = 10  # the most changed event families placed along the topology
 
 
 def event_entities(scope: Scope, graph, family: tuple, grids: tuple[Grid, Grid]) -> set:

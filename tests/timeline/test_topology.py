@@ -392,3 +392,39 @@ def test_an_event_family_on_nodes_the_viewer_sees_pseudonymised_is_not_localised
     assert flaps, [e.title for e in ranking.entries]
     assert all(x["role"] != "localised" for e in flaps for x in e.explanations)
     assert "tor-r03" not in json.dumps([e.explanations for e in ranking.entries])
+
+
+def test_an_event_family_rising_on_sixty_dependents_places_their_shared_dependency(pusher_a, org_a):
+    """Sixty nodes log that the server does not answer, the one service they all mount changed first:
+    the service's own change ranks above the loudest family of its dependents' logs."""
+    import numpy as np
+
+    from analysis.changes import Period, rank_changes
+
+    rng = np.random.default_rng(5)
+    hour, minute = 3600 * 10**6, 60 * 10**6
+    # the service's load rises by two thirds: less than the new warnings on their own, more than
+    # MIN_SHARE of them
+    load = [*(300_000 + 20_000 * rng.standard_normal(60)), *(500_000 + 20_000 * rng.standard_normal(60))]
+    events = [
+        log_line(
+            T0 + hour + 2 * minute + 40 * 10**6 * k + n,
+            "server not responding",
+            node=f"node-{n:02d}",
+            name="nfs",
+            severity="warning",
+        )
+        for n in range(1, 61)
+        for k in range(20)
+    ]
+    write(org_a, series=[gauge("storage_metadata_ops_per_second", {}, load, step_s=60)], events=events)
+    window, baseline = Period(T0 + hour, T0 + 2 * hour), Period(T0, T0 + hour)
+    without = rank_changes(own_scope(org_a), window=window, baseline=baseline)
+    assert without.entries[0].kind == "events"  # sixty nodes' new warnings: the loudest on their own
+    push_topology(pusher_a, STORAGE_TOPOLOGY)
+    ranking = rank_changes(own_scope(org_a), window=window, baseline=baseline)
+    top = ranking.entries[0]
+    assert top.title == "storage_metadata_ops_per_second", [(e.title, e.score) for e in ranking.entries[:3]]
+    assert top.explanations[0]["role"] == "dependency" and top.explanations[0]["dependents"] == {"node": 60}
+    family = next(e for e in ranking.entries if e.kind == "events")
+    assert family.explanations[0]["role"] == "dependent"
