@@ -4,7 +4,7 @@ bodies, built once, pushed to Jointline, Prometheus and VictoriaMetrics in turn,
 The bodies hold the read side's samples (the scenario's ``nfs_rpc_slots_in_use``, 63 series) from the
 first scrape on, in whole 6 h chunks up to ``--ingest-samples`` (default 2,000,000, about 22 days at
 60 s): each chunk cut into requests of about ``--ingest-batch`` samples (default 10,000) by series, the
-requests in time order. Labels sorted, ``__name__`` first among them, times in ms, as Prometheus sends.
+requests in time order; labels sorted by name (``__name__`` among them), times in ms, as Prometheus sends.
 
 The sides, in this fixed order, each timed from its first POST until a query can see what was sent:
 
@@ -34,13 +34,14 @@ import os
 import queue
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
+
+import psycopg
 
 from bench import _harness
 from bench import peer_prometheus as prom
@@ -220,8 +221,6 @@ def ingest_database_url(database_url: str) -> str:
 
 def jointline(bodies: Bodies, database_url: str, work: Path, senders: int) -> Ingested:
     """A fresh database, a push token, a gunicorn with one sync worker per sender (Celery eager)."""
-    import psycopg
-
     url = ingest_database_url(database_url)
     _harness.recreate_database(url)
     env = {
@@ -268,7 +267,7 @@ def jointline(bodies: Bodies, database_url: str, work: Path, senders: int) -> In
     return Ingested("jointline", bodies.samples, pushed - started, done - started)
 
 
-def wait_applied(conn, samples: int) -> float:
+def wait_applied(conn: psycopg.Connection, samples: int) -> float:
     """Poll (bounded) until every journal entry is applied, they hold ``samples``, and the rollup
     refresh queue is empty; the perf_counter() then."""
     deadline = time.monotonic() + VISIBLE_TIMEOUT_S
@@ -363,5 +362,4 @@ def report(bodies: Bodies, results: dict[str, Ingested], senders: int) -> str:
     ]
     line = "remote_write jointline " + ", ".join(ratios)
     print(line, flush=True)
-    sys.stdout.flush()
     return line

@@ -370,7 +370,7 @@ def load_average() -> str:
     return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
-def make_case(args) -> prom.Case:
+def make_case(args: argparse.Namespace) -> prom.Case:
     from ingest.scenario import ScenarioConfig
 
     config = ScenarioConfig(
@@ -382,7 +382,7 @@ def make_case(args) -> prom.Case:
     return prom.Case(f"{args.days} d", config, timedelta(hours=6))
 
 
-def run(args, work: Path, programs: dict[str, Path]) -> str:
+def run(args: argparse.Namespace, work: Path, programs: dict[str, Path]) -> str:
     case = make_case(args)
     config = case.config
     with_vm = VM_PACKAGE in programs
@@ -440,7 +440,7 @@ def run(args, work: Path, programs: dict[str, Path]) -> str:
         shutil.rmtree(work / "vm", ignore_errors=True)
 
 
-def run_ingest(args, work: Path, programs: dict[str, Path]) -> str:
+def run_ingest(args: argparse.Namespace, work: Path, programs: dict[str, Path]) -> str:
     """The remote_write side by side (``bench/_peers_ingest.py``): the same bodies to each side in turn."""
     started = time.perf_counter()
     bodies = _peers_ingest.build_bodies(make_case(args), args.ingest_samples, args.ingest_batch)
@@ -513,7 +513,7 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def find_peers(args) -> dict[str, Path] | None:
+def find_peers(args: argparse.Namespace) -> dict[str, Path] | None:
     """The peers' programs (``bench/_peers_install.py``), their folders first on PATH (``peer_prometheus``
     runs prometheus and promtool by name); None when Prometheus is missing outside CI. Under CI
     (``CI`` set) a missing peer is an error; outside it, a missing VictoriaMetrics is left out."""
