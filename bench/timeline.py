@@ -8,8 +8,8 @@ series, ~12 M samples, the report's span; ``compact`` for a quick run):
 1. **Lanes.** ``GET /timeline/api/lanes`` in-process (Django's test client: the view, the scope, the
    store's SQL, numpy, JSON), as an ``infra`` engineer to whom the other four organisations share all
    their data, with at least 12 lanes (the rule-chosen defaults plus GPU, host and training bands),
-   1200 px wide, over 1 and 6 hours from the slowdown, 7 days (long profile) and the whole scenario —
-   every window inside the data. Reported per window:
+   1200 px wide, over 1 and 6 hours from the slowdown, 24 hours, 7 and 24 days (long profile) and the
+   whole scenario — every window inside the data. Reported per window:
    the median server time of ``--runs`` requests, the payload (raw and gzipped), and the points per
    lane, checked against 2 x width.
 2. **Search.** The events search of the war room (``UPPER(col) LIKE '%q%'`` through the ORM) over the
@@ -158,8 +158,12 @@ def windows(config) -> dict[str, tuple[int, int]]:
         "6 hours": (start, start + 6 * HOUR_US),
     }
     days = (config.end_us - config.start_us) // (24 * HOUR_US)
+    if days > 1:
+        spans["24 hours"] = (config.start_us, config.start_us + 24 * HOUR_US)
     if days > 7:
         spans["7 days"] = (config.start_us, config.start_us + 7 * 24 * HOUR_US)
+    if days > 24:  # minute rows before the 5 and 30 min levels (docs/decisions/0031-rollup-resolutions.md)
+        spans["24 days"] = (config.start_us, config.start_us + 24 * 24 * HOUR_US)
     spans[f"whole scenario ({(config.end_us - config.start_us) / (24 * HOUR_US):g} days)"] = (
         config.start_us,
         config.end_us,
