@@ -162,21 +162,54 @@ def _readable_sources(scope: Scope, model) -> Q | None:
     return q
 
 
+class _Masks:
+    """Entity names as the viewer may see them: an entity of a kind whose label the grant sharing the
+    topology masks is named by the pseudonym that label's value would get on a series (so it joins the
+    viewer's pseudonymised series, and nothing else)."""
+
+    def __init__(self, scope: Scope, rules: TopologyRules) -> None:
+        self.scope, self.rules = scope, rules
+        self.kinds: dict[tuple[int, str], dict[str, str]] = {}
+
+    def _masked_kinds(self, org_id: int, signal: str) -> dict[str, str]:
+        key = (org_id, signal)
+        if key not in self.kinds:
+            by_kind: dict[str, str] = {}
+            for label in sorted(self.scope.topology_masked_labels(org_id, signal)):
+                kind = self.rules.entity_labels.get(label.lower(), label)
+                if kind not in by_kind or label == kind:
+                    by_kind[kind] = label
+            self.kinds[key] = by_kind
+        return self.kinds[key]
+
+    def entity(self, org_id: int, signal: str, kind: str, name: str) -> Entity:
+        label = self._masked_kinds(org_id, signal).get(kind)
+        if label is None:
+            return kind, name
+        return kind, self.scope.mask_labels(org_id, {label: name}, (label,))[label]
+
+
 def _add_pushed(scope: Scope, graph: Graph) -> None:
+    masks = _Masks(scope, graph.rules or topology_rules())
     edges = _readable_sources(scope, TopologyEdge)
     if edges is not None:
         rows = TopologyEdge.objects.filter(edges).values_list(
-            "dependent_kind", "dependent", "dependency_kind", "dependency"
+            "org_id", "signal", "dependent_kind", "dependent", "dependency_kind", "dependency"
         )
-        for dependent_kind, dependent, dependency_kind, dependency in rows.iterator(chunk_size=5000):
-            graph.add((dependent_kind, dependent), (dependency_kind, dependency))
+        for org_id, signal, dependent_kind, dependent, dependency_kind, dependency in rows.iterator(
+            chunk_size=5000
+        ):
+            graph.add(
+                masks.entity(org_id, signal, dependent_kind, dependent),
+                masks.entity(org_id, signal, dependency_kind, dependency),
+            )
     entities = _readable_sources(scope, TopologyEntity)
     if entities is not None:
-        for org_id, kind, name, patterns in TopologyEntity.objects.filter(entities).values_list(
-            "org_id", "kind", "name", "series_patterns"
+        for org_id, signal, kind, name, patterns in TopologyEntity.objects.filter(entities).values_list(
+            "org_id", "signal", "kind", "name", "series_patterns"
         ):
             if patterns:
-                graph.bindings.append((org_id, tuple(patterns), (kind, name)))
+                graph.bindings.append((org_id, tuple(patterns), masks.entity(org_id, signal, kind, name)))
 
 
 def _add_from_labels(graph: Graph, rules: TopologyRules, label_sets: Iterable[dict]) -> None:
@@ -220,30 +253,32 @@ def readable_topology(scope: Scope, *, limit: int = 50_000) -> dict:
     """The pushed edges and entity bindings ``scope`` may read, with their owners' slugs, as
     ``GET /api/v1/analysis/topology`` answers (at most ``limit`` edges, ``truncated`` says so)."""
     scope = require_scope(scope)
+    masks = _Masks(scope, topology_rules())
     out: dict = {"edges": [], "entities": [], "truncated": False}
     edges = _readable_sources(scope, TopologyEdge)
     if edges is not None:
         rows = TopologyEdge.objects.filter(edges).order_by("org__slug", "pk")
         for row in rows.values_list(
-            "org__slug", "dependent_kind", "dependent", "dependency_kind", "dependency"
+            "org_id", "org__slug", "signal", "dependent_kind", "dependent", "dependency_kind", "dependency"
         )[: limit + 1]:
             if len(out["edges"]) == limit:
                 out["truncated"] = True
                 break
-            owner, dependent_kind, dependent, dependency_kind, dependency = row
+            org_id, owner, signal, dependent_kind, dependent, dependency_kind, dependency = row
             out["edges"].append(
                 {
                     "owner": owner,
-                    "dependent": f"{dependent_kind}/{dependent}",
-                    "dependency": f"{dependency_kind}/{dependency}",
+                    "dependent": "/".join(masks.entity(org_id, signal, dependent_kind, dependent)),
+                    "dependency": "/".join(masks.entity(org_id, signal, dependency_kind, dependency)),
                 }
             )
     entities = _readable_sources(scope, TopologyEntity)
     if entities is not None:
-        for owner, kind, name, patterns in (
+        for org_id, owner, signal, kind, name, patterns in (
             TopologyEntity.objects.filter(entities)
             .order_by("org__slug", "kind", "name")
-            .values_list("org__slug", "kind", "name", "series_patterns")
+            .values_list("org_id", "org__slug", "signal", "kind", "name", "series_patterns")
         ):
-            out["entities"].append({"owner": owner, "entity": f"{kind}/{name}", "series": list(patterns)})
+            entity = "/".join(masks.entity(org_id, signal, kind, name))
+            out["entities"].append({"owner": owner, "entity": entity, "series": list(patterns)})
     return out

@@ -532,6 +532,16 @@ class Scope:
         record = _TopologyRecord(owner_id, signal)
         return any(r.level != LEVEL_AGGREGATE and r.matches_series(record) for r in self.rules)
 
+    def topology_masked_labels(self, owner_id: int, signal: str) -> tuple[str, ...]:
+        """The label names whose values this scope sees pseudonymised in the dependencies ``owner_id``
+        pushed under ``signal`` (the grant that shares them is redacted): an entity of such a kind is
+        named by the pseudonym a series label of that name would get, and by nothing else."""
+        if self.is_system or owner_id in self.own_org_ids:
+            return ()
+        record = _TopologyRecord(owner_id, signal)
+        rule = self._best_rule(lambda r: r.level != LEVEL_AGGREGATE and r.matches_series(record))
+        return rule.masked_labels if rule is not None and rule.level == LEVEL_REDACTED else ()
+
     # -- redaction decisions (the read side shapes rows with them: timeline.presenters) --
     def series_masked_labels(self, series) -> tuple[str, ...]:
         """The label names of ``series`` this scope sees pseudonymised (none at full level)."""

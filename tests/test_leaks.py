@@ -46,7 +46,9 @@ from rest_framework.test import APIClient
 from clock.model import ALL_STORED_TIME
 from core.records import Batch, SeriesBlock
 from incidents import services as timeline_services
+from ingest.protocols.topology import parse_topology
 from ingest.services import batch_accept
+from ingest.topology import topology_replace
 from orgs.access import Scope
 from orgs.discovery import description_create, disclosure_set
 from orgs.models import AccessRequest, DetectorRun
@@ -82,6 +84,9 @@ INCIDENT_TITLE = "canarytitle-incident"
 ANNOTATION_TEXT = "canarytext-annotation"
 NOTE_TEXT = "canarytext-note"
 ACCESS_REASON = "canaryreason-request"
+# A's pushed topology: a service whose name the redacted grantee may read, on nodes whose names it may
+# read only as pseudonyms (its grant masks ``node``).
+TOPOLOGY_SERVICE = "canaryservice-topology"
 
 # Series and events of A that no grant covers: canaries in metric and event names, label names and values.
 UNSHARED_METRIC = "acme_secret_project_loss"
@@ -133,13 +138,15 @@ ALLOWED: dict[str, set[str]] = {
         ANNOTATION_TEXT,
         NOTE_TEXT,
         ACCESS_REASON,
+        TOPOLOGY_SERVICE,
     },
     "full": {SHARED_LABEL, LOG_BODY, LOG_ATTRIBUTE, LOG_NODE, ACCESS_REASON},
-    "redacted": {SECRET_METRIC},  # metric names are shared; its labels are pseudonymised
+    # metric names are shared; labels are pseudonymised, in the topology too (its grant covers it)
+    "redacted": {SECRET_METRIC, TOPOLOGY_SERVICE},
     "aggregate": set(),
     "none": set(),
     "read_token_none": set(),
-    "read_token_redacted": {SECRET_METRIC},
+    "read_token_redacted": {SECRET_METRIC, TOPOLOGY_SERVICE},
     "read_token_aggregate": set(),
     "push_token": set(),
     "anonymous": set(),
@@ -215,6 +222,22 @@ def world(db) -> World:
         "anonymous": APIClient(),
     }
     owner_user = clients["owner"].user
+    topology_replace(
+        org=owner,
+        document=parse_topology(
+            json.dumps(
+                {
+                    "source": "cmdb",
+                    "signal": "storage",
+                    "entities": [{"kind": "storage_service", "name": TOPOLOGY_SERVICE, "series": ["nfs_*"]}],
+                    "edges": [
+                        {"from": f"node/{node}", "to": f"storage_service/{TOPOLOGY_SERVICE}"}
+                        for node in (LOG_NODE, SECRET_LABEL, UNSHARED_LABEL_VALUE)
+                    ],
+                }
+            ).encode()
+        ),
+    )
     incident = timeline_services.incident_create(
         user=owner_user, title=INCIDENT_TITLE, window_start=T0, window_end=T0 + 3600 * S, lanes=[]
     )

@@ -428,3 +428,31 @@ def test_an_event_family_rising_on_sixty_dependents_places_their_shared_dependen
     assert top.explanations[0]["role"] == "dependency" and top.explanations[0]["dependents"] == {"node": 60}
     family = next(e for e in ranking.entries if e.kind == "events")
     assert family.explanations[0]["role"] == "dependent"
+
+
+def test_a_redacted_grantee_reads_the_topology_by_the_pseudonyms_of_its_series(
+    pusher_a, client_b, org_a, org_b
+):
+    """A grant that masks ``node`` masks the nodes of the topology it shares: the viewer reads each
+    node by the pseudonym its series carry (so the two still join), and no node name."""
+    from analysis.topology import visible_labels
+
+    push_topology(pusher_a, STORAGE_TOPOLOGY)
+    write(org_a, series=[gauge("nfs_read_latency_seconds", {"node": "node-07"}, [0.01] * 10, step_s=60)])
+    grant_create(
+        owner=org_a,
+        grantee=org_b,
+        name="storage, redacted",
+        level=Level.REDACTED,
+        signals=["storage"],
+        masked_labels=["node"],
+    )
+    viewer = _other_orgs_view(org_a, org_b)
+    series = Series.unscoped.get(org=org_a, metric="nfs_read_latency_seconds")
+    pseudonym = visible_labels(viewer, series)["node"]
+    assert pseudonym.startswith("node~")
+    graph = dependency_graph(viewer)
+    assert graph.dependencies[("node", pseudonym)] == {("storage_service", "datasets")}
+    assert not any(name.startswith("node-") for _kind, name in graph.dependencies)
+    body = client_b.get("/api/v1/analysis/topology").content.decode()
+    assert f"node/{pseudonym}" in body and "node-07" not in body and "storage_service/datasets" in body
