@@ -6,7 +6,8 @@ first scrape on, in whole 6 h chunks up to ``--ingest-samples`` (default 2,000,0
 60 s): each chunk cut into requests of about ``--ingest-batch`` samples (default 10,000) by series, the
 requests in time order; labels sorted by name (``__name__`` among them), times in ms, as Prometheus sends.
 
-The sides, in this fixed order, each timed from its first POST until a query can see what was sent:
+The sides, in this order (a first round; later ones turn it), each timed from its first POST until a
+query can see what was sent:
 
 1. **jointline**: ``POST /api/v1/write`` with a push token, to a gunicorn started as the read side's
    (Celery eager, no Redis: the apply and the rollup refresh run in the request) with one sync worker
@@ -21,8 +22,10 @@ The sides, in this fixed order, each timed from its first POST until a query can
    (counted), done as for Prometheus (with ``nocache=1``).
 
 The same ``--ingest-senders`` (default 2) concurrent senders push to each, one kept-alive connection
-each, taking the next body from one queue. Reported: samples/s end to end per side (and accepted, the
-pushes alone), and Jointline's end-to-end rate as a fraction of each peer's.
+each, taking the next body from one queue. With ``--ingest-rounds`` N (default 1) every side runs N
+times, each on fresh storage, the order turning from round to round. Reported: the median samples/s
+end to end per side (and accepted, the pushes alone), and Jointline's end-to-end rate as a fraction of
+each peer's.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import math
 import os
 import queue
 import shutil
+import statistics
 import subprocess
 import threading
 import time
@@ -346,19 +350,29 @@ def _ready(port: int, path: str) -> bool:
         return False
 
 
-def report(bodies: Bodies, results: dict[str, Ingested], senders: int) -> str:
-    """Print the figures; the closing line's part, e.g. ``remote_write jointline 0.12 of prometheus, ...``."""
+def report(bodies: Bodies, results: dict[str, list[Ingested]], senders: int) -> str:
+    """Print the figures (medians over the rounds); the closing line's part, e.g.
+    ``remote_write jointline 0.12 of prometheus, 0.10 of victoriametrics``."""
+    rounds = len(results["jointline"])
+    order = "one side after another" if rounds == 1 else f"{rounds} rounds, the order turning, medians"
     print(
         f"\nremote_write: {bodies.samples:,} samples of {bodies.series} series in {len(bodies.bodies)} "
-        f"requests ({bodies.size / bodies.samples:.1f} B/sample), {senders} senders, one side after another"
+        f"requests ({bodies.size / bodies.samples:.1f} B/sample), {senders} senders, {order}"
     )
     print("| side | accepted samples/s | end to end samples/s | end to end s |")
     print("|---|---|---|---|")
-    for result in results.values():
-        print(f"| {result.side} | {result.accepted_rate:,.0f} | {result.rate:,.0f} | {result.total_s:.2f} |")
-    ours = results["jointline"].rate
+    medians = {}
+    for side, runs in results.items():
+        push_s = statistics.median(run.push_s for run in runs)
+        total_s = statistics.median(run.total_s for run in runs)
+        medians[side] = median = Ingested(side, bodies.samples, push_s, total_s)
+        spread = (
+            "" if rounds == 1 else f" ({min(r.total_s for r in runs):.2f}-{max(r.total_s for r in runs):.2f})"
+        )
+        print(f"| {side} | {median.accepted_rate:,.0f} | {median.rate:,.0f} | {total_s:.2f}{spread} |")
+    ours = medians["jointline"].rate
     ratios = [
-        f"{ours / result.rate:.2f} of {side}" for side, result in results.items() if side != "jointline"
+        f"{ours / median.rate:.2f} of {side}" for side, median in medians.items() if side != "jointline"
     ]
     line = "remote_write jointline " + ", ".join(ratios)
     print(line, flush=True)

@@ -441,7 +441,8 @@ def run(args: argparse.Namespace, work: Path, programs: dict[str, Path]) -> str:
 
 
 def run_ingest(args: argparse.Namespace, work: Path, programs: dict[str, Path]) -> str:
-    """The remote_write side by side (``bench/_peers_ingest.py``): the same bodies to each side in turn."""
+    """The remote_write side by side (``bench/_peers_ingest.py``): the same bodies to each side in turn,
+    ``--ingest-rounds`` times, the order turning from round to round."""
     started = time.perf_counter()
     bodies = _peers_ingest.build_bodies(make_case(args), args.ingest_samples, args.ingest_batch)
     print(
@@ -450,15 +451,23 @@ def run_ingest(args: argparse.Namespace, work: Path, programs: dict[str, Path]) 
         flush=True,
     )
     senders = args.ingest_senders
-    before = load_average()
-    results = {"jointline": _peers_ingest.jointline(bodies, args.database_url, work, senders)}
-    results["prometheus"] = _peers_ingest.prometheus(bodies, work, senders, programs["prometheus"])
+
+    def start_vm(data: Path, log_dir: Path):
+        return start_victoria_metrics(data, log_dir, programs[VM_PACKAGE])
+
+    sides = {
+        "jointline": lambda: _peers_ingest.jointline(bodies, args.database_url, work, senders),
+        "prometheus": lambda: _peers_ingest.prometheus(bodies, work, senders, programs["prometheus"]),
+    }
     if VM_PACKAGE in programs:
-
-        def start_vm(data: Path, log_dir: Path):
-            return start_victoria_metrics(data, log_dir, programs[VM_PACKAGE])
-
-        results["victoriametrics"] = _peers_ingest.victoria_metrics(bodies, work, senders, start_vm)
+        sides["victoriametrics"] = lambda: _peers_ingest.victoria_metrics(bodies, work, senders, start_vm)
+    names = list(sides)
+    results: dict[str, list[_peers_ingest.Ingested]] = {name: [] for name in names}
+    before = load_average()
+    for round_ in range(args.ingest_rounds):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            results[name].append(sides[name]())
     line = _peers_ingest.report(bodies, results, senders)
     print(f"load average before the ingest: {before}; after: {load_average()} (2 cores)")
     return line
@@ -503,11 +512,16 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--ingest-batch", type=int, default=10_000, help="remote_write: samples per request")
     parser.add_argument("--ingest-senders", type=int, default=2, help="remote_write: concurrent senders")
+    parser.add_argument(
+        "--ingest-rounds", type=int, default=1, help="remote_write: rounds, each side once a round (medians)"
+    )
     args = _harness.parse_with_smoke(parser, days=1, rounds=1, width=100, ingest_samples=20_000)
     if args.rounds < 1 or args.width < 10 or args.days < 1 or args.step_s < 1:
         parser.error("--rounds >= 1, --width >= 10, --days >= 1, --step-s >= 1")
-    if min(args.ingest_samples, args.ingest_batch, args.ingest_senders) < 1:
-        parser.error("--ingest-samples, --ingest-batch and --ingest-senders must be at least 1")
+    if min(args.ingest_samples, args.ingest_batch, args.ingest_senders, args.ingest_rounds) < 1:
+        parser.error(
+            "--ingest-samples, --ingest-batch, --ingest-senders and --ingest-rounds must be at least 1"
+        )
     if args.ingest_only and not args.ingest:
         parser.error("--ingest-only and --no-ingest exclude each other")
     return args
