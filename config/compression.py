@@ -5,8 +5,15 @@ input the attacker chose, the attacker making the victim's browser send request 
 its cookies) while watching the lengths on the wire. Jointline's answers carry other organisations'
 data and, in pages, the CSRF token; log lines, labels and query parameters are attacker input. So:
 
-* **Pages that carry a CSRF token are never compressed** (every signed-in page does: its sign-out
-  form). They are a few KiB; the bytes are in the API answers and static files.
+* **Pages that carry a CSRF token** (every signed-in page does: its sign-out form) **are compressed
+  only for a navigation the browser says is the viewer's own**: ``Sec-Fetch-Site: same-origin`` (a
+  link or form of Jointline's pages) or ``none`` (a typed URL, a bookmark). Another site's page
+  cannot make the browser say either, so no attacker can have such a page sent to watch its length.
+  The token itself would not leak anyway: Django masks it afresh in every answer, so no two answers
+  carry the same token bytes for a guess to match. But a page also carries the viewer's data (open
+  incidents, what others do not share, the user name) next to reflected input (the query string),
+  unmasked: without the header (an old browser) or for another site's navigation it goes out
+  uncompressed.
 * **JSON and other text answers are gzip-compressed** (level 6, with Django's random-length gzip
   header, its own BREACH mitigation), unless the request carries the session cookie and the browser
   says another site caused it (``Sec-Fetch-Site: cross-site`` or ``same-site``): the answer to a page
@@ -30,6 +37,8 @@ from django.utils.cache import patch_vary_headers
 
 # Sec-Fetch-Site values of a request another site's page caused (a sibling subdomain may be hostile).
 _OTHER_SITES = frozenset({"cross-site", "same-site"})
+# Sec-Fetch-Site values of a request only the viewer or Jointline's own pages can cause.
+_OWN_NAVIGATION = frozenset({"same-origin", "none"})
 _TEXT_TYPES = frozenset({"application/xml", "application/javascript", "image/svg+xml"})
 
 
@@ -48,6 +57,13 @@ def gzip_allowed(request: HttpRequest) -> bool:
     return request.META.get("HTTP_SEC_FETCH_SITE", "").strip().lower() not in _OTHER_SITES
 
 
+def page_gzip_allowed(request: HttpRequest) -> bool:
+    """The client accepts gzip, and says the request came from Jointline's own pages or the viewer."""
+    if not re_accepts_gzip.search(request.META.get("HTTP_ACCEPT_ENCODING", "")):
+        return False
+    return request.META.get("HTTP_SEC_FETCH_SITE", "").strip().lower() in _OWN_NAVIGATION
+
+
 def carries_csrf_token(response: HttpResponseBase) -> bool:
     """Whether rendering this answer used the CSRF token (``{% csrf_token %}``, ``get_token``).
 
@@ -57,13 +73,11 @@ def carries_csrf_token(response: HttpResponseBase) -> bool:
 
 
 def compressible(response: HttpResponseBase) -> bool:
-    """JSON, or another text type without a CSRF token in it; not streamed, not encoded already."""
+    """JSON or another text type; not streamed, not encoded already."""
     if response.streaming or response.has_header("Content-Encoding"):
         return False
-    if is_json(response):
-        return True
     media = _media_type(response)
-    return (media.startswith("text/") or media in _TEXT_TYPES) and not carries_csrf_token(response)
+    return is_json(response) or media.startswith("text/") or media in _TEXT_TYPES
 
 
 class ResponseGZipMiddleware(GZipMiddleware):
@@ -75,9 +89,10 @@ class ResponseGZipMiddleware(GZipMiddleware):
     def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
         if not compressible(response):
             return response
-        if settings.SESSION_COOKIE_NAME in request.COOKIES:
+        page = not is_json(response) and carries_csrf_token(response)
+        if page or settings.SESSION_COOKIE_NAME in request.COOKIES:
             patch_vary_headers(response, ("Sec-Fetch-Site",))
-        if not gzip_allowed(request):
+        if not (page_gzip_allowed(request) if page else gzip_allowed(request)):
             patch_vary_headers(response, ("Accept-Encoding",))
             return response
         return super().process_response(request, response)

@@ -1,4 +1,5 @@
-"""Compressed answers: gzip JSON, pages with a CSRF token never, hashed and precompressed static files.
+"""Compressed answers: gzip JSON, pages with a CSRF token only for the viewer's own navigations, hashed
+and precompressed static files.
 
 The rules are config/compression.py's and config/staticfiles.py's; the measured sizes are in
 docs/decisions/0006-response-compression.md.
@@ -119,13 +120,45 @@ def test_the_live_lanes_cache_follows_the_same_rule(client_a, org_a):
 # ----------------------------------------------------------------------------- pages
 
 
-def test_pages_with_a_csrf_token_are_never_compressed_and_a_report_without_one_is(client_a, member_a):
+def _csrf_field(page: bytes) -> str:
+    return re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1).decode()
+
+
+def test_pages_with_a_csrf_token_are_compressed_for_their_own_navigations_only(client_a):
     for page in ("/timeline/", "/sharing/", "/incidents/"):
-        response = client_a.get(page, HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE="same-origin")
-        assert response.status_code == 200 and "csrfmiddlewaretoken" in response.content.decode(), page
-        assert "Content-Encoding" not in response, page
-    login = APIClient().get("/login/", HTTP_ACCEPT_ENCODING="gzip")
-    assert login.status_code == 200 and "Content-Encoding" not in login
+        for site in ("same-origin", "none"):  # a link of Jointline's pages, a typed URL or bookmark
+            response = client_a.get(page, HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE=site)
+            assert response.status_code == 200 and response["Content-Encoding"] == "gzip", (page, site)
+            assert b"csrfmiddlewaretoken" in gzip.decompress(response.content), page
+            assert "Sec-Fetch-Site" in response["Vary"], page
+        # Another site's page navigating the viewer's window there, or a browser that does not say.
+        for site in ("cross-site", "same-site", None):
+            headers = {"HTTP_SEC_FETCH_SITE": site} if site else {}
+            response = client_a.get(page, HTTP_ACCEPT_ENCODING="gzip", **headers)
+            assert response.status_code == 200 and "Content-Encoding" not in response, (page, site)
+            assert "csrfmiddlewaretoken" in response.content.decode(), page
+            assert "Sec-Fetch-Site" in response["Vary"], page
+
+
+def test_the_csrf_token_a_page_carries_is_masked_afresh_in_every_answer(client_a):
+    first, second = (
+        gzip.decompress(
+            client_a.get("/timeline/", HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE="none").content
+        )
+        for _ in range(2)
+    )
+    assert _csrf_field(first) != _csrf_field(second)
+    assert client_a.cookies["csrftoken"].value not in (first + second).decode()
+
+
+def test_the_sign_in_page_follows_the_page_rule_and_a_report_without_a_token_the_json_rule(
+    client_a, member_a
+):
+    typed = APIClient().get("/login/", HTTP_ACCEPT_ENCODING="gzip", HTTP_SEC_FETCH_SITE="none")
+    assert typed.status_code == 200 and typed["Content-Encoding"] == "gzip"
+    for headers in ({"HTTP_SEC_FETCH_SITE": "cross-site"}, {}):
+        login = APIClient().get("/login/", HTTP_ACCEPT_ENCODING="gzip", **headers)
+        assert login.status_code == 200 and "Content-Encoding" not in login, headers
     incident = incident_create(
         user=member_a, title="slow init", window_start=T0, window_end=T0 + HOUR, participants=[]
     )
@@ -136,6 +169,9 @@ def test_pages_with_a_csrf_token_are_never_compressed_and_a_report_without_one_i
     )
     assert report.status_code == 200 and report["Content-Type"].startswith("text/html")
     assert report["Content-Encoding"] == "gzip" and b"slow init" in gzip.decompress(report.content)
+    # no CSRF token in it: a browser that does not send Sec-Fetch-Site gets it compressed, as JSON
+    quiet = client_a.get(f"/api/v1/incidents/{incident.pk}/export.html", HTTP_ACCEPT_ENCODING="gzip")
+    assert quiet["Content-Encoding"] == "gzip"
 
 
 # ----------------------------------------------------------------------------- static files
