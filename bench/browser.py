@@ -16,10 +16,13 @@ with ``--server runserver``, by the server ``quickstart`` starts:
   first appears. ``--loads`` cold loads (a new browser context each, signed in first, the sign-in
   not timed, then the browser's cache emptied) and as many warm ones (the page opened again in the
   same context: hashed static files come from the cache) per window; the medians are printed, with
-  where a cold load's time went: Plotly.js evaluated (the page's ``jointline:plotly`` mark, else
-  ``domInteractive``), the lanes request sent, its answer received.
+  where a cold load's time went: the page HTML received, Plotly.js evaluated (the page's
+  ``jointline:plotly`` mark, else ``domInteractive``), the lanes request sent, its answer received.
+  The machine's load average is printed before and after: the figures mean little on a busy one.
 * **Bytes on the wire.** Per cold load, the encoded body and header bytes of every response the
-  page fetched (Chromium's own counts), the lanes answer's share of it and its decoded size.
+  page fetched (Chromium's own counts), the same without the Plotly.js bundle (cached for good after
+  a first visit), the lanes answer's share of it and its decoded size, how the page HTML was
+  encoded, and the first cold load's responses one by one.
 * **Compression.** The lanes URL the page asked for is fetched once more over HTTP with the page's
   session, with and without ``Accept-Encoding: gzip``: bytes either way, the server time of each,
   and the time gzip (level 6, as the server compresses) takes on that body here.
@@ -28,7 +31,7 @@ Chromium is ``/usr/bin/chromium`` (``apt-get install chromium``), driven by Play
 with the flags tests/browser/ uses too (``bench/_chromium.py``). Run from the project root::
 
     .venv/bin/python bench/browser.py                   # load (about 2 min), then measure
-    .venv/bin/python bench/browser.py --reuse --loads 9
+    .venv/bin/python bench/browser.py --reuse --loads 9   # migrated and static files collected first
     .venv/bin/python bench/browser.py --server runserver --database-url sqlite
 """
 
@@ -62,6 +65,7 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jl_bench_browser"
 DEFAULT_DATA_DIR = Path(tempfile.gettempdir()) / "jointline-bench-browser"
 VIEWPORT = {"width": 1600, "height": 1000}
 HOUR_US = 3_600_000_000
+PLOTLY_BUNDLE = "/vendor/plotly-cartesian/"
 DRAWN_TIMEOUT_MS = 120_000
 # Runs before the page's scripts: the moment the lanes are first drawn, in ms since navigation start.
 RECORD_DRAWN = """
@@ -76,8 +80,9 @@ new MutationObserver((changes, observer) => {
 TIMING = """() => {
   const lanes = performance.getEntriesByType("resource").find((e) => e.name.includes("/timeline/api/lanes"));
   const plotly = performance.getEntriesByName("jointline:plotly")[0];
-  const scripts = plotly ? plotly.startTime : performance.getEntriesByType("navigation")[0].domInteractive;
-  return [scripts, lanes.startTime, lanes.responseEnd];
+  const page = performance.getEntriesByType("navigation")[0];
+  const scripts = plotly ? plotly.startTime : page.domInteractive;
+  return [page.responseEnd, scripts, lanes.startTime, lanes.responseEnd];
 }"""
 
 
@@ -92,6 +97,11 @@ class Load:
     lanes_accept_encoding: str = ""
     page_bytes: int = 0
     page_gzip_bytes: int = 0
+    plotly_wire_bytes: int = 0
+    page_encoding: str = ""
+    # (URL path, bytes on the wire, Content-Encoding)
+    responses: list[tuple[str, int, str]] = field(default_factory=list)
+    page_ms: float = 0.0  # the page HTML received
     scripts_ms: float = 0.0  # Plotly.js evaluated (the jointline:plotly mark, else domInteractive)
     lanes_start_ms: float = 0.0  # the lanes request sent ...
     lanes_end_ms: float = 0.0  # ... and its answer received
@@ -207,10 +217,14 @@ def open_war_room(page, url: str, *, cold: bool) -> Load:
     wire: dict[str, int] = {}
     urls: dict[str, str] = {}
     cdp = page.context.new_cdp_session(page)
-    cdp.on(
-        "Network.responseReceived",
-        lambda event: urls.__setitem__(event["requestId"], event["response"]["url"]),
-    )
+    encodings: dict[str, str] = {}
+
+    def received(event) -> None:
+        headers = {k.lower(): v for k, v in event["response"]["headers"].items()}
+        urls[event["requestId"]] = event["response"]["url"]
+        encodings[event["requestId"]] = headers.get("content-encoding", "-")
+
+    cdp.on("Network.responseReceived", received)
     cdp.on(
         "Network.loadingFinished",
         lambda event: wire.__setitem__(event["requestId"], event["encodedDataLength"]),
@@ -229,15 +243,22 @@ def open_war_room(page, url: str, *, cold: bool) -> Load:
     page.wait_for_load_state("networkidle")
     load = Load(drawn_ms=page.evaluate("window.__drawnAt"))
     timing = page.evaluate(TIMING)
-    load.scripts_ms, load.lanes_start_ms, load.lanes_end_ms = timing
+    load.page_ms, load.scripts_ms, load.lanes_start_ms, load.lanes_end_ms = timing
     cdp.detach()
     for request_id, received in wire.items():
+        url = urls.get(request_id, "")
+        if not url.startswith("http"):
+            continue  # data: URLs Plotly draws with cost nothing on the wire
         load.wire_bytes += int(received)
         load.requests += 1
-        if "/timeline/api/lanes" in urls.get(request_id, ""):
+        load.responses.append((urlsplit(url).path, int(received), encodings.get(request_id, "-")))
+        if "/timeline/api/lanes" in url:
             load.lanes_wire_bytes = int(received)
+        if PLOTLY_BUNDLE in url:
+            load.plotly_wire_bytes += int(received)
     for request in finished:
         if request.resource_type == "document":
+            load.page_encoding = request.response().headers.get("content-encoding", "identity")
             body = request.response().body()
             load.page_bytes = len(body)
             load.page_gzip_bytes = len(gzip.compress(body, compresslevel=6, mtime=0))
@@ -317,7 +338,8 @@ def report(window: Window, packed: dict[str, float]) -> None:
     )
     first = cold[0]
     print(
-        f"  where the time went (cold medians): Plotly.js evaluated at "
+        f"  where the time went (cold medians): page HTML received at "
+        f"{statistics.median(x.page_ms for x in cold):.0f} ms, Plotly.js evaluated at "
         f"{statistics.median(x.scripts_ms for x in cold):.0f} ms, lanes asked at "
         f"{statistics.median(x.lanes_start_ms for x in cold):.0f} ms, answered at "
         f"{statistics.median(x.lanes_end_ms for x in cold):.0f} ms, drawn at "
@@ -327,10 +349,15 @@ def report(window: Window, packed: dict[str, float]) -> None:
         f"  on the wire, cold: {kib(statistics.median(x.wire_bytes for x in cold))} in {first.requests} "
         f"responses; warm: {kib(statistics.median(x.wire_bytes for x in warm))}"
     )
+    without_plotly = statistics.median(x.wire_bytes - x.plotly_wire_bytes for x in cold)
+    print(f"  without the Plotly.js bundle, cold: {kib(without_plotly)}")
     print(
-        f"  page HTML: {first.page_bytes:,} B, sent uncompressed (it carries a CSRF token); gzip would make "
-        f"it {first.page_gzip_bytes:,} B"
+        f"  page HTML: {first.page_bytes:,} B, Content-Encoding {first.page_encoding}; gzip level 6 of it "
+        f"here: {first.page_gzip_bytes:,} B"
     )
+    print("  responses of the first cold load (bytes on the wire, Content-Encoding):")
+    for path, received, encoding in sorted(first.responses, key=lambda r: -r[1]):
+        print(f"    {received:>9,}  {encoding:<8} {path}")
     print(
         f"  lanes answer: {kib(first.lanes_wire_bytes)} on the wire, {kib(first.lanes_bytes)} decoded "
         f"(Accept-Encoding: {first.lanes_accept_encoding})"
@@ -341,6 +368,10 @@ def report(window: Window, packed: dict[str, float]) -> None:
         f"{packed['gzip_ms']:.0f} ms (server {packed['gzip_server_ms']:.0f} ms); gzip level 6 of the body "
         f"here: {packed['gzip6_ms']:.1f} ms"
     )
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def parse_args() -> argparse.Namespace:
@@ -368,8 +399,12 @@ def main() -> None:
         _harness.require_loopback(args.database_url)
     _harness.exclusive()
     env = environment(args.database_url, args.data_dir)
+    print(f"load average before: {load_average()}")
     if args.reuse and (args.data_dir / "reference-url").exists():
         reference = (args.data_dir / "reference-url").read_text().strip()
+        # the tables and static files of this checkout (static files under their new hashed names)
+        _harness.manage(["migrate", "--no-input", "--verbosity", "0"], env)
+        _harness.manage(["collectstatic", "--no-input", "--verbosity", "0"], env)
     else:
         reference = quickstart(args.database_url, args.data_dir, env)
     password = json.loads((args.data_dir / "demo-credentials.json").read_text())[args.user]
@@ -396,7 +431,9 @@ def main() -> None:
         f"browser: reference view drawn in {statistics.median(x.drawn_ms for x in ref.cold):.0f} ms cold, "
         f"{statistics.median(x.drawn_ms for x in ref.warm):.0f} ms warm ({args.server}, median of "
         f"{args.loads}); lanes {kib(ref.cold[0].lanes_wire_bytes)} on the wire, "
-        f"{kib(statistics.median(x.wire_bytes for x in ref.cold))} in all"
+        f"{kib(statistics.median(x.wire_bytes for x in ref.cold))} in all, "
+        f"{kib(statistics.median(x.wire_bytes - x.plotly_wire_bytes for x in ref.cold))} without Plotly.js; "
+        f"load average after: {load_average()}"
     )
 
 
