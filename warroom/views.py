@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from django.views.generic import TemplateView
 
-from core.timeparse import format_rfc3339
+from clock.model import clock_for
+from core.timeparse import MAX_US, format_rfc3339
 from incidents import selectors as incident_selectors
 from orgs.api_base import ScopedPageMixin
+from timeline.lanes import default_lanes
+from timeline.selectors import Window
+from warroom import read_cache
+
+# The default lanes do not depend on the window: one cache entry per viewer, grants and clock.
+_ALL_TIME = Window(0, MAX_US)
 
 
 class TimelinePage(ScopedPageMixin, TemplateView):
     """The war room. Besides the organisations, the page gets what it needs to explain itself: what
     exists but is not shared with the viewer (placeholders), whose events it may read (so an empty
     logs lane can say "not shared" rather than "0 lines"), where the latest data is and which incidents
-    are open (for a window without data)."""
+    are open (for a window without data).
+
+    It also names the default lanes when the URL names none, so that the page asks for its first
+    lanes at once instead of after the catalogue's answer (the catalogue names the same lanes: they
+    do not depend on the window)."""
 
     template_name = "timeline/timeline.html"
 
@@ -31,6 +44,7 @@ class TimelinePage(ScopedPageMixin, TemplateView):
             "unshared": incident_selectors.unshared_groups(self.scope),
             "event_sharing": incident_selectors.event_sharing(self.scope),
             "latest_ms": latest / 1000 if latest is not None else None,
+            "default_lanes": self.first_lanes(),
             "incidents": [
                 {
                     "id": incident.pk,
@@ -43,3 +57,20 @@ class TimelinePage(ScopedPageMixin, TemplateView):
             ],
         }
         return context
+
+    def first_lanes(self) -> list[str] | None:
+        """The default lanes as specs, or ``None`` when the URL names lanes (the page then waits for
+        the catalogue should none of them be understood)."""
+        if self.request.GET.getlist("lane") or self.request.GET.get("lanes"):
+            return None
+
+        def compute() -> dict:
+            # The catalogue the page asks for presents these series too and notes their reads.
+            return {"lanes": [str(spec) for spec in default_lanes(dataclasses.replace(self.scope, reads=[]))]}
+
+        # Choosing them reads every series group and event family of the viewer (about 0.2 s here);
+        # kept for JOINTLINE_ORDERING_CACHE_S like the other per-view checks (warroom/read_cache.py).
+        remembered = read_cache.remember(
+            self.scope, clock_for(self.scope), what="default-lanes", window=_ALL_TIME, compute=compute
+        )
+        return list(remembered["lanes"])

@@ -34,6 +34,7 @@ const state = {
 const view = { lanes: [], drawn: [], marks: [], hits: [], events: [], highlight: null, window: null, geometry: null,
   clock: null, evPage: 0, evCursors: [null], dismissed: new Set() };
 let catalogue = null;
+let catalogueAnswer = null; // the first catalogue request, made by main()
 let plotReady = false;
 let inflight = null;
 let zoomTimer = null;
@@ -219,6 +220,7 @@ async function refresh({ reason = "" } = {}) {
       state.incident ? getJson(`/api/v1/incidents/${state.incident}/annotations`, controller.signal).catch(() => null) : null,
       view.familiesWindow !== windowParams() ? getJson(`${API}/catalogue?${windowParams()}`, controller.signal).catch(() => null) : null,
     ]);
+    catalogue ??= await catalogueAnswer; // the first drawing's notices and picker read it
     if (controller.signal.aborted) return;
     if (counted) {
       // the picker's event families, with their counts in the new window
@@ -637,9 +639,8 @@ function findEvent(id) {
 
 // ------------------------------------------------------------------ rendering
 
-// Plotly.js (preloaded by the page) is evaluated once the catalogue request is on its way: evaluating
-// it holds the page's one thread for about half a second, and no lane can be asked for before the
-// catalogue answers.
+// Plotly.js (preloaded by the page) is evaluated once the first lanes and catalogue requests are on
+// their way: evaluating it holds the page's one thread for about half a second.
 let plotlyLoaded = null;
 function loadPlotly() {
   plotlyLoaded ??= window.Plotly
@@ -1812,6 +1813,11 @@ async function showIncident(id) {
   }
 }
 
+// The first view's lanes are asked for at once, beside the catalogue and before Plotly.js is evaluated
+// (it holds the page's one thread for about half a second): the page names the default lanes when
+// the URL names none. Only a link naming series by id (resolved by the catalogue), the rule "plus my
+// related lanes" (the viewer's lanes in the catalogue) or a URL whose lanes are all refused waits for
+// the catalogue first. The first drawing waits for both.
 async function main() {
   readUrl();
   syncTimeInputs();
@@ -1822,25 +1828,37 @@ async function main() {
   fillSelect($("pick-signal"), signals);
   fillSelect($("ev-signal"), signals);
   syncTimeInputs();
+  const waitsForCatalogue = state.legacySeries.length > 0 || state.mine || (!state.lanes.length && !WARROOM.default_lanes);
+  if (!waitsForCatalogue) {
+    if (!state.lanes.length) state.lanes = [...WARROOM.default_lanes];
+    firstView();
+  }
+  const legacy = state.legacySeries.length ? `&series=${state.legacySeries.join(",")}` : "";
+  catalogueAnswer = getJson(`${API}/catalogue?${windowParams()}${legacy}`);
+  catalogueAnswer.catch(() => {}); // said below and by the first drawing
+  loadPlotly().catch(() => {}); // a failure is said by the first drawing
   try {
-    const legacy = state.legacySeries.length ? `&series=${state.legacySeries.join(",")}` : "";
-    const answer = getJson(`${API}/catalogue?${windowParams()}${legacy}`);
-    loadPlotly().catch(() => {}); // a failure is said by the first drawing
-    catalogue = await answer;
+    catalogue = await catalogueAnswer;
   } catch (error) {
     setStatus(`error: ${error.message}`, true);
     return;
   }
+  if (!waitsForCatalogue) return;
   if (!state.lanes.length && catalogue.from_series && catalogue.from_series.length) state.lanes = catalogue.from_series;
   if (!state.lanes.length) state.lanes = catalogue.defaults;
-  view.familiesWindow = windowParams();
+  firstView();
+}
+
+// The view's first request, once its lanes are known.
+function firstView() {
+  view.familiesWindow = windowParams(); // the catalogue asked for by main() counts this window's events
   applyMineRule();
   renderUnshared();
-  if (state.permalink) recordedClock(state.permalink);
   state.lanes = orderPinned(state.lanes);
   if (state.live) setLive(true);
+  refresh();
+  if (state.permalink) recordedClock(state.permalink);
   if (state.incident) showIncident(state.incident);
-  await refresh();
 }
 
 // What the browser tests (and a curious engineer in the console) read: the view state and its data.
