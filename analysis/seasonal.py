@@ -20,8 +20,8 @@ For each chunk:
   change), and ``stop`` (a series that reported steadily has reported nothing for ``stop_buckets``).
 * **Threshold**, per series and kind, from the tail of the same score over its own history: the
   quantile at the chunk's false-positive budget (``fp_per_day``, spread over the kinds), extrapolated
-  past the 99th percentile as an exponential tail when the history is too short to hold it, and never
-  below ``floors``. A score divided by its threshold fires at 1.
+  from the deepest decade of the history as an exponential tail when the history is too short to hold
+  it, and never below ``floors``. A score divided by its threshold fires at 1.
 * **Runs.** Firing buckets at most ``bridge`` apart are one run; a run that starts at least
   ``cooldown`` buckets after the previous detection is a detection, at its first bucket. A run goes on
   across chunks.
@@ -273,18 +273,25 @@ def kind_scores(z: np.ndarray, level_buckets: int) -> np.ndarray:
 
 
 def tail_threshold(history_scores: np.ndarray, budget: float, *, floor: float) -> float:
-    """The score exceeded in a share ``budget`` of the history's buckets: its empirical quantile where
-    the history holds at least ten buckets past it, else extrapolated from the 90th and 99th
-    percentiles as an exponential tail (each tenfold rarer level adds their gap); never below
-    ``floor``."""
+    """The score exceeded in a share ``budget`` of the history's buckets, never below ``floor``: its
+    empirical quantile where the history holds at least ten buckets past it; else extrapolated as an
+    exponential tail from the deepest decade the history measures (the quantile with ten buckets past
+    it, or the 99th percentile in a shorter history, and the one ten times as common: each tenfold
+    rarer level adds their gap).
+
+    The deepest decade, not a fixed one (the 90th to 99th percentile): a heavy tail (bursts of a
+    count, a spiky gauge) widens as it goes, so a gap measured near the middle understates how far
+    its rare buckets reach, and the threshold it gives is exceeded far more often than ``budget``."""
     finite = history_scores[~np.isnan(history_scores)]
     if finite.size < 20:
         return floor
     if budget * finite.size >= 10:
         return max(floor, float(np.quantile(finite, 1 - budget)))
-    q90, q99 = np.quantile(finite, [0.9, 0.99])
-    extrapolated = q99 + (q99 - q90) * np.log10(0.01 / budget)
-    return max(floor, float(extrapolated))
+    deepest = min(0.01, 10 / finite.size)
+    common = 10 * deepest
+    q_common, q_deepest = np.quantile(finite, [1 - common, 1 - deepest])
+    per_decade = (q_deepest - q_common) / np.log10(common / deepest)
+    return max(floor, float(q_deepest + per_decade * np.log10(deepest / budget)))
 
 
 def cadence_step(samples_per_hour: np.ndarray, *, minimum_s: int) -> int:

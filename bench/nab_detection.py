@@ -228,7 +228,8 @@ def evaluate_nab_detection(data_dir: Path, *, smoke: bool = False) -> dict:
     series = read_set(Path(data_dir), smoke=smoke)
     org = organization_create(slug=ORG, name="Labelled real series")[0]
     import_series(org.slug, series)
-    found, false, days = window_score(detector_times(org.slug, series), series)
+    detected = detector_times(org.slug, series)
+    found, false, days = window_score(detected, series)
     fp_per_day = false / days if days else 0.0
     scores = {s.key: floor_scores(s.values, s.ts) for s in series}
     floor = None
@@ -240,7 +241,9 @@ def evaluate_nab_detection(data_dir: Path, *, smoke: bool = False) -> dict:
             break
     if floor is None:
         floor = (w0, f0 / days, FLOOR_GRID[-1])
+    floor_times = {s.key: [int(s.ts[i]) for i in run_starts(scores[s.key] > floor[2])] for s in series}
     return {
+        "categories": category_scores(detected, floor_times, series),
         "windows_found": found,
         "windows": sum(len(s.windows) for s in series),
         "fp_per_day": fp_per_day,
@@ -249,6 +252,34 @@ def evaluate_nab_detection(data_dir: Path, *, smoke: bool = False) -> dict:
         "floor_threshold": floor[2],
         "series": len(series),
     }
+
+
+def category_scores(
+    detected: dict[str, list[int]], floor_times: dict[str, list[int]], series: list[LabelledSeries]
+) -> dict[str, dict]:
+    """Per category (the folder of a series' key): windows, and windows found and false positives per
+    day of the detector and of the floor at its chosen threshold."""
+    out: dict[str, dict] = {}
+    for category in sorted({s.key.split("/", 1)[0] for s in series}):
+        members = [s for s in series if s.key.startswith(f"{category}/")]
+        found, false, days = window_score(detected, members)
+        w0, f0, _days = window_score(floor_times, members)
+        out[category] = {
+            "windows": sum(len(s.windows) for s in members),
+            "found": found,
+            "fp_per_day": false / days if days else 0.0,
+            "floor_found": w0,
+            "floor_fp_per_day": f0 / days if days else 0.0,
+        }
+    return out
+
+
+def category_lines(result: dict) -> list[str]:
+    return [
+        f"  {name}: {c['found']}/{c['windows']} windows at {c['fp_per_day']:.3f} FP/day "
+        f"(floor {c['floor_found']}/{c['windows']} at {c['floor_fp_per_day']:.3f})"
+        for name, c in result.get("categories", {}).items()
+    ]
 
 
 def summary_line(result: dict) -> str:
@@ -293,6 +324,8 @@ def main() -> int:
     call_command("migrate", interactive=False, verbosity=0)
     result = evaluate_nab_detection(args.data, smoke=args.smoke)
     print(f"{result['series']} series, floor threshold {result['floor_threshold']:g}")
+    for line in category_lines(result):
+        print(line)
     print(summary_line(result))
     return 0
 
