@@ -52,6 +52,7 @@ from orgs.access import (
 from orgs.models import Organization
 from store import get_store
 from store.hints import grid_origin, nice_step
+from store.reads import run_reads
 from timeline.lanes import (
     SEVERITY_CLASSES,
     LaneSpec,
@@ -60,7 +61,6 @@ from timeline.lanes import (
     SeriesGroup,
     pair_capacities,
     readable_series,
-    run_reads,
 )
 from timeline.models import Series
 from timeline.presenters import present_series
@@ -337,7 +337,7 @@ def _read_alone(
 ) -> _SeriesRows:
     """Both periods of every alone series (rates of counters, values of gauges), and the ``seasonal``
     baselines (kind, grid) too, read in chunks that run concurrently where the store can
-    (``timeline.lanes.start_reads``)."""
+    (``store.reads.start_reads``)."""
     before = np.full((len(members), grids[0].buckets), np.nan)
     during = np.full((len(members), grids[1].buckets), np.nan)
     others = [np.full((len(members), grid.buckets), np.nan) for _kind, grid in seasonal]

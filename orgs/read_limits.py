@@ -8,7 +8,7 @@ Every request through the base API view or the base page mixin (:mod:`orgs.api_b
   ``JOINTLINE_READ_STATEMENT_TIMEOUT_MS`` — on the request's own connection (set before its first
   statement, reset when the request ends, so the web process's connections carry it only during a
   request) and on every connection opened in its context (the parallel store reads of
-  :mod:`timeline.lanes.reads` copy it). Celery workers, migrations and management commands run no
+  :mod:`store.reads` copy it). Celery workers, migrations and management commands run no
   request and keep the server's default;
 * a statement on the request's connection is refused once the request has run for
   ``JOINTLINE_READ_BUDGET_S`` (a wall-clock budget: many quick statements cannot pin a worker either),

@@ -38,8 +38,8 @@ from promql.engine import Matcher, SeriesData, SeriesRows
 from promql.rollups import HOUR_US, MINUTE_US, has_nan, worth_it
 from promql.values import NAME, BadData, ExecutionError, Labels
 from store import ReadHints, get_store
+from store.reads import run_reads
 from store.rollups import ROW
-from timeline.lanes.reads import run_reads
 from timeline.models import Series
 
 ORG_LABEL = "jl_org"
@@ -54,7 +54,7 @@ def read_samples(
     ``fleet_only``: some of them are readable only inside a fleet aggregate.
 
     Many series are read as a few independent reads side by side where the store allows it
-    (:func:`timeline.lanes.reads.run_reads`: PostgreSQL, outside a transaction), each on its own
+    (:func:`store.reads.run_reads`: PostgreSQL, outside a transaction), each on its own
     connection; never a fleet read, whose group rule holds for the group as a whole, and never where
     the store keeps decoded samples in this process (``caches_samples``: one read checks every hour
     at once, and the reads on their own connections would each pay for a connection)."""

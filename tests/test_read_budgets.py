@@ -16,9 +16,9 @@ from django.test import override_settings
 from orgs import read_limits
 from orgs.models import TokenPurpose
 from orgs.services import token_create
+from store.reads import run_reads
 from tests.conftest import bearer_client
 from tests.processes import own_connection
-from timeline.lanes.reads import run_reads
 from timeline.models import Series
 
 PROMQL = "/prometheus/api/v1"

@@ -17,9 +17,10 @@ from clock.estimation import clock_payload
 from clock.model import aligned_param, clock_for, clock_state, use_clock
 from config.json_render import MsgspecJSONRenderer
 from orgs.api_base import QueryAPIView
+from store.reads import start_reads
 from timeline import api_params, api_shapes
 from timeline.api_window import WindowAPIView
-from timeline.lanes import Grid, SeriesLane, read_series_lanes, start_reads
+from timeline.lanes import Grid, SeriesLane, read_series_lanes
 from timeline.presenters import present_event, present_series
 from timeline.selectors import (
     QueryError,

@@ -25,7 +25,6 @@ from timeline.lanes.defaults import busiest_label_value, default_lanes, default_
 from timeline.lanes.downsample import fleet_band, fleet_sum, forward_fill, interleave_min_max
 from timeline.lanes.event_lanes import SEVERITY_CLASSES, event_filter, present_events
 from timeline.lanes.grid import Grid
-from timeline.lanes.reads import run_reads, start_reads
 from timeline.lanes.selection import Member, aggregate_allowed, readable_series, select_members
 from timeline.lanes.series_lanes import BucketCache, plan_series_lane, uses_rate
 from timeline.lanes.spec import FLEET_KINDS, SERIES_LANE_KINDS, LaneSpec, LaneSpecError
@@ -57,10 +56,8 @@ __all__ = [
     "present_events",
     "read_series_lanes",
     "readable_series",
-    "run_reads",
     "select_members",
     "series_groups",
     "series_lane_specs",
-    "start_reads",
     "uses_rate",
 ]

@@ -1,7 +1,7 @@
 """The one read pipeline of lanes: specs in, payloads out, for the war room and the id-based API.
 
 :func:`build_lanes` plans every series lane of a request, runs the store reads of all lanes side by
-side where the store allows (:func:`timeline.lanes.reads.run_reads`), then draws each lane. A lane
+side where the store allows (:func:`store.reads.run_reads`), then draws each lane. A lane
 named by series id is a lane spec too (:func:`series_lane_specs`), so ``/api/v1/lanes`` and the war
 room's lanes read through the same selection, the same batched reads and the same grid.
 """
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from orgs.access import Scope, require_scope
+from store.reads import run_reads
 from timeline.lanes.event_lanes import build_logs_lane, build_spans_lane
 from timeline.lanes.grid import Grid
-from timeline.lanes.reads import run_reads
 from timeline.lanes.selection import members_by_id, members_of, readable_series
 from timeline.lanes.series_lanes import BucketCache, build_series_lane, plan_series_lane
 from timeline.lanes.spec import FLEET_KINDS, SERIES_LANE_KINDS, LaneSpec

@@ -25,6 +25,7 @@ import numpy as np
 from clock.model import read_hints
 from orgs.access import MIN_AGGREGATE_GROUP, Scope
 from store import LaneBuckets, ReadHints, get_store
+from store.reads import run_reads
 from timeline.lanes.downsample import (
     change_points,
     fill_limit,
@@ -36,7 +37,6 @@ from timeline.lanes.downsample import (
     to_json,
 )
 from timeline.lanes.grid import Grid
-from timeline.lanes.reads import run_reads
 from timeline.lanes.selection import Member, aggregate_allowed, group_presented, row_label, select_members
 from timeline.lanes.spec import FLEET_KINDS, LaneSpec, capacity_is_number
 

@@ -1,4 +1,5 @@
-"""Independent store reads of one request, run side by side where the store allows it.
+"""Independent store reads of one request, run side by side where the store allows it: the store's
+thread pool, used alike by lanes, PromQL and the analysis (a generic runner: it calls what it is given).
 
 The pool is shared by the process and sized by ``JOINTLINE_PARALLEL_READS``; each read runs on its
 own database connection (closed after the read) in the caller's context (the request's clock).
