@@ -377,7 +377,7 @@ def main() -> None:
         cursor.execute("VACUUM ANALYZE timeline_event")
     for table in ("timeline_sample", "timeline_event", "timeline_rollup_1m", "timeline_rollup_1h"):
         engine.command(f"OPTIMIZE TABLE {table} FINAL")
-    rollup_tables = ["timeline_rollup_1m", "timeline_rollup_1h"]
+    rollup_tables = ["timeline_rollup_1m", "timeline_rollup_5m", "timeline_rollup_30m", "timeline_rollup_1h"]
     pg_sizes, ch_sizes = postgres.table_bytes(rollup_tables), clickhouse.table_bytes(rollup_tables)
     pg_bytes, ch_bytes = pg_sizes["timeline_sample"], ch_sizes["timeline_sample"]
     pg_event_bytes, ch_event_bytes = pg_sizes["timeline_event"], ch_sizes["timeline_event"]

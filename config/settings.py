@@ -284,7 +284,7 @@ JOINTLINE_CLOCK_RULES_FILE = env_str("JOINTLINE_CLOCK_RULES_FILE", "")
 # JOINTLINE_CLICKHOUSE_URL (http(s)://user:password@host:8123/database, or chdb:///path in-process).
 JOINTLINE_STORE_BACKEND = env_str("JOINTLINE_STORE_BACKEND", "")
 JOINTLINE_CLICKHOUSE_URL = env_str("JOINTLINE_CLICKHOUSE_URL", f"chdb://{DATA_DIR / 'clickhouse'}")
-# Lane reads over long windows read the 1 min / 1 h rollups (store/rollups.py); writes always
+# Lane reads over long windows read the 1 min / 5 min / 30 min / 1 h rollups (store/rollups.py); writes always
 # maintain them. Off: every read scans raw samples (for comparisons).
 JOINTLINE_ROLLUPS = env_bool("JOINTLINE_ROLLUPS", True)
 # Megabytes of decoded samples (whole hours) each process keeps for PromQL's reads, every hour checked

@@ -142,8 +142,9 @@ def _delete_rows(
 
 
 def _delete_rollups(store, now_us: int, result: RetentionResult) -> None:
-    """Rollup rows older than their own retention (JOINTLINE_ROLLUP_1M_DAYS / _1H_DAYS: the minute rows
-    for weeks, the hour rows for months, whatever the raw samples' retention)."""
+    """Rollup rows older than their own retention (JOINTLINE_ROLLUP_1M_DAYS / _1H_DAYS: the minute rows,
+    and the 5 and 30 min rows with them (counted under "1m"), for weeks, the hour rows for months,
+    whatever the raw samples' retention)."""
     names = {MINUTE_US: "1m", HOUR_US: "1h"}
     for width, first_kept in sorted(store.rollups_kept_from().items()):
         deleted = store.delete_rollups_before(width, first_kept)

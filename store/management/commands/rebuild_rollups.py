@@ -1,4 +1,4 @@
-"""Rebuild the 1 min / 1 h rollups from the raw samples, and the event counts from the raw events, over
+"""Rebuild the rollups (1 min, 5 min, 30 min, 1 h) from the raw samples, and the event counts from the raw events, over
 a window (after upgrading to rollups, or after samples or events were written around the store)."""
 
 from django.core.management.base import BaseCommand, CommandError
