@@ -1,5 +1,6 @@
-"""Rebuild the rollups (1 min, 5 min, 30 min, 1 h) from the raw samples, and the event counts from the raw events, over
-a window (after upgrading to rollups, or after samples or events were written around the store)."""
+"""Rebuild the rollups (1 min, 5 min, 30 min, 1 h) from the raw samples, and the event counts from the
+raw events, over a window (after upgrading to rollups, or after samples or events were written around
+the store)."""
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
