@@ -23,8 +23,10 @@ For each chunk:
   from the deepest decade of the history as an exponential tail when the history is too short to hold
   it, and never below ``floors``. A score divided by its threshold fires at 1.
 * **Runs.** Firing buckets at most ``bridge`` apart are one run; a run that starts at least
-  ``cooldown`` buckets after the previous detection is a detection, at its first bucket. A run goes on
-  across chunks.
+  ``cooldown`` buckets after the previous detection is a detection, at its first bucket, unless it is
+  within ``episode_s`` of that detection: then it is part of the same disturbed spell and a detection
+  only from the bucket where it goes beyond the peak the last detection's run reached (the series is
+  getting worse). A run goes on across chunks.
 
 A series is judged only once its history holds ``min_history`` buckets with data: before that, its
 tail is unknown and any threshold would be a guess.
@@ -61,6 +63,7 @@ class SeasonalSettings:
     stop_buckets: int = 6
     bridge: int = 10
     cooldown: int = 30
+    episode_s: int = 12 * 3600  # within this of a detection, a new run counts only if it peaks higher
 
 
 @dataclass
@@ -86,7 +89,9 @@ class SeriesTrack:
     last_fired: int = -(10**12)
     last_detection: int = -(10**12)
     stopped: bool = False
-    pending: Firing | None = None
+    pending: Firing | None = None  # the last detection (its ratio the peak its run reached)
+    run_start: int = -(10**12)  # where the current run of firing buckets began
+    run_detected: bool = False  # ... and whether it has given its detection
 
     def feed(self, first: int, chunk: np.ndarray) -> list[Firing]:
         """Score ``chunk`` (bucket means from absolute bucket ``first`` on; NaN where the series has no
@@ -160,20 +165,29 @@ class SeriesTrack:
         for i in range(peak.size):
             at = first + i
             if stop[i] >= 1:
-                found.append(Firing(at, 1.0, "stop", baseline))
+                self.pending = Firing(at, 1.0, "stop", baseline)
+                found.append(self.pending)
                 self.last_detection = at
                 continue
             if peak[i] < 1:
                 continue
-            new_run = at - self.last_fired > settings.bridge
+            if at - self.last_fired > settings.bridge:
+                self.run_start, self.run_detected = at, False
             self.last_fired = at
-            if new_run and at - self.last_detection >= settings.cooldown:
+            if self.run_detected:
+                self.pending.ratio = max(self.pending.ratio, float(peak[i]))  # the run's peak
+            elif self.run_start - self.last_detection >= settings.cooldown and self._new_episode(at, peak[i]):
                 self.pending = Firing(at, float(peak[i]), KINDS[kind_at[i]], baseline)
                 found.append(self.pending)
-                self.last_detection = at
-            elif self.pending is not None and not new_run and peak[i] > self.pending.ratio:
-                self.pending.ratio = float(peak[i])  # the run's peak, where it started
+                self.last_detection, self.run_detected = at, True
         return found
+
+    def _new_episode(self, at: int, ratio: float) -> bool:
+        """Whether a run firing at ``at`` at ``ratio`` is news: past the episode of the last detection
+        (``episode_s``, at least the cooldown), or within it but beyond the peak that detection had
+        reached. Bursts that recur through a disturbed spell are one detection, its worsening another."""
+        episode = max(self.settings.cooldown, self.settings.episode_s // self.step_s)
+        return at - self.last_detection >= episode or self.pending is None or ratio > self.pending.ratio
 
 
 def choose_baseline(

@@ -180,3 +180,24 @@ def test_a_series_of_heavy_tailed_bursts_stays_near_its_false_positive_budget():
         found = [f for day in range(40) for f in track.feed(day * 288, values[day * 288 : (day + 1) * 288])]
         per_day.append(sum(f.bucket >= 28 * 288 for f in found) / 12)
     assert np.mean(per_day) <= 2 * settings.fp_per_day
+
+
+def spikes_on_noise(*spikes: tuple[float, float]) -> list[seasonal.Firing]:
+    """Detections of a flat 5-minute series with four days of noise, then ``(hours into day five,
+    size)`` one-bucket spikes on day five."""
+    values = np.random.default_rng(6).normal(100, 5, 5 * 288)
+    for hours, size in spikes:
+        values[4 * 288 + round(hours * 12)] += size
+    track = seasonal.SeriesTrack(step_s=300, settings=seasonal.SeasonalSettings())
+    return [f for day in range(5) for f in track.feed(day * 288, values[day * 288 : (day + 1) * 288])]
+
+
+def test_bursts_that_recur_within_half_a_day_of_a_detection_are_one_detection():
+    found = spikes_on_noise((2, 80), (6, 70), (10, 75))
+    assert [f.bucket for f in found] == [4 * 288 + 24]
+
+
+def test_a_burst_beyond_the_peak_of_the_last_detection_is_a_new_one_within_half_a_day():
+    found = spikes_on_noise((2, 80), (6, 200))
+    assert [f.bucket for f in found] == [4 * 288 + 24, 4 * 288 + 72]
+    assert len(spikes_on_noise((2, 80), (15, 70))) == 2  # past the episode: news again
