@@ -163,6 +163,14 @@ def test_a_heatmap_has_one_row_per_node_in_natural_order(owner_scope, two_days_w
     assert len(payload["z"]) == 6 and len(payload["z"][0]) == len(payload["t"])
 
 
+def test_heatmap_cells_carry_the_three_digits_the_page_shows_and_lines_five():
+    from timeline.lanes.downsample import to_json
+
+    values = np.array([2154938.7, 0.0123456, -987.654, np.nan, 0.0])
+    assert to_json(values, 3) == [2150000.0, 0.0123, -988.0, None, 0.0]
+    assert to_json(values) == [2154900.0, 0.012346, -987.65, None, 0.0]
+
+
 # ----------------------------------------------------------------------------- access rules
 
 

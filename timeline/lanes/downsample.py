@@ -91,10 +91,11 @@ def change_points(t_ms: list[float], values: np.ndarray) -> tuple[list[float], l
     return xs, ys
 
 
-def to_json(values: np.ndarray) -> list[float | None]:
+def to_json(values: np.ndarray, digits: int = 5) -> list[float | None]:
     """Values for the browser: five significant digits (far below a pixel, a third of the bytes of a
-    full float), NaN as null."""
-    rounded = round_significant(values)
+    full float), NaN as null. A heatmap's cells take three: the page writes every value it shows
+    with three (``format.js``), and a colour step is coarser still."""
+    rounded = round_significant(values, digits)
     missing = np.isnan(rounded)
     if not missing.any():
         return rounded.tolist()

@@ -42,6 +42,7 @@ from timeline.lanes.spec import FLEET_KINDS, LaneSpec, capacity_is_number
 
 FLEET_STATS_MIN = 8  # from this many series, bands and sums are computed by the database
 MAX_LINES = 8  # a line lane draws at most this many series; more belong in a band or heatmap
+HEATMAP_DIGITS = 3  # significant digits of a heatmap cell: what the page shows of any value
 
 
 class BucketCache:
@@ -262,7 +263,7 @@ def build_series_lane(
         payload.update(
             t=t_ms,
             rows=[row_label(m) for m in members],
-            z=[to_json(row) for row in means],
+            z=[to_json(row, HEATMAP_DIGITS) for row in means],
             points=n,
             cells=n * len(members),
         )
