@@ -404,9 +404,11 @@ def detection_text(folder: Path, *, smoke: bool) -> str:
         return "nab detection not measured (bench/nab_detection.py absent)"
     found = evaluate_nab_detection(folder, smoke=smoke)
     n = found["windows"]
+    # the floor on both sides of the detector's false-positive rate: its grid rarely meets it exactly
     return (
-        f"nab detection {found['windows_found']}/{n} windows at {found['fp_per_day']:.2f} FP/day "
-        f"(floor {found['floor_windows_found']}/{n} at {found['floor_fp_per_day']:.2f})"
+        f"nab detection {found['windows_found']}/{n} windows at {found['fp_per_day']:.3f} FP/day "
+        f"(floor {found['floor_windows_found']}/{n} at {found['floor_fp_per_day']:.3f}, "
+        f"{found['floor_above_windows_found']}/{n} at {found['floor_above_fp_per_day']:.3f})"
     )
 
 
