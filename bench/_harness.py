@@ -19,12 +19,14 @@ import fcntl
 import http.client
 import json
 import os
+import queue
 import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -257,6 +259,62 @@ def add_scenario_arguments(
     parser.add_argument("--profile", choices=profiles, default="full")
     parser.add_argument("--reuse", action="store_true", help="measure on the already loaded database")
     parser.add_argument("--runs", type=int, default=runs)
+
+
+def post_bodies(
+    port: int,
+    path: str,
+    bodies: list[bytes],
+    *,
+    senders: int,
+    headers: dict[str, str],
+    timeout_s: float = 300.0,
+    retries_429: int = 20,
+    busy_timeout_s: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[float, float]:
+    """POST every body to ``path`` on 127.0.0.1:``port`` with ``senders`` threads, each on its own
+    kept-alive connection (a 429 waited out, at most ``retries_429`` times and 10 s a wait); returns the
+    ``clock()`` of the first POST and of the last answer. Raises :class:`HarnessError` on any other
+    answer >= 300, and when the senders are still busy after ``busy_timeout_s`` (None: waits)."""
+    work: queue.Queue[bytes] = queue.Queue()
+    for body in bodies:
+        work.put(body)
+    failures: list[BaseException] = []
+
+    def sender() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+        try:
+            while not failures:
+                try:
+                    body = work.get_nowait()
+                except queue.Empty:
+                    return
+                for _ in range(retries_429):
+                    connection.request("POST", path, body=body, headers=headers)
+                    response = connection.getresponse()
+                    answer = response.read()
+                    if response.status != 429:
+                        break
+                    time.sleep(min(float(response.getheader("Retry-After", "1")), 10.0))
+                if response.status >= 300:
+                    raise HarnessError(f"POST {path} on :{port}: {response.status} {answer[:300]!r}")
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sender, daemon=True) for _ in range(senders)]
+    started = clock()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=busy_timeout_s)
+    if any(thread.is_alive() for thread in threads):
+        raise HarnessError(f"POST {path}: senders still busy after {busy_timeout_s:.0f} s")
+    if failures:
+        raise failures[0]
+    return started, clock()
 
 
 def median_ms_with_result(fn: Callable[[], T], runs: int, *, warm: bool = False) -> tuple[float, T]:

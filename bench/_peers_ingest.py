@@ -30,15 +30,12 @@ each peer's.
 
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import os
-import queue
 import shutil
 import statistics
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -142,44 +139,16 @@ def build_bodies(case: prom.Case, limit: int, batch: int) -> Bodies:
 def push(port: int, path: str, bodies: list[bytes], senders: int, headers: dict[str, str]) -> float:
     """POST every body with ``senders`` threads, each on its own kept-alive connection to 127.0.0.1
     (a 429 waited out, bounded); the perf_counter() of the first POST. Raises on any other answer >= 300."""
-    work: queue.Queue[bytes] = queue.Queue()
-    for body in bodies:
-        work.put(body)
-    failures: list[BaseException] = []
-    headers = {**WRITE_HEADERS, "Connection": "keep-alive", **headers}
-
-    def sender() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT_S)
-        try:
-            while not failures:
-                try:
-                    body = work.get_nowait()
-                except queue.Empty:
-                    return
-                for _ in range(RETRIES_429):
-                    connection.request("POST", path, body=body, headers=headers)
-                    response = connection.getresponse()
-                    answer = response.read()
-                    if response.status != 429:
-                        break
-                    time.sleep(min(float(response.getheader("Retry-After", "1")), 10.0))
-                if response.status >= 300:
-                    raise _harness.HarnessError(f"POST {path} on :{port}: {response.status} {answer[:300]!r}")
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=sender, daemon=True) for _ in range(senders)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=VISIBLE_TIMEOUT_S * 3)
-    if any(thread.is_alive() for thread in threads):
-        raise _harness.HarnessError(f"POST {path}: senders still busy after {VISIBLE_TIMEOUT_S * 3:.0f} s")
-    if failures:
-        raise failures[0]
+    started, _ = _harness.post_bodies(
+        port,
+        path,
+        bodies,
+        senders=senders,
+        headers={**WRITE_HEADERS, "Connection": "keep-alive", **headers},
+        timeout_s=HTTP_TIMEOUT_S,
+        retries_429=RETRIES_429,
+        busy_timeout_s=VISIBLE_TIMEOUT_S * 3,
+    )
     return started
 
 

@@ -25,11 +25,8 @@ Gunicorn serves the site as deployed (``config.wsgi``). Run from the project roo
 from __future__ import annotations
 
 import argparse
-import http.client
 import os
-import queue
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,44 +214,11 @@ class Run:
 
 def push_all(port: int, token: str, protocol: str, bodies: list[bytes], senders: int) -> tuple[float, float]:
     """POST every body with ``senders`` threads; returns the time.time() of the first push and last answer."""
+    from bench import _harness
+
     path, content_type, extra = PROTOCOLS[protocol]
     headers = {"Authorization": f"Bearer {token}", "Content-Type": content_type, **extra}
-    work: queue.Queue[bytes] = queue.Queue()
-    for body in bodies:
-        work.put(body)
-    failures: list[BaseException] = []
-
-    def sender() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-        try:
-            while not failures:
-                try:
-                    body = work.get_nowait()
-                except queue.Empty:
-                    return
-                for _ in range(20):  # waits out a 429, bounded
-                    connection.request("POST", path, body=body, headers=headers)
-                    response = connection.getresponse()
-                    answer = response.read()
-                    if response.status != 429:
-                        break
-                    time.sleep(float(response.getheader("Retry-After", "1")))
-                if response.status >= 300:
-                    raise RuntimeError(f"{protocol} push answered {response.status}: {answer[:300]!r}")
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=sender) for _ in range(senders)]
-    started = time.time()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
-    return started, time.time()
+    return _harness.post_bodies(port, path, bodies, senders=senders, headers=headers, clock=time.time)
 
 
 def wait_applied(database_url: str, samples: int, timeout_s: float) -> float:
