@@ -24,3 +24,14 @@ def test_importing_config_does_not_load_the_django_settings():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "lazy"
+
+
+def test_the_wsgi_application_loads_its_views_before_the_first_request():
+    """A worker imports its views when it starts, not while its first request waits."""
+    probe = "import sys, config.wsgi\nprint(all(m in sys.modules for m in ('promql.api', 'warroom.api')))\n"
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
