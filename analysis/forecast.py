@@ -834,13 +834,11 @@ def not_shared(scope: Scope, job: str, resources: list[Resource], *, start: int,
     upstream = graph.upstream(("job", job))
     members = {entity for entity, hops in upstream.items() if hops == 1}
     kinds = {kind for kind, _ in members}
-    fleet = {entity for entity in graph.dependencies if entity[0] in kinds}
+    fleet = set().union(*(graph.of_kind(kind) for kind in kinds))
     behind: dict = {}
-    for entity in fleet:
-        for dependency in graph.upstream(entity):
-            counts = behind.setdefault(dependency, [0, 0])
-            counts[0] += entity in members
-            counts[1] += 1
+    for kind in kinds:
+        for dependency, dependents in graph.behind(kind).items():
+            behind.setdefault(dependency, set()).update(dependents)
     # shared at any size: what at least half of the job's members and half of their whole fleet depend
     # on (the rack of a four-node run is its members' dependency, but not one a larger run shares)
     return [
@@ -848,8 +846,8 @@ def not_shared(scope: Scope, job: str, resources: list[Resource], *, start: int,
         for (kind, name), hops in sorted(upstream.items())
         if hops >= 2
         and (kind, name) not in covered
-        and 2 * behind.get((kind, name), [0, 0])[0] >= len(members)
-        and 2 * behind.get((kind, name), [0, 0])[1] >= len(fleet)
+        and 2 * len(behind.get((kind, name), set()) & members) >= len(members)
+        and 2 * len(behind.get((kind, name), ())) >= len(fleet)
     ]
 
 

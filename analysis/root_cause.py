@@ -211,15 +211,11 @@ def localise(graph: Graph, changed: set[Entity]) -> Localisation | None:
     kind, mine = max(kinds.items(), key=lambda found: (len(found[1]), found[0]))
     if len(mine) < MIN_LOCALISED:
         return None
-    known = {entity for entity in graph.dependencies if entity[0] == kind}
+    known = graph.of_kind(kind)
     if len(known) <= len(mine):
         return None
-    behind: dict[Entity, set[Entity]] = defaultdict(set)
-    for entity in known:
-        for dependency in graph.upstream(entity):
-            behind[dependency].add(entity)
     found = []
-    for dependency, members in behind.items():
+    for dependency, members in graph.behind(kind).items():
         inside = len(members & mine)
         if (
             inside >= MIN_LOCALISED

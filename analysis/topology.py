@@ -91,10 +91,29 @@ class Graph:
     dependencies: dict[Entity, set[Entity]] = field(default_factory=lambda: defaultdict(set))
     bindings: list[tuple[int, tuple[str, ...], Entity]] = field(default_factory=list)
     rules: TopologyRules | None = None
+    _behind: dict[str, dict[Entity, frozenset[Entity]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def add(self, dependent: Entity, dependency: Entity) -> None:
         if dependent != dependency:
             self.dependencies[dependent].add(dependency)
+            self._behind.clear()
+
+    def of_kind(self, kind: str) -> set[Entity]:
+        """The entities of ``kind`` that depend on something."""
+        return {entity for entity in self.dependencies if entity[0] == kind}
+
+    def behind(self, kind: str) -> dict[Entity, frozenset[Entity]]:
+        """Per entity, the entities of ``kind`` that depend on it, directly or not (at most
+        :data:`MAX_DEPTH` hops); worked out once per kind until an edge is added."""
+        if kind not in self._behind:
+            found: dict[Entity, set[Entity]] = defaultdict(set)
+            for entity in self.of_kind(kind):
+                for dependency in self.upstream(entity):
+                    found[dependency].add(entity)
+            self._behind[kind] = {dependency: frozenset(them) for dependency, them in found.items()}
+        return self._behind[kind]
 
     def upstream(self, entity: Entity) -> dict[Entity, int]:
         """Every entity ``entity`` depends on, directly or not, with the hops to it (at most
