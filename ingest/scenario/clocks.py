@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.timeparse import format_rfc3339 as rfc3339
-from ingest.scenario.plan import Plan, S
+from ingest.scenario.plan import Plan
+from ingest.scenario.records import S
 
 HOUR_US = 3_600 * S
 

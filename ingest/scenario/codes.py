@@ -12,7 +12,8 @@ import numpy as np
 from ingest.scenario import activity as act
 from ingest.scenario import causes
 from ingest.scenario.config import AGGREGATE_READ_LIMIT, GIB, NODE_BURST_MAX_BPS, READ_CAPACITY_BPS
-from ingest.scenario.plan import MINUTE, Plan
+from ingest.scenario.plan import Plan
+from ingest.scenario.records import MINUTE
 from ingest.scenario.rng import stream
 
 # Cap on the slowdown's aggregate read, a little under the figure the tests hold it to.

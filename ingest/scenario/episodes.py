@@ -13,8 +13,9 @@ from ingest.scenario import config as figures
 from ingest.scenario.causes import INFO, incident_truth
 from ingest.scenario.codes import Codes
 from ingest.scenario.config import EPISODE_ORDER, GIB, READ_CAPACITY_BPS
-from ingest.scenario.plan import SHARDS, STEP_SECONDS, Plan, S
+from ingest.scenario.plan import SHARDS, STEP_SECONDS, Plan
 from ingest.scenario.rates import RX_STORAGE
+from ingest.scenario.records import S
 
 
 def rfc3339(t_us: int) -> str:

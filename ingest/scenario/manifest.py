@@ -22,7 +22,8 @@ from ingest.scenario.clocks import clock_faults
 from ingest.scenario.codes import Codes
 from ingest.scenario.config import EPISODE_ORDER
 from ingest.scenario.episodes import add_episodes, when
-from ingest.scenario.plan import Plan, S, Session
+from ingest.scenario.plan import Plan
+from ingest.scenario.records import S, Session
 
 ORGS: dict[str, dict] = {
     "cloudops": {

@@ -35,7 +35,7 @@ from ingest.scenario.config import (
     STORAGE_LINK_BPS,
     WRITE_CAPACITY_BPS,
 )
-from ingest.scenario.plan import MINUTE, STEP_SECONDS, Plan
+from ingest.scenario.plan import STEP_SECONDS, Plan
 from ingest.scenario.rates import (
     BACKLOG,
     GPU_POWER,
@@ -55,6 +55,7 @@ from ingest.scenario.rates import (
     TX_FRONT,
     TX_STORAGE_BASE,
 )
+from ingest.scenario.records import MINUTE
 from ingest.scenario.rng import Noise, stream
 
 RPC_HEADER_BYTES = 100  # NFS-over-RDMA READ call + reply header bytes per request on the wire

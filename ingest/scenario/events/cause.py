@@ -7,7 +7,8 @@ from ingest.scenario.codes import Codes
 from ingest.scenario.events.hardware import Hardware
 from ingest.scenario.events.sink import RACK_PEER, Sink
 from ingest.scenario.events.training import Training
-from ingest.scenario.plan import MINUTE, Plan, S, Session
+from ingest.scenario.plan import Plan
+from ingest.scenario.records import MINUTE, S, Session
 from ingest.scenario.rng import stream
 
 CLUSTER = {"cluster": "b200-pod1"}

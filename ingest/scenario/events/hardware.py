@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ingest.scenario.events.sink import CRITICAL_XIDS, PCI_BUS, Sink
-from ingest.scenario.plan import MINUTE, XID_TEXT, Plan, S, Session
+from ingest.scenario.plan import Plan
+from ingest.scenario.records import MINUTE, XID_TEXT, S, Session
 from ingest.scenario.rng import stream
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from core.records import EventRecord
 from ingest.scenario.events.sink import JOB, Sink, attrs, rank_starts
-from ingest.scenario.plan import Plan, S, Session
+from ingest.scenario.plan import Plan
+from ingest.scenario.records import S, Session
 from ingest.scenario.rng import stream
 
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from core.records import EventRecord
 from ingest.scenario.clocks import Clocks
-from ingest.scenario.plan import Plan, S, Session
+from ingest.scenario.plan import Plan
+from ingest.scenario.records import S, Session
 from ingest.scenario.rng import stream
 
 JOB = "solar-pretrain"

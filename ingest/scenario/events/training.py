@@ -7,7 +7,8 @@ import numpy as np
 from ingest.scenario import activity as act
 from ingest.scenario.codes import Codes
 from ingest.scenario.events.sink import JOB, TOKENS_PER_STEP, Sink, hm, phase_end, rank_starts
-from ingest.scenario.plan import MINUTE, SHARDS, STEP_SECONDS, Plan, S, Session
+from ingest.scenario.plan import SHARDS, STEP_SECONDS, Plan
+from ingest.scenario.records import MINUTE, S, Session
 from ingest.scenario.rng import stream
 
 
