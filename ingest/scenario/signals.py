@@ -7,9 +7,10 @@ checkpoint, the step time climbs when a GPU straggles. Counters carry their valu
 from one chunk to the next, restart from zero after a reboot, and hold whole bytes.
 
 The series each organisation exports are listed in :mod:`ingest.scenario.catalog`; what each
-activity code means for them is in :mod:`ingest.scenario.rates`. The computations stay on one
-class, :class:`Signals`: each chunk's series are derived from the same codes, masks and counter
-state carried from the last chunk.
+activity code means for them is in :mod:`ingest.scenario.rates`. :class:`Signals` derives each
+chunk's series from the same codes, masks and counter state carried from the last chunk (the
+counters are in :mod:`ingest.scenario.counters`); the GPU series come from
+:mod:`ingest.scenario.gpu_signals`.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ from ingest.scenario.config import (
     STORAGE_LINK_BPS,
     WRITE_CAPACITY_BPS,
 )
+from ingest.scenario.counters import Counter, counter_resets
+from ingest.scenario.gpu_signals import GpuSignals
 from ingest.scenario.plan import STEP_SECONDS, Plan
 from ingest.scenario.rates import (
     BACKLOG,
-    GPU_POWER,
-    GPU_TEMP,
     LATENCY,
     LOAD1,
     METADATA_BACKGROUND,
@@ -49,35 +50,15 @@ from ingest.scenario.rates import (
     RX_STORAGE,
     RX_STORAGE_NOISE,
     SLOTS,
-    SM_CLOCK,
     SMALL_READS,
     TRAINING,
     TX_FRONT,
     TX_STORAGE_BASE,
 )
-from ingest.scenario.records import MINUTE
 from ingest.scenario.rng import Noise, stream
 
 RPC_HEADER_BYTES = 100  # NFS-over-RDMA READ call + reply header bytes per request on the wire
 FRAME_SHARE = 0.64  # of the CRC errors a bad optic causes, those the NIC also counts as frame errors
-
-
-class _Counter:
-    """Cumulative values per row; a reset restarts the row from what it counted since boot."""
-
-    def __init__(self, initial: np.ndarray) -> None:
-        self.value = np.asarray(initial, dtype=np.float64).copy()
-
-    def advance(self, increments: np.ndarray, reset: np.ndarray) -> np.ndarray:
-        out = self.value[:, None] + np.cumsum(increments, axis=1)
-        for row in np.flatnonzero(reset.any(axis=1)):
-            base = self.value[row]
-            for position in range(increments.shape[1]):
-                base = increments[row, position] if reset[row, position] else base + increments[row, position]
-                out[row, position] = base
-        if out.shape[1]:
-            self.value = out[:, -1].copy()
-        return out
 
 
 class Signals:
@@ -94,27 +75,20 @@ class Signals:
         self.gpus = cfg.gpus_per_node
         rng = stream(cfg.seed, "signals", "static")
         n, g = cfg.nodes, cfg.nodes * cfg.gpus_per_node
-        self.temp_offset = rng.normal(0, 1.6, g)
-        self.power_offset = rng.normal(0, 14, g)
+        temp_offset, power_offset = rng.normal(0, 1.6, g), rng.normal(0, 14, g)
         self.counters = {
-            "node_network_receive_bytes_total/ens2f0": _Counter(np.round(rng.uniform(2e14, 8e14, n))),
-            "node_network_transmit_bytes_total/ens2f0": _Counter(np.round(rng.uniform(2e13, 1e14, n))),
-            "node_network_receive_bytes_total/ens1f0": _Counter(np.round(rng.uniform(1e12, 1e13, n))),
-            "node_network_transmit_bytes_total/ens1f0": _Counter(np.round(rng.uniform(1e12, 1e13, n))),
-            "retransmits": _Counter(np.round(rng.uniform(0, 400, n))),
-            "ecc": _Counter(self._initial_ecc(g)),
+            "node_network_receive_bytes_total/ens2f0": Counter(np.round(rng.uniform(2e14, 8e14, n))),
+            "node_network_transmit_bytes_total/ens2f0": Counter(np.round(rng.uniform(2e13, 1e14, n))),
+            "node_network_receive_bytes_total/ens1f0": Counter(np.round(rng.uniform(1e12, 1e13, n))),
+            "node_network_transmit_bytes_total/ens1f0": Counter(np.round(rng.uniform(1e12, 1e13, n))),
+            "retransmits": Counter(np.round(rng.uniform(0, 400, n))),
         }
+        self.gpu = GpuSignals(
+            plan, self.noise, self.metrics, temp_offset=temp_offset, power_offset=power_offset
+        )
         self.labels = [{"node": cfg.node_name(i)} for i in range(n)]
         if cfg.cause == "tor_link_flap":
             self.counters.update(_link_error_counters(cfg.seed, n))
-
-    def _initial_ecc(self, gpus: int) -> np.ndarray:
-        initial = np.zeros(gpus)
-        rng = stream(self.config.seed, "signals", "ecc")
-        for benign in self.plan.benign:
-            if benign.kind == "ecc_trickle":
-                initial[benign.node * self.gpus + benign.gpu] = float(rng.integers(2, 20))
-        return initial
 
     # ---- one chunk
     def chunk(self, k0: int, k1: int) -> dict[tuple[str, str], list[SeriesBlock]]:
@@ -204,7 +178,7 @@ class Signals:
         at, mid = self.codes.at[:, k0:k1], self.codes.mid[:, k0:k1]
         rx, tx, read_size, writes = self._storage_traffic(k0, k1, mid)
         rx_front, tx_front = self._front_traffic(k0, k1, mid)
-        reset = _resets(self.codes.at, k0, k1, 1)
+        reset = counter_resets(self.codes.at, k0, k1, 1)
         out = {}
         for key, rate in (
             ("node_network_receive_bytes_total/ens2f0", rx),
@@ -372,7 +346,7 @@ class Signals:
         k = np.arange(j0, j1) * self.ratio
         at = codes.at[:, k]
         ts = codes.ts[k]
-        reset = _resets(codes.at, j0, j1, self.ratio)
+        reset = counter_resets(codes.at, j0, j1, self.ratio)
         down = at == act.DOWN
         step_s = cfg.detail_step
 
@@ -405,7 +379,7 @@ class Signals:
             "nfs_read_latency_seconds": np.round(latency, 6),
             "nfs_read_size_bytes": np.round(read_size),
         }
-        out.update(self._gpu(j0, j1, at, ts, reset))
+        out.update(self.gpu.values(j0, j1, at, ts, reset))
         return out
 
     def _saving(self, ts: np.ndarray) -> np.ndarray:
@@ -415,130 +389,13 @@ class Signals:
             mask[np.asarray(self.incident.nodes)] = causes.saving(self.incident, ts)
         return mask
 
-    def _gpu(
-        self, j0: int, j1: int, at: np.ndarray, ts: np.ndarray, node_reset: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        cfg, noise = self.config, self.noise
-        g = self.gpus
-        rows = cfg.nodes * g
-        code = np.repeat(at, g, axis=0)
-        load = GPU_POWER[code] / GPU_POWER[act.TRAIN]
-        temp = GPU_TEMP[code] + self.temp_offset[:, None] * np.minimum(load * 1.5, 1.0)
-        temp = temp + 0.5 * noise.normal("dcgm/temp", rows, j0, j1)
-        power = GPU_POWER[code] + self.power_offset[:, None] * load
-        power = power * (1 + 0.025 * noise.normal("dcgm/power", rows, j0, j1))
-        ecc_rate = np.zeros(code.shape)
-        xid = np.zeros(code.shape)
-        for benign in self.plan.benign:
-            if benign.kind == "ecc_trickle":
-                ecc_rate[benign.node * g + benign.gpu] += benign.magnitude / 5400
-        for failure in self.plan.shown_failures():
-            row = failure.node * g + failure.gpu
-            cleared = failure.recovered if failure.recovered is not None else self.plan.end
-            xid[row, (ts >= failure.ts) & (ts < cleared)] = failure.xid
-            if failure.precursor is None:
-                continue
-            window = (ts >= failure.precursor_start) & (ts < failure.ts)
-            if not window.any():
-                continue
-            ramp = (ts[window] - failure.precursor_start) / (failure.ts - failure.precursor_start)
-            self._precursor(failure, row, window, ramp, ts, temp, power, ecc_rate)
-        ecc_inc = noise.poisson("dcgm/ecc", ecc_rate * cfg.detail_step, j0)
-        ecc = self.counters["ecc"].advance(
-            np.where(code == act.DOWN, 0.0, ecc_inc), np.repeat(node_reset, g, axis=0)
-        )
-        values = {"DCGM_FI_DEV_XID_ERRORS": xid}
-        if cfg.cause == "gpu_thermal":
-            values.update(self._thermal(j0, j1, code, ts, temp, power))
-        temp, power = np.round(temp), np.round(np.maximum(power, 60.0), 3)
-        values.update(
-            DCGM_FI_DEV_GPU_TEMP=temp, DCGM_FI_DEV_POWER_USAGE=power, DCGM_FI_DEV_ECC_SBE_VOL_TOTAL=ecc
-        )
-        if cfg.per_gpu_metrics:
-            return values
-        return {
-            metric.name: _per_node(metric.name, values, cfg.nodes, g)
-            for metric in self.metrics
-            if metric.rows == "node" and metric.agent == "dcgm-exporter"
-        }
-
-    def _thermal(
-        self, j0: int, j1: int, code: np.ndarray, ts: np.ndarray, temp: np.ndarray, power: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """The ``gpu_thermal`` incident on the GPUs of its rack: they heat up to the slowdown
-        temperature from the onset, then throttle (clocks down, power down, the thermal reason set)
-        while the controller holds them there. Changes ``temp`` and ``power`` in place; returns the
-        clock and throttle-reason matrices of every GPU."""
-        g, rows = self.gpus, code.shape[0]
-        clock = SM_CLOCK[code].copy()
-        reasons = np.where(code == act.IDLE, float(causes.THROTTLE_IDLE), 0.0)
-        incident = self.incident
-        if incident is None:
-            return {"DCGM_FI_DEV_SM_CLOCK": clock, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": reasons}
-        hot = (ts >= incident.onset) & (ts < incident.end)
-        ramp = np.clip((ts - incident.onset) / (incident.ramp_end - incident.onset), 0.0, 1.0)
-        throttled = hot & (ts >= incident.ramp_end)
-        settle = np.clip((ts - incident.ramp_end) / (2 * MINUTE), 0.0, 1.0)
-        hold = causes.SLOWDOWN_TEMP_C - 0.3 * np.abs(self.noise.normal("cause/hold", rows, j0, j1))
-        depth_spread = stream(self.config.seed, "signals", "cause", "throttle").uniform(
-            0.85, 1.0, (len(incident.nodes), g)
-        )
-        for index, node in enumerate(incident.nodes):
-            r = slice(node * g, (node + 1) * g)
-            heated = temp[r] + (causes.SLOWDOWN_TEMP_C + 3 - temp[r]) * ramp**1.3
-            temp[r] = np.where(hot, np.minimum(heated, hold[r]), temp[r])
-            depth = incident.throttle[index] * depth_spread[index][:, None] * settle[None, :]
-            power[r] = np.where(throttled, power[r] * (1 - 0.85 * depth), power[r])
-            lowered = np.round(causes.BOOST_CLOCK_MHZ * (1 - depth) / 15) * 15
-            clock[r] = np.where(throttled, np.minimum(clock[r], lowered), clock[r])
-            reasons[r] = np.where(throttled, float(causes.THROTTLE_THERMAL), reasons[r])
-        return {"DCGM_FI_DEV_SM_CLOCK": clock, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": reasons}
-
-    @staticmethod
-    def _precursor(failure, row, window, ramp, ts, temp, power, ecc_rate) -> None:
-        """Drifts in the minutes before an XID; ``clear`` ones stand out, the others barely."""
-        size = failure.magnitude
-        seconds = (ts[window] - failure.precursor_start) / 1e6
-        if failure.precursor == "temperature":
-            temp[row, window] += (17.0 if failure.clear else 5.0) * size * ramp**1.4
-        elif failure.precursor == "power":
-            if failure.clear:
-                power[row, window] *= 1 - 0.22 * ramp
-                power[row, window] += 110 * size * ramp * np.sin(2 * np.pi * seconds / 150)
-            else:
-                power[row, window] += 48 * size * np.sqrt(ramp) * np.sin(2 * np.pi * seconds / 130)
-        elif failure.precursor == "ecc_sbe":
-            total = (320.0 if failure.clear else 7.0) * size
-            duration = (failure.ts - failure.precursor_start) / 1e6
-            ecc_rate[row, window] += 3 * total * ramp**2 / duration
-
-
-def _resets(at: np.ndarray, first: int, last: int, stride: int) -> np.ndarray:
-    """True where a node is scraped again after being down: its counters restart there."""
-    columns = np.arange(first - 1, last) * stride
-    codes = at[:, np.maximum(columns, 0)]
-    if first == 0:
-        codes[:, 0] = act.IDLE
-    return (codes[:, 1:] != act.DOWN) & (codes[:, :-1] == act.DOWN)
-
 
 def _span(a: int, b: int, offset: int) -> slice:
     """Grid steps ``a <= k < b`` as a slice of a chunk starting at step ``offset``."""
     return slice(max(a - offset, 0), max(b - offset, 0))
 
 
-def _per_node(name: str, per_gpu: dict[str, np.ndarray], nodes: int, gpus: int) -> np.ndarray:
-    """The per-node recording rule ``node:<field>:<rule>`` over a node's GPUs."""
-    _prefix, field, rule = name.split(":")
-    values = per_gpu[field].reshape(nodes, gpus, -1)
-    if rule == "max":
-        return values.max(axis=1)
-    if rule == "min":
-        return values.min(axis=1)
-    return np.round(values.sum(axis=1), 3) if field == "DCGM_FI_DEV_POWER_USAGE" else values.sum(axis=1)
-
-
-def _link_error_counters(seed: int, nodes: int) -> dict[str, _Counter]:
+def _link_error_counters(seed: int, nodes: int) -> dict[str, Counter]:
     """Link error counters since boot: a few old errors and the carrier changes of past boots."""
     rng = stream(seed, "signals", "cause", "link_errors")
     out = {}
@@ -546,7 +403,7 @@ def _link_error_counters(seed: int, nodes: int) -> dict[str, _Counter]:
         errors = np.round(rng.uniform(0, 40, nodes))
         initial = (errors, np.round(errors * FRAME_SHARE), 2 * rng.integers(1, 4, nodes).astype(np.float64))
         for name, values in zip(LINK_ERROR_COUNTERS, initial, strict=True):
-            out[f"node_network_{name}_total/{device}"] = _Counter(values)
+            out[f"node_network_{name}_total/{device}"] = Counter(values)
     return out
 
 
