@@ -135,7 +135,7 @@ file_import = extend_schema(
 
 
 # --------------------------------------------------------------------------- the native push, described
-# (never used to parse: ingest/protocols/native.py holds every rule; these say the same for clients)
+# (never used to parse: ingest/protocols/native/ holds every rule; these say the same for clients)
 
 
 class _Texts(serializers.DictField):
