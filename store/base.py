@@ -24,6 +24,7 @@ from store.batches import (
     DAY_US,
     EventPart,
     PartitionDays,
+    SampleArrays,
     SamplePart,
     WriteResult,
     batch_days,
@@ -37,7 +38,7 @@ from store.batches import (
 from store.event_reads import EventReads
 from store.hints import Capabilities, ReadHints
 from store.retention import PartitionSize, RetentionAndSize
-from store.rollup_refresh import RollupRefresh
+from store.rollup_refresh import RollupRefresh, rollup_refresh_is_deferred
 from store.sample_cache import CachedSampleReads
 from store.sample_reads import SampleReads
 from timeline.models import Series
@@ -170,8 +171,13 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
             for index, (org_id, batch) in enumerate(batches)
             if batch.events
         ]
-        samples = self._write_samples(sample_parts, len(batches)) if sample_parts else [0] * len(batches)
-        if any(samples):
+        samples, new_samples = [0] * len(batches), None
+        if sample_parts:
+            from_batch = self.rollups_from_batch and not rollup_refresh_is_deferred()
+            samples, new_samples = self._store_samples(sample_parts, len(batches), keep_new=from_batch)
+        if new_samples is not None:
+            self.roll_up_samples(new_samples)
+        elif any(samples):
             self.mark_rollups_stale(
                 (series_id, block.ts)
                 for part in sample_parts
@@ -278,6 +284,19 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
                 )
                 found.update(int(row[0]) for row in cursor.fetchall())
         return found
+
+    rollups_from_batch = False
+    """Whether :meth:`_store_samples` can hand back the samples a write stored, so that their rollups
+    are merged from memory in the write (:meth:`roll_up_samples`) instead of queued for a refresh
+    that reads them back (PostgreSQL)."""
+
+    def _store_samples(
+        self, parts: list[SamplePart], batches: int, *, keep_new: bool
+    ) -> tuple[list[int], SampleArrays | None]:
+        """Write the samples of ``parts``; returns how many were new per batch position and, with
+        ``keep_new`` where the engine can (:attr:`rollups_from_batch`), the new samples themselves,
+        sorted by series and time (else None: their minute ranges are queued)."""
+        return self._write_samples(parts, batches), None
 
     def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
         """Write the samples of ``parts``; returns how many were new, per batch position."""

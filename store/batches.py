@@ -193,6 +193,42 @@ class SamplePart(NamedTuple):
     blocks: list[SeriesBlock]
 
 
+class SampleArrays(NamedTuple):
+    """Samples as three arrays of one length: series ids, times (µs) and values."""
+
+    series_id: np.ndarray
+    ts: np.ndarray
+    value: np.ndarray
+
+    def sorted(self) -> SampleArrays:
+        """The same samples ordered by series and time."""
+        order = np.lexsort((self.ts, self.series_id))
+        return SampleArrays(self.series_id[order], self.ts[order], self.value[order])
+
+
+def part_arrays(parts: list[SamplePart]) -> tuple[SampleArrays, np.ndarray]:
+    """The samples of ``parts`` as arrays in their order, and the batch position of each. Raises
+    ValueError for a series whose timestamps and values differ in number."""
+    blocks = [block for part in parts for block in part.blocks]
+    sizes = np.array([len(block.ts) for block in blocks], dtype=np.int64)
+    for block in blocks:
+        if len(block.values) != len(block.ts):
+            raise ValueError(
+                f"series {block.metric}: {len(block.ts)} timestamps but {len(block.values)} values"
+            )
+    series_ids = np.array([sid for part in parts for sid in part.series_ids], dtype=np.int64)
+    batch = np.repeat(np.array([part.batch for part in parts for _ in part.blocks], dtype=np.int64), sizes)
+    if not len(blocks):
+        empty = np.empty(0, dtype=np.int64)
+        return SampleArrays(empty, empty, np.empty(0, dtype=np.float64)), empty
+    samples = SampleArrays(
+        np.repeat(series_ids, sizes),
+        np.concatenate([np.asarray(block.ts, dtype=np.int64) for block in blocks]),
+        np.concatenate([np.asarray(block.values, dtype=np.float64) for block in blocks]),
+    )
+    return samples, batch
+
+
 class EventPart(NamedTuple):
     batch: int
     org_id: int

@@ -19,7 +19,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from core.records import EventRecord
 from store import rollups
 from store.base import StoreBackend
-from store.batches import EVENT_COLUMNS, EventPart, SamplePart, event_row
+from store.batches import EVENT_COLUMNS, EventPart, SampleArrays, SamplePart, event_row, part_arrays
 from store.frames import SAMPLE_ROW
 from store.hints import Capabilities, ReadHints
 from store.postgres_partitions import (
@@ -91,6 +91,14 @@ SAMPLES_PER_BATCH = """WITH inserted AS (
     JOIN (SELECT series_id, ts, MIN(batch) AS batch FROM jl_sample_stage GROUP BY series_id, ts) first
         USING (series_id, ts)
     GROUP BY first.batch"""
+# The staged rows not stored yet, inserted (in batch order when several batches share the stage) and
+# handed back as three binary strings of big-endian numbers, for the rollups of the write.
+SAMPLES_INSERTED = """WITH inserted AS (
+        INSERT INTO timeline_sample (series_id, ts, value)
+        SELECT series_id, ts, value FROM jl_sample_stage{order}
+        ON CONFLICT DO NOTHING RETURNING series_id, ts, value)
+    SELECT string_agg(int8send(series_id), ''), string_agg(int8send(ts), ''),
+           string_agg(float8send(value), '') FROM inserted"""
 EVENT_LIST = ", ".join(EVENT_COLUMNS)
 EVENT_SELECT = """SELECT org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
     resource::jsonb, attributes::jsonb, fingerprint FROM jl_event_stage"""
@@ -404,46 +412,51 @@ class PostgresStore(PostgresPartitions, StoreBackend):
         scale = 100.0 / sample_percent
         return [(org_id, signal, round(n * scale)) for org_id, signal, n in rows]
 
+    rollups_from_batch = True
+
     def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
-        """Fast path: COPY straight into the table inside a savepoint. When any (series, ts) already
-        exists, the savepoint rolls back and the rows go through the staging table with
-        ``ON CONFLICT DO NOTHING`` (bench/ingest.py measured the fast path at 2.5-2.9x the staging
-        path in-process, +33 % end to end; docs/decisions/0002-idempotent-apply.md)."""
-        received = [0] * batches
-        for part in parts:
-            received[part.batch] += sum(len(block.ts) for block in part.blocks)
+        return self._store_samples(parts, batches, keep_new=False)[0]
+
+    def _store_samples(
+        self, parts: list[SamplePart], batches: int, *, keep_new: bool
+    ) -> tuple[list[int], SampleArrays | None]:
+        """Fast path: one binary COPY built by numpy straight into the table inside a savepoint; then
+        every sample of the write was new. When any (series, ts) already exists (or the write holds
+        one twice), the savepoint rolls back and the rows go through the staging table with ``ON
+        CONFLICT DO NOTHING``, whose ``RETURNING`` hands back the rows it inserted where ``keep_new``
+        (bench/ingest.py measured the fast path at 2.5-2.9x the staging path in-process, +33 % end to
+        end; docs/decisions/0002-idempotent-apply.md)."""
+        samples, batch = part_arrays(parts)
+        received = np.bincount(batch, minlength=batches).tolist()
         try:
             with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
-                self._copy_rows(cursor, "timeline_sample", parts)
-                return received
+                _copy_samples(cursor, "timeline_sample", samples)
+                return received, samples.sorted() if keep_new else None
         except (IntegrityError, psycopg.errors.UniqueViolation):
             pass
         with self.connection.cursor() as cursor:
             cursor.execute(SAMPLE_STAGE)
-            self._copy_rows(cursor, "jl_sample_stage", parts, staged=True)
-            return _insert_staged(
-                cursor,
-                "jl_sample_stage",
-                parts,
-                batches,
-                single="""INSERT INTO timeline_sample (series_id, ts, value)
-                    SELECT series_id, ts, value FROM jl_sample_stage ON CONFLICT DO NOTHING""",
-                per_batch=SAMPLES_PER_BATCH,
-            )
-
-    @staticmethod
-    def _copy_rows(cursor, table: str, parts: list[SamplePart], *, staged: bool = False) -> None:
-        columns = "batch, series_id, ts, value" if staged else "series_id, ts, value"
-        with cursor.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int4", "int8", "int8", "float8"] if staged else ["int8", "int8", "float8"])
-            for part in parts:
-                for series_id, block in zip(part.series_ids, part.blocks, strict=True):
-                    if staged:
-                        for ts, value in zip(block.ts, block.values, strict=True):
-                            copy.write_row((part.batch, series_id, ts, value))
-                    else:
-                        for ts, value in zip(block.ts, block.values, strict=True):
-                            copy.write_row((series_id, ts, value))
+            _copy_samples(cursor, "jl_sample_stage", samples, batch=batch)
+            if not keep_new:
+                return _insert_staged(
+                    cursor,
+                    "jl_sample_stage",
+                    parts,
+                    batches,
+                    single="""INSERT INTO timeline_sample (series_id, ts, value)
+                        SELECT series_id, ts, value FROM jl_sample_stage ON CONFLICT DO NOTHING""",
+                    per_batch=SAMPLES_PER_BATCH,
+                ), None
+            several = len(np.unique(batch)) > 1
+            cursor.execute(SAMPLES_INSERTED.format(order=" ORDER BY batch" if several else ""))
+            series_bytes, ts_bytes, value_bytes = cursor.fetchone()
+            cursor.execute("TRUNCATE jl_sample_stage")
+        if series_bytes is None:
+            return [0] * batches, None
+        new = SampleArrays(
+            big_endian(series_bytes, ">i8"), big_endian(ts_bytes, ">i8"), big_endian(value_bytes, ">f8")
+        ).sorted()
+        return _new_per_batch(samples, batch, new, batches), new
 
     def _write_events(self, parts: list[EventPart], batches: int) -> list[int]:
         with self.connection.cursor() as cursor:
@@ -460,6 +473,33 @@ class PostgresStore(PostgresPartitions, StoreBackend):
                 single=f"INSERT INTO timeline_event ({EVENT_LIST}) {EVENT_SELECT} ON CONFLICT DO NOTHING",
                 per_batch=EVENTS_PER_BATCH,
             )
+
+
+STAGED_ROW = np.dtype([("batch", "<i4"), ("series_id", "<i8"), ("ts", "<i8"), ("value", "<f8")])
+
+
+def _copy_samples(cursor, table: str, samples: SampleArrays, *, batch: np.ndarray | None = None) -> None:
+    """``samples`` into ``table`` by one binary COPY stream made by numpy (no Python object per row);
+    with ``batch``, into the staging table, each row with its batch position."""
+    rows = np.empty(len(samples.ts), dtype=SAMPLE_ROW if batch is None else STAGED_ROW)
+    rows["series_id"], rows["ts"], rows["value"] = samples
+    if batch is not None:
+        rows["batch"] = batch
+    with cursor.copy(f"COPY {table} ({', '.join(rows.dtype.names)}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(copy_encode(rows, nullable=()))
+
+
+def _new_per_batch(samples: SampleArrays, batch: np.ndarray, new: SampleArrays, batches: int) -> list[int]:
+    """How many of the ``new`` samples (a subset of the keys of ``samples``) each batch position
+    stored: a (series, ts) several batches carry counts for the first of them."""
+    order = np.lexsort((batch, samples.ts, samples.series_id))
+    series_id, ts, owner = samples.series_id[order], samples.ts[order], batch[order]
+    first = np.ones(len(ts), dtype=bool)
+    first[1:] = (series_id[1:] != series_id[:-1]) | (ts[1:] != ts[:-1])
+    where, _found = rollups.lookup(
+        rollups.keys_of(series_id[first], ts[first]), rollups.keys_of(new.series_id, new.ts)
+    )
+    return np.bincount(owner[first][where], minlength=batches).tolist()
 
 
 def _rows_in_ranges(table: str, column: str, ranges) -> tuple[str, list]:

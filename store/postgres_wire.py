@@ -1,6 +1,7 @@
-"""PostgreSQL's binary formats, made and taken apart by numpy: the binary ``COPY`` stream the rollup
-refresh writes, the ``array_send`` arrays it reads rows back as, and the big-endian numbers of
-``int8send``/``float8send`` the sample reads return (no Python object per row or sample)."""
+"""PostgreSQL's binary formats, made and taken apart by numpy: the binary ``COPY`` streams the sample
+writes and the rollup refresh write, the ``array_send`` arrays the refresh reads rows back as, and the
+big-endian numbers of ``int8send``/``float8send`` the sample reads return (no Python object per row or
+sample)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from store.rollups import RATE_FIELDS
 
 
 def _wire(dtype: np.dtype, nulls: frozenset[str] = frozenset()) -> np.dtype:
-    """PostgreSQL's binary COPY layout of a row of ``dtype`` (8-byte fields) whose fields ``nulls``
-    are NULL (a length of -1 and no value)."""
+    """PostgreSQL's binary COPY layout of a row of ``dtype`` (fields of 4 or 8 bytes) whose fields
+    ``nulls`` are NULL (a length of -1 and no value)."""
     fields: list[tuple[str, str]] = [("fields", ">i2")]
     for name in dtype.names:
         fields.append((f"{name}_length", ">i4"))
@@ -39,7 +40,7 @@ def copy_encode(rows: np.ndarray, nullable: Sequence[str] = RATE_FIELDS) -> byte
         wire = np.empty(len(part), dtype=_wire(rows.dtype, nulls))
         wire["fields"] = len(rows.dtype.names)
         for name in rows.dtype.names:
-            wire[f"{name}_length"] = -1 if name in nulls else 8
+            wire[f"{name}_length"] = -1 if name in nulls else rows.dtype[name].itemsize
             if name not in nulls:
                 wire[name] = part[name]
         parts.append(wire.tobytes())

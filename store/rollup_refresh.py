@@ -9,18 +9,41 @@ queue table DDL where they differ from the SQL both SQLite and PostgreSQL run.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from store import rollups
+from store.batches import SampleArrays
 from store.hints import Capabilities
 from timeline.models import Series
 
 DERIVE_SERIES = 200  # series per transaction when a new level is derived from the stored minute rows
+
+_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("jointline_rollups_deferred", default=False)
+
+
+@contextlib.contextmanager
+def rollup_refresh_deferred() -> Iterator[None]:
+    """Within the block, writes made here leave their rollups queued (none is merged from the batch)
+    and applies run here (eager Celery) start no refresh: a bulk load is refreshed once afterwards
+    (``manage.py refresh_rollups``, or beat where a worker runs) instead of after every batch; reads
+    meanwhile use the raw samples of what waits. Writes in a worker process are not affected."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
+def rollup_refresh_is_deferred() -> bool:
+    """Whether this code runs inside :func:`rollup_refresh_deferred` (whose owner refreshes)."""
+    return _DEFERRED.get()
 
 
 class RollupRefresh:
@@ -255,15 +278,53 @@ class RollupRefresh:
         levels = sorted(self.rollup_levels)
         self._write_levels(levels, rollups.combine(series_id, ts, value, width=levels[0][0]), ranges)
 
+    def roll_up_samples(self, samples: SampleArrays) -> int:
+        """Merge the rollups of ``samples`` (every one of them stored just now, none before) into the
+        stored rollups, in the caller's transaction, under the refresh lock: the finest level's rows of
+        the buckets they fall in from the samples in memory and the stored rows of those buckets
+        (:func:`rollups.merge`), each coarser level's from the level below, as a refresh does. Only a
+        bucket whose new samples interleave in time with its stored ones (a late sample inside a
+        stored minute) is recomputed from its raw samples. Nothing is queued: the rows commit with the
+        samples. Returns how many buckets of the finest level it wrote."""
+        if not len(samples.ts):
+            return 0
+        levels = sorted(self.rollup_levels)
+        width, table = levels[0]
+        batch_rows = rollups.combine(samples.series_id, samples.ts, samples.value, width=width)
+        ranges = rollups.bucket_ranges(batch_rows, width)
+        coarser = levels[1][0] if len(levels) > 1 else width
+        self._begin_refresh()
+        stored = rollups.sorted_rows(self._rollup_rows(table, rollups.coarser_ranges(ranges, coarser)))
+        fresh, interleaved = rollups.merge(batch_rows, stored, width)
+        if interleaved.any():
+            series_id, ts, value = self._rollup_samples(rollups.bucket_ranges(batch_rows[interleaved], width))
+            order = np.lexsort((ts, series_id))
+            recomputed = rollups.combine(series_id[order], ts[order], value[order], width=width)
+            fresh = rollups.sorted_rows(np.concatenate([fresh, recomputed]))
+        self._write_levels(levels, fresh, ranges, stored_first=stored)
+        return len(batch_rows)
+
     def _write_levels(
-        self, levels: list[tuple[int, str]], fresh: np.ndarray, ranges: list[tuple[int, int, int]]
+        self,
+        levels: list[tuple[int, str]],
+        fresh: np.ndarray,
+        ranges: list[tuple[int, int, int]],
+        *,
+        stored_first: np.ndarray | None = None,
     ) -> None:
         """Write ``fresh``, every row of the first of ``levels`` (finest first) in ``ranges``, then the
-        rows of each next level over the buckets holding them, derived from the level below."""
+        rows of each next level over the buckets holding them, derived from the level below.
+        ``stored_first``: the sorted stored rows of the first level over the next level's buckets
+        holding ``ranges``, where the caller read them already."""
         for index, (width, table) in enumerate(levels):
             ranges = rollups.coarser_ranges(ranges, width)
             coarser = levels[index + 1][0] if index + 1 < len(levels) else width
-            stored = rollups.sorted_rows(self._rollup_rows(table, rollups.coarser_ranges(ranges, coarser)))
+            if index == 0 and stored_first is not None:
+                stored = stored_first
+            else:
+                stored = rollups.sorted_rows(
+                    self._rollup_rows(table, rollups.coarser_ranges(ranges, coarser))
+                )
             self._write_rollup_rows(table, fresh, stored=rollups.present(fresh, stored))
             if coarser != width:
                 fresh = rollups.derive(fresh, stored[rollups.outside(stored, ranges)], coarser)

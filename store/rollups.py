@@ -421,6 +421,43 @@ def derive(finer: np.ndarray, edges: np.ndarray, width: int) -> np.ndarray:
     return combine_rows(sorted_rows(np.concatenate([finer, edges])), width)
 
 
+def bucket_ranges(rows: np.ndarray, width: int) -> list[tuple[int, int, int]]:
+    """The ``(series id, lo, hi)`` ranges of exactly the buckets of ``rows`` (:data:`ROW` of width
+    ``width``, sorted by series and bucket, one per bucket), adjacent buckets in one range."""
+    if not len(rows):
+        return []
+    series_id, bucket = rows["series_id"], rows["bucket"]
+    starts = np.ones(len(rows), dtype=bool)
+    starts[1:] = (series_id[1:] != series_id[:-1]) | (bucket[1:] != bucket[:-1] + width)
+    first = np.flatnonzero(starts)
+    last = np.append(first[1:], len(rows)) - 1
+    return list(
+        zip(series_id[first].tolist(), bucket[first].tolist(), (bucket[last] + width).tolist(), strict=True)
+    )
+
+
+def merge(fresh: np.ndarray, stored: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``fresh`` (:data:`ROW` of width ``width`` over samples just stored, none of them
+    stored before) merged with the stored row of the same bucket among ``stored`` (sorted rows of the
+    same width). A bucket's merged row is exact when its new samples all come before or all after its
+    stored ones (:func:`combine` of the two rows); when they interleave, the pairs between them are in
+    neither row and the bucket must be recomputed from its samples.
+
+    Returns the rows of every bucket of ``fresh`` that needs no recompute, sorted by series and
+    bucket, and which of ``fresh`` interleave."""
+    if not len(stored) or not len(fresh):
+        return fresh, np.zeros(len(fresh), dtype=bool)
+    where, found = lookup(
+        keys_of(stored["series_id"], stored["bucket"]), keys_of(fresh["series_id"], fresh["bucket"])
+    )
+    match = stored[where]
+    apart = (fresh["last_ts"] < match["first_ts"]) | (fresh["first_ts"] > match["last_ts"])
+    joined = found & apart
+    merged = combine_rows(sorted_rows(np.concatenate([fresh[joined], match[joined]])), width)
+    rows = np.concatenate([fresh[~found], merged])
+    return rows[np.lexsort((rows["bucket"], rows["series_id"]))], found & ~apart
+
+
 # -- event counts --------------------------------------------------------------------------------
 # Events are counted per (organisation, source, signal, kind, name, severity) and bucket of 1 min and
 # 1 h, with how many of them have a duration. A count row is a pure function of the raw events in its

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import time
-from collections.abc import Iterator
 
 from celery import shared_task
 from django.conf import settings
@@ -13,6 +10,10 @@ from django.core.cache import cache
 
 from store import get_store
 from store.base import DAY_US
+from store.rollup_refresh import (  # noqa: F401 (rollup_refresh_deferred: loaders import it from here)
+    rollup_refresh_deferred,
+    rollup_refresh_is_deferred,
+)
 
 
 @shared_task
@@ -46,32 +47,11 @@ def refresh_rollups() -> int:
 ROLLUP_REFRESH_BATCH = 20_000
 
 
-_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("jointline_rollups_deferred", default=False)
-
-
-@contextlib.contextmanager
-def rollup_refresh_deferred() -> Iterator[None]:
-    """Within the block, applies run here (eager Celery) leave their rollups queued: a bulk load is
-    refreshed once afterwards (``manage.py refresh_rollups``, or beat where a worker runs) instead of
-    after every batch; reads meanwhile use the raw samples of what waits. Applies in a worker process
-    are not affected."""
-    token = _DEFERRED.set(True)
-    try:
-        yield
-    finally:
-        _DEFERRED.reset(token)
-
-
-def rollup_refresh_is_deferred() -> bool:
-    """Whether this code runs inside :func:`rollup_refresh_deferred` (whose owner refreshes)."""
-    return _DEFERRED.get()
-
-
 def refresh_rollups_soon() -> None:
     """Have the rollups of what was just written refreshed a little later, once for many applies: one
     task is pending at a time (a cache flag), JOINTLINE_ROLLUP_REFRESH_DELAY_S from the first write
     after the last refresh. Beat runs the task every minute besides, should a flag outlive its task."""
-    if _DEFERRED.get():
+    if rollup_refresh_is_deferred():
         return
     delay = settings.JOINTLINE_ROLLUP_REFRESH_DELAY_S
     try:

@@ -15,6 +15,7 @@ The main run uses PostgreSQL; :func:`test_the_same_holds_on_sqlite` runs this fi
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -25,6 +26,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 
 from core.records import Batch, SeriesBlock
 from store import get_store
+from store.rollup_refresh import rollup_refresh_deferred
 from tests.conftest import bearer_client
 from tests.processes import pytest_in_subprocess
 
@@ -89,7 +91,9 @@ def dataset(seed: int = 5) -> list[SeriesBlock]:
 
 
 def store(org, blocks: list[SeriesBlock], *, refresh: bool = True) -> None:
-    with transaction.atomic():
+    """Write ``blocks``, then refresh what waits; without ``refresh`` the rollups stay queued (as a
+    deferred bulk load leaves them)."""
+    with transaction.atomic(), contextlib.nullcontext() if refresh else rollup_refresh_deferred():
         get_store().write_batch(org_id=org.pk, batch=Batch(source="rollup-test", series=blocks))
     if refresh:
         while get_store().refresh_stale_rollups():

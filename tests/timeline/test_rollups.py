@@ -11,6 +11,7 @@ from orgs.access import Scope
 from orgs.services import grant_create
 from store import ReadHints, get_store, rollups
 from store.hints import grid_origin, nice_step
+from store.rollup_refresh import rollup_refresh_deferred
 from store.rollups import HOUR_US, MINUTE_US
 from tests.factories import T0, S, own_scope
 from tests.factories import write as write_batch
@@ -28,7 +29,11 @@ from timeline.models import Series
 
 
 def write(org, *blocks, events=(), source="agent", refresh=True):
-    """Write, then work off the rollup refresh queue as the task after an apply does."""
+    """Write, then work off the rollup refresh queue as the task after an apply does; without
+    ``refresh``, the write leaves its rollups queued, as a deferred bulk load does."""
+    if not refresh:
+        with rollup_refresh_deferred():
+            return write_batch(org, series=blocks, events=events, source=source)
     result = write_batch(org, series=blocks, events=events, source=source)
     if refresh:
         get_store().refresh_stale_rollups()
