@@ -12,7 +12,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from analysis.investigation import snapshot_findings_freeze
+from analysis.incident_findings import snapshot_findings_freeze
 from config.api_errors import ErrorSerializer
 from config.api_input import JSONValueField, identifier
 from config.api_lookup import found

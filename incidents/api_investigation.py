@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from analysis.investigation import (
+from analysis.incident_findings import (
     investigation_get,
     investigation_json,
     investigation_refresh,

@@ -15,7 +15,7 @@ def investigate_incident(incident_id: int, user_id: int) -> int:
     many findings there are (0 when the incident is gone or not theirs to read)."""
     from django.contrib.auth import get_user_model
 
-    from analysis.investigation import investigation_refresh
+    from analysis.incident_findings import investigation_refresh
     from incidents import selectors as incident_selectors
 
     user = get_user_model().objects.filter(pk=user_id).first()

@@ -122,7 +122,7 @@ def export_ranking(scope: Scope, start_us: int, end_us: int) -> dict:
 
 def _investigation(scope: Scope, incident: Incident) -> dict:
     """The findings kept for the viewer's organisation (investigated first when there are none)."""
-    from analysis.investigation import (
+    from analysis.incident_findings import (
         investigation_get,
         investigation_json,
         investigation_refresh,

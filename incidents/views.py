@@ -12,7 +12,7 @@ from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 from django.views.generic import TemplateView, View
 
-from analysis import investigation as investigations
+from analysis import incident_findings
 from config.api_lookup import found
 from core.timeparse import format_rfc3339
 from incidents import invitation_selectors, selectors, services
@@ -148,13 +148,13 @@ class IncidentPage(ScopedPageMixin, TemplateView):
         none or they are stale (it runs in the request where Celery runs eagerly)."""
         from incidents.investigation_tasks import investigate_incident
 
-        row = investigations.investigation_get(self.scope, incident)
-        if investigations.investigation_stale(row, incident):
+        row = incident_findings.investigation_get(self.scope, incident)
+        if incident_findings.investigation_stale(row, incident):
             started = investigate_incident.delay(incident.pk, self.request.user.pk)
             if started.ready() and started.failed():  # run in the request (eager): say it, do not wait
                 logger.warning("investigation of incident %s failed: %r", incident.pk, started.result)
                 messages.error(self.request, "The investigation failed; try “Investigate again”.")
-            row = investigations.investigation_get(self.scope, incident)
+            row = incident_findings.investigation_get(self.scope, incident)
         findings = []
         for finding in row.findings if row is not None else []:
             lanes = ",".join(finding["lanes"])
@@ -212,14 +212,14 @@ class IncidentPage(ScopedPageMixin, TemplateView):
                 link = services.permalink_create(user=request.user, state=state, incident=incident)
                 messages.success(request, f"Permalink: {request.build_absolute_uri('/i/' + link.short_id)}")
             elif action == "investigate":
-                row = investigations.investigation_refresh(scope=self.scope, incident=incident)
+                row = incident_findings.investigation_refresh(scope=self.scope, incident=incident)
                 messages.success(request, f"Investigated again: {len(row.findings)} findings.")
             elif action == "snapshot":
                 link = selectors.permalink_get(self.scope, request.POST.get("permalink", ""))
                 if link is None or link.incident_id != incident.pk:
                     raise Http404("no such link")
                 snapshot = services.snapshot_create(permalink=link, user=request.user)
-                sha256 = investigations.snapshot_findings_freeze(
+                sha256 = incident_findings.snapshot_findings_freeze(
                     snapshot=snapshot, scope=self.scope, incident=incident
                 )
                 messages.success(request, f"Snapshot {snapshot.pk} frozen, SHA-256 {sha256}")
