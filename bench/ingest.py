@@ -14,13 +14,15 @@ recreated):
    binary ``COPY`` straight into ``timeline_sample`` (``write_row``, as the store does; and a buffer
    built with numpy, to separate Python's per-row cost from the server's), ``COPY`` into scratch
    partitioned tables without the primary key (a non-unique btree on (series_id, ts), and none),
-   the store's own ``_write_samples`` (temporary staging table + ``INSERT … ON CONFLICT DO NOTHING``)
-   and the worker's whole apply without Celery (payload decode + ``store.write_batch``).
+   the store's own ``_write_samples`` (its binary COPY built by numpy; nothing conflicts here) and the
+   worker's whole apply without Celery (payload decode + ``store.write_batch``, which on PostgreSQL
+   rolls the batch up in memory), then the same apply with its minutes queued and the rollup refresh
+   after each batch, which reads the raw samples back (the write path before
+   docs/decisions/0033-rollups-from-the-batch.md).
 
 The last line is ``ingest: <end-to-end samples/s> samples/s, <ratio> of raw COPY``, the ratio taken
 against the ``write_row`` COPY into ``timeline_sample``; the line before it, ``ingest rolled up:``,
-takes the time until the rollups of everything are refreshed too. The in-process stages end with the
-worker's apply followed, batch by batch, by the rollup refresh of what it queued.
+takes the time until the rollups of everything are up to date too (nothing queued for a refresh).
 
 Needs PostgreSQL (trust auth) and Redis on 127.0.0.1; everything it starts listens on 127.0.0.1 only
 and is stopped at the end. It waits for any other benchmark on the machine to finish first (they
@@ -332,7 +334,7 @@ COPY_SQL = "COPY {table} (series_id, ts, value) FROM STDIN (FORMAT BINARY)"
 def copy_write_row(
     conn: psycopg.Connection, table: str, series_ids: list[int], blocks: list[SeriesBlock]
 ) -> None:
-    """The store's COPY loop, into ``table`` directly."""
+    """A COPY loop of ``write_row`` (the store's until docs/decisions/0033), into ``table`` directly."""
     with conn.cursor() as cursor, cursor.copy(COPY_SQL.format(table=table)) as copy:
         copy.set_types(["int8", "int8", "float8"])
         for series_id, block in zip(series_ids, blocks, strict=True):
@@ -418,7 +420,8 @@ def drop_scratch_tables(database_url: str) -> None:
 
 
 def timed_store(database_url: str, workload: Workload, base: int) -> Stage:
-    """The store's ``_write_samples`` (staging table + INSERT … ON CONFLICT), one transaction per batch."""
+    """The store's ``_write_samples`` (nothing conflicts: its binary COPY straight into the table),
+    one transaction per batch."""
     from django.db import connection, transaction
 
     from store import get_store
@@ -432,44 +435,45 @@ def timed_store(database_url: str, workload: Workload, base: int) -> Stage:
             stored = store._write_samples([SamplePart(0, series_ids, blocks)], 1)[0]
         if stored != sum(len(block.ts) for block in blocks):
             raise _harness.HarnessError(f"the store wrote {stored} of {sum(len(b.ts) for b in blocks)} rows")
-    return Stage(
-        "store _write_samples: staging + INSERT ON CONFLICT", workload.samples, time.perf_counter() - started
-    )
+    return Stage("store _write_samples: numpy binary COPY", workload.samples, time.perf_counter() - started)
 
 
 def timed_apply(
-    database_url: str, workload: Workload, org_slug: str, profile: bool, *, refresh: bool = False
+    database_url: str, workload: Workload, org_slug: str, profile: bool, *, queued: bool = False
 ) -> tuple[Stage, str]:
     """What the worker does for each journal entry, without Celery and the journal: decode the
-    payload, then ``store.write_batch`` for another organisation (so its series are new); with
-    ``refresh``, then the rollup refresh of what it queued, as the worker's task after an apply."""
+    payload, then ``store.write_batch`` for another organisation (so its series are new), which on
+    PostgreSQL rolls the batch up in memory; with ``queued``, the write queues its minutes instead
+    (``rollup_refresh_deferred``) and the rollup refresh follows each apply, reading back the raw
+    samples, as every apply did before docs/decisions/0033-rollups-from-the-batch.md."""
+    from contextlib import nullcontext
+
     from django.db import connection, transaction
 
     from orgs.services import organization_create
     from store import get_store
+    from store.rollup_refresh import rollup_refresh_deferred
 
     org, _ = organization_create(slug=org_slug, name="Benchmark, in-process")
     store = get_store(connection)
-    if refresh:  # what the stages before left queued is not this stage's to refresh
-        with connection.cursor() as cursor:
-            cursor.execute("TRUNCATE timeline_rollup_stale")
+    with connection.cursor() as cursor:  # what the stages before left queued is not this stage's
+        cursor.execute("TRUNCATE timeline_rollup_stale")
     checkpoint(database_url)
     profiler = cProfile.Profile()
     started = time.perf_counter()
     for index, payload in enumerate(tqdm(workload.payloads, desc="apply in-process", leave=False)):
         if profile and index == len(workload.payloads) // 2:
             profiler.enable()
-        with transaction.atomic():
+        with transaction.atomic(), rollup_refresh_deferred() if queued else nullcontext():
             store.write_batch(org_id=org.pk, batch=decode_batch(payload))
-        if refresh:
-            store.refresh_stale_rollups()
+        store.refresh_stale_rollups()
         profiler.disable()
-    if refresh and store.stale_count():
+    if store.stale_count():
         raise _harness.HarnessError("the rollup refresh queue is not empty after the in-process refreshes")
     name = (
-        "worker apply + rollup refresh in-process"
-        if refresh
-        else "worker apply in-process: decode + write_batch"
+        "worker apply, minutes queued + refresh (re-read)"
+        if queued
+        else "worker apply, rolled up from the batch"
     )
     stage = Stage(name, workload.samples, time.perf_counter() - started)
     report = ""
@@ -574,7 +578,7 @@ def measure_write_path(args: argparse.Namespace, workload: Workload) -> tuple[li
         stages.append(timed_store(url, workload, 3 * RAW_ID_BASE))
         apply_stage, profile_report = timed_apply(url, workload, "bench-inproc", args.profile)
         stages.append(apply_stage)
-        stages.append(timed_apply(url, workload, "bench-inproc-rolled", False, refresh=True)[0])
+        stages.append(timed_apply(url, workload, "bench-inproc-queued", False, queued=True)[0])
     finally:
         drop_scratch_tables(url)
     return stages, profile_report

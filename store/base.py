@@ -132,6 +132,11 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
         :attr:`days_per_transaction` days: more raises ValueError, since the locks of one
         transaction over that many partitions could exhaust the server's lock table
         (:meth:`write_batch` outside a transaction, and the journal, split such a batch).
+
+        The rollups of the new samples: where the engine can (:attr:`rollups_from_batch`, and not
+        inside ``rollup_refresh_deferred``), merged from the batch in memory at the end of the write
+        (:meth:`roll_up_samples`), under the refresh lock, which the caller's transaction then holds
+        until it ends; otherwise their minute ranges are queued for the refresh.
         """
         if not self.connection.in_atomic_block:
             raise TransactionManagementError("write_batches runs inside the caller's transaction")
@@ -175,9 +180,7 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
         if sample_parts:
             from_batch = self.rollups_from_batch and not rollup_refresh_is_deferred()
             samples, new_samples = self._store_samples(sample_parts, len(batches), keep_new=from_batch)
-        if new_samples is not None:
-            self.roll_up_samples(new_samples)
-        elif any(samples):
+        if new_samples is None and any(samples):
             self.mark_rollups_stale(
                 (series_id, block.ts)
                 for part in sample_parts
@@ -191,6 +194,8 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
                 for part in event_parts
                 if events[part.batch]
             )
+        if new_samples is not None:  # last: it holds the refresh lock until the caller commits
+            self.roll_up_samples(new_samples)
         return [
             WriteResult(
                 samples_received=batch.sample_count,
