@@ -1,12 +1,11 @@
 // The checkpoint I/O path of the window the lanes show, from the scoped API: link utilisation, RPC-slot
 // saturation and duration of each checkpoint. Text nodes only: entity and organisation names come from
 // other organisations. The panel follows the view: it asks again whenever the lanes are drawn anew.
+import { panels, view } from "./state.js";
 
 const API = "/api/v1/analyses/checkpoints";
 const PAGE = "/analyses/checkpoints/";
 const $ = (id) => document.getElementById(id);
-
-let asked = "";
 
 function percent(value) {
   return value === null || value === undefined ? "–" : `${(100 * value).toFixed(1)} %`;
@@ -66,17 +65,17 @@ export function render(found) {
 }
 
 async function refresh() {
-  const view = window.jointline && window.jointline.view && window.jointline.view.window;
-  if (!view) return;
+  const shown = view.window;
+  if (!shown) return;
   const query = new URLSearchParams({
-    from: new Date(Math.round(view.from_ms)).toISOString(),
-    to: new Date(Math.round(view.to_ms)).toISOString(),
+    from: new Date(Math.round(shown.from_ms)).toISOString(),
+    to: new Date(Math.round(shown.to_ms)).toISOString(),
   }).toString();
-  if (query === asked) return;
-  asked = query;
+  if (query === panels.checkpoints.asked) return;
+  panels.checkpoints.asked = query;
   $("checkpoint-page").href = `${PAGE}?${query}`;
   const response = await fetch(`${API}?${query}`, { credentials: "same-origin" });
-  if (query !== asked) return; // the view moved on while this was asked
+  if (query !== panels.checkpoints.asked) return; // the view moved on while this was asked
   if (!response.ok) {
     render({});
     return;

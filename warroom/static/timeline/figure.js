@@ -1,13 +1,13 @@
 // Builds the one Plotly figure of the war room: every lane is a subplot on the same x axis, so zoom,
 // pan and hover stay aligned by construction. Lane titles, readouts and the crosshair are DOM elements
-// laid over the figure (see timeline.js); this module computes where each lane sits in pixels.
-import { binaryLane, escapeHtml, formatTime, formatValue, labelText, laneUnit, tickFormat } from "./format.js";
+// laid over the figure (lane_titles.js, readout.js); this module computes where each lane sits in pixels.
+import { binaryLane, escapeHtml, formatTime, formatValue, hexOrRgba, hexToRgba, labelText, laneUnit, shade, tickFormat, truncate } from "./format.js";
 
 export const MARGIN = { l: 62, r: 64, t: 6, b: 34 };
 export const TITLE_GAP = 17;
 const STRIP_HEIGHT = 18;
 const SEVERITY_COLOURS = { info: null, warning: "#d97706", error: "#dc2626" };
-const SEVERITY_ROWS = ["info", "warning", "error"];
+export const SEVERITY_ROWS = ["info", "warning", "error"];
 const SEVERITY_CLASS = { debug: "info", info: "info", notice: "info", warning: "warning", error: "error", critical: "error" };
 const CAPACITY_COLOUR = "#374151";
 const HIGHLIGHT_COLOUR = "#111827";
@@ -25,18 +25,6 @@ export function laneHeight(lane) {
 
 function clamp(v, lo, hi) {
   return Math.max(lo, Math.min(hi, Math.round(v)));
-}
-
-function hexToRgba(hex, alpha) {
-  const n = parseInt(hex.slice(1), 16);
-  return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${alpha})`;
-}
-
-function shade(hex, factor) {
-  const n = parseInt(hex.slice(1), 16);
-  const mix = (c) => Math.round(factor < 0 ? c * (1 + factor) : c + (255 - c) * factor);
-  const [r, g, b] = [(n >> 16) & 255, (n >> 8) & 255, n & 255].map(mix);
-  return `rgb(${r},${g},${b})`;
 }
 
 // Pixel geometry: strips (marks, search hits) on top, then each lane below its title gap.
@@ -152,7 +140,7 @@ export function buildFigure(view) {
   if (hits && hits.length && hits.length <= 80) {
     for (const hit of hits) shapes.push(vline(hit.t, hexToRgba(HIT_COLOUR, 0.45), 1, "solid"));
   }
-  analysisShapes(view, geometry.rows, domainOf, shapes, annotations);
+  if (view.overlay) view.overlay(geometry.rows, domainOf, shapes, annotations); // the war room's analysis
   if (highlight) {
     shapes.push(vline(highlight.t, HIGHLIGHT_COLOUR, 1.6, "solid"));
     if (highlight.end_t) {
@@ -161,32 +149,6 @@ export function buildFigure(view) {
     }
   }
   return { traces, layout, geometry };
-}
-
-// The analysis drawn on the lanes: a selected stretch shaded on its lane, and each onset of "which
-// moved first" as a tick on its lane with its uncertainty shaded around it and its rank beside it.
-function analysisShapes(view, rows, domainOf, shapes, annotations) {
-  const rowOf = (lane) => rows.find((row) => row.lane && row.lane === lane);
-  const stretch = view.stretch;
-  const stretchRow = stretch && rowOf(stretch.lane);
-  if (stretchRow) {
-    const [y0, y1] = domainOf(stretchRow);
-    shapes.push({ type: "rect", xref: "x", yref: "paper", x0: stretch.from_ms, x1: stretch.to_ms, y0, y1,
-      fillcolor: "rgba(29,78,216,0.12)", line: { color: "rgba(29,78,216,0.85)", width: 1 }, layer: "above" });
-  }
-  for (const onset of view.onsets || []) {
-    const row = rowOf(onset.lane);
-    if (!row) continue;
-    const [y0, y1] = domainOf(row);
-    const colour = (onset.lane.title && onset.lane.title.colour) || "#475467";
-    shapes.push({ type: "rect", xref: "x", yref: "paper", x0: onset.onset_ms - onset.uncertainty_ms, x1: onset.onset_ms + onset.uncertainty_ms,
-      y0, y1, fillcolor: hexOrRgba(colour, 0.1), line: { width: 0 }, layer: "below" });
-    shapes.push({ type: "line", xref: "x", yref: "paper", x0: onset.onset_ms, x1: onset.onset_ms, y0, y1,
-      line: { color: colour, width: 1.6 }, layer: "above" });
-    annotations.push({ xref: "x", x: onset.onset_ms, xanchor: "left", xshift: 2, yref: "paper", y: y1, yanchor: "top", showarrow: false,
-      text: `onset #${Number(onset.rank)}`, font: { size: 9, color: "#101828" }, bgcolor: "rgba(255,255,255,0.85)",
-      hovertext: escapeHtml(`${onset.org} · ${onset.title}: onset ± ${Math.round(onset.uncertainty_ms / 1000)} s`) });
-  }
 }
 
 function vline(x, colour, width, dash) {
@@ -375,11 +337,6 @@ export function laneNotes(lane) {
   return notes;
 }
 
-function truncate(text, n) {
-  const s = String(text ?? "");
-  return s.length > n ? `${s.slice(0, n)}…` : s;
-}
-
 function logsLane(lane, yaxis, colour) {
   if (lane.mode === "list") {
     const byClass = (e) => SEVERITY_CLASS[e.severity] || "info";
@@ -419,11 +376,6 @@ function logsLane(lane, yaxis, colour) {
     }],
     axis: { type: "category", showgrid: false, ticksuffix: "", tickformat: "" },
   };
-}
-
-function hexOrRgba(colour, alpha) {
-  if (colour.startsWith("#")) return hexToRgba(colour, alpha);
-  return colour.replace("rgb(", "rgba(").replace(")", `,${alpha})`);
 }
 
 // The top strip: people's annotations (numbered, one row each until they collide, at most MAX_NOTE_ROWS
@@ -534,73 +486,3 @@ const LANE_BUILDERS = {
   spans: spansLane,
   logs: logsLane,
 };
-
-// The value a lane shows at instant `t` (ms), for the readout beside its title.
-export function readout(lane, t) {
-  if (!lane || lane.status !== "ok") return "";
-  const unit = laneUnit(lane.title.unit, lane.fn);
-  const b = binaryLane(lane);
-  const at = (xs) => nearest(xs, t);
-  switch (lane.kind) {
-    case "line":
-    case "rate": {
-      const line = lane.lines[0];
-      if (!line) return "";
-      const i = at(line.t);
-      return i < 0 ? "" : formatValue(line.y[i], unit, b);
-    }
-    case "band": {
-      const i = at(lane.t);
-      if (i < 0 || lane.mid[i] === null) return "";
-      return `${formatValue(lane.mid[i], unit, b)} (${formatValue(lane.lo[i], unit, b)} – ${formatValue(lane.hi[i], unit, b)})`;
-    }
-    case "sum": {
-      const i = at(lane.t);
-      if (i < 0 || lane.sum[i] === null) return "";
-      const text = formatValue(lane.sum[i], unit, b);
-      const cap = lane.capacity && lane.capacity.y.length ? capacityAt(lane.capacity, t) : null;
-      return cap ? `${text} = ${Math.round((100 * lane.sum[i]) / cap)} % of ${formatValue(cap, unit, b)}` : text;
-    }
-    case "heatmap": {
-      const i = at(lane.t);
-      if (i < 0) return "";
-      const column = lane.z.map((row) => row[i]).filter((v) => v !== null);
-      if (!column.length) return "";
-      column.sort((a, b) => a - b);
-      return `nodes ${formatValue(column[0], unit, b)} – ${formatValue(column[column.length - 1], unit, b)}`;
-    }
-    case "logs": {
-      if (lane.mode === "list") return `${lane.events.length} lines`;
-      const i = at(lane.t);
-      if (i < 0) return "";
-      const n = SEVERITY_ROWS.reduce((s, k) => s + lane.counts[k][i], 0);
-      return `${n} lines / ${Math.round(lane.step_ms / 1000)} s`;
-    }
-    case "spans": {
-      const active = new Set(lane.segments.filter((s) => s.start <= t && t <= s.end).map((s) => s.row));
-      return `${active.size} of ${lane.rows.length} ${lane.row_key || "rows"} busy`;
-    }
-    default:
-      return "";
-  }
-}
-
-function capacityAt(capacity, t) {
-  let value = capacity.y[0];
-  for (let i = 0; i < capacity.t.length && capacity.t[i] <= t; i += 1) value = capacity.y[i];
-  return value;
-}
-
-function nearest(xs, t) {
-  if (!xs || !xs.length) return -1;
-  let lo = 0;
-  let hi = xs.length - 1;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (xs[mid] < t) lo = mid + 1;
-    else hi = mid;
-  }
-  if (lo > 0 && Math.abs(xs[lo - 1] - t) < Math.abs(xs[lo] - t)) lo -= 1;
-  const spacing = xs.length > 1 ? (xs[xs.length - 1] - xs[0]) / (xs.length - 1) : Infinity;
-  return Math.abs(xs[lo] - t) <= spacing * 1.5 ? lo : -1;
-}

@@ -106,3 +106,27 @@ export function durationText(ms) {
   if (size >= 1) return `${Number(ms.toFixed(1))} ms`;
   return `${Number((ms * 1000).toFixed(0))} µs`;
 }
+
+// Colours of the figure: a hex colour with an alpha, lighter (factor > 0) or darker (factor < 0).
+export function hexToRgba(hex, alpha) {
+  const n = parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${alpha})`;
+}
+
+export function shade(hex, factor) {
+  const n = parseInt(hex.slice(1), 16);
+  const mix = (c) => Math.round(factor < 0 ? c * (1 + factor) : c + (255 - c) * factor);
+  const [r, g, b] = [(n >> 16) & 255, (n >> 8) & 255, n & 255].map(mix);
+  return `rgb(${r},${g},${b})`;
+}
+
+export function hexOrRgba(colour, alpha) {
+  if (colour.startsWith("#")) return hexToRgba(colour, alpha);
+  return colour.replace("rgb(", "rgba(").replace(")", `,${alpha})`);
+}
+
+// A text cut to at most ``n`` characters, "…" marking the cut.
+export function truncate(text, n) {
+  const s = String(text ?? "");
+  return s.length > n ? `${s.slice(0, n)}…` : s;
+}

@@ -3,6 +3,7 @@
 // interval, the multiple of the capacity, the node count at which it saturates and which saturates
 // first, the one-line verdict, dependencies whose load is not shared with you (named, never estimated),
 // and a small chart. Everything from the data is set as text (textContent), never as HTML.
+import { panels } from "../state.js";
 import { drawForecast, human } from "./forecast.js";
 
 const JOBS = "/api/v1/analysis/forecast/jobs";
@@ -11,8 +12,9 @@ const PAGE = "/analysis/forecast/";
 const $ = (id) => document.getElementById(id);
 const panel = $("forecast-panel");
 const toggle = $("toggle-forecast");
-let jobs = [];
-let requested = 0; // the latest request's number: an older answer arriving later is dropped
+// What the panel remembers (../state.js): the jobs listed, the latest request's number (an older answer
+// arriving later is dropped), the last forecast's chart data, the start of a larger run in the window.
+const forecast = panels.forecast;
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
@@ -54,31 +56,31 @@ function windowQuery() {
 }
 
 function chosenJob() {
-  return jobs.find((j) => j.job === $("forecast-job").value) || null;
+  return forecast.jobs.find((j) => j.job === $("forecast-job").value) || null;
 }
 
 async function loadJobs() {
-  const number = ++requested;
+  const number = ++forecast.requested;
   clearResult();
   status("reading the jobs in this window…");
   let body;
   try {
     body = await getJson(`${JOBS}?${windowQuery()}`);
   } catch (error) {
-    if (number === requested) status(`jobs could not be listed: ${error.message}`);
+    if (number === forecast.requested) status(`jobs could not be listed: ${error.message}`);
     return;
   }
-  if (number !== requested) return;
-  jobs = body.jobs;
+  if (number !== forecast.requested) return;
+  forecast.jobs = body.jobs;
   const select = $("forecast-job");
   const previous = select.value;
   select.replaceChildren();
-  for (const job of jobs) {
+  for (const job of forecast.jobs) {
     const option = el("option", `${job.job} · runs at ${job.sizes.join(", ")} nodes`);
     option.value = job.job;
     select.appendChild(option);
   }
-  if (jobs.some((j) => j.job === previous)) select.value = previous;
+  if (forecast.jobs.some((j) => j.job === previous)) select.value = previous;
   const phases = $("forecast-phase");
   if (!phases.options.length) {
     for (const phase of body.phases) {
@@ -90,9 +92,9 @@ async function loadJobs() {
   }
   const job = chosenJob();
   if (job) $("forecast-nodes").value = String(job.largest);
-  $("forecast-run").disabled = !jobs.length;
-  status(jobs.length
-    ? `${jobs.length} job${jobs.length === 1 ? "" : "s"} whose scheduler sessions you may read in this window`
+  $("forecast-run").disabled = !forecast.jobs.length;
+  status(forecast.jobs.length
+    ? `${forecast.jobs.length} job${forecast.jobs.length === 1 ? "" : "s"} whose scheduler sessions you may read in this window`
     : "no job whose scheduler sessions you may read in this window");
 }
 
@@ -104,7 +106,7 @@ function clearResult() {
   $("forecast-not-shared").replaceChildren();
   const chart = $("forecast-panel-chart");
   if (window.Plotly && chart.data) window.Plotly.purge(chart);
-  shownChart = null;
+  forecast.shownChart = null;
 }
 
 function figure(line, value, name) {
@@ -158,13 +160,11 @@ function renderResource(r, found) {
   return item;
 }
 
-let shownChart = null; // the last forecast's chart data
-
 // The chart of one resource (its units are its own): demand and interval against the node count, the
 // capacity, the observed runs as points and the target size.
 async function drawResource(resource) {
   const chart = $("forecast-panel-chart");
-  const data = shownChart;
+  const data = forecast.shownChart;
   const trace = data && data.traces.find((t) => t.resource === resource);
   if (!trace) return;
   for (const button of document.querySelectorAll("#forecast-resources .wr-forecast-show")) {
@@ -176,9 +176,9 @@ async function drawResource(resource) {
     `${resource}: demand (band: 95 % interval), dashed: capacity, points: observed runs, dotted: ${data.nodes} nodes`;
   chart.dataset.resource = resource;
   chart.setAttribute("aria-label", `${resource}: demand against the node count, its capacity and the observed runs`);
-  const number = requested;
+  const number = forecast.requested;
   const Plotly = await plotly();
-  if (Plotly && number === requested) {
+  if (Plotly && number === forecast.requested) {
     await drawForecast(chart, { nodes: data.nodes, traces: [trace] }, { compact: true });
     panel.dataset.drawn = `${number}:${resource}`;
   }
@@ -197,17 +197,17 @@ async function runForecast(event) {
   query.set("job", job);
   query.set("nodes", $("forecast-nodes").value.trim());
   query.set("phase", $("forecast-phase").value);
-  const number = ++requested;
+  const number = ++forecast.requested;
   clearResult();
   status(`forecasting ${job} at ${query.get("nodes")} nodes…`);
   let found;
   try {
     found = await getJson(`${FORECAST}?${query}`);
   } catch (error) {
-    if (number === requested) status(`no forecast: ${error.message}`);
+    if (number === forecast.requested) status(`no forecast: ${error.message}`);
     return;
   }
-  if (number !== requested) return;
+  if (number !== forecast.requested) return;
   status("");
   panel.dataset.forecast = String(number);
   $("forecast-verdict").textContent = found.verdict;
@@ -231,31 +231,30 @@ async function runForecast(event) {
   const link = $("forecast-page-link");
   link.href = `${PAGE}?${query}`;
   link.hidden = false;
-  shownChart = found.chart || null;
-  const charted = shownChart && (shownChart.traces.find((t) => t.resource === found.first) || shownChart.traces[0]);
+  forecast.shownChart = found.chart || null;
+  const charted = forecast.shownChart && (forecast.shownChart.traces.find((t) => t.resource === found.first) || forecast.shownChart.traces[0]);
   if (charted) await drawResource(charted.resource);
 }
 
 // A run of the job at the target size or larger inside the window: if it saturated a resource, its load
 // there is the capacity, not its demand, and the fit through it says less than the smaller runs alone.
-let before = null;
 const instant = (text) => Date.parse(String(text).replace(/\.\d+Z$/, "Z"));
 function largerRun(nodes) {
   const job = chosenJob();
   const until = instant($("forecast-to").value.trim());
   const runs = job ? job.runs.filter((r) => !(instant(r.start) >= until)) : [];
   const run = runs.filter((r) => r.nodes >= nodes).sort((a, b) => instant(a.start) - instant(b.start))[0];
-  before = null;
+  forecast.before = null;
   if (!run || !runs.some((r) => r.nodes < nodes && instant(r.start) < instant(run.start))) return;
-  before = new Date(instant(run.start) - 60_000).toISOString().replace(/\.\d{3}Z$/, "Z");
+  forecast.before = new Date(instant(run.start) - 60_000).toISOString().replace(/\.\d{3}Z$/, "Z");
   $("forecast-larger-text").textContent =
     `This window holds a run at ${run.nodes} nodes (from ${run.start}): where it saturated a resource, its load there is the capacity, not its demand. `;
   $("forecast-larger").hidden = false;
 }
 
 $("forecast-before").addEventListener("click", () => {
-  if (!before) return;
-  $("forecast-to").value = before;
+  if (!forecast.before) return;
+  $("forecast-to").value = forecast.before;
   runForecast(null);
 });
 

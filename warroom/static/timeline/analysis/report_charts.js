@@ -31,14 +31,12 @@ function layout(extra) {
   };
 }
 
-let captions = 0;
-
 function draw(figure, key, traces, plotLayout, caption) {
   const div = figure.querySelector(`[data-chart="${key}"]`);
   if (!div) return null;
   const text = div.parentElement.querySelector("figcaption");
-  captions += 1;
-  text.id = text.id || `caption-${key}-${captions}`;
+  // an id of its own: the caption's place among the page's captions
+  text.id = text.id || `caption-${key}-${[...document.querySelectorAll("figcaption")].indexOf(text) + 1}`;
   text.textContent = caption;
   // The picture repeats the caption's figures for sighted readers; assistive technology reads the caption.
   div.setAttribute("aria-hidden", "true");
