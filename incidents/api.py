@@ -18,7 +18,9 @@ from config.api_input import JSONValueField, identifier
 from config.api_lookup import found
 from core.timeparse import format_rfc3339
 from incidents import invitation_selectors, selectors, services
-from incidents.reports import incident_csv_rows, incident_export, incident_facts, incident_html_report
+from incidents.report_csv import incident_csv_rows
+from incidents.report_html import incident_html_report
+from incidents.reports import incident_export, incident_facts
 from orgs.api_base import QueryAPIView, ScopedAPIView, takes_body
 from timeline import api_params, api_shapes
 from timeline.api_params import InstantField
