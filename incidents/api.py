@@ -1,4 +1,8 @@
-"""API of incidents, annotations, notes, permalinks, snapshots and exports."""
+"""API of incidents, annotations, notes, permalinks, snapshots and exports.
+
+The views only: what a request may send is in :mod:`incidents.api_shapes`, how each object answers in
+:mod:`incidents.presenters`.
+"""
 
 from __future__ import annotations
 
@@ -9,177 +13,36 @@ import json
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers
 from rest_framework.response import Response
 
 from analysis.incident_findings import snapshot_findings_freeze
 from config.api_errors import ErrorSerializer
-from config.api_input import JSONValueField, identifier
 from config.api_lookup import found
-from core.timeparse import format_rfc3339
 from incidents import invitation_selectors, selectors, services
+from incidents.api_shapes import (
+    AnnotationCreateBody,
+    AnnotationUpdateBody,
+    IncidentCreateBody,
+    IncidentUpdateBody,
+    InvitationListShape,
+    InvitationShape,
+    InvitationsQuery,
+    NoteBody,
+    PermalinkBody,
+)
+from incidents.presenters import annotation_json, incident_json, invitation_json, note_json, permalink_json
 from incidents.report_csv import incident_csv_rows
 from incidents.report_html import incident_html_report
-from incidents.reports import incident_export, incident_facts
+from incidents.reports import incident_export
 from orgs.api_base import QueryAPIView, ScopedAPIView, takes_body
 from timeline import api_params, api_shapes
-from timeline.api_params import InstantField
 from timeline.models import (
-    Annotation,
     Incident,
-    IncidentInvitation,
-    IncidentNote,
-    IncidentSeverity,
-    IncidentStatus,
-    InvitationStatus,
     Permalink,
     SnapshotPart,
 )
 
-
-def _time(us: int | None) -> str | None:
-    return None if us is None else format_rfc3339(us)
-
-
-def incident_json(scope, incident: Incident) -> dict:
-    """An incident as ``scope`` may see it: its lanes were written in the owner's terms, so another
-    participant gets those it may read, in its own terms (``incident_selectors.view_state_for``)."""
-    lanes = selectors.view_state_for(
-        scope, {"lanes": incident.lanes}, author_org_id=incident.owner_id, with_text=False
-    )["lanes"]
-    return {
-        **incident_facts(incident),
-        "invited": invitation_selectors.invitations_waiting(scope, incident),
-        "lanes": lanes,
-        "created_at": incident.created_at,
-        "updated_at": incident.updated_at,
-    }
-
-
-def invitation_json(invitation: IncidentInvitation) -> dict:
-    """An invitation as the organisation it asks sees it: enough of the incident to decide."""
-    incident = invitation.incident
-    return {
-        "id": invitation.pk,
-        "incident": incident.pk,
-        "title": incident.title,
-        "owner": incident.owner.slug,
-        "severity": incident.severity,
-        "org": invitation.org.slug,
-        "status": invitation.status,
-        "invited_at": invitation.invited_at,
-        "decided_at": invitation.decided_at,
-    }
-
-
-def annotation_json(annotation: Annotation) -> dict:
-    return {
-        "id": annotation.pk,
-        "incident": annotation.incident_id,
-        "org": annotation.org.slug,
-        "colour": annotation.org.colour,
-        "author": annotation.author.get_username() if annotation.author else None,
-        "ts": _time(annotation.ts),
-        "end_ts": _time(annotation.end_ts),
-        "text": annotation.text,
-        "tags": annotation.tags,
-    }
-
-
-def note_json(note: IncidentNote) -> dict:
-    return {
-        "at": note.at,
-        "kind": note.kind,
-        "org": note.org.slug if note.org else None,
-        "author": note.author.get_username() if note.author else None,
-        "text": note.text,
-    }
-
-
-def permalink_json(permalink: Permalink, *, state: dict, show_incident: bool) -> dict:
-    """A permalink with ``state``: the stored one for its creator's organisation, else what the
-    viewer may see of it (``incident_selectors.permalink_state``)."""
-    return {
-        "id": permalink.short_id,
-        "url": f"/i/{permalink.short_id}",
-        "state": state,
-        "incident": permalink.incident_id if show_incident else None,
-        "created_at": permalink.created_at,
-    }
-
-
 # ----------------------------------------------------------------------------- request bodies
-
-MAX_TEXT = 100_000
-MAX_LANES = 200
-MAX_PARTICIPANTS = 100
-MAX_TAGS = 100
-
-
-def _lanes(**kwargs) -> serializers.ListField:
-    kwargs.setdefault("help_text", "lane specs of the war-room view (spec strings, series ids, or objects)")
-    return serializers.ListField(child=JSONValueField(max_depth=4), max_length=MAX_LANES, **kwargs)
-
-
-def _participants(**kwargs) -> serializers.ListField:
-    kwargs.setdefault("help_text", "slugs of the organisations invited: each takes part once it accepts")
-    return serializers.ListField(
-        child=serializers.CharField(max_length=100), max_length=MAX_PARTICIPANTS, **kwargs
-    )
-
-
-def _tags(**kwargs) -> serializers.ListField:
-    kwargs.setdefault("help_text", "at most 20 are kept, each cut to 40 characters")
-    return serializers.ListField(child=serializers.CharField(max_length=1000), max_length=MAX_TAGS, **kwargs)
-
-
-class IncidentCreateBody(serializers.Serializer):
-    title = serializers.CharField(max_length=MAX_TEXT, required=False, default="", allow_blank=True)
-    window_start = InstantField(help_text="default: 'from', else now-3h")
-    window_end = InstantField(help_text="default: 'to', else open")
-    participants = _participants(required=False, default=list)
-    severity = serializers.ChoiceField(IncidentSeverity.values, required=False, default=IncidentSeverity.SEV2)
-    lanes = _lanes(required=False, default=list)
-
-    def get_fields(self):
-        fields = super().get_fields()
-        # "from"/"to" are what the war room's link state calls the window (and "from" is a keyword).
-        fields["from"] = InstantField(help_text="alias of window_start")
-        fields["to"] = InstantField(help_text="alias of window_end")
-        return fields
-
-
-class IncidentUpdateBody(serializers.Serializer):
-    title = serializers.CharField(max_length=200)
-    status = serializers.ChoiceField(IncidentStatus.values)
-    severity = serializers.ChoiceField(IncidentSeverity.values)
-    summary = serializers.CharField(max_length=MAX_TEXT, allow_blank=True)
-    root_cause = serializers.CharField(max_length=MAX_TEXT, allow_blank=True)
-    window_start = InstantField(allow_null=False)
-    window_end = InstantField(help_text="null: open")
-    lanes = _lanes()
-    participants = _participants(
-        help_text="organisations to invite: each takes part once it accepts (none is removed)"
-    )
-
-
-class AnnotationCreateBody(serializers.Serializer):
-    ts = InstantField(required=True, allow_null=False)
-    end_ts = InstantField(help_text="for a range; not before ts")
-    text = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False, default="")
-    tags = _tags(required=False, default=list)
-
-
-class AnnotationUpdateBody(serializers.Serializer):
-    ts = InstantField(allow_null=False)
-    end_ts = InstantField()
-    text = serializers.CharField(max_length=MAX_TEXT, allow_blank=True)
-    tags = _tags()
-
-
-class NoteBody(serializers.Serializer):
-    text = serializers.CharField(max_length=MAX_TEXT, allow_blank=True, required=False, default="")
-
 
 CHANGE_REFUSED = "cannot be changed"
 
@@ -320,28 +183,6 @@ class NoteListView(ScopedAPIView):
         return Response(note_json(note), status=201)
 
 
-class InvitationShape(serializers.Serializer):
-    id = serializers.IntegerField()
-    incident = serializers.IntegerField()
-    title = serializers.CharField()
-    owner = serializers.CharField()
-    severity = serializers.CharField()
-    org = serializers.CharField(help_text="the organisation asked: yours")
-    status = serializers.ChoiceField(InvitationStatus.values)
-    invited_at = serializers.DateTimeField()
-    decided_at = serializers.DateTimeField(allow_null=True)
-
-
-class InvitationListShape(serializers.Serializer):
-    invitations = InvitationShape(many=True)
-
-
-class InvitationsQuery(serializers.Serializer):
-    status = serializers.ChoiceField(
-        InvitationStatus.values, required=False, help_text="only these: pending, accepted or declined"
-    )
-
-
 class InvitationListView(QueryAPIView):
     query_class = InvitationsQuery
     summary = "Invitations of your organisation to take part in incidents, newest first"
@@ -389,16 +230,6 @@ class InvitationDeclineView(_InvitationAnswerView):
     )
     def post(self, request, invitation_id: int):
         return super().post(request, invitation_id)
-
-
-class PermalinkBody(serializers.Serializer):
-    incident = identifier(required=False, allow_null=True)
-    state = JSONValueField(max_depth=6, help_text="the war-room view: from, to, lanes, …")
-
-    def validate_state(self, value):
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("an object with from, to and lanes")
-        return value
 
 
 class PermalinkCreateView(ScopedAPIView):
