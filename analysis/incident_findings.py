@@ -50,7 +50,7 @@ def investigation_refresh(*, scope: Scope, incident):
     """Investigate ``incident``'s window as ``scope`` and keep the findings for its organisation."""
     from django.utils import timezone
 
-    from analysis.api import baseline_json
+    from analysis.presenters import baseline_json
     from timeline.models import Investigation as Row
 
     scope = require_scope(scope)

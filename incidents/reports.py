@@ -91,8 +91,8 @@ def export_ranking(scope: Scope, start_us: int, end_us: int) -> dict:
     just before it, or the nearest stretch with data when that holds none), ranked through
     ``scope`` (the ranking an evidence snapshot stores, in the API's shape): only what the viewer may
     read is scored, so an export names no series the viewer could not open itself."""
-    from analysis.api import ranking_json
     from analysis.changes import Period, rank_changes
+    from analysis.presenters import ranking_json
 
     window = Period(start_us, end_us)
     with use_clock(scope, aligned=True):
