@@ -5,6 +5,7 @@ to, and the samples and events handed to an engine's writer, with the counts it 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -67,14 +68,11 @@ class PartitionDays(NamedTuple):
 
     @classmethod
     def of(cls, *batches: Batch) -> PartitionDays:
-        samples: set[int] = set()
-        events: set[int] = set()
-        for batch in batches:
-            for block in batch.series:
-                if block.ts:
-                    samples.update(np.unique(np.asarray(block.ts, dtype=np.int64) // DAY_US).tolist())
-            events.update(event.ts // DAY_US for event in batch.events)
-        return cls(frozenset(samples), frozenset(events))
+        times = np.fromiter(
+            itertools.chain.from_iterable(block.ts for batch in batches for block in batch.series), np.int64
+        )
+        events = {event.ts // DAY_US for batch in batches for event in batch.events}
+        return cls(frozenset(np.unique(times // DAY_US).tolist()), frozenset(events))
 
     @classmethod
     def every(cls, days: Iterable[int]) -> PartitionDays:
@@ -218,13 +216,11 @@ def part_arrays(parts: list[SamplePart]) -> tuple[SampleArrays, np.ndarray]:
             )
     series_ids = np.array([sid for part in parts for sid in part.series_ids], dtype=np.int64)
     batch = np.repeat(np.array([part.batch for part in parts for _ in part.blocks], dtype=np.int64), sizes)
-    if not len(blocks):
-        empty = np.empty(0, dtype=np.int64)
-        return SampleArrays(empty, empty, np.empty(0, dtype=np.float64)), empty
+    total = int(sizes.sum())
     samples = SampleArrays(
         np.repeat(series_ids, sizes),
-        np.concatenate([np.asarray(block.ts, dtype=np.int64) for block in blocks]),
-        np.concatenate([np.asarray(block.values, dtype=np.float64) for block in blocks]),
+        np.fromiter(itertools.chain.from_iterable(block.ts for block in blocks), np.int64, total),
+        np.fromiter(itertools.chain.from_iterable(block.values for block in blocks), np.float64, total),
     )
     return samples, batch
 

@@ -1,6 +1,8 @@
 """The rollup upkeep every engine's store shares: the rollup and event count tables
-(:mod:`store.rollups`), the queue of minute ranges a write leaves for their refresh, the
-refresh that works it off, the rebuilds over stored rows, and rollup retention.
+(:mod:`store.rollups`), the rollups a write merges from its batch where the engine hands back the
+samples it stored (:meth:`RollupRefresh.roll_up_samples`), the queue of minute ranges a write leaves
+for their refresh otherwise, the refresh that works it off, the rebuilds over stored rows, and
+rollup retention.
 
 Mixed into :class:`~store.base.StoreBackend`; it uses the store's ``connection`` and
 ``capabilities``, and the engine's own ``_begin_refresh`` (the refresh lock), ``skip_locked`` and

@@ -11,13 +11,17 @@ over the raw samples.
 
 Invariants:
 
-* a rollup row is a pure function of the raw samples in its bucket: a write queues the minute ranges
-  it touched, in its own transaction; the refresh recomputes their minute rows from the raw samples
-  (:func:`combine`, in numpy), then the rows of each coarser level over the buckets those minutes
-  fall in from the rows of the level below: the fresh ones, and the stored ones at the edges of the
-  refreshed ranges (:func:`outside`), so every level is the same function of the raw samples. A
-  re-applied, overlapping, late or out-of-order batch never counts a point twice, and reads use
-  rollups only before the first queued minute of a series;
+* a rollup row is a pure function of the raw samples in its bucket. On PostgreSQL a write computes
+  the minute rows of the samples it stored (only those new: a re-applied point is not) from the batch
+  in memory and merges each with the stored row of its minute (:func:`merge`: exact when the new
+  samples all come before or after the stored ones, else that minute is recomputed from its raw
+  samples), in its own transaction. Elsewhere (and in ``rollup_refresh_deferred``) a write queues the
+  minute ranges it touched, and the refresh recomputes their minute rows from the raw samples
+  (:func:`combine`, in numpy). Either way the rows of each coarser level over the buckets those
+  minutes fall in come from the rows of the level below: the fresh ones, and the stored ones at the
+  edges of the written ranges (:func:`outside`), so every level is the same function of the raw
+  samples. A re-applied, overlapping, late or out-of-order batch never counts a point twice, and
+  reads use rollups only before the first queued minute of a series;
 * a read uses a resolution only inside ``[a, b)``, the window (already cut by the grant's time
   bounds) rounded inwards to whole buckets; the edges are read raw, so neither a window nor a grant
   ever takes in a sample outside it (:func:`combine_sql`);
