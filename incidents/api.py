@@ -36,18 +36,9 @@ from incidents.report_html import incident_html_report
 from incidents.reports import incident_export
 from orgs.api_base import QueryAPIView, ScopedAPIView, takes_body
 from timeline import api_params, api_shapes
-from timeline.models import (
-    Incident,
-    Permalink,
-    SnapshotPart,
-)
-
-# ----------------------------------------------------------------------------- request bodies
+from timeline.models import Incident, Permalink, SnapshotPart
 
 CHANGE_REFUSED = "cannot be changed"
-
-
-# ----------------------------------------------------------------------------- views
 
 
 def _incident(scope, incident_id: int) -> Incident:

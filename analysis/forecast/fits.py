@@ -27,9 +27,6 @@ def t975(dof: int) -> float:
     return _T975[dof - 1] if dof <= len(_T975) else 1.96
 
 
-# ----------------------------------------------------------------------------- models
-
-
 @dataclass(frozen=True)
 class LinearFit:
     """``load = background + slope x nodes``: coefficients, their covariance, residual dof."""
