@@ -7,16 +7,30 @@ slowdown's window.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ingest.scenario.records import MINUTE, Benign, S
+from ingest.scenario.config import ScenarioConfig
+from ingest.scenario.layout import Layout
+from ingest.scenario.records import MINUTE, Benign, S, Session
 from ingest.scenario.rng import stream
 
-if TYPE_CHECKING:
-    from ingest.scenario.plan import Plan
+
+class PlanSoFar(Protocol):
+    """What the anomalies read of the plan being built (:class:`ingest.scenario.plan.Plan`): its span,
+    the slowdown session and the main grid."""
+
+    config: ScenarioConfig
+    layout: Layout
+    start: int
+    end: int
+
+    @property
+    def slowdown(self) -> Session: ...
+
+    def grid_ceil(self, t: int) -> int: ...
 
 
-def benign_anomalies(plan: Plan) -> list[Benign]:
+def benign_anomalies(plan: PlanSoFar) -> list[Benign]:
     """The plan's benign anomalies, ordered by start and kind."""
     cfg, lay = plan.config, plan.layout
     rng = stream(cfg.seed, "plan", "baseline", "anomalies")

@@ -8,20 +8,16 @@ the exporter's per-node recording rules stand in for the GPUs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ingest.scenario import activity as act
 from ingest.scenario import causes
 from ingest.scenario.catalog import Metric
 from ingest.scenario.counters import Counter
+from ingest.scenario.plan import Plan
 from ingest.scenario.rates import GPU_POWER, GPU_TEMP, SM_CLOCK
 from ingest.scenario.records import MINUTE
 from ingest.scenario.rng import Noise, stream
-
-if TYPE_CHECKING:
-    from ingest.scenario.plan import Plan
 
 
 class GpuSignals:

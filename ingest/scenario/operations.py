@@ -3,15 +3,16 @@
 :class:`Operations` walks the outage scripts forward in time on the draws of
 :mod:`ingest.scenario.failure_draws`, keeping the scheduler's node pool, and hands what it produced
 back to the plan (:meth:`Outcomes.take`). It reads the plan being built (its re-init run, reboots,
-flaky nodes and grid) but never imports it at run time.
+flaky nodes and grid) through :class:`PlanSoFar`, so it never imports the plan's module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ingest.scenario import activity as act
+from ingest.scenario.config import ScenarioConfig
 from ingest.scenario.failure_draws import Attempt, Effort, FailureDraw, OperationDraws
 from ingest.scenario.records import (
     MINUTE,
@@ -29,10 +30,23 @@ from ingest.scenario.records import (
 )
 from ingest.scenario.rng import stream
 
-if TYPE_CHECKING:
-    from ingest.scenario.plan import Plan
-
 EXCLUSION_TTL = 30 * MINUTE  # the scheduler lifts a session-scoped exclusion after this
+
+
+class PlanSoFar(Protocol):
+    """What the operations read of the plan being built (:class:`ingest.scenario.plan.Plan`)."""
+
+    config: ScenarioConfig
+    end: int
+    flaky: tuple[int, ...]
+    reboots: list[Reboot]
+
+    @property
+    def reinit(self) -> Session: ...
+
+    def grid_ceil(self, t: int) -> int: ...
+
+    def node_name(self, node: int) -> str: ...
 
 
 @dataclass
@@ -70,7 +84,7 @@ class _Pool:
 class Operations(Outcomes):
     """Walks the outage scripts forward in time, keeping the scheduler's node pool."""
 
-    def __init__(self, plan: Plan, draws: OperationDraws, segments: list[int]) -> None:
+    def __init__(self, plan: PlanSoFar, draws: OperationDraws, segments: list[int]) -> None:
         super().__init__()
         self.plan = plan
         self.config = plan.config
