@@ -37,7 +37,7 @@ from analysis.presenters import (
     json_number,
     onset_json,
     periods_json,
-    ranking_json,  # also read as analysis.api.ranking_json by incidents.services
+    ranking_json,
     stretch_json,
 )
 from analysis.selection import lagged_correlation, stretch_statistics

@@ -379,8 +379,8 @@ def _snapshot_ranking(scope: Scope, window: dict, *, aligned: bool, also_readabl
     before it, or the nearest stretch with data, and the same hours a day and a week before: what the
     war room's panel showed), ranked through ``scope``, keeping in a part for another organisation
     only the entries the creator may read too (``changes.also_readable``)."""
-    from analysis.api import ranking_json
     from analysis.changes import Period, also_readable, rank_changes
+    from analysis.presenters import ranking_json
     from clock.model import use_clock
     from timeline.selectors import Window
 
