@@ -1,4 +1,4 @@
-// The toolbar and the keys on the lanes: the window (presets, from/to, live mode), zoom out, search,
+// The toolbar and the keys on the lanes: the window (presets, from/to, the live switch), zoom out, search,
 // the clock panel, zoom and pan from the keyboard, a double-click anywhere on the lanes, and a new
 // width of the figure.
 import { MARGIN } from "./figure.js";
@@ -6,44 +6,8 @@ import { $ } from "./page.js";
 import { cycle, session, state, view } from "./state.js";
 import { pan, plotWidth, syncTimeInputs, zoomIn, zoomOut, zoomOutOnDoubleClick } from "./zoom.js";
 
-const LIVE_REFRESH_MS = 15000;
 const PAN_FRACTION = 0.25;
 const RESIZE_SETTLE_MS = 400;
-
-// Live mode refreshes once per bucket period, at the same instants in every browser. The server ends a
-// live window on a bucket boundary (now rounded down to a multiple of span / width), so every viewer of
-// the same view who refreshes within one bucket asks for the same answer: the server computes it once
-// and serves the others from its cache. So: the first multiple of the bucket step that is at least
-// LIVE_REFRESH_MS long, aligned to the epoch, and a random moment inside its first bucket (away from
-// both ends, for clocks a little off; spread out, so the browsers do not all ask in the same instant).
-function liveDelay(now = Date.now()) {
-  const span = view.window ? view.window.to_ms - view.window.from_ms : 3 * 3600e3;
-  const step = Math.ceil((span * 1000) / plotWidth()) / 1000; // ms; the server counts in µs
-  const period = Math.ceil(LIVE_REFRESH_MS / step) * step;
-  const next = Math.ceil((now + 1) / period) * period;
-  return next - now + step * (0.1 + 0.8 * Math.random());
-}
-
-function scheduleLive() {
-  clearTimeout(session.liveTimer);
-  session.liveTimer = setTimeout(() => {
-    if (!state.live) return; // switched off by a zoom or a pan: the next setLive(true) starts again
-    if (!document.hidden) cycle.refresh({ reason: "live" });
-    scheduleLive();
-  }, liveDelay());
-}
-
-export function setLive(on) {
-  state.live = on;
-  clearTimeout(session.liveTimer);
-  if (on) {
-    const span = view.window ? view.window.to_ms - view.window.from_ms : 3 * 3600e3;
-    state.from = `now-${Math.round(span / 1000)}s`;
-    state.to = "now";
-    scheduleLive();
-  }
-  syncTimeInputs();
-}
 
 function applyPreset(preset) {
   if (state.to === "now" || state.live || !view.window) {
@@ -60,7 +24,8 @@ function applyPreset(preset) {
   cycle.refresh();
 }
 
-export function bindControls() {
+// ``setLive(on)`` switches live mode (timeline.js: it belongs to the view's refresh cycle).
+export function bindControls({ setLive }) {
   $("apply").addEventListener("click", () => {
     state.from = $("from").value.trim() || "now-3h";
     state.to = $("to").value.trim() || "now";

@@ -1,19 +1,19 @@
 // Jointline war room: lanes of five organisations on one time axis, drawn from the scoped API.
 //
 // This module starts the page and runs its one cycle: ask the server for the view (refresh), then draw
-// it (render). It is the only module that imports the others' behaviours; each of them holds one
-// behaviour around the one state object (state.js: the URL state, what is drawn from it, what the
-// page holds while open) and reaches the cycle through `cycle` there: the lane titles and their
-// toolbars (lane_titles.js), placeholders for what is not shared (placeholders.js), the events
-// (events.js), the picker (picker.js), notices and clock (notices.js, clock.js), the toolbar and keys
-// (controls.js), the window (zoom.js), the crosshair (readout.js), links and incidents (incidents.js),
-// the analysis panels (analysis_host.js, analysis/). Data never reaches the DOM as HTML: text nodes
-// only, and Plotly's hover text is escaped (format.js).
+// it (render), again on every change and, in live mode, on a timer. It is the only module that imports
+// the others' behaviours; each of them holds one behaviour around the one state object (state.js: the
+// URL state, what is drawn from it, what the page holds while open) and reaches the cycle through
+// `cycle` there: the lane titles and their toolbars (lane_titles.js), placeholders for what is not
+// shared (placeholders.js), the events (events.js), the picker (picker.js), notices and clock
+// (notices.js, clock.js), the toolbar and keys (controls.js), the window (zoom.js), the crosshair
+// (readout.js), links and incidents (incidents.js), the analysis panels (analysis_host.js, analysis/).
+// Data never reaches the DOM as HTML: text nodes only, and Plotly's hover text is escaped (format.js).
 import { analysisPanels } from "./analysis/warroom.js";
 import { analysisHost, analysisOverlay, bindSelecting } from "./analysis_host.js";
 import { getJson } from "./api.js";
 import { renderClock } from "./clock.js";
-import { bindControls, setLive } from "./controls.js";
+import { bindControls } from "./controls.js";
 import { bindEventList, clearSelection, EVENT_PAGE, eventTotal, findEvent, onPlotClick, renderEvents, renderHits, renderMarks, renderSelected } from "./events.js";
 import { buildFigure } from "./figure.js";
 import { formatSpan } from "./format.js";
@@ -28,6 +28,7 @@ import { orderPinned } from "./spec.js";
 import { cycle, eventFilterParams, readUrl, session, state, view, windowParams, writeUrl } from "./state.js";
 import { onRelayout, plotWidth, syncTimeInputs, zoomOutOnDoubleClick } from "./zoom.js";
 
+const LIVE_REFRESH_MS = 15000;
 const SIGNALS = ["application", "scheduler", "network", "storage", "gpu", "host", "other"];
 
 // ------------------------------------------------------------------ asking
@@ -123,6 +124,43 @@ function annotationMarks(body) {
   }));
 }
 
+// ------------------------------------------------------------------ live mode
+
+// Live mode refreshes once per bucket period, at the same instants in every browser. The server ends a
+// live window on a bucket boundary (now rounded down to a multiple of span / width), so every viewer of
+// the same view who refreshes within one bucket asks for the same answer: the server computes it once
+// and serves the others from its cache. So: the first multiple of the bucket step that is at least
+// LIVE_REFRESH_MS long, aligned to the epoch, and a random moment inside its first bucket (away from
+// both ends, for clocks a little off; spread out, so the browsers do not all ask in the same instant).
+function liveDelay(now = Date.now()) {
+  const span = view.window ? view.window.to_ms - view.window.from_ms : 3 * 3600e3;
+  const step = Math.ceil((span * 1000) / plotWidth()) / 1000; // ms; the server counts in µs
+  const period = Math.ceil(LIVE_REFRESH_MS / step) * step;
+  const next = Math.ceil((now + 1) / period) * period;
+  return next - now + step * (0.1 + 0.8 * Math.random());
+}
+
+function scheduleLive() {
+  clearTimeout(session.liveTimer);
+  session.liveTimer = setTimeout(() => {
+    if (!state.live) return; // switched off by a zoom or a pan: the next setLive(true) starts again
+    if (!document.hidden) refresh({ reason: "live" });
+    scheduleLive();
+  }, liveDelay());
+}
+
+function setLive(on) {
+  state.live = on;
+  clearTimeout(session.liveTimer);
+  if (on) {
+    const span = view.window ? view.window.to_ms - view.window.from_ms : 3 * 3600e3;
+    state.from = `now-${Math.round(span / 1000)}s`;
+    state.to = "now";
+    scheduleLive();
+  }
+  syncTimeInputs();
+}
+
 // ------------------------------------------------------------------ drawing
 
 // Plotly.js (preloaded by the page) is evaluated once the first lanes and catalogue requests are on
@@ -200,7 +238,7 @@ function bindPage() {
   session.analysis = analysisPanels(analysisHost());
   readUrl();
   syncTimeInputs();
-  bindControls();
+  bindControls({ setLive });
   bindSelecting();
   bindCrosshair();
   bindEventList();
