@@ -272,7 +272,7 @@ JOINTLINE_LANE_CACHE_S = env_float("JOINTLINE_LANE_CACHE_S", 10.0, minimum=0)
 # engine allows concurrent reads (PostgreSQL); 1 reads them in turn.
 JOINTLINE_PARALLEL_READS = env_int("JOINTLINE_PARALLEL_READS", 4, minimum=1)
 # Seconds the war room's clock-ordering check of a window is remembered per viewer, grants and clock
-# corrections (warroom/read_cache.py); 0: computed on every lanes request.
+# corrections (warroom/view_cache.remembered); 0: computed on every lanes request.
 JOINTLINE_ORDERING_CACHE_S = env_float("JOINTLINE_ORDERING_CACHE_S", 60.0, minimum=0)
 # A JSON file replacing sections of the default-lane rules (timeline/lanes/rules.py); "": the shipped
 # timeline/lanes/defaults.json.

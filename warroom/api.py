@@ -33,7 +33,7 @@ from timeline.selectors import (
     warroom_events,
     warroom_lanes,
 )
-from warroom import lane_cache, read_cache
+from warroom import lane_cache, view_cache
 
 
 class SeriesListView(QueryAPIView):
@@ -126,6 +126,15 @@ class WarroomCatalogueView(QueryAPIView):
         return Response(catalogue)
 
 
+@view_cache.remembered("clock")
+def clock_check(scope, clock, window) -> dict:
+    """The clock-ordering check of ``window`` (every known anchor pair the viewer can read, up to
+    20,000 events presented and paired): seconds over a long window, the same answer for every request
+    of it until data arrive or grants or corrections change, so it is shared for
+    ``JOINTLINE_ORDERING_CACHE_S``."""
+    return clock_payload(scope, start=window.start, end=window.end)
+
+
 class WarroomLanesView(QueryAPIView):
     query_class = api_params.WarroomLanesQuery
     summary = "Lane data downsampled to the plot width, and notable events crossing every lane"
@@ -144,18 +153,10 @@ class WarroomLanesView(QueryAPIView):
 
         def compute() -> dict:
             # the marks and the clock's checks are read while the lanes are
-            clock_check = partial(clock_payload, self.scope, start=window.start, end=window.end)
             marks, clock = start_reads(
                 [
                     partial(event_marks, self.scope, window=window),
-                    partial(
-                        read_cache.remember,
-                        self.scope,
-                        clock_for(self.scope),
-                        what="clock",
-                        window=window,
-                        compute=clock_check,
-                    ),
+                    partial(clock_check, self.scope, clock_for(self.scope), window),
                 ]
             )
             lanes = warroom_lanes(self.scope, specs=specs, window=window, width=width)

@@ -11,13 +11,13 @@ Contract:
 * **The live window** (:func:`live_window`): its end is quantised down to the bucket step
   (``ceil(span / width)``) and a relative start moves with it, so requests made a moment apart ask for
   the same window, with the same bucket grid, and meet on the same key.
-* **The key** (:func:`cache_key`) is an HMAC, keyed with ``SECRET_KEY``, of everything the answer
-  depends on: the viewer organisation, the organisations it reads as its own and every active grant it
-  holds (id, owner, level, selector, masked labels, data window), the clock corrections in force and
-  whether they are applied, the quantised window, the width and the lane specs in order, and
-  ``JOINTLINE_REDIS_KEY_PREFIX``. So an organisation without a grant never reads another's entry, and
-  a grant created, narrowed, revoked or expired, or a clock correction changed, takes effect on the
-  next request: the key changes with it.
+* **The key** (:func:`cache_key`, from :func:`warroom.view_cache.scoped_key`) is an HMAC, keyed with
+  ``SECRET_KEY``, of everything the answer depends on: the viewer organisation, the organisations it
+  reads as its own and every active grant it holds (id, owner, level, selector, masked labels, data
+  window), the clock corrections in force and whether they are applied, the quantised window, the
+  width and the lane specs in order, and ``JOINTLINE_REDIS_KEY_PREFIX``. So an organisation without a
+  grant never reads another's entry, and a grant created, narrowed, revoked or expired, or a clock
+  correction changed, takes effect on the next request: the key changes with it.
 * **What an entry may lag behind**: samples and events arriving for a window already cached, new
   series, and organisation names and colours show after at most ``JOINTLINE_LANE_CACHE_S`` seconds
   (default 10; ``0`` turns the cache off). An entry older than that is never served.
@@ -25,8 +25,11 @@ Contract:
   notes them again in the requesting scope, so the owner's audit log gets one entry per request,
   cached or not, with the requester's name.
 * **One computation per key**: while one request computes an entry, identical requests wait for it
-  (at most :data:`WAIT_S`) instead of computing it beside it.
+  instead of computing it beside it.
 * **A failing cache is skipped**: if Redis does not answer, the lanes are computed as without a cache.
+
+The audit, the lock and the failing-soft are :mod:`warroom.view_cache`'s, shared with the other
+answers views keep for a while.
 
 Entries hold the JSON body gzip-compressed; a client that accepts gzip gets those bytes as they are
 (``Content-Encoding: gzip``). ``X-Jointline-Cache`` says ``hit``, ``wait`` (computed by an identical
@@ -36,17 +39,11 @@ request this one waited for) or ``miss``; ``Age`` how old a served entry is.
 from __future__ import annotations
 
 import gzip
-import hashlib
-import hmac
-import logging
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_vary_headers
 from django.utils.text import compress_string
@@ -55,19 +52,13 @@ from config.compression import ResponseGZipMiddleware, gzip_allowed
 from config.json_render import encode
 from orgs.access import Scope
 from timeline.selectors import QueryError, Window, parse_instant
+from warroom import view_cache
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from store.hints import ClockModel
 
-log = logging.getLogger(__name__)
-
-# Bumped whenever the answer's shape changes, so entries of an older release are not served.
-CACHE_VERSION = 1
-# A computation holding its key's lock longer than this is presumed dead (its process was killed).
-LOCK_S = 120
-# How long an identical request waits for the one computing before it computes itself.
-WAIT_S = 30.0
-POLL_S = 0.05
 # Answers larger than this (compressed) are not worth a round trip to the cache.
 MAX_ENTRY_BYTES = 16 * 2**20
 # Two reference clocks, far apart, for telling a relative instant ("now-3h") from an absolute one.
@@ -113,110 +104,36 @@ def cache_key(scope: Scope, clock: ClockModel, *, window: Window, width: int, sp
 
     ``clock`` is the request's :class:`store.hints.ClockModel` (corrections in force and
     whether they are applied); ``specs`` the parsed lane specs, in order."""
-    described = repr(
-        (
-            CACHE_VERSION,
-            settings.REDIS_KEY_PREFIX,
-            *scope.cache_identity(),
-            ("clock", clock.aligned, tuple(repr(c) for c in clock.corrections)),
-            ("window", window.start, window.end, width),
-            ("lanes", tuple(repr(spec) for spec in specs)),
-        )
-    )
-    digest = hmac.new(settings.SECRET_KEY.encode(), described.encode(), hashlib.sha256).hexdigest()
-    return f"{settings.REDIS_KEY_PREFIX}jointline:lanes:v{CACHE_VERSION}:{digest}"
+    parts = (("window", window.start, window.end, width), ("lanes", tuple(repr(spec) for spec in specs)))
+    return view_cache.scoped_key(scope, clock, kind="lanes", parts=parts)
 
 
-@dataclass(frozen=True)
-class Entry:
-    body: bytes  # the JSON answer, gzip-compressed
-    reads: tuple[tuple[int, str, str], ...]  # (owner org, what, level) noted while computing it
-    created: float  # time.time()
-
-
-# --------------------------------------------------------------------------- the cache, failing soft
-
-
-def _cache_call(what: str, call: Callable, default=None):
-    try:
-        return call()
-    except Exception as exc:  # a cache that does not answer must not fail the read
-        log.warning("lane cache: %s failed (%s); computing without it", what, type(exc).__name__)
-        return default
-
-
-def _fresh(key: str) -> Entry | None:
-    entry = _cache_call("get", lambda: cache.get(key))
-    if isinstance(entry, Entry) and time.time() - entry.created < ttl_s():
-        return entry
-    return None
-
-
-# --------------------------------------------------------------------------- answering
-
-
-def _pause() -> None:
-    """One poll interval of a request waiting for an identical one to finish computing."""
-    time.sleep(POLL_S)
-
-
-def _compute(scope: Scope, compute: Callable[[], dict]) -> Entry:
-    noted = len(scope.reads)
+def _compressed(compute: Callable[[], dict]) -> bytes:
     body = encode(compute())  # msgspec, as the lanes views render (config.json_render)
     # As GZipMiddleware compresses: level 6, a random-length gzip header (its BREACH mitigation).
-    compressed = compress_string(body, max_random_bytes=ResponseGZipMiddleware.max_random_bytes)
-    return Entry(compressed, tuple(scope.reads[noted:]), time.time())
+    return compress_string(body, max_random_bytes=ResponseGZipMiddleware.max_random_bytes)
 
 
-def _store(key: str, entry: Entry) -> None:
-    if len(entry.body) <= MAX_ENTRY_BYTES:
-        _cache_call("set", lambda: cache.set(key, entry, timeout=max(1, math.ceil(ttl_s()))))
-
-
-def cached_answer(scope: Scope, key: str, compute: Callable[[], dict]) -> tuple[Entry, str]:
-    """The entry of ``key`` and how it was obtained (``hit``, ``wait`` or ``miss``).
-
-    ``compute`` builds the answer through ``scope``; on a hit or a wait the reads the entry recorded
-    are noted in ``scope`` (for the audit) as computing it would have."""
-    entry = _fresh(key)
-    if entry is not None:
-        scope.reads.extend(entry.reads)
-        return entry, "hit"
-    lock = f"{key}:computing"
-    if _cache_call("add", lambda: cache.add(lock, 1, timeout=LOCK_S), default=True):
-        try:
-            entry = _compute(scope, compute)
-            _store(key, entry)
-        finally:
-            _cache_call("delete", lambda: cache.delete(lock))
-        return entry, "miss"
-    # Another request computes this very answer: wait for it rather than compute it beside it.
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        _pause()
-        # The lock first: the one computing stores its entry before it lets the lock go, so a lock seen
-        # gone here means the entry (if it could be stored) is there for the look that follows.
-        computing = _cache_call("has_key", lambda: cache.has_key(lock), default=False)
-        if _cache_call("has_key", lambda: cache.has_key(key), default=False):
-            entry = _fresh(key)
-            if entry is not None:
-                scope.reads.extend(entry.reads)
-                return entry, "wait"
-        if not computing:
-            break  # it failed, or its answer could not be stored: compute here
-    entry = _compute(scope, compute)
-    _store(key, entry)
-    return entry, "miss"
+def cached_answer(scope: Scope, key: str, compute: Callable[[], dict]) -> tuple[view_cache.Entry, str]:
+    """The entry of ``key`` (its ``value`` the gzip-compressed JSON answer) and how it was obtained
+    (``hit``, ``wait`` or ``miss``): :func:`warroom.view_cache.get_or_compute`."""
+    return view_cache.get_or_compute(
+        scope,
+        key,
+        lambda: _compressed(compute),
+        ttl=ttl_s(),
+        keep=lambda body: len(body) <= MAX_ENTRY_BYTES,
+    )
 
 
 def respond(request: HttpRequest, scope: Scope, key: str, compute: Callable[[], dict]) -> HttpResponse:
     """The lanes answer of ``key`` as an HTTP response: gzip-compressed for a client that accepts it."""
     entry, how = cached_answer(scope, key, compute)
     if gzip_allowed(request):
-        response = HttpResponse(entry.body, content_type="application/json")
+        response = HttpResponse(entry.value, content_type="application/json")
         response["Content-Encoding"] = "gzip"
     else:
-        response = HttpResponse(gzip.decompress(entry.body), content_type="application/json")
+        response = HttpResponse(gzip.decompress(entry.value), content_type="application/json")
     patch_vary_headers(response, ("Accept-Encoding", "Sec-Fetch-Site"))
     response["X-Jointline-Cache"] = how
     if how != "miss":

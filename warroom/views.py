@@ -12,10 +12,17 @@ from incidents import selectors as incident_selectors
 from orgs.api_base import ScopedPageMixin
 from timeline.lanes import default_lanes
 from timeline.selectors import Window
-from warroom import read_cache
+from warroom import view_cache
 
 # The default lanes do not depend on the window: one cache entry per viewer, grants and clock.
 _ALL_TIME = Window(0, MAX_US)
+
+
+@view_cache.remembered("default-lanes")
+def default_lane_specs(scope, clock, window) -> dict:
+    """The viewer's default lanes as specs. The catalogue the page asks for presents these series
+    too and notes their reads, so choosing them notes none."""
+    return {"lanes": [str(spec) for spec in default_lanes(dataclasses.replace(scope, reads=[]))]}
 
 
 class TimelinePage(ScopedPageMixin, TemplateView):
@@ -64,13 +71,6 @@ class TimelinePage(ScopedPageMixin, TemplateView):
         if self.request.GET.getlist("lane") or self.request.GET.get("lanes"):
             return None
 
-        def compute() -> dict:
-            # The catalogue the page asks for presents these series too and notes their reads.
-            return {"lanes": [str(spec) for spec in default_lanes(dataclasses.replace(self.scope, reads=[]))]}
-
-        # Choosing them reads every series group and event family of the viewer (about 0.2 s here);
-        # kept for JOINTLINE_ORDERING_CACHE_S like the other per-view checks (warroom/read_cache.py).
-        remembered = read_cache.remember(
-            self.scope, clock_for(self.scope), what="default-lanes", window=_ALL_TIME, compute=compute
-        )
+        # Choosing them reads every series group and event family of the viewer (about 0.2 s here).
+        remembered = default_lane_specs(self.scope, clock_for(self.scope), _ALL_TIME)
         return list(remembered["lanes"])

@@ -24,7 +24,7 @@ from orgs.services import grant_create, grant_revoke, organization_create
 from store.hints import ClockModel
 from tests.factories import S, gauge, member, member_client, write
 from timeline.selectors import Window
-from warroom import lane_cache
+from warroom import lane_cache, view_cache
 
 pytestmark = pytest.mark.services
 
@@ -193,13 +193,13 @@ def test_identical_requests_wait_for_the_one_computing(monkeypatch):
     cache.delete(key)
     started, release = threading.Event(), threading.Event()
     computed = []
-    pause = lane_cache._pause
+    pause = view_cache._pause
 
     def waiting() -> None:
         release.set()  # the second request is waiting: let the first one finish
         pause()
 
-    monkeypatch.setattr(lane_cache, "_pause", waiting)
+    monkeypatch.setattr(view_cache, "_pause", waiting)
 
     def slow() -> dict:
         started.set()
@@ -223,7 +223,7 @@ def test_identical_requests_wait_for_the_one_computing(monkeypatch):
     waiter.join(30)
     assert computed == ["first"]
     assert results["first"][1] == "miss" and results["second"][1] == "wait"
-    assert json.loads(gzip.decompress(results["second"][0].body)) == {"lanes": ["first"]}
+    assert json.loads(gzip.decompress(results["second"][0].value)) == {"lanes": ["first"]}
 
 
 def test_a_cache_that_does_not_answer_does_not_fail_the_read(org_a, grant_b_to_a, planted):
