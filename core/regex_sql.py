@@ -14,6 +14,9 @@ parsed here as RE2 reads it and written out as an ARE that accepts exactly the s
 What has no faithful ARE (Unicode classes such as ``\\p{L}``, word boundaries, multi-line anchors,
 ``\\C``, octal escapes, a NUL) raises :class:`Untranslatable`; the caller then matches in Python.
 :func:`to_postgres` assumes the pattern compiled with RE2 already (``core.labels.check_regex``).
+
+Size: one translation (RE2 read, an ARE of the same meaning written) over one set of node types; the
+parser is most of it and has no use apart from the writer.
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ Invariants of the apply (docs/decisions/0002-idempotent-apply.md, 0005-partition
 The accept, the apply and the journal's operations stay in this one module: each enqueues through
 ``ingest.tasks``, which imports them back, and that task-and-service pair is the one import cycle
 the project allows (tests/test_import_cycles.py); a module split off would join the cycle.
+
+Size: the accept, the apply and the journal's operations stay in one module, so the task-and-service
+pair stays the one import cycle there is.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ Invariants:
   the read side needs is a method here (which bodies, which labels are pseudonymised, which owners
   share, how event counts may answer, a cache identity), checked by tests/orgs/test_gate_only.py.
   That is why this module is longer than most: it is the one place access is decided.
+
+Size: the one place access is decided, every decision the read side and the services ask for a method
+or function here.
 """
 
 from __future__ import annotations
