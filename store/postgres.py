@@ -165,17 +165,35 @@ class PostgresStore(PostgresPartitions, StoreBackend):
         an array of ``dtype`` (its fields are the columns; a NULL rate becomes NaN)."""
         if not ranges:
             return np.empty(0, dtype=dtype)
-        aggregates = ", ".join(
-            f"array_send(array_agg(COALESCE(x.{name}, 'NaN')))"
-            if name in rollups.RATE_FIELDS
-            else f"array_send(array_agg(x.{name}))"
-            for name in dtype.names
-        )
         rows_in, params = _rows_in_ranges(table, column, ranges)
         with self.connection.cursor() as cursor:
-            cursor.execute(f"SELECT {aggregates} {rows_in}", params)
+            cursor.execute(f"SELECT {_column_arrays(dtype)} {rows_in}", params)
             columns = cursor.fetchone()
         return arrays_decode(columns, dtype)
+
+    def _rollup_rows_of(self, plan: list[rollups.LevelRanges]) -> list[np.ndarray]:
+        """Every level's rows in one statement: each level's scans of :func:`_rows_in_ranges`, one
+        after the other (``UNION ALL``), the rows tagged with their level, as one binary array per
+        column (one round trip and one plan instead of one per level)."""
+        parts, params = [], []
+        for index, level in enumerate(plan):
+            if level.read:
+                rows_in, level_params = _rows_in_ranges(level.table, "bucket", level.read)
+                parts.append(f"SELECT {index}::int8 AS level, x.* {rows_in}")
+                params += level_params
+        if not parts:
+            return [np.empty(0, dtype=rollups.ROW) for _level in plan]
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"SELECT {_column_arrays(LEVEL_ROW)} FROM ({' UNION ALL '.join(parts)}) x", params)
+            rows = arrays_decode(cursor.fetchone(), LEVEL_ROW)
+        out = []
+        for index in range(len(plan)):
+            chosen = rows[rows["level"] == index]
+            level_rows = np.empty(len(chosen), dtype=rollups.ROW)
+            for name in rollups.ROW.names:
+                level_rows[name] = chosen[name]
+            out.append(level_rows)
+        return out
 
     def _queue_stale(self, ranges, *, table=rollups.DIRTY, key="series_id"):
         """One COPY: an apply queues a range per series it wrote (about a thousand a batch here)."""
@@ -473,6 +491,20 @@ class PostgresStore(PostgresPartitions, StoreBackend):
                 single=f"INSERT INTO timeline_event ({EVENT_LIST}) {EVENT_SELECT} ON CONFLICT DO NOTHING",
                 per_batch=EVENTS_PER_BATCH,
             )
+
+
+LEVEL_ROW = np.dtype([("level", "<i8"), *((name, rollups.ROW[name].str) for name in rollups.ROW.names)])
+
+
+def _column_arrays(dtype: np.dtype) -> str:
+    """The select list that aggregates each field of ``dtype`` over the rows ``x`` into one binary
+    array (``array_send``), a NULL rate as NaN (:func:`~store.postgres_wire.arrays_decode`)."""
+    return ", ".join(
+        f"array_send(array_agg(COALESCE(x.{name}, 'NaN')))"
+        if name in rollups.RATE_FIELDS
+        else f"array_send(array_agg(x.{name}))"
+        for name in dtype.names
+    )
 
 
 STAGED_ROW = np.dtype([("batch", "<i4"), ("series_id", "<i8"), ("ts", "<i8"), ("value", "<f8")])

@@ -278,7 +278,8 @@ class RollupRefresh:
             order = np.lexsort((ts, series_id))
             series_id, ts, value = series_id[order], ts[order], value[order]
         levels = sorted(self.rollup_levels)
-        self._write_levels(levels, rollups.combine(series_id, ts, value, width=levels[0][0]), ranges)
+        fresh = rollups.combine(series_id, ts, value, width=levels[0][0])
+        self._write_levels(rollups.level_ranges(levels, ranges), fresh)
 
     def roll_up_samples(self, samples: SampleArrays) -> int:
         """Merge the rollups of ``samples`` (every one of them stored just now, none before) into the
@@ -291,45 +292,38 @@ class RollupRefresh:
         if not len(samples.ts):
             return 0
         levels = sorted(self.rollup_levels)
-        width, table = levels[0]
+        width = levels[0][0]
         batch_rows = rollups.combine(samples.series_id, samples.ts, samples.value, width=width)
-        ranges = rollups.bucket_ranges(batch_rows, width)
-        coarser = levels[1][0] if len(levels) > 1 else width
+        plan = rollups.level_ranges(levels, rollups.bucket_ranges(batch_rows, width))
         self._begin_refresh()
-        stored = rollups.sorted_rows(self._rollup_rows(table, rollups.coarser_ranges(ranges, coarser)))
-        fresh, interleaved = rollups.merge(batch_rows, stored, width)
+        stored = [rollups.sorted_rows(rows) for rows in self._rollup_rows_of(plan)]
+        fresh, interleaved = rollups.merge(batch_rows, stored[0], width)
         if interleaved.any():
             series_id, ts, value = self._rollup_samples(rollups.bucket_ranges(batch_rows[interleaved], width))
             order = np.lexsort((ts, series_id))
             recomputed = rollups.combine(series_id[order], ts[order], value[order], width=width)
             fresh = rollups.sorted_rows(np.concatenate([fresh, recomputed]))
-        self._write_levels(levels, fresh, ranges, stored_first=stored)
+        self._write_levels(plan, fresh, stored)
         return len(batch_rows)
 
     def _write_levels(
-        self,
-        levels: list[tuple[int, str]],
-        fresh: np.ndarray,
-        ranges: list[tuple[int, int, int]],
-        *,
-        stored_first: np.ndarray | None = None,
+        self, plan: list[rollups.LevelRanges], fresh: np.ndarray, stored: list[np.ndarray] | None = None
     ) -> None:
-        """Write ``fresh``, every row of the first of ``levels`` (finest first) in ``ranges``, then the
-        rows of each next level over the buckets holding them, derived from the level below.
-        ``stored_first``: the sorted stored rows of the first level over the next level's buckets
-        holding ``ranges``, where the caller read them already."""
-        for index, (width, table) in enumerate(levels):
-            ranges = rollups.coarser_ranges(ranges, width)
-            coarser = levels[index + 1][0] if index + 1 < len(levels) else width
-            if index == 0 and stored_first is not None:
-                stored = stored_first
-            else:
-                stored = rollups.sorted_rows(
-                    self._rollup_rows(table, rollups.coarser_ranges(ranges, coarser))
-                )
-            self._write_rollup_rows(table, fresh, stored=rollups.present(fresh, stored))
-            if coarser != width:
-                fresh = rollups.derive(fresh, stored[rollups.outside(stored, ranges)], coarser)
+        """Write ``fresh``, every row of the first level of ``plan`` in its ranges, then the rows of
+        each next level over the buckets holding them, derived from the level below. ``stored``: the
+        sorted stored rows of each level over its ``read`` ranges, where the caller read them already
+        (else they are read here, all levels at once)."""
+        if stored is None:
+            stored = [rollups.sorted_rows(rows) for rows in self._rollup_rows_of(plan)]
+        for index, (level, rows) in enumerate(zip(plan, stored, strict=True)):
+            self._write_rollup_rows(level.table, fresh, stored=rollups.present(fresh, rows))
+            if index + 1 < len(plan):
+                fresh = rollups.derive(fresh, rows[rollups.outside(rows, level.ranges)], level.coarser)
+
+    def _rollup_rows_of(self, plan: list[rollups.LevelRanges]) -> list[np.ndarray]:
+        """The stored rows of each level of ``plan`` over its ``read`` ranges (as :meth:`_rollup_rows`);
+        an engine may read them all in one statement."""
+        return [self._rollup_rows(level.table, level.read) for level in plan]
 
     def derive_rollup_levels(self, widths: Sequence[int]) -> int:
         """Fill the rollup levels of ``widths`` (between a minute and an hour, whose tables a migration
@@ -362,7 +356,8 @@ class RollupRefresh:
                     minutes = rollups.sorted_rows(self._rollup_rows(minute_table, ranges))
                     read += len(minutes)
                     empty = minutes[:0]
-                    self._write_levels(levels, rollups.derive(minutes, empty, levels[0][0]), ranges)
+                    fresh = rollups.derive(minutes, empty, levels[0][0])
+                    self._write_levels(rollups.level_ranges(levels, ranges), fresh)
         return read
 
     def _begin_refresh(self) -> None:

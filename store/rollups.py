@@ -130,13 +130,37 @@ def touched_ranges(series_ts: Iterable[tuple[int, Sequence[int]]], width: int) -
 
 
 def coarser_ranges(ranges: list[tuple[int, int, int]], width: int) -> list[tuple[int, int, int]]:
-    """The ranges of whole buckets of ``width`` that contain ``ranges`` (merged where they meet)."""
-    out: list[tuple[int, int, int]] = []
-    for series_id, lo, hi in sorted((s, floor_to(lo, width), ceil_to(hi, width)) for s, lo, hi in ranges):
-        if out and out[-1][0] == series_id and lo <= out[-1][2]:
-            out[-1] = (series_id, out[-1][1], max(out[-1][2], hi))
-        else:
-            out.append((series_id, lo, hi))
+    """The ranges of whole buckets of ``width`` that contain ``ranges`` (merged where they meet or
+    overlap), sorted by series and start."""
+    if not ranges:
+        return []
+    bounds = np.array(ranges, dtype=np.int64).reshape(-1, 3)
+    series_id, lo, hi = bounds[:, 0], bounds[:, 1], bounds[:, 2]
+    lo, hi = lo - lo % width, -((-hi) // width) * width
+    order = np.lexsort((lo, series_id))
+    series_id, lo, hi = series_id[order], lo[order], hi[order]
+    first_of_series = np.ones(len(lo), dtype=bool)
+    first_of_series[1:] = series_id[1:] != series_id[:-1]
+    reach = _running_max(hi, first_of_series)  # the furthest end so far within each series
+    starts = first_of_series.copy()
+    starts[1:] |= lo[1:] > reach[:-1]
+    first = np.flatnonzero(starts)
+    last = np.append(first[1:], len(lo)) - 1
+    return list(zip(series_id[first].tolist(), lo[first].tolist(), reach[last].tolist(), strict=True))
+
+
+def _running_max(values: np.ndarray, resets: np.ndarray) -> np.ndarray:
+    """The running maximum of ``values``, started again at each True of ``resets`` (the first is)."""
+    group = np.cumsum(resets) - 1
+    base = values[resets].min()
+    span = int(values.max() - base) + 1
+    if span * (int(group[-1]) + 1) < 2**62:  # each group lifted above every earlier one
+        lifted = (values - base) + group * span
+        return np.maximum.accumulate(lifted) - group * span + base
+    out = values.copy()
+    for i in range(1, len(out)):
+        if not resets[i] and out[i - 1] > out[i]:
+            out[i] = out[i - 1]
     return out
 
 
@@ -430,6 +454,30 @@ def outside(rows: np.ndarray, ranges: Sequence[tuple[int, int, int]]) -> np.ndar
     at = np.maximum(at, 0)
     held &= (bounds[at, 0] == rows["series_id"]) & (rows["bucket"] < bounds[at, 2])
     return ~held
+
+
+class LevelRanges(NamedTuple):
+    """What a write or refresh does at one rollup level: its buckets of ``width`` in ``table`` that it
+    writes (``ranges``), the stored rows it reads (``read``: the buckets of the next level holding
+    ``ranges``, for which rows a write replaces and for the edges the next level needs) and the width
+    of that next level (``coarser``; its own width at the last level)."""
+
+    width: int
+    table: str
+    ranges: list[tuple[int, int, int]]
+    read: list[tuple[int, int, int]]
+    coarser: int
+
+
+def level_ranges(levels: Sequence[tuple[int, str]], ranges: list[tuple[int, int, int]]) -> list[LevelRanges]:
+    """The :class:`LevelRanges` of each of ``levels`` (finest first) of a write of ``ranges`` of the
+    first level's buckets."""
+    plan = []
+    for index, (width, table) in enumerate(levels):
+        ranges = coarser_ranges(ranges, width)
+        coarser = levels[index + 1][0] if index + 1 < len(levels) else width
+        plan.append(LevelRanges(width, table, ranges, coarser_ranges(ranges, coarser), coarser))
+    return plan
 
 
 def derive(finer: np.ndarray, edges: np.ndarray, width: int) -> np.ndarray:
