@@ -544,12 +544,15 @@ def _rows_in_ranges(table: str, column: str, ranges) -> tuple[str, list]:
             SELECT * FROM {table} t WHERE t.series_id = r.series_id
               AND t.{column} >= r.lo AND t.{column} < r.hi
               AND t.{column} >= %s AND t.{column} < %s OFFSET 0) x"""
-    params = [
-        *(list(values) for values in zip(*ranges, strict=True)),
-        min(lo for _, lo, _ in ranges),
-        max(hi for _, _, hi in ranges),
-    ]
-    return sql, params
+    bounds = np.array(ranges, dtype=np.int64).reshape(-1, 3)
+    params = [*(_array_literal(bounds[:, column]) for column in range(3)), int(bounds[:, 1].min())]
+    return sql, [*params, int(bounds[:, 2].max())]
+
+
+def _array_literal(values: np.ndarray) -> str:
+    """Integers as the text of a PostgreSQL array (``{1,2,3}``): one string, where psycopg would dump
+    a list element by element (about 3 ms for the three columns of 1,008 ranges)."""
+    return "{" + ",".join(map(str, values.tolist())) + "}"
 
 
 def _insert_staged(cursor, stage: str, parts, batches: int, *, single: str, per_batch: str) -> list[int]:
