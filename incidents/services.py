@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from core.canonical import canonical_json
 from core.timeparse import TimestampError, format_rfc3339, now_us, parse_timestamp
-from orgs.access import Scope, require_role
+from orgs.access import Scope, require_owner_or_admin, require_role
 from orgs.models import Organization, Role
 from timeline.models import (
     Annotation,
@@ -295,11 +295,9 @@ def permalink_create(*, user, state: dict, incident: Incident | None = None) -> 
 
 
 def permalink_revoke(*, permalink: Permalink, user) -> Permalink:
-    membership = require_role(user, Role.VIEWER, action="revoke links")
-    if permalink.created_by_id != user.pk and not (
-        membership.is_admin and membership.org_id == permalink.org_id
-    ):
-        raise PermissionDenied("only its creator or their organisation's admins can revoke a link")
+    require_owner_or_admin(
+        user, created_by_id=permalink.created_by_id, org_id=permalink.org_id, action="revoke a link"
+    )
     if permalink.revoked_at is None:
         permalink.revoked_at = timezone.now()
         permalink.save(update_fields=["revoked_at"])
@@ -395,11 +393,12 @@ def _snapshot_ranking(scope: Scope, window: dict, *, aligned: bool, also_readabl
 
 
 def snapshot_revoke(*, snapshot: Snapshot, user) -> Snapshot:
-    membership = require_role(user, Role.VIEWER, action="revoke snapshots")
-    if snapshot.created_by_id != user.pk and not (
-        membership.is_admin and membership.org_id == snapshot.permalink.org_id
-    ):
-        raise PermissionDenied("only its creator or their organisation's admins can revoke a snapshot")
+    require_owner_or_admin(
+        user,
+        created_by_id=snapshot.created_by_id,
+        org_id=snapshot.permalink.org_id,
+        action="revoke a snapshot",
+    )
     if snapshot.revoked_at is None:
         snapshot.revoked_at = timezone.now()
         snapshot.save(update_fields=["revoked_at"])

@@ -667,3 +667,17 @@ def require_role(user, role: str, *, action: str) -> Membership:
         who = "your organisation's admins" if role == Role.ADMIN else "analysts and admins"
         raise PermissionDenied(f"only {who} can {action}; you are a {membership.role}")
     return membership
+
+
+def require_owner_or_admin(user, *, created_by_id: int | None, org_id: int, action: str) -> Membership:
+    """The membership of ``user`` when they created the object (``created_by_id``) or are an admin of
+    the organisation it belongs to (``org_id``); otherwise PermissionDenied: "only its creator or their
+    organisation's admins can ``action``" (a phrase: "revoke a link"). Someone of no organisation hears
+    :func:`require_role`'s wording. Every creator-or-admin write (revoking a permalink or a snapshot)
+    asks this one function."""
+    membership = require_role(user, Role.VIEWER, action=action)
+    if created_by_id is not None and created_by_id == user.pk:
+        return membership
+    if membership.is_admin and membership.org_id == org_id:
+        return membership
+    raise PermissionDenied(f"only its creator or their organisation's admins can {action}")
