@@ -90,7 +90,7 @@ class Graph:
 
     dependencies: dict[Entity, set[Entity]] = field(default_factory=lambda: defaultdict(set))
     bindings: list[tuple[int, tuple[str, ...], Entity]] = field(default_factory=list)
-    rules: TopologyRules | None = None
+    topology_rules: TopologyRules | None = None
     _behind: dict[str, dict[Entity, frozenset[Entity]]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -134,9 +134,9 @@ class Graph:
         """The entities a series is about: those its labels name (``labels`` None: a series read only
         in aggregate, whose labels must not place it), and those its owner bound by metric name."""
         found: set[Entity] = set()
-        if labels and self.rules is not None:
+        if labels and self.topology_rules is not None:
             for name, value in labels.items():
-                kind = self.rules.entity_labels.get(name.lower())
+                kind = self.topology_rules.entity_labels.get(name.lower())
                 if kind and value:
                     found.add((kind, str(value)))
         for owner_id, patterns, entity in self.bindings:
@@ -162,7 +162,7 @@ def dependency_graph(
     with a ``window`` (µs), job -> member edges from the spans readable in it."""
     scope = require_scope(scope)
     rules = topology_rules()
-    graph = Graph(rules=rules)
+    graph = Graph(topology_rules=rules)
     _add_pushed(scope, graph)
     _add_from_labels(graph, rules, (visible_labels(scope, one) for one in series))
     if window is not None:
@@ -187,7 +187,7 @@ class _Masks:
     viewer's pseudonymised series, and nothing else)."""
 
     def __init__(self, scope: Scope, rules: TopologyRules) -> None:
-        self.scope, self.rules = scope, rules
+        self.scope, self.topology_rules = scope, rules
         self.kinds: dict[tuple[int, str], dict[str, str]] = {}
 
     def _masked_kinds(self, org_id: int, signal: str) -> dict[str, str]:
@@ -195,7 +195,7 @@ class _Masks:
         if key not in self.kinds:
             by_kind: dict[str, str] = {}
             for label in sorted(self.scope.topology_masked_labels(org_id, signal)):
-                kind = self.rules.entity_labels.get(label.lower(), label)
+                kind = self.topology_rules.entity_labels.get(label.lower(), label)
                 if kind not in by_kind or label == kind:
                     by_kind[kind] = label
             self.kinds[key] = by_kind
@@ -209,7 +209,7 @@ class _Masks:
 
 
 def _add_pushed(scope: Scope, graph: Graph) -> None:
-    masks = _Masks(scope, graph.rules or topology_rules())
+    masks = _Masks(scope, graph.topology_rules or topology_rules())
     edges = _readable_sources(scope, TopologyEdge)
     if edges is not None:
         rows = TopologyEdge.objects.filter(edges).values_list(

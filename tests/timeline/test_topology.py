@@ -129,7 +129,7 @@ def test_labels_naming_two_entities_give_an_edge(org_a):
 
 
 def test_entities_of_a_series_are_its_entity_labels_case_insensitively_and_its_bindings():
-    graph = Graph(rules=None)
+    graph = Graph(topology_rules=None)
     graph.bindings.append((7, ("storage_metadata_*",), ("storage_service", "datasets")))
     assert graph.entities_of(7, "storage_metadata_ops_per_second", None) == {("storage_service", "datasets")}
     assert graph.entities_of(8, "storage_metadata_ops_per_second", None) == set()
