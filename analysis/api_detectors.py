@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.urls import reverse
@@ -17,8 +17,9 @@ from django.views.generic import TemplateView
 from analysis.tasks import detect_past_window, max_span_s
 from core.records import SIGNALS
 from core.timeparse import format_rfc3339
+from orgs.access import require_role
 from orgs.api_base import ScopedPageMixin
-from orgs.models import DetectorRun, Organization
+from orgs.models import DetectorRun, Organization, Role
 from orgs.services import detector_run_create, detector_settings_for, detector_settings_update
 from timeline.selectors import QueryError, Window
 
@@ -76,9 +77,7 @@ class DetectorsPage(ScopedPageMixin, TemplateView):
         return context
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        membership = getattr(request.user, "membership", None)
-        if membership is None or not membership.is_admin:
-            raise PermissionDenied("only your organisation's admins can configure the detector")
+        membership = require_role(request.user, Role.ADMIN, action="configure the detector")
         action = request.POST.get("action")
         try:
             if action == "run":
