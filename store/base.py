@@ -133,8 +133,9 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
         transaction over that many partitions could exhaust the server's lock table
         (:meth:`write_batch` outside a transaction, and the journal, split such a batch).
 
-        The rollups of the new samples: where the engine can (:attr:`rollups_from_batch`, and not
-        inside ``rollup_refresh_deferred``), merged from the batch in memory at the end of the write
+        The rollups of the new samples: where the engine can (:attr:`rollups_from_batch`), for a
+        write of :attr:`rollups_from_batch_min_samples` samples or more and not inside
+        ``rollup_refresh_deferred``, merged from the batch in memory at the end of the write
         (:meth:`roll_up_samples`), under the refresh lock, which the caller's transaction then holds
         until it ends; otherwise their minute ranges are queued for the refresh.
         """
@@ -178,7 +179,12 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
         ]
         samples, new_samples = [0] * len(batches), None
         if sample_parts:
-            from_batch = self.rollups_from_batch and not rollup_refresh_is_deferred()
+            received = sum(len(block.ts) for part in sample_parts for block in part.blocks)
+            from_batch = (
+                self.rollups_from_batch
+                and received >= self.rollups_from_batch_min_samples
+                and not rollup_refresh_is_deferred()
+            )
             samples, new_samples = self._store_samples(sample_parts, len(batches), keep_new=from_batch)
         if new_samples is None and any(samples):
             self.mark_rollups_stale(
@@ -294,6 +300,11 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
     """Whether :meth:`_store_samples` can hand back the samples a write stored, so that their rollups
     are merged from memory in the write (:meth:`roll_up_samples`) instead of queued for a refresh
     that reads them back (PostgreSQL)."""
+    rollups_from_batch_min_samples = 1000
+    """Writes of fewer samples queue their minutes even so: the merge costs some twenty statements
+    whatever the size (about 23 ms an apply of 13 samples: bench/apply_small.py, one entry per
+    transaction, went from 97 to 30 entries/s), where one refresh serves many small writes
+    (docs/decisions/0033-rollups-from-the-batch.md)."""
 
     def _store_samples(
         self, parts: list[SamplePart], batches: int, *, keep_new: bool

@@ -20,6 +20,13 @@ pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the in-memory rollups are PostgreSQL's write path"
 )
 
+
+@pytest.fixture(autouse=True)
+def _every_write_rolls_up_from_its_batch(monkeypatch):
+    """Writes of any size merge their rollups here (by default the smallest queue theirs)."""
+    monkeypatch.setattr(type(get_store()), "rollups_from_batch_min_samples", 1)
+
+
 FLOAT_FIELDS = ("total", "vmin", "vmax", "first_value", "last_value", "increase", "rate_min", "rate_max")
 
 
@@ -184,3 +191,14 @@ def test_a_point_two_batches_of_one_write_carry_is_rolled_up_once_with_the_first
     minute = stored_levels()[rollups.ROLLUPS[-1][1]]
     assert minute["n"].tolist() == [4] * 10 + [1]
     assert minute["vmin"].tolist() == [4.0 * i for i in range(10)] + [-1.0]  # not the second values
+
+
+def test_a_small_write_queues_its_minutes_and_a_large_one_rolls_up_at_once(org_a, monkeypatch):
+    monkeypatch.setattr(type(get_store()), "rollups_from_batch_min_samples", 100)
+    write_batch(org_a, series=[block([T0 + i * 15 * S for i in range(99)], [1.0] * 99)], source="agent")
+    assert get_store().stale_count() == 1
+    get_store().refresh_stale_rollups()
+    write_batch(
+        org_a, series=[block([T0 + HOUR + i * 15 * S for i in range(100)], [2.0] * 100)], source="agent"
+    )
+    assert_same_as_full_refresh()
