@@ -15,10 +15,11 @@ are never changed: a correction shifts what is read.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 from django.db.models import BigIntegerField, Case, ExpressionWrapper, F, FloatField, Q, Value, When
 from django.db.models.functions import Cast, Round
 
@@ -303,3 +304,50 @@ class EventMatch:
         if self.exclude_kinds:
             condition &= ~Q(kind__in=list(self.exclude_kinds))
         return condition
+
+
+EVENT_COUNT_KEYS = ("org_id", "signal", "kind", "severity", "name")
+"""The ``Event`` fields :meth:`~store.event_reads.EventReads.count_events` may group by (besides the
+bucket)."""
+
+
+@dataclass(frozen=True)
+class EventCounts:
+    """Event counts per group, as columns: one array per key (``keys``: the fields grouped by, then
+    ``bucket`` if asked) and ``count``, all of one length, one element per group with events, groups
+    ordered by the keys in the order named (text by code point). ``org_id`` and ``bucket`` are int64
+    arrays, ``count`` int64, the text keys object arrays of ``str``."""
+
+    keys: tuple[str, ...]
+    columns: dict[str, np.ndarray]
+    count: np.ndarray
+
+    @classmethod
+    def from_rows(cls, keys: Sequence[str], rows: Iterable[Sequence]) -> EventCounts:
+        """Counts from ``(*key values, count)`` rows in any order, each group once (a row counting
+        nothing is left out)."""
+        keys = tuple(keys)
+        ordered = sorted((tuple(row) for row in rows if row[-1]), key=lambda row: row[: len(keys)])
+        columns = {
+            key: np.array(
+                [row[i] for row in ordered], dtype=object if key not in ("org_id", "bucket") else np.int64
+            )
+            for i, key in enumerate(keys)
+        }
+        return cls(keys, columns, np.array([row[-1] for row in ordered], dtype=np.int64))
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.count if key == "count" else self.columns[key]
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+    @property
+    def total(self) -> int:
+        """Events counted in all."""
+        return int(self.count.sum())
+
+    def rows(self) -> Iterator[tuple]:
+        """``(*key values, count)`` per group, as Python values, in order."""
+        columns = [self.columns[key].tolist() for key in self.keys]
+        return iter(zip(*columns, self.count.tolist(), strict=True))

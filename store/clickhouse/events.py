@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 from django.db.models import Count, Q
 
+from orgs.access import Scope
 from store.batches import EVENT_COLUMNS as STORED_EVENT_COLUMNS
 from store.clickhouse.event_filters import (
     JSON_COLUMNS,
@@ -26,7 +27,8 @@ from store.clickhouse.event_filters import (
     window_sql,
 )
 from store.clickhouse.sql import Params
-from store.hints import ReadHints
+from store.event_reads import count_keys
+from store.hints import EventCounts, ReadHints
 from timeline.models import Event, Source
 
 EVENT_TABLE = "timeline_event"
@@ -61,6 +63,28 @@ ORDER BY (org_id, ts, fingerprint)"""
 JSON_SETTINGS = " SETTINGS output_format_json_quote_64bit_integers = 0"
 
 _rows = msgspec.json.Decoder()
+
+
+class ClickHouseEventCounts:
+    """The event count read of the ClickHouse store (:meth:`~store.event_reads.EventReads.count_events`),
+    counted in ClickHouse: the store's :class:`EventQuery` of the same events, grouped there."""
+
+    def count_events(
+        self,
+        scope: Scope,
+        hints: ReadHints,
+        *,
+        filters: Q | None = None,
+        by: tuple[str, ...] = (),
+        bucket: bool = False,
+        origin: int | None = None,
+        overlapping: bool = False,
+    ) -> EventCounts:
+        keys = count_keys(by, bucket, hints)
+        if hints.empty:
+            return EventCounts.from_rows(keys, [])
+        events = self.select_events(scope, hints, filters=filters, overlapping=overlapping)
+        return events.counts(keys, origin=hints.start if origin is None else origin, step=hints.step)
 
 
 class EventQuery:
@@ -195,6 +219,40 @@ class EventQuery:
                 0
             ]
         )
+
+    def counts(self, keys: tuple[str, ...], *, origin: int, step: int) -> EventCounts:
+        """:meth:`~store.event_reads.EventReads.count_events` of this query in ClickHouse: one GROUP BY
+        over the keys (``bucket``: ``(aligned - origin) // step``, rounded down), its groups returned as
+        one row of arrays, a column each."""
+        if (
+            self.annotations
+            or self.aggregates
+            or self.fields is not None
+            or self.low
+            or self.high is not None
+        ):
+            raise TypeError("counts() of an event query takes its filters only")
+
+        def select(compiler: Compiler) -> list[str]:
+            columns = []
+            for i, key in enumerate(keys):
+                if key == "bucket":
+                    offset = f"({compiler.aligned}) - {compiler.p(origin)}"
+                    column = (
+                        f"intDiv({offset} - if({offset} < 0, {compiler.p(step - 1)}, 0), {compiler.p(step)})"
+                    )
+                else:
+                    column = self._column(key, compiler)
+                columns.append(f"{column} AS k{i}")
+            return [*columns, "toInt64(count()) AS n"]
+
+        sql, p = self._sql(select, group=[f"k{i}" for i in range(len(keys))] or None)
+        arrays = ", ".join([*(f"groupArray(k{i})" for i in range(len(keys))), "groupArray(n)"])
+        raw = self.store.engine.query(
+            f"SELECT {arrays} FROM ({sql})" + JSON_SETTINGS, p.values, fmt="JSONCompactEachRow"
+        )
+        *columns, count = self._decode(raw)[0]
+        return EventCounts.from_rows(keys, zip(*columns, count, strict=True))
 
     def _compiler(self, p: Params) -> Compiler:
         aligned = aligned_sql(self.hints, p)

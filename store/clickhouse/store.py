@@ -24,7 +24,13 @@ from store.base import StoreBackend
 from store.batches import DAY_US, PartitionDays
 from store.clickhouse import rollups as ch_rollups
 from store.clickhouse.engine import Engine
-from store.clickhouse.events import EVENT_SCHEMA, EVENT_TABLE, JSON_SETTINGS, EventQuery
+from store.clickhouse.events import (
+    EVENT_SCHEMA,
+    EVENT_TABLE,
+    JSON_SETTINGS,
+    ClickHouseEventCounts,
+    EventQuery,
+)
 from store.clickhouse.sql import (
     SAMPLE_SCHEMA,
     SAMPLE_TABLE,
@@ -45,7 +51,7 @@ TABLES = (SAMPLE_TABLE, EVENT_TABLE)
 ROLLUP_TABLES = tuple(table for _width, table in rollups.ROLLUPS)
 
 
-class ClickHouseStore(ClickHouseWrites, StoreBackend):
+class ClickHouseStore(ClickHouseEventCounts, ClickHouseWrites, StoreBackend):
     """Samples in ClickHouse (``engine``), the rest through ``relational``, the store of the Django
     database ``connection`` (PostgreSQL or SQLite)."""
 
