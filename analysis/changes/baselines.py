@@ -7,11 +7,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from django.db.models import Count
 
 from analysis.changes.explanations import format_duration
 from analysis.changes.periods import DAY_US, MINUTE_US, WEEK_US, Baseline, Grid, Period
-from analysis.changes.reads import READ_CHUNK, bucket_expression, read_buckets
+from analysis.changes.reads import READ_CHUNK, read_buckets
 from clock.model import read_hints
 from orgs.access import Scope
 from store import get_store
@@ -30,18 +29,9 @@ def _data_buckets(scope: Scope, ids: list[int], grid: Grid) -> np.ndarray:
     for first in range(0, len(ids), READ_CHUNK):
         matrix = read_buckets(scope, ids[first : first + READ_CHUNK], grid, rate=False)
         found |= (~np.isnan(matrix)).any(axis=0)
-    hints = read_hints(scope, start=grid.origin, end=grid.period.end)
-    rows = (
-        get_store()
-        .select_events(scope, hints)
-        .annotate(bucket=bucket_expression(grid))
-        .values("bucket")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    for row in rows:  # one row per bucket (grouped, as every store's event query can)
-        if 0 <= row["bucket"] < grid.buckets:
-            found[row["bucket"]] = True
+    hints = read_hints(scope, start=grid.origin, end=grid.period.end, step=grid.step)
+    buckets = get_store().count_events(scope, hints, bucket=True)["bucket"]
+    found[buckets[(buckets >= 0) & (buckets < grid.buckets)]] = True
     return found
 
 
