@@ -1,0 +1,251 @@
+"""What a lane sends the browser, one struct per lane kind, tagged by ``kind``.
+
+The builders (:mod:`.series_lanes`, :mod:`.event_lanes`) emit these fields and :mod:`.build` adds
+``spec``, ``kind`` and ``title``; :func:`lane_schema` publishes them as JSON Schema
+(``warroom/static/timeline/lane_payloads.schema.json``) for the page and for tests, so the page, the
+exports and the builders read one declaration of each kind.
+
+Invariants:
+
+* every lane has ``status``, ``points``, ``spec``, ``kind`` and ``title``; an ``unavailable`` lane of
+  any kind has nothing more but its ``note``;
+* an ``ok`` lane carries the fields its kind lists in ``drawn`` (a line or rate lane: its ``lines``, or,
+  for the id-based API, its ``buckets``);
+* no field beyond the declared ones (unknown fields are refused), so a builder cannot grow a field the
+  page and the schema do not know of.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+Values = list[float | None]  # one value per point; ``null`` where the bucket is empty
+
+
+class _Shape(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A part of a payload: unknown fields refused; optional fields are ``UNSET`` and left out of the JSON."""
+
+
+class Title(_Shape):
+    """``org · signal · what`` in words, for the page to set in the organisation's colour."""
+
+    org: str
+    org_name: str
+    colour: str
+    signal: str
+    what: str
+    unit: str
+
+
+class Group(_Shape):
+    """What a lane says about its series or events as a group; never per-series labels."""
+
+    org: str
+    org_name: str
+    colour: str
+    signal: str
+    metric: str | UnsetType = UNSET
+    kind: str | UnsetType = UNSET  # the series' kind (gauge, counter), not the lane's
+    unit: str | UnsetType = UNSET
+    count: int | UnsetType = UNSET
+    levels: list[str] | UnsetType = UNSET
+
+
+class Capacity(_Shape):
+    """The capacity a series lane is drawn against, as change points."""
+
+    label: str
+    t: list[float]
+    y: Values
+    points: int
+    note: str | UnsetType = UNSET
+
+
+class Line(_Shape):
+    series: dict[str, Any]
+    t: list[float]
+    y: Values
+
+
+class SeriesBuckets(_Shape):
+    """One series' buckets: ``bucket`` indexes from the lane's ``origin_us`` in steps of ``step_us``."""
+
+    series: dict[str, Any]
+    fn: Literal["rate", "value"]
+    bucket: list[int]
+    min: Values
+    max: Values
+    mean: Values
+    count: list[int]
+
+
+class BandNode(_Shape):
+    label: str
+    y: Values
+
+
+class Segment(_Shape):
+    """Spans of one row merged into a bar; ``event`` is the span itself when it stands alone."""
+
+    row: int
+    start: float
+    end: float
+    count: int
+    event: dict[str, Any] | UnsetType = UNSET
+
+
+class Mark(_Shape):
+    row: int | None
+    event: dict[str, Any]
+
+
+# A lane's drawn points as (t, name, low, high, mean, text, end) tuples, as the CSV export lists them.
+Point = tuple
+
+
+class Lane(_Shape, tag_field="kind"):
+    """Fields every lane kind has. ``drawn`` names the fields an ``ok`` lane of the kind must carry."""
+
+    drawn: ClassVar[tuple[str, ...]] = ()
+
+    status: Literal["ok", "unavailable"]
+    points: int
+    spec: str | UnsetType = UNSET
+    title: Title | UnsetType = UNSET
+    note: str | UnsetType = UNSET
+    fn: Literal["rate", "value"] | UnsetType = UNSET
+    step_ms: float | UnsetType = UNSET
+    group: Group | UnsetType = UNSET
+    capacity: Capacity | UnsetType = UNSET
+
+    def __post_init__(self) -> None:
+        if self.status != "ok":
+            return
+        missing = [name for name in self.drawn if getattr(self, name) is UNSET]
+        if missing:
+            raise ValueError(f"an ok {self.kind} lane needs {', '.join(missing)}")
+
+    @property
+    def kind(self) -> str:
+        return self.__struct_config__.tag
+
+
+class LineLane(Lane, tag="line"):
+    """One line per series through each bucket's min and max, or (``buckets``) the buckets themselves."""
+
+    drawn = ("fn", "step_ms", "group")
+
+    lines: list[Line] | UnsetType = UNSET
+    buckets: list[SeriesBuckets] | UnsetType = UNSET
+    step_us: int | UnsetType = UNSET
+    origin_us: int | UnsetType = UNSET
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (
+            self.status == "ok"
+            and self.lines is UNSET
+            and UNSET in (self.buckets, self.step_us, self.origin_us)
+        ):
+            raise ValueError(f"an ok {self.kind} lane needs its lines, or its buckets, step_us and origin_us")
+
+
+class RateLane(LineLane, tag="rate"):
+    """A line lane of per-second rates."""
+
+
+class BandLane(Lane, tag="band"):
+    """The fleet's min / median / max (or p5 / p50 / p95) per bucket, per-node lines on demand."""
+
+    drawn = ("fn", "step_ms", "group", "t", "lo", "mid", "hi", "stat")
+
+    t: list[float] | UnsetType = UNSET
+    lo: Values | UnsetType = UNSET
+    mid: Values | UnsetType = UNSET
+    hi: Values | UnsetType = UNSET
+    stat: str | UnsetType = UNSET
+    nodes: list[BandNode] | UnsetType = UNSET
+
+
+class HeatmapLane(Lane, tag="heatmap"):
+    """Node x time: a row per series, ``cells`` values in all."""
+
+    drawn = ("fn", "step_ms", "group", "t", "rows", "z", "cells")
+
+    t: list[float] | UnsetType = UNSET
+    rows: list[str] | UnsetType = UNSET
+    z: list[Values] | UnsetType = UNSET
+    cells: int | UnsetType = UNSET
+
+
+class SumLane(Lane, tag="sum"):
+    """The sum across series, drawn against a declared capacity."""
+
+    drawn = ("fn", "step_ms", "group", "t", "sum")
+
+    t: list[float] | UnsetType = UNSET
+    sum: Values | UnsetType = UNSET
+
+
+class LogsLane(Lane, tag="logs"):
+    """Few lines: each one (``list``); many: counts per bucket by severity class (``density``)."""
+
+    drawn = ("group", "total", "mode")
+
+    total: int | UnsetType = UNSET
+    mode: Literal["list", "density"] | UnsetType = UNSET
+    events: list[dict[str, Any]] | UnsetType = UNSET
+    t: list[float] | UnsetType = UNSET
+    counts: dict[str, list[int]] | UnsetType = UNSET
+
+
+class SpansLane(Lane, tag="spans"):
+    """Events with a duration as bars, a row per node (or ``row_key``), point events as marks."""
+
+    drawn = ("group", "row_key", "rows", "segments", "marks", "total")
+
+    row_key: str | UnsetType = UNSET
+    rows: list[str] | UnsetType = UNSET
+    segments: list[Segment] | UnsetType = UNSET
+    marks: list[Mark] | UnsetType = UNSET
+    total: int | UnsetType = UNSET
+
+
+LANE_KINDS: tuple[type[Lane], ...] = (LineLane, RateLane, BandLane, HeatmapLane, SumLane, LogsLane, SpansLane)
+LanePayload = LineLane | RateLane | BandLane | HeatmapLane | SumLane | LogsLane | SpansLane
+ALWAYS = ("spec", "title")  # set by the pipeline for every lane (defaults only while a builder draws)
+
+
+def lane_payload(payload: dict) -> LanePayload:
+    """A lane payload as its kind's struct; raises ``msgspec.ValidationError`` on an undeclared field,
+    a wrong type or an unknown kind."""
+    return msgspec.convert(payload, LanePayload)
+
+
+def lane_schema() -> dict:
+    """The JSON Schema of a lane payload: one definition per kind (``kind`` tells which), each requiring
+    ``spec`` and ``title``, and the fields of its drawing when its ``status`` is ``ok``."""
+    schema = msgspec.json.schema(LanePayload)
+    for kind in LANE_KINDS:
+        definition = schema["$defs"][kind.__name__]
+        definition["required"] = sorted({*definition["required"], *ALWAYS})
+        if kind.drawn:
+            definition["if"] = {"properties": {"status": {"const": "ok"}}}
+            definition["then"] = {"required": list(kind.drawn)}
+    line = schema["$defs"]["LineLane"], schema["$defs"]["RateLane"]
+    for definition in line:  # an ok line or rate lane draws its lines, or gives its buckets
+        definition["then"]["oneOf"] = [
+            {"required": ["lines"]},
+            {"required": ["buckets", "step_us", "origin_us"]},
+        ]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "lane_payloads.schema.json",
+        "title": "Lane payload",
+        "description": "One war-room lane as /timeline/api/lanes and /api/v1/lanes send it "
+        "(generated from timeline/lanes/payloads.py).",
+        **schema,
+    }
