@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import jsonschema
 import pytest
 
 from tests.browser.conftest import HOSTILE, NEEDLE, open_view, renders, wait_drawn
+from timeline.lanes.payloads import lane_schema
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "warroom.png"
 
@@ -37,6 +39,8 @@ def _in_slowdown(lane: dict, incident, values: list) -> list[float]:
 
 
 def test_the_incident_reads_on_one_screen(page, live_server, incident):
+    answers = []
+    page.on("response", lambda r: answers.append(r) if "/timeline/api/lanes" in r.url else None)
     open_view(page, live_server, _query(incident, incident=incident.incident_id))
     titles = _titles(page)
     for expected in (
@@ -63,8 +67,19 @@ def test_the_incident_reads_on_one_screen(page, live_server, incident):
     notes = [m for m in page.evaluate("window.jointline.view.marks") if m.get("annotation")]
     assert {m["org"] for m in notes} == {"infra", "modeldev", "storage"}
     assert page.problems == []
+    _assert_lanes_match_the_published_schema(page, answers[-1].json()["lanes"])
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
+
+
+def _assert_lanes_match_the_published_schema(page, lanes: list[dict]) -> None:
+    """The lanes the page drew, as the API sent them, against the schema the page can fetch."""
+    schema = page.evaluate("fetch('/static/timeline/lane_payloads.schema.json').then((r) => r.json())")
+    assert schema == lane_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    for lane in lanes:
+        validator.validate(lane)
+    assert {lane["kind"] for lane in lanes} >= {"spans", "logs", "heatmap", "band", "sum"}
 
 
 def _axes(page) -> dict:
