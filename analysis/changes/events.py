@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
-from django.db.models import Count
 
 from analysis.changes.entries import Entry, least_change, safe_spec
 from analysis.changes.periods import HOUR_US, Grid
@@ -32,22 +31,16 @@ TEMPLATE_OF_FAMILY = 0.8  # a template this share of its family's lines is shown
 
 def _family_counts(scope: Scope, grid: Grid) -> dict[tuple, np.ndarray]:
     """Readable events per (org id, signal, kind, name, severity class) and bucket."""
-    hints = read_hints(scope, start=grid.period.start, end=grid.period.end)
-    rows = (
-        get_store()
-        .select_events(scope, hints)
-        .annotate(bucket=bucket_expression(grid))
-        .values("org_id", "signal", "kind", "name", "severity", "bucket")
-        .annotate(n=Count("id"))
-        .order_by()
+    hints = read_hints(scope, start=grid.period.start, end=grid.period.end, step=grid.step)
+    found = get_store().count_events(
+        scope, hints, by=("org_id", "signal", "kind", "name", "severity"), bucket=True, origin=grid.origin
     )
     counts: dict[tuple, np.ndarray] = {}
-    for row in rows:
-        severity = SEVERITY_CLASSES.get(row["severity"], "info")
-        key = (row["org_id"], row["signal"], row["kind"], row["name"], severity)
+    for org_id, signal, kind, name, raw_severity, bucket, n in found.rows():
+        key = (org_id, signal, kind, name, SEVERITY_CLASSES.get(raw_severity, "info"))
         series = counts.setdefault(key, np.zeros(grid.buckets))
-        if 0 <= row["bucket"] < grid.buckets:
-            series[row["bucket"]] += row["n"]
+        if 0 <= bucket < grid.buckets:
+            series[bucket] += n
     return counts
 
 
