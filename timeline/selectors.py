@@ -375,7 +375,7 @@ def warroom_events(
         total = min(total, TEXT_COUNT_MAX)
     matching = store.select_events(scope, hints, filters=condition)
     if not text:
-        total = matching.count()
+        total = store.count_events(scope, hints, filters=condition).total
     if text and order == "time":
         # the engine's text index finds the hits; the first offset + limit of them, oldest first
         rows = list(store.event_search(scope, hints, text=text, filters=condition, limit=offset + limit + 1))
