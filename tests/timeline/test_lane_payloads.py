@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 from core.records import EventRecord
+from incidents.report_csv import lane_rows
 from orgs.access import Scope
 from tests.factories import HOUR, T0, S, gauge, log_line, span, write
 from timeline.lanes import Grid, LaneSpec, build_lanes
@@ -118,3 +119,32 @@ def test_a_payload_off_its_declaration_is_refused_on_both_sides(client_a, every_
         lane_payload(lane)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(lane, lane_schema())
+
+
+def test_every_lane_kind_as_drawn_writes_its_csv_rows(org_a, every_kind):
+    scope = Scope.dangerously_as_org(org_a.pk, "test")
+    specs = [LaneSpec.parse(text) for text in LANES]
+    drawn = build_lanes(scope, specs, Grid(T0, T0 + 6 * HOUR, 300))
+    rows = {result.payload["spec"]: lane_rows(result.payload) for result in drawn}
+    assert all(rows[spec] for spec in LANES)
+    assert rows[LANES[-1]] == [
+        [
+            "lane",
+            "",
+            "",
+            "modeldev",
+            "storage",
+            "no_such_metric per node (None)",
+            LANES[-1],
+            "",
+            "",
+            "",
+            "no series you may read match this lane",
+        ]
+    ]
+    band = rows[LANES[2]]
+    assert {row[5] for row in band} == {
+        "NFS RPC slots in use per client, min · median · max of 6 (min · median · max)",
+        "capacity nfs_rpc_slot_table_size",
+    }
+    assert rows[LANES[-2]][0][2] == "2026-06-15 02:00:00 UTC"  # a span's end

@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import msgspec
@@ -102,7 +103,8 @@ class Mark(_Shape):
     event: dict[str, Any]
 
 
-# A lane's drawn points as (t, name, low, high, mean, text, end) tuples, as the CSV export lists them.
+# A lane's drawn points as the CSV export lists them: (t, name, low, high, mean, text, end), times in ms
+# since the epoch, ``end`` None for a point without one.
 Point = tuple
 
 
@@ -132,6 +134,42 @@ class Lane(_Shape, tag_field="kind"):
     def kind(self) -> str:
         return self.__struct_config__.tag
 
+    def csv_rows(self, moment: Callable[[float], str]) -> list[list]:
+        """The lane as CSV rows (``record`` = ``lane``), times written by ``moment`` (ms since the epoch
+        in): one per drawn point, with the lane's spec in ``labels`` and what the point is in ``name``;
+        an unavailable lane is one row with its note in ``text``. The capacity line's points follow the
+        lane's own."""
+        title = self.title or Title(org="", org_name="", colour="", signal="", what="", unit="")
+        spec = self.spec or ""
+        if self.status != "ok":
+            return [["lane", "", "", title.org, title.signal, title.what, spec, "", "", "", self.note or ""]]
+        points = self.csv_points(title.what)
+        if self.capacity and self.capacity.t:
+            name = f"capacity {self.capacity.label}"
+            points += [
+                (t, name, y, y, y, "", None) for t, y in zip(self.capacity.t, self.capacity.y, strict=True)
+            ]
+        return [
+            [
+                "lane",
+                moment(t),
+                "" if end is None else moment(end),
+                title.org,
+                title.signal,
+                name,
+                spec,
+                low,
+                high,
+                mean,
+                text,
+            ]
+            for t, name, low, high, mean, text, end in points
+        ]
+
+    def csv_points(self, what: str) -> list[Point]:
+        """The points of the lane's drawing (``what`` is the title's part naming it)."""
+        raise NotImplementedError
+
 
 class LineLane(Lane, tag="line"):
     """One line per series through each bucket's min and max, or (``buckets``) the buckets themselves."""
@@ -152,6 +190,16 @@ class LineLane(Lane, tag="line"):
         ):
             raise ValueError(f"an ok {self.kind} lane needs its lines, or its buckets, step_us and origin_us")
 
+    def csv_points(self, what: str) -> list[Point]:
+        """A point per line point, named ``metric{labels}``, its value as min, max and mean (the bucket
+        form, which no export carries, has none)."""
+        points = []
+        for line in self.lines or ():
+            labels = ",".join(f"{k}={v}" for k, v in sorted((line.series.get("labels") or {}).items()))
+            name = f"{line.series['metric']}{{{labels}}}" if labels else line.series["metric"]
+            points += [(t, name, y, y, y, "", None) for t, y in zip(line.t, line.y, strict=True)]
+        return points
+
 
 class RateLane(LineLane, tag="rate"):
     """A line lane of per-second rates."""
@@ -169,6 +217,12 @@ class BandLane(Lane, tag="band"):
     stat: str | UnsetType = UNSET
     nodes: list[BandNode] | UnsetType = UNSET
 
+    def csv_points(self, what: str) -> list[Point]:
+        """A point per bucket with a median: min / median / max (or p5 / p50 / p95) as min, mean, max."""
+        name = f"{what} ({self.stat or ''})"
+        rows = zip(self.t, self.lo, self.mid, self.hi, strict=True)
+        return [(t, name, lo, hi, mid, "", None) for t, lo, mid, hi in rows if mid is not None]
+
 
 class HeatmapLane(Lane, tag="heatmap"):
     """Node x time: a row per series, ``cells`` values in all."""
@@ -180,6 +234,15 @@ class HeatmapLane(Lane, tag="heatmap"):
     z: list[Values] | UnsetType = UNSET
     cells: int | UnsetType = UNSET
 
+    def csv_points(self, what: str) -> list[Point]:
+        """A point per node and column with a value, named by the node, the value as mean."""
+        return [
+            (t, name, "", "", value, "", None)
+            for name, values in zip(self.rows, self.z, strict=True)
+            for t, value in zip(self.t, values, strict=True)
+            if value is not None
+        ]
+
 
 class SumLane(Lane, tag="sum"):
     """The sum across series, drawn against a declared capacity."""
@@ -188,6 +251,14 @@ class SumLane(Lane, tag="sum"):
 
     t: list[float] | UnsetType = UNSET
     sum: Values | UnsetType = UNSET
+
+    def csv_points(self, what: str) -> list[Point]:
+        """A point per bucket with a sum, the sum as mean."""
+        return [
+            (t, what, "", "", total, "", None)
+            for t, total in zip(self.t, self.sum, strict=True)
+            if total is not None
+        ]
 
 
 class LogsLane(Lane, tag="logs"):
@@ -201,6 +272,17 @@ class LogsLane(Lane, tag="logs"):
     t: list[float] | UnsetType = UNSET
     counts: dict[str, list[int]] | UnsetType = UNSET
 
+    def csv_points(self, what: str) -> list[Point]:
+        """Listed: a point per line, its message as text. Density: lines per bucket and severity class."""
+        if self.mode != "density":
+            return [(e["t"], e["name"], "", "", "", e.get("message") or "", None) for e in self.events]
+        return [
+            (t, f"{severity} lines", "", "", count, "", None)
+            for severity, counts in sorted(self.counts.items())
+            for t, count in zip(self.t, counts, strict=True)
+            if count
+        ]
+
 
 class SpansLane(Lane, tag="spans"):
     """Events with a duration as bars, a row per node (or ``row_key``), point events as marks."""
@@ -212,6 +294,16 @@ class SpansLane(Lane, tag="spans"):
     segments: list[Segment] | UnsetType = UNSET
     marks: list[Mark] | UnsetType = UNSET
     total: int | UnsetType = UNSET
+
+    def csv_points(self, what: str) -> list[Point]:
+        """A point per segment, named by its row, with its span count and its end."""
+        points = []
+        for segment in self.segments:
+            event = segment.event or {}
+            name = self.rows[segment.row] if segment.row < len(self.rows) else ""
+            text = event.get("name", f"{segment.count} spans")
+            points.append((segment.start, name, "", "", segment.count, text, segment.end))
+        return points
 
 
 LANE_KINDS: tuple[type[Lane], ...] = (LineLane, RateLane, BandLane, HeatmapLane, SumLane, LogsLane, SpansLane)
