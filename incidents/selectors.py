@@ -138,8 +138,12 @@ def view_state_for(scope: Scope, state: dict, *, author_org_id: int, with_text: 
         shown["width"] = state["width"]
     if state.get("mine") is True:
         shown["mine"] = True
-    if type(state.get("sel")) is int and _readable_events(scope).filter(pk=state["sel"]).exists():
-        shown["sel"] = state["sel"]
+    selected = state.get("sel")
+    if (
+        type(selected) is int
+        and get_store().count_events(scope, ALL_STORED_TIME, filters=Q(pk=selected)).total
+    ):
+        shown["sel"] = selected
     slugs = {org.slug for org in scope.organizations()}
     for key, known in (
         ("ev_org", slugs),
