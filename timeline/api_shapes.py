@@ -170,7 +170,10 @@ class WarroomLanesShape(WindowShape):
     to_ms = serializers.FloatField()
     width = serializers.IntegerField()
     lanes = serializers.ListField(
-        child=serializers.DictField(), help_text="a drawing per lane spec, in order"
+        child=serializers.DictField(),
+        help_text="a drawing per lane spec, in order: one lane payload each, tagged by its kind (line, rate, "
+        "band, heatmap, sum, logs, spans) and described field by field by the JSON Schema "
+        "static/timeline/lane_payloads.schema.json (generated from timeline/lanes/payloads.py)",
     )
     marks = serializers.ListField(child=serializers.DictField(), help_text="notable events across the lanes")
     clock = serializers.DictField(help_text="corrections in force and the window's clock checks")
