@@ -23,8 +23,10 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def _every_write_rolls_up_from_its_batch(monkeypatch):
-    """Writes of any size merge their rollups here (by default the smallest queue theirs)."""
+    """Writes of any size merge their rollups here (by default the smallest, and those of a few
+    minutes a series, queue theirs)."""
     monkeypatch.setattr(type(get_store()), "rollups_from_batch_min_samples", 1)
+    monkeypatch.setattr(type(get_store()), "rollups_from_batch_min_buckets", 1)
 
 
 FLOAT_FIELDS = ("total", "vmin", "vmax", "first_value", "last_value", "increase", "rate_min", "rate_max")
@@ -201,4 +203,20 @@ def test_a_small_write_queues_its_minutes_and_a_large_one_rolls_up_at_once(org_a
     write_batch(
         org_a, series=[block([T0 + HOUR + i * 15 * S for i in range(100)], [2.0] * 100)], source="agent"
     )
+    assert_same_as_full_refresh()
+
+
+def test_a_write_of_one_minute_a_series_queues_its_minutes(org_a, monkeypatch):
+    monkeypatch.setattr(type(get_store()), "rollups_from_batch_min_buckets", 4)
+    spans = [3, 4, 5]  # minutes a series: 4 on average
+    blocks = [
+        block([T0 + i * 15 * S for i in range(4 * minutes)], [1.0] * 4 * minutes, node=f"node-{minutes}")
+        for minutes in spans
+    ]
+    write_batch(org_a, series=blocks, source="agent")
+    assert get_store().stale_count() == 0
+    late = [block([T0 + HOUR + i * S for i in range(3)], [1.0] * 3, node=f"node-{m}") for m in spans]
+    write_batch(org_a, series=late, source="agent")  # one minute a series
+    assert get_store().stale_count() == 3
+    get_store().refresh_stale_rollups()
     assert_same_as_full_refresh()
