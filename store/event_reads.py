@@ -108,17 +108,8 @@ class EventReads:
     def _raw_event_buckets(
         self, scope: Scope, hints: ReadHints, filters: Q | None
     ) -> list[tuple[int, str, int]]:
-        bucket = ExpressionWrapper(
-            (F("aligned_ts") - Value(hints.start)) / Value(hints.step), output_field=BigIntegerField()
-        )
-        rows = (
-            self.select_events(scope, hints, filters=filters)
-            .annotate(bucket=bucket)
-            .values("bucket", "severity")
-            .annotate(count=Count("id"))
-            .order_by("bucket", "severity")
-        )
-        return [(int(r["bucket"]), r["severity"], int(r["count"])) for r in rows]
+        counts = self.count_events(scope, hints, filters=filters, by=("severity",), bucket=True)
+        return sorted((bucket, severity, count) for severity, bucket, count in counts.rows())
 
     def _counted_event_buckets(
         self, scope: Scope, hints: ReadHints, match: EventMatch
