@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 
+import msgspec
+
 from orgs.access import Scope, require_scope
 from store.reads import run_reads
 from timeline.lanes.event_lanes import build_logs_lane, build_spans_lane
@@ -61,7 +63,7 @@ def build_lanes(
         if i in payloads:
             payload = payloads[i]
         else:
-            payload = build_series_lane(scope, planned[i], grid, cache, buckets=buckets)
+            payload = msgspec.to_builtins(build_series_lane(scope, planned[i], grid, cache, buckets=buckets))
         payload.update(spec=str(spec), kind=spec.kind, title=lane_title(spec, payload))
         results.append(LaneResult(spec=spec, payload=payload))
     return results

@@ -307,6 +307,7 @@ class SpansLane(Lane, tag="spans"):
 
 
 LANE_KINDS: tuple[type[Lane], ...] = (LineLane, RateLane, BandLane, HeatmapLane, SumLane, LogsLane, SpansLane)
+LANE_BY_KIND: dict[str, type[Lane]] = {kind.__struct_config__.tag: kind for kind in LANE_KINDS}
 LanePayload = LineLane | RateLane | BandLane | HeatmapLane | SumLane | LogsLane | SpansLane
 ALWAYS = ("spec", "title")  # set by the pipeline for every lane (defaults only while a builder draws)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
+from msgspec import UNSET
 
 from clock.model import read_hints
 from orgs.access import MIN_AGGREGATE_GROUP, Scope
@@ -37,6 +38,19 @@ from timeline.lanes.downsample import (
     to_json,
 )
 from timeline.lanes.grid import Grid
+from timeline.lanes.payloads import (
+    LANE_BY_KIND,
+    BandLane,
+    BandNode,
+    Capacity,
+    Group,
+    HeatmapLane,
+    Lane,
+    Line,
+    LineLane,
+    SeriesBuckets,
+    SumLane,
+)
 from timeline.lanes.selection import Member, aggregate_allowed, group_presented, row_label, select_members
 from timeline.lanes.spec import FLEET_KINDS, LaneSpec, capacity_is_number
 
@@ -211,13 +225,13 @@ def _capacity_members(scope: Scope, spec: LaneSpec, metric: str) -> list[Member]
 
 def build_series_lane(
     scope: Scope, planned: PlannedSeriesLane, grid: Grid, cache: BucketCache, *, buckets: bool = False
-) -> dict:
-    """The payload of one planned lane. With ``buckets``, a line or rate lane gives each series' buckets
-    (``bucket`` index from ``origin_us`` in steps of ``step_us``, with ``min``, ``max``, ``mean`` and
-    ``count``) instead of the line drawn through them."""
+) -> Lane:
+    """The payload of one planned lane, as its kind's struct. With ``buckets``, a line or rate lane gives
+    each series' buckets (``bucket`` index from ``origin_us`` in steps of ``step_us``, with ``min``,
+    ``max``, ``mean`` and ``count``) instead of the line drawn through them."""
     spec, step, members = planned.spec, planned.step, planned.members
     if planned.problem:
-        return {"status": "unavailable", "note": planned.problem, "points": 0}
+        return LANE_BY_KIND[spec.kind](status="unavailable", note=planned.problem, points=0)
     if buckets and spec.kind in ("line", "rate"):
         return _bucket_lane(scope, planned, grid, cache)
     n = grid.buckets(step)
@@ -233,51 +247,48 @@ def build_series_lane(
                 per_series.want(wanted, step=step, rate=rate)
         run_reads(per_series.jobs())
     data = _member_matrices(members, spec, step, n, per_series if planned.stats is not None else cache)
-    fn = "rate" if any(uses_rate(spec, m) for m in members) else "value"
-    payload: dict = {
+    drawn = {
         "status": "ok",
-        "fn": fn,
+        "fn": "rate" if any(uses_rate(spec, m) for m in members) else "value",
         "step_ms": step / 1000,
-        "group": group_presented(scope, members),
+        "group": Group(**group_presented(scope, members)),
+        "capacity": capacity_line(planned, cache, t_ms, n) or UNSET,
     }
     limit = fill_limit(step)
     if spec.kind in ("line", "rate"):
         lines = []
         for i, member in enumerate(members):
             xs, ys = interleave_min_max(t_ms, data["min"][i], data["max"][i])
-            lines.append({"series": member.presented, "t": xs, "y": ys})
-        payload.update(lines=lines, points=max((len(line["t"]) for line in lines), default=0))
+            lines.append(Line(series=member.presented, t=xs, y=ys))
+        note = UNSET
         if planned.available > len(lines):
-            payload["note"] = f"{len(lines)} of {planned.available} series: a band or heatmap shows them all"
-    elif spec.kind == "band":
+            note = f"{len(lines)} of {planned.available} series: a band or heatmap shows them all"
+        points = max((len(line.t) for line in lines), default=0)
+        return LANE_BY_KIND[spec.kind](**drawn, lines=lines, points=points, note=note)
+    if spec.kind == "band":
         lows, means, highs = (forward_fill(data[name], limit) for name in ("min", "mean", "max"))
-        payload.update(t=t_ms, **fleet_band(lows, means, highs, percentiles="pct" in spec.flags))
-        payload["stat"] = "p5 · p50 · p95" if "pct" in spec.flags else "min · median · max"
-        payload["points"] = 3 * n
+        nodes = UNSET
         if "nodes" in spec.flags:
-            payload["nodes"] = [
-                {"label": row_label(m), "y": to_json(means[i])} for i, m in enumerate(members) if m.alone
+            nodes = [
+                BandNode(label=row_label(m), y=to_json(means[i])) for i, m in enumerate(members) if m.alone
             ]
-    elif spec.kind == "heatmap":
+        band = fleet_band(lows, means, highs, percentiles="pct" in spec.flags)
+        return BandLane(**drawn, t=t_ms, **band, stat=_band_stat(spec), points=3 * n, nodes=nodes)
+    if spec.kind == "heatmap":
         means = forward_fill(data["mean"], limit)
-        payload.update(
-            t=t_ms,
-            rows=[row_label(m) for m in members],
-            z=[to_json(row, HEATMAP_DIGITS) for row in means],
-            points=n,
-            cells=n * len(members),
-        )
-    elif len(members) == 1:  # one series: its own min/max line keeps spikes that a mean would smooth
+        rows = [row_label(m) for m in members]
+        z = [to_json(row, HEATMAP_DIGITS) for row in means]
+        return HeatmapLane(**drawn, t=t_ms, rows=rows, z=z, points=n, cells=n * len(members))
+    if len(members) == 1:  # one series: its own min/max line keeps spikes that a mean would smooth
         xs, ys = interleave_min_max(t_ms, data["min"][0], data["max"][0])
         xs, ys = held_to_the_end(xs, ys, t_ms, data["mean"][0], limit)
-        payload.update(t=xs, sum=ys, points=len(xs))
-    else:
-        total = fleet_sum(forward_fill(data["mean"], limit))
-        payload.update(t=t_ms, sum=to_json(total), points=n)
-    capacity = capacity_line(planned, cache, t_ms, n)
-    if capacity:
-        payload["capacity"] = capacity
-    return payload
+        return SumLane(**drawn, t=xs, sum=ys, points=len(xs))
+    total = fleet_sum(forward_fill(data["mean"], limit))
+    return SumLane(**drawn, t=t_ms, sum=to_json(total), points=n)
+
+
+def _band_stat(spec: LaneSpec) -> str:
+    return "p5 · p50 · p95" if "pct" in spec.flags else "min · median · max"
 
 
 def held_to_the_end(xs: list, ys: list, t_ms: list, means: np.ndarray, limit: int) -> tuple[list, list]:
@@ -295,32 +306,32 @@ def held_to_the_end(xs: list, ys: list, t_ms: list, means: np.ndarray, limit: in
     return [*xs, t_ms[-1]], [*ys, value]
 
 
-def _bucket_lane(scope: Scope, planned: PlannedSeriesLane, grid: Grid, cache: BucketCache) -> dict:
+def _bucket_lane(scope: Scope, planned: PlannedSeriesLane, grid: Grid, cache: BucketCache) -> LineLane:
     spec, step, members = planned.spec, planned.step, planned.members
     rows = []
     for member in members:
         read = cache.series_buckets(member, step=step, rate=uses_rate(spec, member))
         rows.append(
-            {
-                "series": member.presented,
-                "fn": "rate" if uses_rate(spec, member) else "value",
-                "bucket": read.bucket,
-                "min": read.min,
-                "max": read.max,
-                "mean": read.mean,
-                "count": read.count,
-            }
+            SeriesBuckets(
+                series=member.presented,
+                fn="rate" if uses_rate(spec, member) else "value",
+                bucket=read.bucket,
+                min=read.min,
+                max=read.max,
+                mean=read.mean,
+                count=read.count,
+            )
         )
-    return {
-        "status": "ok",
-        "fn": "rate" if any(uses_rate(spec, m) for m in members) else "value",
-        "step_ms": step / 1000,
-        "step_us": step,
-        "origin_us": grid.start,
-        "group": group_presented(scope, members),
-        "buckets": rows,
-        "points": max((len(row["bucket"]) for row in rows), default=0),
-    }
+    return LANE_BY_KIND[spec.kind](
+        status="ok",
+        fn="rate" if any(uses_rate(spec, m) for m in members) else "value",
+        step_ms=step / 1000,
+        step_us=step,
+        origin_us=grid.start,
+        group=Group(**group_presented(scope, members)),
+        buckets=rows,
+        points=max((len(row.bucket) for row in rows), default=0),
+    )
 
 
 def _complete_stats(stats: dict | None, n: int, members: int) -> dict[str, np.ndarray] | None:
@@ -344,24 +355,22 @@ def _complete_stats(stats: dict | None, n: int, members: int) -> dict[str, np.nd
     return out
 
 
-def _fleet_lane_from_stats(scope: Scope, planned, fleet: dict, t_ms, n: int, cache: BucketCache) -> dict:
+def _fleet_lane_from_stats(
+    scope: Scope, planned: PlannedSeriesLane, fleet: dict, t_ms: list[float], n: int, cache: BucketCache
+) -> BandLane | SumLane:
     spec, members = planned.spec, planned.members
-    fn = "rate" if any(uses_rate(spec, m) for m in members) else "value"
-    payload: dict = {"status": "ok", "fn": fn, "step_ms": planned.step / 1000}
-    payload["group"] = group_presented(scope, members)
+    drawn = {
+        "status": "ok",
+        "fn": "rate" if any(uses_rate(spec, m) for m in members) else "value",
+        "step_ms": planned.step / 1000,
+        "group": Group(**group_presented(scope, members)),
+        "capacity": capacity_line(planned, cache, t_ms, n) or UNSET,
+    }
     if spec.kind == "band":
-        pct = "pct" in spec.flags
-        lo, mid, hi = (
-            (fleet["p5"], fleet["mid"], fleet["p95"]) if pct else (fleet["lo"], fleet["mid"], fleet["hi"])
-        )
-        payload.update(t=t_ms, lo=to_json(lo), mid=to_json(mid), hi=to_json(hi), points=3 * n)
-        payload["stat"] = "p5 · p50 · p95" if pct else "min · median · max"
-    else:
-        payload.update(t=t_ms, sum=to_json(fleet["sum"]), points=n)
-    capacity = capacity_line(planned, cache, t_ms, n)
-    if capacity:
-        payload["capacity"] = capacity
-    return payload
+        names = ("p5", "mid", "p95") if "pct" in spec.flags else ("lo", "mid", "hi")
+        lo, mid, hi = (to_json(fleet[name]) for name in names)
+        return BandLane(**drawn, t=t_ms, lo=lo, mid=mid, hi=hi, stat=_band_stat(spec), points=3 * n)
+    return SumLane(**drawn, t=t_ms, sum=to_json(fleet["sum"]), points=n)
 
 
 def _member_matrices(members: list[Member], spec: LaneSpec, step: int, n: int, cache: BucketCache) -> dict:
@@ -376,7 +385,7 @@ def _member_matrices(members: list[Member], spec: LaneSpec, step: int, n: int, c
     return data
 
 
-def capacity_line(planned: PlannedSeriesLane, cache: BucketCache, t_ms, n: int) -> dict | None:
+def capacity_line(planned: PlannedSeriesLane, cache: BucketCache, t_ms, n: int) -> Capacity | None:
     """The capacity a lane is drawn against, as change points. Several capacity series add up for a sum
     lane (per-client limits of a fleet) and give their median for a band (the typical client's limit)."""
     spec = planned.spec
@@ -385,9 +394,9 @@ def capacity_line(planned: PlannedSeriesLane, cache: BucketCache, t_ms, n: int) 
         return None
     if capacity_is_number(text):
         value = float(text)
-        return {"label": text, "t": [t_ms[0], t_ms[-1]], "y": [value, value], "points": 2}
+        return Capacity(label=text, t=[t_ms[0], t_ms[-1]], y=[value, value], points=2)
     if not planned.capacity:
-        return {"label": text, "t": [], "y": [], "points": 0, "note": "capacity series not readable"}
+        return Capacity(label=text, t=[], y=[], points=0, note="capacity series not readable")
     probe = replace(spec, kind="sum")  # counters as rates, gauges as values, as they were read
     rows = _member_matrices(planned.capacity, probe, planned.step, n, cache)["mean"]
     rows = forward_fill(rows, n)
@@ -399,4 +408,4 @@ def capacity_line(planned: PlannedSeriesLane, cache: BucketCache, t_ms, n: int) 
         else:
             values = np.nanmedian(rows, axis=0)
     xs, ys = change_points(t_ms, values)
-    return {"label": text, "t": xs, "y": ys, "points": len(xs)}
+    return Capacity(label=text, t=xs, y=ys, points=len(xs))
