@@ -17,7 +17,7 @@ from orgs.access import Scope
 from orgs.services import grant_create
 from store import ReadHints, get_store
 from store.hints import EVENT_COUNT_KEYS, ClockModel, Correction
-from tests.factories import T0, S, own_scope, write
+from tests.factories import DAY, T0, S, own_scope, write
 from tests.processes import pytest_in_subprocess
 
 MAIN_RUN = (
@@ -119,6 +119,12 @@ def test_buckets_before_the_origin_are_negative_rounding_down(org_a, written):
     counts = get_store().count_events(own_scope(org_a), HINTS, bucket=True, origin=origin)
     assert list(counts.rows()) == expected({org_a.pk: written[org_a.pk]}, ("bucket",), origin=origin)
     assert counts["bucket"][0] == -2  # 12 s: (12 - 25) // 10
+
+
+def test_buckets_of_a_day_hold_the_whole_window_once(org_a, written):
+    hints = ReadHints(start=HINTS.start, end=HINTS.end, step=DAY)
+    counts = get_store().count_events(own_scope(org_a), hints, bucket=True, origin=T0 - DAY)
+    assert list(counts.rows()) == [(1, 30)]
 
 
 def test_a_clock_correction_moves_an_organisations_events_across_bucket_boundaries(org_a, org_b, written):
