@@ -12,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
+import msgspec
 import numpy as np
 from django.db.models import Q
+from msgspec import UNSET
 
 from clock.model import read_hints
 from core.records import SEVERITIES
@@ -21,6 +23,7 @@ from orgs.access import NoScope, Scope
 from store import get_store
 from store.hints import EventMatch
 from timeline.lanes.grid import Grid
+from timeline.lanes.payloads import Group, LogsLane, Mark, Segment, SpansLane
 from timeline.lanes.selection import natural_key
 from timeline.lanes.spec import LaneSpec
 from timeline.presenters import present_event
@@ -84,7 +87,8 @@ def _events_in_buckets(scope: Scope, grid: Grid, condition: Q, step: int, first:
 
 
 def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
-    """Few lines: each one (message in the hover). Many: counts per bucket by severity class."""
+    """Few lines: each one (message in the hover). Many: counts per bucket by severity class. Built as
+    a :class:`LogsLane`, returned as its JSON data."""
     match = event_match(spec)
     condition = match.q()
     step = grid.step(2)
@@ -97,7 +101,7 @@ def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
             counts[SEVERITY_CLASSES.get(severity, "info")][bucket] += count
             filled.append(bucket)
     total = int(sum(c.sum() for c in counts.values()))
-    payload: dict = {"status": "ok", "total": total, "group": _event_group(scope, spec)}
+    group = _event_group(scope, spec)
     # The lines lie in the buckets the counts found: read only those (a window of weeks otherwise
     # plans and scans every day partition to list a few lines, or to find the first of many).
     first, last = (min(filled), max(filled)) if filled else (0, -1)
@@ -106,25 +110,29 @@ def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
         if filled:
             events = _events_in_buckets(scope, grid, condition, step, first, last)
             listed = present_events(scope, events[: MAX_LOG_MARKERS + 1])
-        payload["group"]["levels"] = sorted({e["level"] for e in listed})
-        payload.update(mode="list", events=listed, points=len(listed))
-        return payload
+        group.levels = sorted({e["level"] for e in listed})
+        lane = LogsLane(status="ok", total=total, group=group, mode="list", events=listed, points=len(listed))
+        return msgspec.to_builtins(lane)
     # the level the lines are shared at, from the first of them (one grant covers an org's signal)
     first_line = _events_in_buckets(scope, grid, condition, step, first, first)[:1]
-    payload["group"]["levels"] = sorted({e["level"] for e in present_events(scope, first_line)})
-    payload.update(
+    group.levels = sorted({e["level"] for e in present_events(scope, first_line)})
+    lane = LogsLane(
+        status="ok",
+        total=total,
+        group=group,
         mode="density",
         t=grid.times_ms(step),
         step_ms=step / 1000,
         counts={k: v.tolist() for k, v in counts.items()},
         points=n,
     )
-    return payload
+    return msgspec.to_builtins(lane)
 
 
 def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
     """Events with a duration as bars, one row per node (or ``by=`` key); spans closer than a bucket on
-    one row merge, so a row never has more segments than the lane is pixels wide."""
+    one row merge, so a row never has more segments than the lane is pixels wide. Built as a
+    :class:`SpansLane`, returned as its JSON data."""
     condition = event_filter(spec)
     step = grid.step(1)
     spans = list(_events_in(scope, grid, condition & Q(end_ts__isnull=False)).order_by("ts", "id")[:20_000])
@@ -148,27 +156,24 @@ def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
         if item is None:
             continue
         row_names = [r for r in _rows_of(item, key) if r in ordered] or [None]
-        marks.append(
-            {"row": ordered.index(row_names[0]) if row_names[0] is not None else None, "event": item}
-        )
-    payload = {
-        "status": "ok",
-        "group": _event_group(scope, spec),
-        "row_key": key,
-        "rows": ordered,
-        "segments": segments,
-        "marks": marks,
-        "points": max((sum(1 for s in segments if s["row"] == i) for i in range(len(ordered))), default=0),
-        "total": len(spans),
-    }
+        marks.append(Mark(row=ordered.index(row_names[0]) if row_names[0] is not None else None, event=item))
     notes = []
     if len(rows) > MAX_SPAN_ROWS:
         notes.append(f"first {MAX_SPAN_ROWS} of {len(rows)} rows")
     if len(points) > MAX_POINT_EVENTS:
         notes.append(f"first {MAX_POINT_EVENTS} point events; zoom in for more")
-    if notes:
-        payload["note"] = "; ".join(notes)
-    return payload
+    lane = SpansLane(
+        status="ok",
+        group=_event_group(scope, spec),
+        row_key=key,
+        rows=ordered,
+        segments=[Segment(**segment) for segment in segments],
+        marks=marks,
+        points=max((sum(1 for s in segments if s["row"] == i) for i in range(len(ordered))), default=0),
+        total=len(spans),
+        note="; ".join(notes) if notes else UNSET,
+    )
+    return msgspec.to_builtins(lane)
 
 
 def _point_events(scope: Scope, spec: LaneSpec, grid: Grid, step: int, condition: Q) -> list:
@@ -236,11 +241,11 @@ def _merge_row(index: int, items: list[dict], step: int, grid: Grid) -> list[dic
     return segments
 
 
-def _event_group(scope: Scope, spec: LaneSpec) -> dict:
+def _event_group(scope: Scope, spec: LaneSpec) -> Group:
     org = next((o for o in scope.organizations() if o.slug == spec.org), None)
-    return {
-        "org": spec.org,
-        "org_name": org.name if org else spec.org,
-        "colour": org.colour if org else "#888888",
-        "signal": spec.signal,
-    }
+    return Group(
+        org=spec.org,
+        org_name=org.name if org else spec.org,
+        colour=org.colour if org else "#888888",
+        signal=spec.signal,
+    )
