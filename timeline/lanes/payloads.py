@@ -1,7 +1,8 @@
 """What a lane sends the browser, one struct per lane kind, tagged by ``kind``.
 
-The builders (:mod:`.series_lanes`, :mod:`.event_lanes`) emit these fields and :mod:`.build` adds
-``spec``, ``kind`` and ``title``; :func:`lane_schema` publishes them as JSON Schema
+The builders construct these structs (:mod:`.series_lanes` returns them, :mod:`.event_lanes` returns
+their JSON data) and :mod:`.build` turns them into the dicts the APIs and exports send, adding
+``spec`` and ``title``; :func:`lane_schema` publishes them as JSON Schema
 (``warroom/static/timeline/lane_payloads.schema.json``) for the page and for tests, so the page, the
 exports and the builders read one declaration of each kind.
 
