@@ -320,7 +320,7 @@ def test_a_failed_span_counts_when_it_ends_not_from_its_start(owner):
     )
     write(owner, events=[failed], source="scheduler")
     config = detection.DetectionConfig()
-    found = detection._event_families(scope_of(owner), config, start=START + 40 * STEP, n=20, step=STEP)
+    found = detection.event_families(scope_of(owner), config, start=START + 40 * STEP, n=20, step=STEP)
     ((hits, name),) = found["node-03"]["scheduler events"]
     assert name == "fleetops/session" and np.flatnonzero(hits).tolist() == [10]
 

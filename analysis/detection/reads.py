@@ -1,0 +1,167 @@
+"""What the detector reads through a scope: the series it may read one by one (with or without peers),
+their bucket means and counts, and the severe events per entity and family."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from django.db.models import Q
+
+from analysis.detection.config import READ_CHUNK, DetectionConfig, S
+from clock.model import clock_for, read_hints
+from core.records import SEVERITIES
+from orgs.access import Scope
+from store import get_store
+from timeline.lanes import readable_series
+from timeline.presenters import present_event, present_series
+
+
+@dataclass
+class Member:
+    series_id: int
+    family: str
+    entity: str | None  # the entity label's value; None for a series without it
+    group: tuple
+    name: str
+    counter: bool
+
+
+def readable_members(scope: Scope, config: DetectionConfig, selectors: Q | None) -> list[Member]:
+    """Every series the scope may read one by one (narrowed by ``selectors``), as it is shown to it."""
+    candidates = readable_series(scope, include_aggregate=False)
+    if selectors is not None:
+        candidates = candidates.filter(selectors)
+    out = []
+    for series in candidates.order_by("pk").iterator(chunk_size=2000):
+        shown = present_series(scope, series)
+        labels = dict(shown["labels"])
+        entity = labels.pop(config.entity_label, None)
+        rest = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        out.append(
+            Member(
+                series.pk,
+                shown["signal"],
+                entity,
+                (shown["org"], shown["metric"], rest),
+                f"{shown['org']}/{shown['metric']}{{{rest}}}"
+                if rest
+                else f"{shown['org']}/{shown['metric']}",
+                series.kind == "counter",
+            )
+        )
+    return out
+
+
+def split_members(members: list[Member], config: DetectionConfig) -> tuple[list[Member], list[Member]]:
+    """``(fleet, alone)``: a series with the entity label among at least ``min_peers`` series of the
+    same metric and other labels is judged against its peers; every other one alone, against its own
+    history (:mod:`analysis.seasonal`)."""
+    peers: dict[tuple, set[str]] = defaultdict(set)
+    for member in members:
+        if member.entity is not None:
+            peers[member.group].add(member.entity)
+    fleet, alone = [], []
+    for member in members:
+        in_fleet = member.entity is not None and len(peers[member.group]) >= config.min_peers
+        (fleet if in_fleet else alone).append(member)
+    return fleet, alone
+
+
+def read_matrix(
+    scope: Scope, members: list[Member], *, start: int, n: int, step: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bucket means and counts, one row per member (counters as rates), over ``n`` buckets."""
+    means = np.full((len(members), n), np.nan)
+    counts = np.zeros((len(members), n))
+    row = {m.series_id: i for i, m in enumerate(members)}
+    for counter in (False, True):
+        ids = [m.series_id for m in members if m.counter == counter]
+        for k in range(0, len(ids), READ_CHUNK):
+            hints = read_hints(
+                scope, start=start, end=start + n * step, step=step, fn="rate" if counter else "value"
+            )
+            frame = get_store().select_buckets(scope, ids[k : k + READ_CHUNK], hints)
+            if not len(frame):
+                continue
+            rows = np.asarray([row[int(s)] for s in frame["series_id"]])
+            buckets = frame["bucket"].astype(np.int64)
+            keep = (buckets >= 0) & (buckets < n)
+            means[rows[keep], buckets[keep]] = frame["mean"][keep]
+            counts[rows[keep], buckets[keep]] = frame["count"][keep]
+    return means, counts
+
+
+def event_families(
+    scope: Scope, config: DetectionConfig, *, start: int, n: int, step: int
+) -> dict[str, dict[str, list[tuple[np.ndarray, str]]]]:
+    """Per entity, per ``<signal> events`` family: per-bucket hits (1 where it occurs; a span where it
+    ends) of each event name (template) of at least ``event_severity`` the scope may read."""
+    severe = list(SEVERITIES[SEVERITIES.index(config.event_severity) :])
+    events = (
+        get_store()
+        .select_events(
+            scope,
+            read_hints(scope, start=start, end=start + n * step),
+            filters=Q(severity__in=severe, resource__has_key=config.entity_label),
+            overlapping=True,
+        )
+        .select_related("org")
+    )
+    clock = clock_for(scope)
+    hits: dict[tuple[str, str, str], np.ndarray] = {}
+    for event in events.exclude(name=config.name).order_by("aligned_ts", "id")[:100_000]:
+        shown = present_event(scope, event)
+        entity = shown["resource"].get(config.entity_label)
+        shift, end_shift, _applied = clock.event_shift(event)
+        # a span's severity is its outcome, known when it ends: it counts then, not from its start
+        when = event.ts + shift if event.end_ts is None else event.end_ts + end_shift
+        bucket = (when - start) // step
+        if entity is None or not 0 <= bucket < n:
+            continue
+        key = (entity, f"{shown['signal']} events", f"{shown['org']}/{shown['name']}")
+        hits.setdefault(key, np.zeros(n))[bucket] = 1.0
+    out: dict[str, dict[str, list[tuple[np.ndarray, str]]]] = defaultdict(lambda: defaultdict(list))
+    for (entity, family, name), scores in hits.items():
+        out[entity][family].append((scores, name))
+    return out
+
+
+@dataclass
+class Observations:
+    """What the detector reads through a scope, bucketed: one row of ``means``/``counts`` per member
+    series over ``n`` buckets from ``origin``; ``events[entity][family]`` the (event name, per-bucket
+    0/1 hits) of the readable severe events; scoring starts at bucket ``first``."""
+
+    members: list[Member]
+    means: np.ndarray
+    counts: np.ndarray
+    events: dict[str, dict[str, list[tuple[np.ndarray, str]]]]
+    origin: int
+    first: int
+
+
+def observe(
+    scope: Scope,
+    *,
+    start: int,
+    end: int,
+    config: DetectionConfig,
+    selectors: Q | None = None,
+    members: list[Member] | None = None,
+) -> Observations:
+    """Read what ``scope`` may read of ``members`` (default: every series with peers) for a run over
+    ``[start, end)``, with the ``baseline_s`` before it."""
+    step = config.step_s * S
+    origin = start - config.baseline_s * S
+    origin -= origin % step
+    n = -(-(end - origin) // step)
+    if members is None:
+        members = split_members(readable_members(scope, config, selectors), config)[0]
+    means, counts = read_matrix(scope, members, start=origin, n=n, step=step)
+    events = {
+        entity: dict(families)
+        for entity, families in event_families(scope, config, start=origin, n=n, step=step).items()
+    }
+    return Observations(members, means, counts, events, origin, (start - origin) // step)
