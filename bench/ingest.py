@@ -442,13 +442,12 @@ def timed_apply(
     database_url: str, workload: Workload, org_slug: str, profile: bool, *, queued: bool = False
 ) -> tuple[Stage, str]:
     """What the worker does for each journal entry, without Celery and the journal: decode the
-    payload, then ``store.write_batch`` for another organisation (so its series are new), which on
-    PostgreSQL rolls the batch up in memory; with ``queued``, the write queues its minutes instead
-    (``rollup_refresh_deferred``) and the rollup refresh follows each apply, reading back the raw
-    samples, as every apply did before docs/decisions/0033-rollups-from-the-batch.md."""
-    from contextlib import nullcontext
-
+    payload, then ``store.write_batch`` for another organisation (so its series are new), rolling the
+    batch up in memory as PostgreSQL does with ``JOINTLINE_ROLLUPS_FROM_BATCH``; with ``queued``, the
+    write queues its minutes instead (``rollup_refresh_deferred``) and the rollup refresh follows each
+    apply, reading back the raw samples, as every apply does by default (decision 0033)."""
     from django.db import connection, transaction
+    from django.test import override_settings
 
     from orgs.services import organization_create
     from store import get_store
@@ -464,7 +463,10 @@ def timed_apply(
     for index, payload in enumerate(tqdm(workload.payloads, desc="apply in-process", leave=False)):
         if profile and index == len(workload.payloads) // 2:
             profiler.enable()
-        with transaction.atomic(), rollup_refresh_deferred() if queued else nullcontext():
+        with (
+            transaction.atomic(),
+            rollup_refresh_deferred() if queued else override_settings(JOINTLINE_ROLLUPS_FROM_BATCH=True),
+        ):
             store.write_batch(org_id=org.pk, batch=decode_batch(payload))
         store.refresh_stale_rollups()
         profiler.disable()

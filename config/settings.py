@@ -293,6 +293,10 @@ JOINTLINE_SAMPLE_CACHE_MB = env_int("JOINTLINE_SAMPLE_CACHE_MB", 256, minimum=0)
 # Seconds from a write to the refresh of its rollups (one refresh for the applies in between; reads
 # use raw samples for what waits). Under eager Celery (quickstart) the refresh runs at once.
 JOINTLINE_ROLLUP_REFRESH_DELAY_S = env_float("JOINTLINE_ROLLUP_REFRESH_DELAY_S", 5.0, minimum=0)
+# PostgreSQL: a write of 1,000 samples or more, with several minutes of each series, merges its rollups
+# from the batch in the write instead of queueing them (decision 0033). Off: under a backlog of large
+# batches the queued refresh kept ingest faster (2M samples: 0.48 of raw COPY to applied, against 0.34).
+JOINTLINE_ROLLUPS_FROM_BATCH = env_bool("JOINTLINE_ROLLUPS_FROM_BATCH", False)
 # How long rollup rows are kept (days; 0: forever, like raw samples by default), apart from the raw
 # samples' retention: e.g. raw 14 days, minute rows 35, hour rows 400. Older windows read what is left.
 JOINTLINE_ROLLUP_1M_DAYS = env_int("JOINTLINE_ROLLUP_1M_DAYS", 0, minimum=0)

@@ -430,7 +430,14 @@ class PostgresStore(PostgresPartitions, StoreBackend):
         scale = 100.0 / sample_percent
         return [(org_id, signal, round(n * scale)) for org_id, signal, n in rows]
 
-    rollups_from_batch = True
+    @property
+    def rollups_from_batch(self) -> bool:
+        """Large writes merge their rollups from the batch only with ``JOINTLINE_ROLLUPS_FROM_BATCH``
+        (off by default: under a backlog of large batches the queued refresh, which coalesces many
+        applies, keeps ingest faster and lets workers apply side by side; decision 0033)."""
+        from django.conf import settings
+
+        return bool(getattr(settings, "JOINTLINE_ROLLUPS_FROM_BATCH", False))
 
     def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
         return self._store_samples(parts, batches, keep_new=False)[0]

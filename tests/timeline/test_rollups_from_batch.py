@@ -22,9 +22,10 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(autouse=True)
-def _every_write_rolls_up_from_its_batch(monkeypatch):
-    """Writes of any size merge their rollups here (by default the smallest, and those of a few
-    minutes a series, queue theirs)."""
+def _every_write_rolls_up_from_its_batch(monkeypatch, settings):
+    """Writes of any size merge their rollups here (by default none does: JOINTLINE_ROLLUPS_FROM_BATCH
+    is off; with it on, the smallest, and those of a few minutes a series, queue theirs)."""
+    settings.JOINTLINE_ROLLUPS_FROM_BATCH = True
     monkeypatch.setattr(type(get_store()), "rollups_from_batch_min_samples", 1)
     monkeypatch.setattr(type(get_store()), "rollups_from_batch_min_buckets", 1)
 
@@ -218,5 +219,13 @@ def test_a_write_of_one_minute_a_series_queues_its_minutes(org_a, monkeypatch):
     late = [block([T0 + HOUR + i * S for i in range(3)], [1.0] * 3, node=f"node-{m}") for m in spans]
     write_batch(org_a, series=late, source="agent")  # one minute a series
     assert get_store().stale_count() == 3
+    get_store().refresh_stale_rollups()
+    assert_same_as_full_refresh()
+
+
+def test_by_default_a_large_write_queues_its_minutes_for_the_refresh(org_a, settings):
+    settings.JOINTLINE_ROLLUPS_FROM_BATCH = False
+    write_batch(org_a, series=[block([T0 + i * 15 * S for i in range(2000)], [3.0] * 2000)], source="agent")
+    assert get_store().stale_count() == 1
     get_store().refresh_stale_rollups()
     assert_same_as_full_refresh()
