@@ -451,7 +451,7 @@ def timed_apply(
 
     from orgs.services import organization_create
     from store import get_store
-    from store.rollup_refresh import rollup_refresh_deferred
+    from store.rollup_deferral import rollup_refresh_deferred
 
     org, _ = organization_create(slug=org_slug, name="Benchmark, in-process")
     store = get_store(connection)

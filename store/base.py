@@ -38,7 +38,8 @@ from store.batches import (
 from store.event_reads import EventReads
 from store.hints import Capabilities, ReadHints
 from store.retention import PartitionSize, RetentionAndSize
-from store.rollup_refresh import RollupRefresh, rollup_refresh_is_deferred
+from store.rollup_deferral import rollup_refresh_is_deferred
+from store.rollup_refresh import RollupRefresh
 from store.sample_cache import CachedSampleReads
 from store.sample_reads import SampleReads
 from timeline.models import Series

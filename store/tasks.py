@@ -10,7 +10,7 @@ from django.core.cache import cache
 
 from store import get_store
 from store.base import DAY_US
-from store.rollup_refresh import (  # noqa: F401 (rollup_refresh_deferred: loaders import it from here)
+from store.rollup_deferral import (  # noqa: F401 (rollup_refresh_deferred: loaders import it from here)
     rollup_refresh_deferred,
     rollup_refresh_is_deferred,
 )

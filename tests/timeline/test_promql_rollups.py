@@ -26,7 +26,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 
 from core.records import Batch, SeriesBlock
 from store import get_store
-from store.rollup_refresh import rollup_refresh_deferred
+from store.rollup_deferral import rollup_refresh_deferred
 from tests.conftest import bearer_client
 from tests.processes import pytest_in_subprocess
 

@@ -11,7 +11,7 @@ from orgs.access import Scope
 from orgs.services import grant_create
 from store import ReadHints, get_store, rollups
 from store.hints import grid_origin, nice_step
-from store.rollup_refresh import rollup_refresh_deferred
+from store.rollup_deferral import rollup_refresh_deferred
 from store.rollups import HOUR_US, MINUTE_US
 from tests.factories import T0, S, own_scope
 from tests.factories import write as write_batch
