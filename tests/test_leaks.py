@@ -511,7 +511,7 @@ def test_access_requests_are_seen_by_the_two_organisations_only(world):
 
 
 def _split_lanes(joined: str) -> list[str]:
-    """The ``lanes`` parameter of a redirect as the war room reads it (timeline.js ``splitSpecs``)."""
+    """The ``lanes`` parameter of a redirect as the war room reads it (state.js ``splitSpecs``)."""
     specs = []
     for item in re.split(r",(?=[a-z]+:[a-z][a-z0-9-]*/)", joined):
         try:
