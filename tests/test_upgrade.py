@@ -215,8 +215,6 @@ def test_a_release_database_with_data_upgrades_with_nothing_lost(release, databa
         for table, buckets in (("timeline_rollup_5m", 36), ("timeline_rollup_30m", 6)):
             rows, n = conn.execute(f"SELECT count(*), sum(n) FROM {table}").fetchone()
             assert rows == 4 * buckets and int(n) == 4 * 720, table
-        pending = conn.execute("SELECT count(*) FROM django_migrations").fetchone()[0]
-    assert pending > 0
     plan = _run(ROOT, database, new_data, "manage.py", "migrate", "--plan")
     assert "No planned migration operations" in plan
     read = json.loads(_run(ROOT, database, new_data, "-c", READ).strip().splitlines()[-1])
