@@ -163,12 +163,15 @@ def test_a_heatmap_has_one_row_per_node_in_natural_order(owner_scope, two_days_w
     assert len(payload["z"]) == 6 and len(payload["z"][0]) == len(payload["t"])
 
 
-def test_heatmap_cells_carry_the_three_digits_the_page_shows_and_lines_five():
-    from timeline.lanes.downsample import to_json
+def test_heatmap_cells_are_steps_of_a_thousandth_of_their_largest_value_and_lines_carry_five_digits():
+    from timeline.lanes.downsample import cells_to_json, to_json
 
-    values = np.array([2154938.7, 0.0123456, -987.654, np.nan, 0.0])
-    assert to_json(values, 3) == [2150000.0, 0.0123, -988.0, None, 0.0]
-    assert to_json(values) == [2154900.0, 0.012346, -987.65, None, 0.0]
+    cells = np.array([[2154938.7, 21345678.0, np.nan], [1.06e10, 7.03e9, -5e7]])
+    assert cells_to_json(cells) == [[0, 20000000, None], [10600000000, 7030000000, -50000000]]
+    assert cells_to_json(np.array([[0.0123456, 1.9, 0.0]])) == [[0.012, 1.9, 0.0]]
+    values = np.array([2154938.7, 0.0123456, -987.654, np.nan, 0.0, 21345678.9])
+    assert to_json(values) == [2154900.0, 0.012346, -987.65, None, 0.0, 21346000.0]
+    assert repr(to_json(values)[-1]) == "21346000.0"  # the decimal itself, not 21346000.000000004
 
 
 # ----------------------------------------------------------------------------- access rules

@@ -2,7 +2,8 @@
 
 A lane never carries more than about ``2 x width`` points per drawn line, whatever the window: each
 bucket sends at most its min and its max (so a single-sample spike survives any window), a flat
-capacity costs two points, and values travel with five significant digits.
+capacity costs two points, and values travel with five significant digits; a heatmap's cells in
+steps of about a thousandth of its largest value.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import warnings
 import numpy as np
 
 STALE_US = 5 * 60 * 1_000_000  # a sample stands for this long in fleet aggregates (Prometheus' lookback)
+CELL_STEPS = 1000  # a heatmap cell is a multiple of a step this many times finer than its largest value
 
 
 def forward_fill(matrix: np.ndarray, limit: int) -> np.ndarray:
@@ -93,8 +95,7 @@ def change_points(t_ms: list[float], values: np.ndarray) -> tuple[list[float], l
 
 def to_json(values: np.ndarray, digits: int = 5) -> list[float | None]:
     """Values for the browser: five significant digits (far below a pixel, a third of the bytes of a
-    full float), NaN as null. A heatmap's cells take three: the page writes every value it shows
-    with three (``format.js``), and a colour step is coarser still."""
+    full float), NaN as null."""
     rounded = round_significant(values, digits)
     missing = np.isnan(rounded)
     if not missing.any():
@@ -104,13 +105,40 @@ def to_json(values: np.ndarray, digits: int = 5) -> list[float | None]:
     return shown.tolist()
 
 
+def cells_to_json(matrix: np.ndarray, steps: int = CELL_STEPS) -> list[list[int | float | None]]:
+    """A heatmap's cells for the browser: each a multiple of one step for the whole matrix, the power of
+    ten that puts at least ``steps`` of them between 0 and the largest value (its colour scale shows
+    far fewer: 8-bit channels across four colour stops), NaN as null. Integral cells are written as
+    integers (``2150000``, not ``2150000.0``).
+
+    Cells are colours: a per-cell precision (three significant digits) spends most of a heatmap's bytes
+    on the noise of its idle cells, which all take the scale's lightest colour."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    finite = np.isfinite(matrix)
+    top = float(np.abs(matrix[finite]).max()) if finite.any() else 0.0
+    exponent = math.floor(math.log10(top)) - math.ceil(math.log10(steps)) if top > 0 else 0
+    with np.errstate(all="ignore"):
+        if exponent >= 0 and top < 2**53:
+            step = 10**exponent
+            cells = (np.round(np.where(finite, matrix, 0.0) / step).astype(np.int64) * step).astype(object)
+        else:  # a step below 1: divided by an exact power of ten, each cell is its shortest decimal
+            cells = (np.round(matrix * 10.0**-exponent) / 10.0**-exponent).astype(object)
+    cells[~finite] = None
+    return cells.tolist()
+
+
 def round_significant(values, digits: int = 5) -> np.ndarray:
+    """``values`` to ``digits`` significant digits, each the double nearest its decimal (``21300000.0``,
+    not ``21300000.000000004``: a power of ten above 1 multiplies, one below divides)."""
     values = np.asarray(values, dtype=np.float64)
     with np.errstate(all="ignore"):
         magnitude = np.floor(np.log10(np.abs(values)))
         magnitude = np.where(np.isfinite(magnitude), magnitude, 0.0)
-        factor = 10.0 ** (digits - 1 - magnitude)
-        return np.where(np.isfinite(values), np.round(values * factor) / factor, values)
+        exponent = digits - 1 - magnitude
+        up = 10.0 ** np.maximum(exponent, 0)
+        down = 10.0 ** np.maximum(-exponent, 0)
+        rounded = np.where(exponent >= 0, np.round(values * up) / up, np.round(values / down) * down)
+        return np.where(np.isfinite(values), rounded, values)
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ from orgs.access import MIN_AGGREGATE_GROUP, Scope
 from store import LaneBuckets, ReadHints, get_store
 from store.reads import run_reads
 from timeline.lanes.downsample import (
+    cells_to_json,
     change_points,
     fill_limit,
     fleet_band,
@@ -56,7 +57,6 @@ from timeline.lanes.spec import FLEET_KINDS, LaneSpec, capacity_is_number
 
 FLEET_STATS_MIN = 8  # from this many series, bands and sums are computed by the database
 MAX_LINES = 8  # a line lane draws at most this many series; more belong in a band or heatmap
-HEATMAP_DIGITS = 3  # significant digits of a heatmap cell: what the page shows of any value
 
 
 class BucketCache:
@@ -277,7 +277,7 @@ def build_series_lane(
     if spec.kind == "heatmap":
         means = forward_fill(data["mean"], limit)
         rows = [row_label(m) for m in members]
-        z = [to_json(row, HEATMAP_DIGITS) for row in means]
+        z = cells_to_json(means)
         return HeatmapLane(**drawn, t=t_ms, rows=rows, z=z, points=n, cells=n * len(members))
     if len(members) == 1:  # one series: its own min/max line keeps spikes that a mean would smooth
         xs, ys = interleave_min_max(t_ms, data["min"][0], data["max"][0])
