@@ -1,14 +1,15 @@
 // The war room as host of its analysis panels (analysis/warroom.js: "What changed", the statistics of
 // a stretch; timeline.js binds them to this host): what the panels may do to the view, what the figure
 // draws of them (the selected stretch on its lane, each onset on its own), and the drag across a lane
-// that selects a stretch.
+// that selects a stretch. The panels' modules are loaded when first used (analysisOnDemand), not on
+// the first view's path.
 import { getJson } from "./api.js";
 import { MARGIN } from "./figure.js";
 import { escapeHtml, hexOrRgba } from "./format.js";
 import { addLane, hasLane, showLane } from "./lane_titles.js";
 import { $, setStatus } from "./page.js";
-import { canonicalSpec } from "./spec.js";
-import { cycle, session, state, view, writeUrl } from "./state.js";
+import { canonicalSpec, SERIES_KINDS } from "./spec.js";
+import { ANALYSIS_PARAMS, cycle, session, state, view, writeUrl } from "./state.js";
 import { plotArea, timeAt } from "./zoom.js";
 
 const MIN_DRAG_PX = 4;
@@ -26,6 +27,59 @@ export function analysisHost() {
     redraw: () => {
       if (view.window) cycle.render();
     },
+  };
+}
+
+// The panels as the war room holds them (session.analysis), their modules loaded on first use: the
+// "What changed" button, a stretch dragged across a lane, or a URL that opens a panel or names a
+// stretch (loaded when the first view is drawn). Until then it keeps the panels' URL parameters as
+// the URL gave them, so links and the URL carry them unchanged. ``load`` imports analysis/warroom.js.
+export function analysisOnDemand(load) {
+  const host = analysisHost();
+  const held = { panels: null, loading: null, params: [] };
+  const ready = () => {
+    held.loading ??= load().then(({ analysisPanels }) => {
+      held.panels = analysisPanels(host);
+      held.panels.readParams(new URLSearchParams(held.params));
+      return held.panels;
+    });
+    return held.loading;
+  };
+  const toggle = $("toggle-changes");
+  toggle.addEventListener("click", async (event) => {
+    if (held.panels) return; // the panels' own handler, bound as they loaded, answers
+    event.stopImmediatePropagation();
+    try {
+      (await ready()).viewDrawn(view.drawn);
+    } catch (error) {
+      setStatus(`error: ${error.message}`, true);
+      return;
+    }
+    toggle.click();
+  });
+  return {
+    readParams(p) {
+      held.params = [...p].filter(([key]) => ANALYSIS_PARAMS.includes(key));
+      if (held.panels) held.panels.readParams(p);
+    },
+    writeParams(p) {
+      if (held.panels) return held.panels.writeParams(p);
+      for (const key of ANALYSIS_PARAMS) p.delete(key);
+      for (const [key, value] of held.params) p.append(key, value);
+    },
+    linkState: () => (held.panels ? held.panels.linkState() : Object.fromEntries(held.params)),
+    viewDrawn(lanes) {
+      if (held.panels) held.panels.viewDrawn(lanes);
+      else if (held.params.length) ready().then((panels) => panels.viewDrawn(lanes), (error) => setStatus(`error: ${error.message}`, true));
+    },
+    figureMarks: () => (held.panels ? held.panels.figureMarks() : { stretch: null, onsets: [] }),
+    selectStretch(stretch) {
+      ready().then((panels) => panels.selectStretch(stretch), (error) => setStatus(`error: ${error.message}`, true));
+    },
+    clearStretch: () => held.panels && held.panels.clearStretch(),
+    close: () => held.panels && held.panels.close(),
+    isOpen: () => Boolean(held.panels && held.panels.isOpen()),
+    seriesKind: (kind) => SERIES_KINDS.includes(kind),
   };
 }
 

@@ -89,7 +89,7 @@ export function orderPinned(lanes) {
 
 const LANE_KINDS = ["line", "rate", "band", "heatmap", "sum", "spans", "logs"];
 const CAPACITY_KINDS = ["sum", "band", "line", "rate"];
-const SERIES_KINDS = ["line", "rate", "band", "heatmap", "sum"];
+export const SERIES_KINDS = ["line", "rate", "band", "heatmap", "sum"];
 const FLAGS = ["pin", "nodes", "pct"];
 
 // Why a lane spec is not understood (the same rules as LaneSpec.parse on the server), or "" if it is.

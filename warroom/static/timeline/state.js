@@ -133,6 +133,9 @@ function splitSpecs(text) {
 
 // Parameters this page owns; any other (incident, permalink, …) is kept as it came. The analysis
 // panels write (and first delete) their own.
+// Query parameters the analysis panels own (analysis/warroom.js; analysis_host.js keeps them until the
+// panels' modules are loaded).
+export const ANALYSIS_PARAMS = ["changes", "changes_from", "changes_to", "baseline_from", "baseline_to", "stretch", "stretch_from", "stretch_to"];
 const OWN_PARAMS = ["from", "to", "lane", "lanes", "live", "mine", "q", "sel", "align", "clock", ...Object.keys(state.ev).map((k) => `ev_${k}`)];
 
 export function writeUrl() {

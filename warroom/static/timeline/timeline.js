@@ -9,8 +9,7 @@
 // (notices.js, clock.js), the toolbar and keys (controls.js), the window (zoom.js), the crosshair
 // (readout.js), links and incidents (incidents.js), the analysis panels (analysis_host.js, analysis/).
 // Data never reaches the DOM as HTML: text nodes only, and Plotly's hover text is escaped (format.js).
-import { analysisPanels } from "./analysis/warroom.js";
-import { analysisHost, analysisOverlay, bindSelecting } from "./analysis_host.js";
+import { analysisOnDemand, analysisOverlay, bindSelecting } from "./analysis_host.js";
 import { getJson } from "./api.js";
 import { renderClock } from "./clock.js";
 import { bindControls } from "./controls.js";
@@ -34,15 +33,16 @@ const SIGNALS = ["application", "scheduler", "network", "storage", "gpu", "host"
 // ------------------------------------------------------------------ asking
 
 // In time order the event list pages forward in time: page k starts at the time of the last event of
-// page k-1 (events of that very millisecond that page k-1 showed are left out of page k). Most severe
-// first, page k is the k-th slice of the ranking (offset).
+// page k-1 (events of that very millisecond that page k-1 showed are left out of page k, so it asks for
+// 50 more; the first page asks for the page alone). Most severe first, page k is the k-th slice of the
+// ranking (offset).
 function eventsUrl() {
   if (state.ev.order === "severity") {
     return `${API}/events?${windowParams()}&limit=${EVENT_PAGE}&offset=${view.evPage * EVENT_PAGE}&${eventFilterParams()}`;
   }
   const cursor = view.evCursors[view.evPage];
   const from = cursor ? `from=${encodeURIComponent(new Date(cursor.t).toISOString())}&to=${encodeURIComponent(state.to)}${state.align ? "" : "&align=off"}` : windowParams();
-  return `${API}/events?${from}&limit=${EVENT_PAGE + 50}&${eventFilterParams()}`;
+  return `${API}/events?${from}&limit=${cursor ? EVENT_PAGE + 50 : EVENT_PAGE}&${eventFilterParams()}`;
 }
 
 async function refresh({ reason = "" } = {}) {
@@ -235,7 +235,7 @@ function closePanels() {
 function bindPage() {
   cycle.refresh = refresh;
   cycle.render = render;
-  session.analysis = analysisPanels(analysisHost());
+  session.analysis = analysisOnDemand(() => import("./analysis/warroom.js"));
   readUrl();
   syncTimeInputs();
   bindControls({ setLive });
@@ -247,11 +247,40 @@ function bindPage() {
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape") closePanels();
   });
+  // The scale forecast (its module and styles) loads on first use, not on the first view's path.
+  onFirstUse($("toggle-forecast"), () => Promise.all([import("./analysis/forecast_panel.js"), stylesheet($("toggle-forecast").dataset.styles)]));
   fillSelect($("pick-org"), ORGS.map((o) => o.slug));
   fillSelect($("ev-org"), ORGS.map((o) => o.slug));
   fillSelect($("pick-signal"), SIGNALS);
   fillSelect($("ev-signal"), SIGNALS);
   syncTimeInputs();
+}
+
+// A control whose behaviour is a module of its own: the first use loads it (``load``), whose handler,
+// bound as it loads, then answers that use and every later one.
+function onFirstUse(button, load) {
+  const first = async (event) => {
+    event.stopImmediatePropagation();
+    button.removeEventListener("click", first);
+    try {
+      await load();
+    } catch (error) {
+      button.addEventListener("click", first);
+      setStatus(`error: ${error.message}`, true);
+      return;
+    }
+    button.click();
+  };
+  button.addEventListener("click", first);
+}
+
+function stylesheet(href) {
+  return new Promise((resolve, reject) => {
+    const link = Object.assign(document.createElement("link"), { rel: "stylesheet", href });
+    link.addEventListener("load", resolve);
+    link.addEventListener("error", () => reject(new Error(`${href} could not be loaded`)));
+    document.head.appendChild(link);
+  });
 }
 
 // The first view's lanes are asked for at once, beside the catalogue and before Plotly.js is evaluated

@@ -7,12 +7,11 @@
 // The panels' state is one object (`panel` below), made once per page and handed to every function of
 // the modules above; the war room's own state is in ../state.js.
 import { canonicalSpec } from "../spec.js";
+import { ANALYSIS_PARAMS } from "../state.js";
 import { $, parseTime } from "./elements.js";
 import { fillForm, rank, renderRanking, setOpen, status, toggleMore } from "./ranking.js";
 import { clearStretch, loadStretch, selectStretch } from "./stretch.js";
 
-// Query parameters the panels own (the rest of the URL is the war room's).
-export const ANALYSIS_PARAMS = ["changes", "changes_from", "changes_to", "baseline_from", "baseline_to", "stretch", "stretch_from", "stretch_to"];
 const SERIES_KINDS = ["line", "rate", "band", "heatmap", "sum"];
 
 /**
