@@ -1,11 +1,17 @@
 // How the war room asks the server: the scoped reads, each with the view it is for (for the owners'
 // audit), and the writes, with Django's CSRF token.
-import { state } from "./state.js";
+import { API } from "./page.js";
+import { state, windowParams } from "./state.js";
 
 // What this page shows, for the owners' audit: the permalink or incident the view came through.
 function viewHeader() {
   if (state.permalink) return `permalink /i/${state.permalink}${state.incident ? `, incident ${state.incident}` : ""}`;
   return state.incident ? `incident ${state.incident}` : "war room";
+}
+
+// The lanes answer of the view's window for ``lanes`` (specs) at ``width`` pixels.
+export function lanesUrl(lanes, width) {
+  return `${API}/lanes?${windowParams()}&width=${width}&${lanes.map((l) => `lane=${encodeURIComponent(l)}`).join("&")}`;
 }
 
 export async function getJson(url, signal) {

@@ -11,7 +11,7 @@
 //
 // `state` and `view` are also `window.jointline.state` and `.view`, which the browser tests (and a
 // curious engineer in the console) read. This module reads nothing of the page when it is imported.
-import { canonicalSpec, parseSpec, specProblem } from "./spec.js";
+import { canonicalSpec, orderPinned, parseSpec, specProblem } from "./spec.js";
 
 export const state = {
   from: "now-3h",
@@ -42,6 +42,7 @@ export const view = {
 export const session = {
   catalogue: null,
   catalogueAnswer: null, // the first catalogue request, made by main()
+  firstLanes: null, // the first view's lanes request, made by first_request.js: { url, answer } or null
   analysis: null, // the analysis panels (analysis/warroom.js), bound to this page by timeline.js
   plotlyLoaded: null,
   plotReady: false,
@@ -103,7 +104,15 @@ export function readUrl() {
   state.q = p.get("q") || "";
   state.sel = p.get("sel") ? Number(p.get("sel")) : null;
   for (const key of Object.keys(state.ev)) state.ev[key] = p.get(`ev_${key}`) || "";
-  session.analysis.readParams(p);
+  if (session.analysis) session.analysis.readParams(p); // bound by timeline.js (first_request.js reads first)
+}
+
+// The first view's lanes when they are known without the catalogue (the URL's, else the page's default
+// lanes ``defaults``), in drawing order; null when the first view waits for the catalogue: a link
+// naming series by id, the rule "plus my related lanes", or lanes all refused and no defaults.
+export function knownFirstLanes(defaults) {
+  if (state.legacySeries.length || state.mine || (!state.lanes.length && !defaults)) return null;
+  return orderPinned(state.lanes.length ? state.lanes : [...defaults]);
 }
 
 // Lane specs in canonical text, each once, in their first order.

@@ -10,11 +10,12 @@
 // (readout.js), links and incidents (incidents.js), the analysis panels (analysis_host.js, analysis/).
 // Data never reaches the DOM as HTML: text nodes only, and Plotly's hover text is escaped (format.js).
 import { analysisOnDemand, analysisOverlay, bindSelecting } from "./analysis_host.js";
-import { getJson } from "./api.js";
+import { getJson, lanesUrl } from "./api.js";
 import { renderClock } from "./clock.js";
 import { bindControls } from "./controls.js";
 import { bindEventList, clearSelection, EVENT_PAGE, eventTotal, findEvent, onPlotClick, renderEvents, renderHits, renderMarks, renderSelected } from "./events.js";
 import { buildFigure } from "./figure.js";
+import { takeFirstLanes } from "./first_request.js";
 import { formatSpan } from "./format.js";
 import { bindIncidentControls, showIncident, toggleForm } from "./incidents.js";
 import { renderTitles } from "./lane_titles.js";
@@ -24,7 +25,7 @@ import { bindPicker, fillSelect, renderCatalogue, renderInView } from "./picker.
 import { displayLanes, renderUnshared } from "./placeholders.js";
 import { bindCrosshair } from "./readout.js";
 import { orderPinned } from "./spec.js";
-import { cycle, eventFilterParams, readUrl, session, state, view, windowParams, writeUrl } from "./state.js";
+import { cycle, eventFilterParams, knownFirstLanes, readUrl, session, state, view, windowParams, writeUrl } from "./state.js";
 import { onRelayout, plotWidth, syncTimeInputs, zoomOutOnDoubleClick } from "./zoom.js";
 
 const LIVE_REFRESH_MS = 15000;
@@ -52,14 +53,14 @@ async function refresh({ reason = "" } = {}) {
   session.inflight = controller;
   const started = performance.now();
   setStatus(reason ? `${reason}…` : "loading…");
-  const lanesUrl = `${API}/lanes?${windowParams()}&width=${plotWidth()}&${state.lanes.map((l) => `lane=${encodeURIComponent(l)}`).join("&")}`;
+  const lanesAsked = lanesUrl(state.lanes, plotWidth());
   if (view.queriedWindow !== windowParams() || view.queriedFilters !== eventFilterParams()) {
     view.evPage = 0;
     view.evCursors = [null];
   }
   try {
     const [lanes, events, hits, selected, annotated, counted] = await Promise.all([
-      getJson(lanesUrl, controller.signal),
+      takeFirstLanes(lanesAsked) || getJson(lanesAsked, controller.signal), // the first view's started early
       getJson(eventsUrl(), controller.signal),
       state.q ? getJson(`${API}/events?${windowParams()}&limit=200&q=${encodeURIComponent(state.q)}`, controller.signal) : null,
       state.sel && !findEvent(state.sel) ? getJson(`${API}/events?id=${state.sel}`, controller.signal).catch(() => null) : null,
@@ -285,14 +286,14 @@ function stylesheet(href) {
 
 // The first view's lanes are asked for at once, beside the catalogue and before Plotly.js is evaluated
 // (it holds the page's one thread for about half a second): the page names the default lanes when
-// the URL names none. Only a link naming series by id (resolved by the catalogue), the rule "plus my
+// the URL names none, and first_request.js has sent that request before this module could run. Only a link naming series by id (resolved by the catalogue), the rule "plus my
 // related lanes" (the viewer's lanes in the catalogue) or a URL whose lanes are all refused waits for
 // the catalogue first. The first drawing waits for both.
 async function main() {
   bindPage();
-  const waitsForCatalogue = state.legacySeries.length > 0 || state.mine || (!state.lanes.length && !WARROOM.default_lanes);
-  if (!waitsForCatalogue) {
-    if (!state.lanes.length) state.lanes = [...WARROOM.default_lanes];
+  const known = knownFirstLanes(WARROOM.default_lanes); // null: the catalogue names the first lanes
+  if (known) {
+    state.lanes = known;
     firstView();
   }
   const legacy = state.legacySeries.length ? `&series=${state.legacySeries.join(",")}` : "";
@@ -305,7 +306,7 @@ async function main() {
     setStatus(`error: ${error.message}`, true);
     return;
   }
-  if (!waitsForCatalogue) return;
+  if (known) return;
   if (!state.lanes.length && session.catalogue.from_series && session.catalogue.from_series.length) state.lanes = session.catalogue.from_series;
   if (!state.lanes.length) state.lanes = session.catalogue.defaults;
   firstView();
