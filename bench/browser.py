@@ -22,7 +22,8 @@ with ``--server runserver``, by the server ``quickstart`` starts:
 * **Bytes on the wire.** Per cold load, the encoded body and header bytes of every response the
   page fetched (Chromium's own counts), the same without the Plotly.js bundle (cached for good after
   a first visit), the lanes answer's share of it and its decoded size, how the page HTML was
-  encoded, and the first cold load's responses one by one.
+  encoded, and the first cold load's responses by kind (page HTML, CSS, modules, JSON, Plotly.js)
+  and one by one.
 * **Compression.** The lanes URL the page asked for is fetched once more over HTTP with the page's
   session, with and without ``Accept-Encoding: gzip``: bytes either way, the server time of each,
   and the time gzip (level 6, as the server compresses) takes on that body here.
@@ -328,6 +329,30 @@ def kib(n: float) -> str:
     return f"{n / 1024:,.0f} KiB"
 
 
+def response_kind(path: str) -> str:
+    """What a response of the page is, by its path: the page, its styles, its modules, Plotly.js, JSON."""
+    if PLOTLY_BUNDLE in path:
+        return "Plotly.js"
+    if path.endswith(".css"):
+        return "CSS"
+    if path.endswith(".js"):
+        return "modules"
+    if path.startswith("/static/"):
+        return "other static"
+    return "JSON" if "/api/" in path else "page HTML"
+
+
+def by_kind(responses: list[tuple[str, int, str]]) -> str:
+    """Bytes on the wire and responses per kind: ``modules 71,234 B (18)``."""
+    totals: dict[str, list[int]] = {}
+    for path, received, _ in responses:
+        total = totals.setdefault(response_kind(path), [0, 0])
+        total[0] += received
+        total[1] += 1
+    ordered = sorted(totals.items(), key=lambda item: -item[1][0])
+    return ", ".join(f"{kind} {size:,} B ({count})" for kind, (size, count) in ordered)
+
+
 def report(window: Window, packed: dict[str, float]) -> None:
     cold, warm = window.cold, window.warm
     print(f"\n{window.name} ({window.query}):")
@@ -355,6 +380,7 @@ def report(window: Window, packed: dict[str, float]) -> None:
         f"  page HTML: {first.page_bytes:,} B, Content-Encoding {first.page_encoding}; gzip level 6 of it "
         f"here: {first.page_gzip_bytes:,} B"
     )
+    print(f"  by kind, first cold load: {by_kind(first.responses)}")
     print("  responses of the first cold load (bytes on the wire, Content-Encoding):")
     for path, received, encoding in sorted(first.responses, key=lambda r: -r[1]):
         print(f"    {received:>9,}  {encoding:<8} {path}")
