@@ -164,11 +164,14 @@ def test_a_heatmap_has_one_row_per_node_in_natural_order(owner_scope, two_days_w
 
 
 def test_heatmap_cells_are_steps_of_a_thousandth_of_their_largest_value_and_lines_carry_five_digits():
-    from timeline.lanes.downsample import cells_to_json, to_json
+    from timeline.lanes.downsample import cell_value, heatmap_cells, to_json
 
     cells = np.array([[2154938.7, 21345678.0, np.nan], [1.06e10, 7.03e9, -5e7]])
-    assert cells_to_json(cells) == [[0, 20000000, None], [10600000000, 7030000000, -50000000]]
-    assert cells_to_json(np.array([[0.0123456, 1.9, 0.0]])) == [[0.012, 1.9, 0.0]]
+    assert heatmap_cells(cells) == ([[0, 2, None], [1060, 703, -5]], 7)
+    assert cell_value(703, 7) == 7030000000.0 and cell_value(None, 7) is None
+    counted, exponent = heatmap_cells(np.array([[0.0123456, 1.9, 0.0]]))
+    assert (counted, exponent) == ([[12, 1900, 0]], -3)
+    assert [cell_value(n, exponent) for n in counted[0]] == [0.012, 1.9, 0.0]
     values = np.array([2154938.7, 0.0123456, -987.654, np.nan, 0.0, 21345678.9])
     assert to_json(values) == [2154900.0, 0.012346, -987.65, None, 0.0, 21346000.0]
     assert repr(to_json(values)[-1]) == "21346000.0"  # the decimal itself, not 21346000.000000004

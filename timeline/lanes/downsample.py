@@ -2,8 +2,8 @@
 
 A lane never carries more than about ``2 x width`` points per drawn line, whatever the window: each
 bucket sends at most its min and its max (so a single-sample spike survives any window), a flat
-capacity costs two points, and values travel with five significant digits; a heatmap's cells in
-steps of about a thousandth of its largest value.
+capacity costs two points, and values travel with five significant digits; a heatmap's cells as
+whole steps of a thousandth of its largest value or finer.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 STALE_US = 5 * 60 * 1_000_000  # a sample stands for this long in fleet aggregates (Prometheus' lookback)
-CELL_STEPS = 1000  # a heatmap cell is a multiple of a step this many times finer than its largest value
+CELL_STEPS = 1000  # a heatmap cell counts steps at least this many times finer than its largest value
 
 
 def forward_fill(matrix: np.ndarray, limit: int) -> np.ndarray:
@@ -105,11 +105,11 @@ def to_json(values: np.ndarray, digits: int = 5) -> list[float | None]:
     return shown.tolist()
 
 
-def cells_to_json(matrix: np.ndarray, steps: int = CELL_STEPS) -> list[list[int | float | None]]:
-    """A heatmap's cells for the browser: each a multiple of one step for the whole matrix, the power of
-    ten that puts at least ``steps`` of them between 0 and the largest value (its colour scale shows
-    far fewer: 8-bit channels across four colour stops), NaN as null. Integral cells are written as
-    integers (``2150000``, not ``2150000.0``).
+def heatmap_cells(matrix: np.ndarray, steps: int = CELL_STEPS) -> tuple[list[list[int | None]], int]:
+    """A heatmap's cells for the browser, as whole steps of ``10 ** exponent`` (the exponent is
+    returned beside them): the power of ten that puts at least ``steps`` of them between 0 and the
+    largest value (its colour scale shows far fewer: 8-bit channels across four colour stops), NaN as
+    null. A cell of ``7030000000`` bytes/s travels as ``703`` with exponent 7.
 
     Cells are colours: a per-cell precision (three significant digits) spends most of a heatmap's bytes
     on the noise of its idle cells, which all take the scale's lightest colour."""
@@ -117,14 +117,21 @@ def cells_to_json(matrix: np.ndarray, steps: int = CELL_STEPS) -> list[list[int 
     finite = np.isfinite(matrix)
     top = float(np.abs(matrix[finite]).max()) if finite.any() else 0.0
     exponent = math.floor(math.log10(top)) - math.ceil(math.log10(steps)) if top > 0 else 0
-    with np.errstate(all="ignore"):
-        if exponent >= 0 and top < 2**53:
-            step = 10**exponent
-            cells = (np.round(np.where(finite, matrix, 0.0) / step).astype(np.int64) * step).astype(object)
-        else:  # a step below 1: divided by an exact power of ten, each cell is its shortest decimal
-            cells = (np.round(matrix * 10.0**-exponent) / 10.0**-exponent).astype(object)
+    with np.errstate(all="ignore"):  # a power of ten below 1 multiplies, one above divides: exact
+        if exponent >= 0:
+            counted = np.round(np.where(finite, matrix, 0.0) / 10.0**exponent)
+        else:
+            counted = np.round(np.where(finite, matrix, 0.0) * 10.0**-exponent)
+    cells = counted.astype(np.int64).astype(object)
     cells[~finite] = None
-    return cells.tolist()
+    return cells.tolist(), exponent
+
+
+def cell_value(count: int | None, exponent: int) -> float | None:
+    """A heatmap cell's value from its count of steps of ``10 ** exponent`` (:func:`heatmap_cells`)."""
+    if count is None:
+        return None
+    return float(count * 10**exponent) if exponent >= 0 else count / 10**-exponent
 
 
 def round_significant(values, digits: int = 5) -> np.ndarray:

@@ -24,6 +24,8 @@ from typing import Any, ClassVar, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from timeline.lanes.downsample import cell_value
+
 Values = list[float | None]  # one value per point; ``null`` where the bucket is empty
 
 
@@ -226,22 +228,25 @@ class BandLane(Lane, tag="band"):
 
 
 class HeatmapLane(Lane, tag="heatmap"):
-    """Node x time: a row per series, ``cells`` values in all."""
+    """Node x time: a row per series, ``cells`` values in all. Each cell of ``z`` counts whole steps of
+    ``10 ** cell_exponent`` (a cell's value is ``z * 10 ** cell_exponent``; null: no data)."""
 
-    drawn = ("fn", "step_ms", "group", "t", "rows", "z", "cells")
+    drawn = ("fn", "step_ms", "group", "t", "rows", "z", "cell_exponent", "cells")
 
     t: list[float] | UnsetType = UNSET
     rows: list[str] | UnsetType = UNSET
-    z: list[Values] | UnsetType = UNSET
+    z: list[list[int | None]] | UnsetType = UNSET
+    cell_exponent: int | UnsetType = UNSET
     cells: int | UnsetType = UNSET
 
     def csv_points(self, what: str) -> list[Point]:
         """A point per node and column with a value, named by the node, the value as mean."""
+        exponent = self.cell_exponent or 0
         return [
-            (t, name, "", "", value, "", None)
-            for name, values in zip(self.rows, self.z, strict=True)
-            for t, value in zip(self.t, values, strict=True)
-            if value is not None
+            (t, name, "", "", cell_value(count, exponent), "", None)
+            for name, counts in zip(self.rows, self.z, strict=True)
+            for t, count in zip(self.t, counts, strict=True)
+            if count is not None
         ]
 
 

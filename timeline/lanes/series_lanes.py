@@ -10,7 +10,7 @@ bands, heatmap rows or sums. Kinds and what they draw:
   each bucket sends its min and max, so a single-sample spike survives any window (or, for the
   id-based read API, the buckets themselves: min, max, mean and count of each);
 * ``band``: the fleet's min / median / max (or p5 / p50 / p95) per bucket, per-node lines on demand;
-* ``heatmap``: node x time, one row per series (``width / 2`` columns);
+* ``heatmap``: node x time, one row per series (``width / 2`` columns), cells as whole steps;
 * ``sum``: the sum across series drawn against a declared capacity.
 """
 
@@ -28,12 +28,12 @@ from orgs.access import MIN_AGGREGATE_GROUP, Scope
 from store import LaneBuckets, ReadHints, get_store
 from store.reads import run_reads
 from timeline.lanes.downsample import (
-    cells_to_json,
     change_points,
     fill_limit,
     fleet_band,
     fleet_sum,
     forward_fill,
+    heatmap_cells,
     interleave_min_max,
     quiet_nan_warnings,
     to_json,
@@ -277,8 +277,10 @@ def build_series_lane(
     if spec.kind == "heatmap":
         means = forward_fill(data["mean"], limit)
         rows = [row_label(m) for m in members]
-        z = cells_to_json(means)
-        return HeatmapLane(**drawn, t=t_ms, rows=rows, z=z, points=n, cells=n * len(members))
+        z, exponent = heatmap_cells(means)
+        return HeatmapLane(
+            **drawn, t=t_ms, rows=rows, z=z, cell_exponent=exponent, points=n, cells=n * len(members)
+        )
     if len(members) == 1:  # one series: its own min/max line keeps spikes that a mean would smooth
         xs, ys = interleave_min_max(t_ms, data["min"][0], data["max"][0])
         xs, ys = held_to_the_end(xs, ys, t_ms, data["mean"][0], limit)

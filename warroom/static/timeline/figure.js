@@ -1,7 +1,7 @@
 // Builds the one Plotly figure of the war room: every lane is a subplot on the same x axis, so zoom,
 // pan and hover stay aligned by construction. Lane titles, readouts and the crosshair are DOM elements
 // laid over the figure (lane_titles.js, readout.js); this module computes where each lane sits in pixels.
-import { binaryLane, escapeHtml, formatTime, formatValue, hexOrRgba, hexToRgba, labelText, laneUnit, shade, tickFormat, truncate } from "./format.js";
+import { binaryLane, cellValue, escapeHtml, formatTime, formatValue, hexOrRgba, hexToRgba, labelText, laneUnit, shade, tickFormat, truncate } from "./format.js";
 
 export const MARGIN = { l: 62, r: 64, t: 6, b: 34 };
 export const TITLE_GAP = 17;
@@ -227,7 +227,8 @@ function capacityTraces(lane, yaxis, traces, unit) {
 }
 
 function heatmapLane(lane, yaxis, colour, unit, domain) {
-  const values = lane.z.flat().filter((v) => v !== null).sort((a, b) => a - b);
+  const cells = lane.z.map((row) => row.map((count) => cellValue(lane, count)));
+  const values = cells.flat().filter((v) => v !== null).sort((a, b) => a - b);
   const zmax = values.length ? values[Math.floor(values.length * 0.995)] || values[values.length - 1] : 0;
   const rows = lane.rows.map((r) => escapeHtml(r));
   const step = Math.max(1, Math.ceil(rows.length / 5));
@@ -241,7 +242,7 @@ function heatmapLane(lane, yaxis, colour, unit, domain) {
   const ticks = [0, top / 2, top];
   return {
     traces: [{
-      type: "heatmap", x: lane.t, y: rows, z: lane.z.map((row) => row.map((v) => (v === null ? null : v / factor))), yaxis,
+      type: "heatmap", x: lane.t, y: rows, z: cells.map((row) => row.map((v) => (v === null ? null : v / factor))), yaxis,
       zmin: 0, zmax: top / factor, showscale: values.length > 0,
       colorscale: [[0, "#f8fafc"], [0.15, shade(colour, 0.7)], [0.6, colour], [1, shade(colour, -0.55)]],
       colorbar: { thickness: 8, len: Math.max(0.05, domain[1] - domain[0]), lenmode: "fraction", y: (domain[0] + domain[1]) / 2,

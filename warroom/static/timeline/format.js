@@ -18,6 +18,14 @@ const UNIT_SUFFIX = {
   percent: "%",
 };
 
+// A heatmap cell's value: ``z`` counts whole steps of 10^cell_exponent (lane_payloads.schema.json).
+// A power of ten below 1 divides, so 12 steps of 0.001 is 0.012, not 0.012000000000000002.
+export function cellValue(lane, count) {
+  if (count === null || count === undefined) return null;
+  const exponent = lane.cell_exponent || 0;
+  return exponent >= 0 ? count * 10 ** exponent : count / 10 ** -exponent;
+}
+
 // The unit a lane's values are in: counters drawn as rates gain "/s".
 export function laneUnit(unit, fn) {
   const base = UNIT_SUFFIX[unit] ?? unit ?? "";

@@ -2,7 +2,7 @@
 // readout beside its title (the nearest bucket's value: a band's median and range, a sum against its
 // capacity, a heatmap's spread across nodes, log lines per bucket, busy rows of a span lane).
 import { MARGIN, SEVERITY_ROWS } from "./figure.js";
-import { binaryLane, formatTime, formatValue, laneUnit } from "./format.js";
+import { binaryLane, cellValue, formatTime, formatValue, laneUnit } from "./format.js";
 import { $ } from "./page.js";
 import { view } from "./state.js";
 import { plotArea } from "./zoom.js";
@@ -65,7 +65,7 @@ function readout(lane, t) {
     case "heatmap": {
       const i = at(lane.t);
       if (i < 0) return "";
-      const column = lane.z.map((row) => row[i]).filter((v) => v !== null);
+      const column = lane.z.map((row) => cellValue(lane, row[i])).filter((v) => v !== null);
       if (!column.length) return "";
       column.sort((a, b) => a - b);
       return `nodes ${formatValue(column[0], unit, b)} – ${formatValue(column[column.length - 1], unit, b)}`;
