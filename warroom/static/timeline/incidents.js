@@ -1,8 +1,9 @@
 // Sharing the view: a permanent link to it, an incident opened on it (with the organisations to invite),
 // annotations of the incident at a time picked on the lanes, and the incident's title when the view
-// came through one.
+// came through one. timeline.js loads this module on the first use of its buttons, or for a view that
+// came through an incident.
 import { getJson, postJson } from "./api.js";
-import { $, CAN_WRITE, colours, ORGS, OWN_ORG, ownOrg, setStatus } from "./page.js";
+import { $, colours, ORGS, OWN_ORG, ownOrg, setStatus } from "./page.js";
 import { parseSpec } from "./spec.js";
 import { chosenLanes, cycle, session, state, view, writeUrl } from "./state.js";
 import { timeAt } from "./zoom.js";
@@ -109,8 +110,6 @@ async function addAnnotation(text, when) {
 
 export function bindIncidentControls() {
   $("copy-link").addEventListener("click", copyPermalink);
-  $("create-incident").hidden = !CAN_WRITE;
-  $("annotate").hidden = !(CAN_WRITE && state.incident);
   $("create-incident").addEventListener("click", () => {
     if ($("incident-form").hidden) fillParticipants();
     toggleForm("incident-form", $("incident-form").hidden);

@@ -45,6 +45,7 @@ export const session = {
   firstLanes: null, // the first view's lanes request, made by first_request.js: { url, answer } or null
   analysis: null, // the analysis panels (analysis/warroom.js), bound to this page by timeline.js
   plotlyLoaded: null,
+  sharing: null, // incidents.js once timeline.js has loaded it (on first use)
   plotReady: false,
   ignoreRelayout: false,
   inflight: null,

@@ -8,6 +8,8 @@
 // shared (placeholders.js), the events (events.js), the picker (picker.js), notices and clock
 // (notices.js, clock.js), the toolbar and keys (controls.js), the window (zoom.js), the crosshair
 // (readout.js), links and incidents (incidents.js), the analysis panels (analysis_host.js, analysis/).
+// What the first view does not use is loaded on first use (import("./x.js")): links and incidents,
+// the analysis panels, the scale forecast; the first lanes request leaves from first_request.js.
 // Data never reaches the DOM as HTML: text nodes only, and Plotly's hover text is escaped (format.js).
 import { analysisOnDemand, analysisOverlay, bindSelecting } from "./analysis_host.js";
 import { getJson, lanesUrl } from "./api.js";
@@ -17,10 +19,9 @@ import { bindEventList, clearSelection, EVENT_PAGE, eventTotal, findEvent, onPlo
 import { buildFigure } from "./figure.js";
 import { takeFirstLanes } from "./first_request.js";
 import { formatSpan } from "./format.js";
-import { bindIncidentControls, showIncident, toggleForm } from "./incidents.js";
 import { renderTitles } from "./lane_titles.js";
 import { applyMineRule, recordedClock, renderNotices } from "./notices.js";
-import { API, $, colours, ORGS, setStatus, WARROOM } from "./page.js";
+import { API, $, CAN_WRITE, colours, ORGS, setStatus, WARROOM } from "./page.js";
 import { bindPicker, fillSelect, renderCatalogue, renderInView } from "./picker.js";
 import { displayLanes, renderUnshared } from "./placeholders.js";
 import { bindCrosshair } from "./readout.js";
@@ -221,7 +222,8 @@ async function render() {
 
 // Escape closes what is open: the forms, the clock panel, the lane picker, then the selection.
 function closePanels() {
-  const open = [["incident-form", () => toggleForm("incident-form", false)], ["annotate-form", () => toggleForm("annotate-form", false)],
+  const hide = (form) => () => loadSharing().then((sharing) => sharing.toggleForm(form, false)); // open: loaded
+  const open = [["incident-form", hide("incident-form")], ["annotate-form", hide("annotate-form")],
     ["clock-panel", () => { $("clock-panel").hidden = true; $("clock-chip").setAttribute("aria-expanded", "false"); }],
     ["picker", () => $("toggle-picker").click()], ["changes-panel", () => session.analysis.close()]].filter(([id]) => !$(id).hidden);
   if (open.length) {
@@ -244,7 +246,10 @@ function bindPage() {
   bindCrosshair();
   bindEventList();
   bindPicker();
-  bindIncidentControls();
+  // Sharing the view (incidents.js) loads on the first use of its buttons.
+  $("create-incident").hidden = !CAN_WRITE;
+  $("annotate").hidden = !(CAN_WRITE && state.incident);
+  for (const id of ["copy-link", "create-incident", "annotate"]) onFirstUse($(id), loadSharing);
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape") closePanels();
   });
@@ -255,6 +260,15 @@ function bindPage() {
   fillSelect($("pick-signal"), SIGNALS);
   fillSelect($("ev-signal"), SIGNALS);
   syncTimeInputs();
+}
+
+// Permalinks, incidents and annotations (incidents.js), loaded once, on first use.
+function loadSharing() {
+  session.sharing ??= import("./incidents.js").then((sharing) => {
+    sharing.bindIncidentControls();
+    return sharing;
+  });
+  return session.sharing;
 }
 
 // A control whose behaviour is a module of its own: the first use loads it (``load``), whose handler,
@@ -321,7 +335,7 @@ function firstView() {
   if (state.live) setLive(true);
   refresh();
   if (state.permalink) recordedClock(state.permalink);
-  if (state.incident) showIncident(state.incident);
+  if (state.incident) loadSharing().then((sharing) => sharing.showIncident(state.incident), () => {});
 }
 
 // What the browser tests (and a curious engineer in the console) read: the view state and its data.
