@@ -1,11 +1,27 @@
-"""Empty the tables the store owns (samples, events, their rollups and the rollup refresh queues).
+"""Empty the tables the store owns (samples, events, their rollups and the rollup refresh queues), and
+write SQL over them.
 
 Django's flush leaves them, as they are not Django-managed: every fixture that commits store rows
 (a transactional test, a module or session fixture) empties them with this when it is done, so that a
 later test starts from an empty store and an empty refresh queue.
+
+Tests name these tables by the store's constants; :func:`store_sql` puts such a name into a statement
+as an identifier quoted by ``psycopg.sql``, never by string formatting (SQL built from strings is
+the store's alone).
 """
 
 from __future__ import annotations
+
+from typing import LiteralString
+
+from psycopg import sql
+
+
+def store_sql(template: LiteralString, *tables: str) -> str:
+    """``template`` with each ``{}`` replaced by one of ``tables``, quoted as an identifier by
+    ``psycopg.sql``: text any engine's cursor takes (SQLite reads a double-quoted name as PostgreSQL
+    does), its ``%s`` parameters left as they are."""
+    return sql.SQL(template).format(*map(sql.Identifier, tables)).as_string()
 
 
 def empty_store_tables() -> None:
@@ -24,5 +40,5 @@ def empty_store_tables() -> None:
             *(table for _width, table in EVENT_ROLLUPS),
         )
         for table in tables:
-            cursor.execute(f"DELETE FROM {table}")
+            cursor.execute(store_sql("DELETE FROM {}", table))
     get_store().note_samples_deleted()

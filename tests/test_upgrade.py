@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from tests.settings import SERVICES_AVAILABLE, SERVICES_PROBLEM, TEST_DATABASE_URL
 
@@ -158,14 +159,18 @@ def _fingerprint(url: str) -> dict:
     out = {}
     with psycopg.connect(url) as conn:
         for table in OLD_TABLES:
-            out[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            out[table] = conn.execute(
+                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
+            ).fetchone()[0]
         out["sample_sum"] = conn.execute("SELECT sum(value) FROM timeline_sample").fetchone()[0]
         out["event_messages"] = conn.execute(
             "SELECT md5(string_agg(message, '|' ORDER BY ts, id)) FROM timeline_event"
         ).fetchone()[0]
         for table in ("timeline_rollup_1m", "timeline_rollup_1h"):
             out[f"{table}_n"], out[f"{table}_total"], out[f"{table}_increase"] = conn.execute(
-                f"SELECT sum(n), round(sum(total)::numeric, 6), round(sum(increase)::numeric, 6) FROM {table}"
+                sql.SQL(
+                    "SELECT sum(n), round(sum(total)::numeric, 6), round(sum(increase)::numeric, 6) FROM {}"
+                ).format(sql.Identifier(table))
             ).fetchone()
         out["grants"] = conn.execute(
             "SELECT string_agg(level || ':' || name, ',') FROM orgs_grant"
@@ -213,7 +218,9 @@ def test_a_release_database_with_data_upgrades_with_nothing_lost(release, databa
     assert _fingerprint(database) == before
     with psycopg.connect(database) as conn:
         for table, buckets in (("timeline_rollup_5m", 36), ("timeline_rollup_30m", 6)):
-            rows, n = conn.execute(f"SELECT count(*), sum(n) FROM {table}").fetchone()
+            rows, n = conn.execute(
+                sql.SQL("SELECT count(*), sum(n) FROM {}").format(sql.Identifier(table))
+            ).fetchone()
             assert rows == 4 * buckets and int(n) == 4 * 720, table
     plan = _run(ROOT, database, new_data, "manage.py", "migrate", "--plan")
     assert "No planned migration operations" in plan

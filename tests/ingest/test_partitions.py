@@ -20,6 +20,7 @@ from store import get_store
 from store.base import DAY_US
 from store.postgres import PARTITIONED_TABLES, partition_day, partition_name
 from tests.processes import own_connection
+from tests.store_rows import store_sql
 from timeline.models import Series
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
@@ -60,7 +61,7 @@ def rows_between(table: str, first_day: int, last_day: int) -> int:
     with connection.cursor() as cursor:
         for day in range(first_day, last_day + 1, 30):
             cursor.execute(
-                f"SELECT COUNT(*) FROM {table} WHERE ts >= %s AND ts < %s",
+                store_sql("SELECT COUNT(*) FROM {} WHERE ts >= %s AND ts < %s", table),
                 [day * DAY_US, min(day + 30, last_day + 1) * DAY_US],
             )
             count += cursor.fetchone()[0]

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, transaction
+from psycopg import sql
 
 from core.records import Batch, EventRecord, SeriesBlock
 from ingest.models import BatchStatus, IngestBatch
@@ -42,8 +43,11 @@ def rows(table: str, org_slug: str) -> list[int]:
         if table == "timeline_sample"
         else "JOIN orgs_organization o ON o.id = t.org_id"
     )
+    query = sql.SQL("SELECT t.ts FROM {} t {} WHERE o.slug = %s ORDER BY t.ts").format(
+        sql.Identifier(table), sql.SQL(join)
+    )
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT t.ts FROM {table} t {join} WHERE o.slug = %s ORDER BY t.ts", [org_slug])
+        cursor.execute(query.as_string(), [org_slug])
         return [TODAY - ts // DAY_US for (ts,) in cursor.fetchall()]
 
 

@@ -61,10 +61,11 @@ def copy(*options: str) -> str:
 def rows_in_clickhouse(table: str, org) -> int:
     """Rows stored, before any merge or FINAL (a second copy would show here)."""
     ids = list(Series.unscoped.filter(org=org).values_list("pk", flat=True))
-    key = "org_id = {o:Int64}" if table == "timeline_event" else "series_id IN {s:Array(Int64)}"
-    raw = get_store().engine.query(
-        f"SELECT toInt64(count()) FROM {table} WHERE {key}", {"o": org.pk, "s": ids}
-    )
+    if table == "timeline_event":
+        query = "SELECT toInt64(count()) FROM {t:Identifier} WHERE org_id = {o:Int64}"
+    else:
+        query = "SELECT toInt64(count()) FROM {t:Identifier} WHERE series_id IN {s:Array(Int64)}"
+    raw = get_store().engine.query(query, {"t": table, "o": org.pk, "s": ids})
     return int(np.frombuffer(raw, dtype=np.int64)[0])
 
 

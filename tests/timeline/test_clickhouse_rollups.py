@@ -161,11 +161,11 @@ def test_stored_rollup_rows_equal_the_aggregates_of_their_raw_samples(org_a, der
     samples = {sid: dict(zip(ts, values, strict=True))}
     for width, table in rollups.ROLLUPS:
         raw = engine.query(
-            f"""SELECT bucket, n, total, vmin, vmax, first_ts, first_value, last_ts, last_value, increase,
-                       deltas, rate_min, rate_max
-                FROM {table} FINAL WHERE series_id = {{s:Int64}} ORDER BY bucket
-                SETTINGS output_format_json_quote_64bit_integers = 0""",
-            {"s": sid},
+            """SELECT bucket, n, total, vmin, vmax, first_ts, first_value, last_ts, last_value, increase,
+                      deltas, rate_min, rate_max
+               FROM {t:Identifier} FINAL WHERE series_id = {s:Int64} ORDER BY bucket
+               SETTINGS output_format_json_quote_64bit_integers = 0""",
+            {"t": table, "s": sid},
             fmt="JSONCompactEachRow",
         )
         stored = {(sid, row[0]): tuple(row[1:]) for row in map(json.loads, raw.decode().splitlines())}

@@ -12,6 +12,7 @@ from store.hints import NICE_STEPS_US, grid_origin, nice_step
 from store.rollups import HOUR_US, MINUTE_US
 from tests.factories import DAY, T0, S, own_scope
 from tests.factories import write as write_batch
+from tests.store_rows import store_sql
 from tests.timeline.rollup_cases import block, counter
 from tests.timeline.test_rollups import assert_rows_match_raw, stored_rows
 from timeline.models import Series
@@ -81,12 +82,12 @@ def test_a_rebuild_restores_every_level_and_the_new_levels_are_derived_from_the_
     with connection.cursor() as cursor:
         for width, table in rollups.ROLLUPS:
             if width in new:
-                cursor.execute(f"DELETE FROM {table}")
+                cursor.execute(store_sql("DELETE FROM {}", table))
     assert get_store().derive_rollup_levels(new) == len(before["timeline_rollup_1m"])
     assert_rows_match_raw()
     with connection.cursor() as cursor:
         for table in TABLES:
-            cursor.execute(f"DELETE FROM {table}")
+            cursor.execute(store_sql("DELETE FROM {}", table))
     call_command(
         "rebuild_rollups", "--from", "2026-06-15T00:00:00Z", "--to", "2026-06-16T08:00:00Z", "--no-progress"
     )

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 
 from core.records import Batch
 from store import get_store, rollups
+from tests.store_rows import store_sql
 from timeline.models import Series
 
 from .test_rollups import (
@@ -38,7 +39,7 @@ def _empty_event_counts():
     yield
     with connection.cursor() as cursor:
         for table in (*(table for _width, table in rollups.EVENT_ROLLUPS), rollups.EVENT_DIRTY):
-            cursor.execute(f"DELETE FROM {table}")
+            cursor.execute(store_sql("DELETE FROM {}", table))
 
 
 def load(org, *, seed=1):

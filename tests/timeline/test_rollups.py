@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
+from psycopg import sql
 
 from orgs.access import Scope
 from orgs.services import grant_create
@@ -15,6 +16,7 @@ from store.rollup_deferral import rollup_refresh_deferred
 from store.rollups import HOUR_US, MINUTE_US
 from tests.factories import T0, S, own_scope
 from tests.factories import write as write_batch
+from tests.store_rows import store_sql
 from tests.timeline.rollup_cases import (  # noqa: F401 (the tests every store passes)
     RollupStore,
     block,
@@ -188,12 +190,13 @@ def test_the_refresh_command_says_what_it_refreshed(org_a):
 
 
 def stored_rows(table):
-    names = rollups.COLUMNS.split(", ", 2)[2]
+    names = rollups.COLUMNS.split(", ")[2:]
+    query = sql.SQL("SELECT series_id, bucket, {} FROM {}").format(
+        sql.SQL(", ").join(map(sql.Identifier, names)), sql.Identifier(table)
+    )
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT series_id, bucket, {names} FROM {table}")
-        return {
-            (row[0], row[1]): dict(zip(names.split(", "), row[2:], strict=True)) for row in cursor.fetchall()
-        }
+        cursor.execute(query.as_string())
+        return {(row[0], row[1]): dict(zip(names, row[2:], strict=True)) for row in cursor.fetchall()}
 
 
 def raw_samples():
@@ -469,7 +472,9 @@ def test_event_minutes_waiting_for_their_recount_are_counted_raw_until_it_runs(o
 def stored_event_counts(table):
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT org_id, signal, name, severity, bucket, SUM(n) FROM {table} GROUP BY 1, 2, 3, 4, 5"
+            store_sql(
+                "SELECT org_id, signal, name, severity, bucket, SUM(n) FROM {} GROUP BY 1, 2, 3, 4, 5", table
+            )
         )
         return {row[:5]: int(row[5]) for row in cursor.fetchall()}
 
@@ -495,7 +500,7 @@ def test_stored_event_counts_equal_the_raw_events_and_survive_retention_and_rebu
         assert stored_event_counts(table) == raw_event_counts(width)
     with connection.cursor() as cursor:
         for _width, table in rollups.EVENT_ROLLUPS:
-            cursor.execute(f"DELETE FROM {table}")
+            cursor.execute(store_sql("DELETE FROM {}", table))
     call_command(
         "rebuild_rollups", "--from", "2026-06-15T00:00:00Z", "--to", "2026-06-18T00:00:00Z", "--no-progress"
     )

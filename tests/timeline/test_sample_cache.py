@@ -19,6 +19,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
+from psycopg import sql
 
 from core.records import Batch, SeriesBlock
 from orgs.access import Scope
@@ -36,6 +37,7 @@ from store.sample_cache import (
 )
 from tests.conftest import bearer_client
 from tests.processes import own_connection, pytest_in_subprocess
+from tests.store_rows import store_sql
 from timeline.models import Series
 
 pytestmark = pytest.mark.django_db
@@ -47,6 +49,10 @@ T0 = 1_781_481_600 * S  # 2026-06-15T00:00:00Z
 NODES = ("node-0", "node-1", "node-2")
 ON_POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 SAMPLE_TABLE = re.compile(r"\btimeline_sample\b")  # not timeline_sample_generation
+# what another process does after deleting samples (retention, a delete by hand)
+COUNT_A_DELETION = sql.SQL("UPDATE {} SET deletions = deletions + 1 WHERE id = 1").format(
+    sql.Identifier(GENERATION)
+)
 
 
 def block(times, values, *, node: str = "node-0", metric: str = "nfs_rpc_slots_in_use") -> SeriesBlock:
@@ -140,19 +146,18 @@ def counting():
 
 
 def hour_rows(ids) -> list[tuple]:
-    placeholders = ",".join(["%s"] * len(ids))
+    query = sql.SQL(
+        """SELECT series_id, bucket, n, first_ts, last_ts FROM {}
+           WHERE series_id IN ({}) ORDER BY series_id, bucket"""
+    ).format(sql.Identifier(HOUR_TABLE), sql.SQL(",").join([sql.Placeholder()] * len(ids)))
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"""SELECT series_id, bucket, n, first_ts, last_ts FROM {HOUR_TABLE}
-                WHERE series_id IN ({placeholders}) ORDER BY series_id, bucket""",
-            list(ids),
-        )
+        cursor.execute(query.as_string(), list(ids))
         return [tuple(int(v) for v in row) for row in cursor.fetchall()]
 
 
 def generation() -> tuple[int, int]:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT epoch, deletions FROM {GENERATION} WHERE id = 1")
+        cursor.execute(store_sql("SELECT epoch, deletions FROM {} WHERE id = 1", GENERATION))
         epoch, deletions = cursor.fetchone()
     return int(epoch), int(deletions)
 
@@ -320,7 +325,7 @@ def cached_window(org) -> tuple:
 def test_another_epoch_empties_the_cache_of_the_database(org_a):
     ids, lo, hi, whole, epoch, deletions = cached_window(org_a)
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {GENERATION} SET epoch = %s WHERE id = 1", [epoch ^ 1])
+        cursor.execute(store_sql("UPDATE {} SET epoch = %s WHERE id = 1", GENERATION), [epoch ^ 1])
     with counting() as after:
         assert same(read(org_a, ids, lo, hi), whole)
     assert (after["hits"], after["misses"]) == (0, 9)
@@ -331,7 +336,7 @@ def test_another_epoch_empties_the_cache_of_the_database(org_a):
 def test_a_database_without_its_deletion_count_reads_the_table(org_a):
     ids, lo, hi, whole, epoch, _ = cached_window(org_a)
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {GENERATION}")
+        cursor.execute(store_sql("DELETE FROM {}", GENERATION))
     with counting() as without:
         assert same(read(org_a, ids, lo, hi), whole)
     assert (without["hits"], without["misses"]) == (0, 0)
@@ -349,7 +354,7 @@ def test_a_database_without_its_deletion_count_reads_the_table(org_a):
 def test_a_deletion_counted_by_another_process_empties_the_cache(org_a):
     ids, lo, hi, whole, _, _ = cached_window(org_a)
     with own_connection() as other:
-        other.execute(f"UPDATE {GENERATION} SET deletions = deletions + 1 WHERE id = 1")
+        other.execute(COUNT_A_DELETION)
         with counting() as after_count:
             assert same(read(org_a, ids, lo, hi), whole)
         assert (after_count["hits"], after_count["misses"]) == (0, 9)
@@ -360,7 +365,7 @@ def test_a_deletion_counted_by_another_process_empties_the_cache(org_a):
             other.execute(
                 "DELETE FROM timeline_sample WHERE ts < %s AND series_id = ANY(%s)", [before, list(ids)]
             )
-            other.execute(f"UPDATE {GENERATION} SET deletions = deletions + 1 WHERE id = 1")
+            other.execute(COUNT_A_DELETION)
     with counting() as after_delete:
         answer = read(org_a, ids, lo, hi)
     assert after_delete["hits"] == 0

@@ -194,10 +194,11 @@ def log(i: int, *, message: str = "", **fields) -> EventRecord:
 def event_copies(org) -> tuple[int, int]:
     """(rows stored, rows read with FINAL) of one organisation's events in ClickHouse."""
     counts = []
-    for final in ("", "FINAL"):
-        raw = get_store().engine.query(
-            f"SELECT toInt64(count()) FROM timeline_event {final} WHERE org_id = {{o:Int64}}", {"o": org.pk}
-        )
+    for query in (
+        "SELECT toInt64(count()) FROM timeline_event WHERE org_id = {o:Int64}",
+        "SELECT toInt64(count()) FROM timeline_event FINAL WHERE org_id = {o:Int64}",
+    ):
+        raw = get_store().engine.query(query, {"o": org.pk})
         counts.append(int(np.frombuffer(raw, dtype=np.int64)[0]))
     return counts[0], counts[1]
 
