@@ -8,7 +8,7 @@
 // shared (placeholders.js), the events (events.js), the picker (picker.js), notices and clock
 // (notices.js, clock.js), the toolbar and keys (controls.js), the window (zoom.js), the crosshair
 // (readout.js), links and incidents (incidents.js), the analysis panels (analysis_host.js, analysis/).
-// What the first view does not use is loaded on first use (import("./x.js")): links and incidents,
+// What the first view does not use is loaded on first use, by a dynamic import: links and incidents,
 // the analysis panels, the scale forecast; the first lanes request leaves from first_request.js.
 // Data never reaches the DOM as HTML: text nodes only, and Plotly's hover text is escaped (format.js).
 import { analysisOnDemand, analysisOverlay, bindSelecting } from "./analysis_host.js";
