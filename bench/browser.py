@@ -20,10 +20,11 @@ with ``--server runserver``, by the server ``quickstart`` starts:
   ``jointline:plotly`` mark, else ``domInteractive``), the lanes request sent, its answer received.
   The machine's load average is printed before and after: the figures mean little on a busy one.
 * **Bytes on the wire.** Per cold load, the encoded body and header bytes of every response the
-  page fetched (Chromium's own counts), the same without the Plotly.js bundle (cached for good after
-  a first visit), the lanes answer's share of it and its decoded size, how the page HTML was
-  encoded, and the first cold load's responses by kind (page HTML, CSS, modules, JSON, Plotly.js)
-  and one by one.
+  page fetched (Chromium's own counts) until no request had been in flight for a second after the
+  drawing (the checkpoints panel asks once the lanes are drawn), the same without the Plotly.js
+  bundle (cached for good after a first visit), the lanes answer's share of it and its decoded
+  size, how the page HTML was encoded, and the first cold load's responses by kind (page HTML,
+  CSS, modules, JSON, Plotly.js) and one by one.
 * **Compression.** The lanes URL the page asked for is fetched once more over HTTP with the page's
   session, with and without ``Accept-Encoding: gzip``: bytes either way, the server time of each,
   and the time gzip (level 6, as the server compresses) takes on that body here.
@@ -68,6 +69,7 @@ VIEWPORT = {"width": 1600, "height": 1000}
 HOUR_US = 3_600_000_000
 PLOTLY_BUNDLE = "/vendor/plotly-cartesian/"
 DRAWN_TIMEOUT_MS = 120_000
+QUIET_S = 1.0  # a load is over once no request has been in flight for this long after the drawing
 # Runs before the page's scripts: the moment the lanes are first drawn, in ms since navigation start.
 RECORD_DRAWN = """
 new MutationObserver((changes, observer) => {
@@ -209,7 +211,8 @@ def sign_in(context, base: str, user: str, password: str) -> None:
 
 
 def open_war_room(page, url: str, *, cold: bool) -> Load:
-    """Navigate to ``url``, wait until the lanes are drawn and the network is quiet; what it cost.
+    """Navigate to ``url``, wait until the lanes are drawn and no request has been in flight for
+    :data:`QUIET_S` (the requests the drawing makes count too); what it cost.
 
     ``cold`` empties the browser's cache first (signing in landed on the war room and filled it).
 
@@ -234,14 +237,18 @@ def open_war_room(page, url: str, *, cold: bool) -> Load:
     if cold:
         cdp.send("Network.clearBrowserCache")
     finished = []
+    inflight: set = set()
 
     def record(request) -> None:
         finished.append(request)
+        inflight.discard(request)
 
+    page.on("request", inflight.add)
     page.on("requestfinished", record)
+    page.on("requestfailed", inflight.discard)
     page.goto(url)
     page.wait_for_function("() => window.__drawnAt !== undefined", timeout=DRAWN_TIMEOUT_MS)
-    page.wait_for_load_state("networkidle")
+    wait_quiet(page, inflight)
     load = Load(drawn_ms=page.evaluate("window.__drawnAt"))
     timing = page.evaluate(TIMING)
     load.page_ms, load.scripts_ms, load.lanes_start_ms, load.lanes_end_ms = timing
@@ -268,6 +275,20 @@ def open_war_room(page, url: str, *, cold: bool) -> Load:
             load.lanes_url = request.url
             load.lanes_accept_encoding = request.all_headers().get("accept-encoding", "")
     return load
+
+
+def wait_quiet(page, inflight: set, *, quiet_s: float = QUIET_S, timeout_s: float = 60.0) -> None:
+    """Wait until no request of the page has been in flight for ``quiet_s``. Playwright's
+    ``networkidle`` is a load state that fires once: after it, the requests the first drawing makes
+    (the checkpoints panel's) were not waited for, nor counted."""
+    deadline = time.monotonic() + timeout_s
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+        if inflight:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            return
 
 
 def measure_window(browser, base: str, window: Window, user: str, password: str, loads: int) -> None:
