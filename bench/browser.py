@@ -239,13 +239,19 @@ def open_war_room(page, url: str, *, cold: bool) -> Load:
     finished = []
     inflight: set = set()
 
+    def asked(request) -> None:
+        inflight.add(request)
+
     def record(request) -> None:
         finished.append(request)
         inflight.discard(request)
 
-    page.on("request", inflight.add)
+    def failed(request) -> None:
+        inflight.discard(request)
+
+    page.on("request", asked)
     page.on("requestfinished", record)
-    page.on("requestfailed", inflight.discard)
+    page.on("requestfailed", failed)
     page.goto(url)
     page.wait_for_function("() => window.__drawnAt !== undefined", timeout=DRAWN_TIMEOUT_MS)
     wait_quiet(page, inflight)
