@@ -3,24 +3,19 @@
 
 Day partitions are created before a write needs them, each in its own short transaction and never
 in the transaction that copies rows (:mod:`store.postgres_partitions`); beat creates the
-coming days ahead of time. The binary formats the rollup refresh and the sample reads exchange with
-the server are in :mod:`store.postgres_wire`.
+coming days ahead of time. The writes are in :mod:`store.postgres_writes`, the rollup refresh's
+reads and writes in :mod:`store.postgres_rollups`, and the binary formats the rollup refresh and the
+sample reads exchange with the server in :mod:`store.postgres_wire`; this module holds the schema and
+the reads the engine does better. Every name these modules held here is still importable from here.
 """
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
-import psycopg
-from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, transaction
 
-from core.records import EventRecord
 from store import rollups
 from store.base import StoreBackend
-from store.batches import EVENT_COLUMNS, EventPart, SampleArrays, SamplePart, event_row, part_arrays
-from store.frames import SAMPLE_ROW
 from store.hints import Capabilities, ReadHints
 from store.postgres_partitions import (
     PARTITIONED_TABLES,
@@ -28,11 +23,22 @@ from store.postgres_partitions import (
     partition_day,
     partition_name,
 )
-from store.postgres_wire import arrays_decode, big_endian, copy_encode
+from store.postgres_rollups import LEVEL_ROW, ROLLUP_LOCK, ROLLUP_STAGE, PostgresRollupRefresh, rows_in_ranges
+from store.postgres_wire import big_endian
+from store.postgres_writes import (
+    EVENT_LIST,
+    EVENT_SELECT,
+    EVENT_STAGE,
+    EVENTS_PER_BATCH,
+    SAMPLE_STAGE,
+    SAMPLES_INSERTED,
+    SAMPLES_PER_BATCH,
+    STAGED_ROW,
+    PostgresWrites,
+)
 from store.sample_cache import GENERATION, HOUR_ROW, HOUR_TABLE
 from timeline.models import Series
 
-ROLLUP_LOCK = 0x4A4C5255  # "JLRU": one rollup refresh at a time
 # One row of a bucket read as :meth:`PostgresStore._bucket_matrix` receives it (the order of COLUMNS).
 BUCKET_WIRE = np.dtype(
     [
@@ -73,45 +79,8 @@ SCHEMA = [
     "CREATE INDEX IF NOT EXISTS timeline_event_org_ts ON timeline_event (org_id, ts)",
 ]
 
-SAMPLE_STAGE = """CREATE TEMPORARY TABLE IF NOT EXISTS jl_sample_stage (
-    batch int, series_id bigint, ts bigint, value double precision) ON COMMIT DELETE ROWS"""
-ROLLUP_STAGE = """CREATE TEMPORARY TABLE IF NOT EXISTS jl_rollup_stage (
-    LIKE timeline_rollup_1m INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"""
-EVENT_STAGE = """CREATE TEMPORARY TABLE IF NOT EXISTS jl_event_stage (
-    batch int, org_id bigint, source_id bigint, signal text, ts bigint, end_ts bigint, kind text,
-    severity text, name text, message text, resource text, attributes text, fingerprint bigint)
-    ON COMMIT DELETE ROWS"""
-# Several batches in one write: rows go in batch order, so a row two batches carry is stored from
-# (and counted for) the first, as if they had been applied one after the other.
-SAMPLES_PER_BATCH = """WITH inserted AS (
-        INSERT INTO timeline_sample (series_id, ts, value)
-        SELECT series_id, ts, value FROM jl_sample_stage ORDER BY batch
-        ON CONFLICT DO NOTHING RETURNING series_id, ts)
-    SELECT first.batch, COUNT(*) FROM inserted
-    JOIN (SELECT series_id, ts, MIN(batch) AS batch FROM jl_sample_stage GROUP BY series_id, ts) first
-        USING (series_id, ts)
-    GROUP BY first.batch"""
-# The staged rows not stored yet, inserted (in batch order when several batches share the stage) and
-# handed back as three binary strings of big-endian numbers, for the rollups of the write.
-SAMPLES_INSERTED = """WITH inserted AS (
-        INSERT INTO timeline_sample (series_id, ts, value)
-        SELECT series_id, ts, value FROM jl_sample_stage{order}
-        ON CONFLICT DO NOTHING RETURNING series_id, ts, value)
-    SELECT string_agg(int8send(series_id), ''), string_agg(int8send(ts), ''),
-           string_agg(float8send(value), '') FROM inserted"""
-EVENT_LIST = ", ".join(EVENT_COLUMNS)
-EVENT_SELECT = """SELECT org_id, source_id, signal, ts, end_ts, kind, severity, name, message,
-    resource::jsonb, attributes::jsonb, fingerprint FROM jl_event_stage"""
-EVENTS_PER_BATCH = f"""WITH inserted AS (
-        INSERT INTO timeline_event ({EVENT_LIST}) {EVENT_SELECT} ORDER BY batch
-        ON CONFLICT DO NOTHING RETURNING org_id, fingerprint, ts)
-    SELECT first.batch, COUNT(*) FROM inserted
-    JOIN (SELECT org_id, fingerprint, ts, MIN(batch) AS batch FROM jl_event_stage
-          GROUP BY org_id, fingerprint, ts) first USING (org_id, fingerprint, ts)
-    GROUP BY first.batch"""
 
-
-class PostgresStore(PostgresPartitions, StoreBackend):
+class PostgresStore(PostgresRollupRefresh, PostgresWrites, PostgresPartitions, StoreBackend):
     vendor = "postgresql"
     capabilities = Capabilities(
         partitions=True,
@@ -123,113 +92,11 @@ class PostgresStore(PostgresPartitions, StoreBackend):
         sample_cache=True,
     )
 
-    @property
-    def days_per_transaction(self) -> int:
-        return settings.JOINTLINE_APPLY_DAYS_PER_TRANSACTION
-
     def create_schema(self) -> None:
         with self.connection.cursor() as cursor:
             for statement in SCHEMA:
                 cursor.execute(statement)
         self.create_rollup_schema()
-
-    dirty_schema = f"""CREATE TABLE IF NOT EXISTS {rollups.DIRTY} (
-        id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-        series_id bigint NOT NULL, lo bigint NOT NULL, hi bigint NOT NULL)"""
-    event_dirty_schema = f"""CREATE TABLE IF NOT EXISTS {rollups.EVENT_DIRTY} (
-        id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-        org_id bigint NOT NULL, lo bigint NOT NULL, hi bigint NOT NULL)"""
-    skip_locked = " FOR UPDATE SKIP LOCKED"
-
-    def create_rollup_schema(self) -> None:
-        super().create_rollup_schema()
-        with self.connection.cursor() as cursor:
-            for _width, table in rollups.ROLLUPS:
-                # retention deletes by bucket alone: a BRIN index over the bucket is tiny and enough
-                cursor.execute(
-                    f"CREATE INDEX IF NOT EXISTS {table}_bucket_brin ON {table} USING brin (bucket)"
-                )
-
-    # rollup refresh: raw samples and rollup rows are read as one binary array per column
-    # (``array_send``) and written as one binary COPY stream, both made and taken apart by numpy
-    def _rollup_samples(self, ranges):
-        """By one index scan per range (:func:`_rows_in_ranges`)."""
-        rows = self._arrays_in_ranges("timeline_sample", "ts", SAMPLE_ROW, ranges)
-        return rows["series_id"], rows["ts"], rows["value"]
-
-    def _rollup_rows(self, table, ranges):
-        return self._arrays_in_ranges(table, "bucket", rollups.ROW, ranges)
-
-    def _arrays_in_ranges(self, table: str, column: str, dtype: np.dtype, ranges) -> np.ndarray:
-        """The rows of ``table`` whose ``column`` lies in one of the ``(series id, lo, hi)`` ranges, as
-        an array of ``dtype`` (its fields are the columns; a NULL rate becomes NaN)."""
-        if not ranges:
-            return np.empty(0, dtype=dtype)
-        rows_in, params = _rows_in_ranges(table, column, ranges)
-        with self.connection.cursor() as cursor:
-            cursor.execute(f"SELECT {_column_arrays(dtype)} {rows_in}", params)
-            columns = cursor.fetchone()
-        return arrays_decode(columns, dtype)
-
-    def _rollup_rows_of(self, plan: list[rollups.LevelRanges]) -> list[np.ndarray]:
-        """Every level's rows in one statement: each level's scans of :func:`_rows_in_ranges`, one
-        after the other (``UNION ALL``), the rows tagged with their level, as one binary array per
-        column (one round trip and one plan instead of one per level)."""
-        parts, params = [], []
-        for index, level in enumerate(plan):
-            if level.read:
-                rows_in, level_params = _rows_in_ranges(level.table, "bucket", level.read)
-                parts.append(f"SELECT {index}::int8 AS level, x.* {rows_in}")
-                params += level_params
-        if not parts:
-            return [np.empty(0, dtype=rollups.ROW) for _level in plan]
-        with self.connection.cursor() as cursor:
-            cursor.execute(f"SELECT {_column_arrays(LEVEL_ROW)} FROM ({' UNION ALL '.join(parts)}) x", params)
-            rows = arrays_decode(cursor.fetchone(), LEVEL_ROW)
-        out = []
-        for index in range(len(plan)):
-            chosen = rows[rows["level"] == index]
-            level_rows = np.empty(len(chosen), dtype=rollups.ROW)
-            for name in rollups.ROW.names:
-                level_rows[name] = chosen[name]
-            out.append(level_rows)
-        return out
-
-    def _queue_stale(self, ranges, *, table=rollups.DIRTY, key="series_id"):
-        """One COPY: an apply queues a range per series it wrote (about a thousand a batch here)."""
-        with (
-            self.connection.cursor() as cursor,
-            cursor.copy(f"COPY {table} ({key}, lo, hi) FROM STDIN") as copy,
-        ):
-            copy.write("".join(f"{owner}\t{lo}\t{hi}\n" for owner, lo, hi in ranges))
-
-    def _begin_refresh(self) -> None:
-        """The lock, and no JIT for the rest of the transaction: the refresh's short range scans
-        cost more than the planner thinks, and compiling them took 5-10 ms a query."""
-        with self.connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ROLLUP_LOCK])
-            cursor.execute("SET LOCAL jit = off")
-
-    def _write_rollup_rows(self, table, rows, *, stored):
-        """Rows of buckets not stored yet by one binary COPY straight into the table (no other
-        refresh runs meanwhile: :meth:`_begin_refresh`); the others by COPY into a staging table and
-        one upsert."""
-        if not len(rows):
-            return
-        with self.connection.cursor() as cursor:
-            if not stored.all():
-                with cursor.copy(f"COPY {table} ({rollups.COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.write(copy_encode(rows[~stored]))
-            if not stored.any():
-                return
-            cursor.execute(ROLLUP_STAGE)
-            with cursor.copy(f"COPY jl_rollup_stage ({rollups.COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.write(copy_encode(rows[stored]))
-            cursor.execute(
-                f"""INSERT INTO {table} ({rollups.COLUMNS})
-                    SELECT {rollups.COLUMNS} FROM jl_rollup_stage {rollups.UPSERT}"""
-            )
-            cursor.execute("DELETE FROM jl_rollup_stage")
 
     # -- reads the engine does better ------------------------------------------
     def _bucket_matrix(self, cursor, sql: str, params: list) -> np.ndarray:
@@ -323,7 +190,7 @@ class PostgresStore(PostgresPartitions, StoreBackend):
     def _samples_in_ranges(self, ranges):
         """The samples of the ranges as three binary strings (as :meth:`_sample_arrays`; 177 ms for
         60 series x 26 h against 258 ms through ``array_send``), one index scan per range."""
-        rows_in, params = _rows_in_ranges("timeline_sample", "ts", ranges)
+        rows_in, params = rows_in_ranges("timeline_sample", "ts", ranges)
         with self.connection.cursor() as cursor:
             cursor.execute(
                 f"""SELECT string_agg(int8send(x.series_id), ''), string_agg(int8send(x.ts), ''),
@@ -430,178 +297,23 @@ class PostgresStore(PostgresPartitions, StoreBackend):
         scale = 100.0 / sample_percent
         return [(org_id, signal, round(n * scale)) for org_id, signal, n in rows]
 
-    @property
-    def rollups_from_batch(self) -> bool:
-        """Large writes merge their rollups from the batch only with ``JOINTLINE_ROLLUPS_FROM_BATCH``
-        (off by default: under a backlog of large batches the queued refresh, which coalesces many
-        applies, keeps ingest faster and lets workers apply side by side; decision 0033)."""
-        from django.conf import settings
 
-        return bool(getattr(settings, "JOINTLINE_ROLLUPS_FROM_BATCH", False))
-
-    def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
-        return self._store_samples(parts, batches, keep_new=False)[0]
-
-    def _store_samples(
-        self, parts: list[SamplePart], batches: int, *, keep_new: bool
-    ) -> tuple[list[int], SampleArrays | None]:
-        """Fast path: one binary COPY built by numpy straight into the table inside a savepoint; then
-        every sample of the write was new. When any (series, ts) already exists (or the write holds
-        one twice), the savepoint rolls back and the rows go through the staging table with ``ON
-        CONFLICT DO NOTHING``, whose ``RETURNING`` hands back the rows it inserted where ``keep_new``
-        (bench/ingest.py measured the fast path at 2.5-2.9x the staging path in-process, +33 % end to
-        end; docs/decisions/0002-idempotent-apply.md)."""
-        samples, batch = part_arrays(parts)
-        received = np.bincount(batch, minlength=batches).tolist()
-        try:
-            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
-                _copy_samples(cursor, "timeline_sample", samples)
-                return received, samples.sorted() if keep_new else None
-        except (IntegrityError, psycopg.errors.UniqueViolation):
-            pass
-        with self.connection.cursor() as cursor:
-            cursor.execute(SAMPLE_STAGE)
-            _copy_samples(cursor, "jl_sample_stage", samples, batch=batch)
-            if not keep_new:
-                return _insert_staged(
-                    cursor,
-                    "jl_sample_stage",
-                    parts,
-                    batches,
-                    single="""INSERT INTO timeline_sample (series_id, ts, value)
-                        SELECT series_id, ts, value FROM jl_sample_stage ON CONFLICT DO NOTHING""",
-                    per_batch=SAMPLES_PER_BATCH,
-                ), None
-            several = len(np.unique(batch)) > 1
-            cursor.execute(SAMPLES_INSERTED.format(order=" ORDER BY batch" if several else ""))
-            series_bytes, ts_bytes, value_bytes = cursor.fetchone()
-            cursor.execute("TRUNCATE jl_sample_stage")
-        if series_bytes is None:
-            return [0] * batches, None
-        new = SampleArrays(
-            big_endian(series_bytes, ">i8"), big_endian(ts_bytes, ">i8"), big_endian(value_bytes, ">f8")
-        ).sorted()
-        return _new_per_batch(samples, batch, new, batches), new
-
-    def _write_events(self, parts: list[EventPart], batches: int) -> list[int]:
-        with self.connection.cursor() as cursor:
-            cursor.execute(EVENT_STAGE)
-            with cursor.copy(f"COPY jl_event_stage (batch, {EVENT_LIST}) FROM STDIN") as copy:
-                for part in parts:
-                    for event in part.events:
-                        copy.write_row(_staged_event(part, event))
-            return _insert_staged(
-                cursor,
-                "jl_event_stage",
-                parts,
-                batches,
-                single=f"INSERT INTO timeline_event ({EVENT_LIST}) {EVENT_SELECT} ON CONFLICT DO NOTHING",
-                per_batch=EVENTS_PER_BATCH,
-            )
-
-
-LEVEL_ROW = np.dtype([("level", "<i8"), *((name, rollups.ROW[name].str) for name in rollups.ROW.names)])
-
-
-def _column_arrays(dtype: np.dtype) -> str:
-    """The select list that aggregates each field of ``dtype`` over the rows ``x`` into one binary
-    array (``array_send``), a NULL rate as NaN (:func:`~store.postgres_wire.arrays_decode`)."""
-    return ", ".join(
-        f"array_send(array_agg(COALESCE(x.{name}, 'NaN')))"
-        if name in rollups.RATE_FIELDS
-        else f"array_send(array_agg(x.{name}))"
-        for name in dtype.names
-    )
-
-
-STAGED_ROW = np.dtype([("batch", "<i4"), ("series_id", "<i8"), ("ts", "<i8"), ("value", "<f8")])
-
-
-def _copy_samples(cursor, table: str, samples: SampleArrays, *, batch: np.ndarray | None = None) -> None:
-    """``samples`` into ``table`` by one binary COPY stream made by numpy (no Python object per row);
-    with ``batch``, into the staging table, each row with its batch position."""
-    rows = np.empty(len(samples.ts), dtype=SAMPLE_ROW if batch is None else STAGED_ROW)
-    rows["series_id"], rows["ts"], rows["value"] = samples
-    if batch is not None:
-        rows["batch"] = batch
-    with cursor.copy(f"COPY {table} ({', '.join(rows.dtype.names)}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.write(copy_encode(rows, nullable=()))
-
-
-def _new_per_batch(samples: SampleArrays, batch: np.ndarray, new: SampleArrays, batches: int) -> list[int]:
-    """How many of the ``new`` samples (a subset of the keys of ``samples``) each batch position
-    stored: a (series, ts) several batches carry counts for the first of them."""
-    order = np.lexsort((batch, samples.ts, samples.series_id))
-    series_id, ts, owner = samples.series_id[order], samples.ts[order], batch[order]
-    first = np.ones(len(ts), dtype=bool)
-    first[1:] = (series_id[1:] != series_id[:-1]) | (ts[1:] != ts[:-1])
-    where, _found = rollups.lookup(
-        rollups.keys_of(series_id[first], ts[first]), rollups.keys_of(new.series_id, new.ts)
-    )
-    return np.bincount(owner[first][where], minlength=batches).tolist()
-
-
-def _rows_in_ranges(table: str, column: str, ranges) -> tuple[str, list]:
-    """``FROM …`` the rows ``x`` of ``table`` whose ``column`` lies in one of the ``(series id, lo, hi)``
-    ranges, and its parameters: one index scan per range (``OFFSET 0`` keeps the planner from
-    flattening the lateral into a join that scans every partition; the bounds of all ranges prune the
-    partitions outside them when the query is planned)."""
-    sql = f"""FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS r (series_id, lo, hi)
-        CROSS JOIN LATERAL (
-            SELECT * FROM {table} t WHERE t.series_id = r.series_id
-              AND t.{column} >= r.lo AND t.{column} < r.hi
-              AND t.{column} >= %s AND t.{column} < %s OFFSET 0) x"""
-    bounds = np.array(ranges, dtype=np.int64).reshape(-1, 3)
-    params = [*(_array_literal(bounds[:, column]) for column in range(3)), int(bounds[:, 1].min())]
-    return sql, [*params, int(bounds[:, 2].max())]
-
-
-def _array_literal(values: np.ndarray) -> str:
-    """Integers as the text of a PostgreSQL array (``{1,2,3}``): one string, where psycopg would dump
-    a list element by element (about 3 ms for the three columns of 1,008 ranges)."""
-    return "{" + ",".join(map(str, values.tolist())) + "}"
-
-
-def _insert_staged(cursor, stage: str, parts, batches: int, *, single: str, per_batch: str) -> list[int]:
-    """Insert the rows of the staging table ``stage`` (filled from ``parts``) with ``single`` when they
-    are of one batch, else with ``per_batch``, which returns ``(batch, count)`` rows; empties the
-    stage and returns how many rows were new, per batch position."""
-    stored = [0] * batches
-    if len({part.batch for part in parts}) == 1:
-        cursor.execute(single)
-        stored[parts[0].batch] = cursor.rowcount
-    else:
-        cursor.execute(per_batch)
-        for batch, count in cursor.fetchall():
-            stored[batch] = count
-    cursor.execute(f"TRUNCATE {stage}")
-    return stored
-
-
-def _staged_event(part: EventPart, event: EventRecord) -> tuple:
-    """A row of ``jl_event_stage``: the batch position, then the event as jsonb and text columns can
-    hold it (U+0000 becomes U+FFFD, as :func:`_jsonb_text` says)."""
-    return (part.batch, *event_row(part, event, text=_without_nul, json_text=_jsonb_text))
-
-
-def _jsonb_text(value: dict) -> str:
-    """JSON text jsonb can hold. jsonb refuses U+0000; the push APIs refuse it, so only records built
-    elsewhere (loaders) can carry one, and then it becomes U+FFFD, as in log messages. Text that merely
-    spells ``\\u0000`` is kept as it is."""
-    text = json.dumps(value, ensure_ascii=False)
-    if "\\u0000" in text:
-        text = json.dumps(_without_nul(value), ensure_ascii=False)
-    return text
-
-
-def _without_nul(value):
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_without_nul(item) for item in value]
-    return value
-
-
-__all__ = ["PARTITIONED_TABLES", "PostgresStore", "partition_day", "partition_name"]
+__all__ = [
+    "BUCKET_WIRE",
+    "EVENTS_PER_BATCH",
+    "EVENT_LIST",
+    "EVENT_SELECT",
+    "EVENT_STAGE",
+    "LEVEL_ROW",
+    "PARTITIONED_TABLES",
+    "ROLLUP_LOCK",
+    "ROLLUP_STAGE",
+    "SAMPLES_INSERTED",
+    "SAMPLES_PER_BATCH",
+    "SAMPLE_STAGE",
+    "SCHEMA",
+    "STAGED_ROW",
+    "PostgresStore",
+    "partition_day",
+    "partition_name",
+]

@@ -67,7 +67,7 @@ def _rollup_rows(table: str, where: str, bucket: str = "bucket") -> str:
 def _linked(rows: str, partition: str) -> str:
     """``rows`` with the pair joining each row to the previous one of its partition (by ``first_ts``):
     ``binc`` (increase, a decrease being a counter reset), ``bel`` (elapsed µs), ``brate`` (per
-    second, NULL where no time elapsed) and ``has_prev`` — ``rollups._linked`` in ClickHouse."""
+    second, NULL where no time elapsed) and ``has_prev`` — ``rollup_reads._linked`` in ClickHouse."""
     return f"""SELECT *,
             if(has_prev, if(first_value >= pv, first_value - pv, first_value), 0.0) AS binc,
             if(has_prev, first_ts - pt, 0) AS bel,
