@@ -81,6 +81,7 @@ def test_the_walkthrough_as_the_five_organisations(chromium, live_server, incide
 
         # 5. an incident from the view, the four others invited, two notes, the permalink.
         page.click("#create-incident")
+        page.wait_for_selector("#incident-form:not([hidden])")  # its module loads on first use
         for box in page.locator("#incident-participants input").all():
             box.check()
         page.fill("#incident-new-title", "Init crawl on 60 nodes")

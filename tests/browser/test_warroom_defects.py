@@ -487,6 +487,7 @@ def test_an_analyst_picks_the_participants_and_sees_the_status_saved(chromium, l
         lanes = ["sum:storage/storage/storage_read_bytes_per_second"]
         open_view(page, live_server, _query(incident, lane=lanes))
         page.click("#create-incident")
+        page.wait_for_selector("#incident-form:not([hidden])")  # its module loads on first use
         boxes = page.locator("#incident-participants input")
         assert sorted(boxes.evaluate_all("(xs) => xs.map((x) => x.value)")) == [
             "cloudops",
@@ -523,6 +524,7 @@ def test_the_war_room_has_no_serious_accessibility_violation(chromium, live_serv
         page.click("#toggle-picker")
         page.click("#clock-chip")
         page.click("#create-incident")
+        page.wait_for_selector("#incident-form:not([hidden])")  # its module loads on first use
         page.add_script_tag(path=str(axe))
         result = page.evaluate(
             """async () => {
