@@ -151,3 +151,104 @@ def persistent(scores: np.ndarray, buckets: int) -> np.ndarray:
         out = np.fmin(out, shifted) if lag else out
         out[..., :lag] = np.nan
     return out
+
+
+def step_noise(rows: np.ndarray) -> np.ndarray:
+    """Each row's noise between consecutive buckets (robust: 1.4826 · MAD of its first differences
+    over √2), never less than half its quantum (the smallest step it takes: rounded gauges, counts)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        diffs = np.diff(rows, axis=1)
+        centre = np.nanmedian(diffs, axis=1)
+        noise = _MAD_TO_SIGMA * np.nanmedian(np.abs(diffs - centre[:, None]), axis=1) / np.sqrt(2)
+        size = np.nanmax(np.abs(rows), axis=1) if rows.shape[1] else np.zeros(rows.shape[0])
+        steps = np.where(np.abs(diffs) > 1e-6 * size[:, None], np.abs(diffs), np.nan)
+        quantum = np.nanmin(steps, axis=1) if diffs.shape[1] else np.full(rows.shape[0], np.nan)
+    return np.fmax(noise, 0.5 * quantum)
+
+
+def regime_drift(
+    rows: np.ndarray, *, window: int, jump: float, settle: int, noise_floor: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``rows[entity, bucket]`` of one group of peers → ``(own, away)``, signed, in units of each row's
+    :func:`step_noise` (never less than ``noise_floor``).
+
+    ``own`` is how far each value moved from its regime's reference: the median of the first
+    ``settle`` buckets after the row's last jump (a step of more than ``jump`` noise units: a phase
+    of what the entity runs starting or ending) at least ``settle`` buckets back, or of the buckets
+    ``window`` back when it had none. A drift — a temperature climbing for twenty minutes in steps
+    no bigger than the noise — adds up, where a window's median and MAD would take it in as spread;
+    a step scores for ``settle`` buckets and is then the new regime. ``away`` is how much farther
+    from the peers' median the row is now than over those same reference buckets (positive when it
+    moved away from them in the direction of its sign): an entity catching up with its peers, or one
+    left behind when they all change phase, has not moved away from them. NaN where the window
+    holds less than a third of data."""
+    n_rows, n = rows.shape
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        residual = rows - np.nanmedian(rows, axis=0)
+        noise = np.fmax(step_noise(rows), noise_floor)
+        noise_residual = np.fmax(step_noise(residual), noise_floor)
+        noise = np.where(noise > 0, noise, np.nan)
+        noise_residual = np.where(noise_residual > 0, noise_residual, np.nan)
+        steps = np.abs(np.diff(rows, axis=1, prepend=np.nan))
+        jumped = np.nan_to_num(steps) > jump * noise[:, None]
+        last = np.maximum.accumulate(np.where(jumped, np.arange(n)[None, :], -1), axis=1)
+        t = np.arange(n)
+        reference = np.full((n_rows, n), -1)
+        reference[:, settle:] = last[:, :-settle] if settle else last
+        reference = np.maximum(reference, np.maximum(t - window, 0)[None, :])
+        level = _forward_median(rows, settle)
+        level_residual = _forward_median(residual, settle)
+        index = np.arange(n_rows)[:, None]
+        own = (rows - level[index, reference]) / noise[:, None]
+        away = (np.abs(residual) - np.abs(level_residual[index, reference])) * np.sign(residual)
+        away = away / noise_residual[:, None]
+        seen = np.concatenate([np.zeros((n_rows, 1)), np.cumsum(~np.isnan(rows), axis=1)], axis=1)
+        enough = seen[:, t] - seen[:, np.maximum(t - window, 0)] >= window // 3
+        unknown = ~enough | (reference + settle > t[None, :]) | np.isnan(rows)
+    own[unknown] = np.nan
+    away[unknown] = np.nan
+    return own, away
+
+
+def _forward_median(rows: np.ndarray, width: int) -> np.ndarray:
+    """At each bucket the median of it and the ``width - 1`` after it (NaN past the end)."""
+    width = max(1, width)
+    padded = np.concatenate([rows, np.full((rows.shape[0], width - 1), np.nan)], axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(np.lib.stride_tricks.sliding_window_view(padded, width, axis=1), axis=2)
+
+
+def explained_runs(
+    signed: np.ndarray, marks: list[np.ndarray], *, threshold: float, spread: int
+) -> np.ndarray:
+    """``signed[entity, bucket]`` → True over each run of change of at least ``threshold`` that began
+    within ``spread`` buckets of one of its entity's ``marks`` (the buckets where a job of its own
+    started or ended: what it runs changed, so its own values did)."""
+    out = np.zeros(signed.shape, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        directions = (np.nan_to_num(signed) >= threshold, np.nan_to_num(signed) <= -threshold)
+    for row, marked in enumerate(marks):
+        if marked is None or not len(marked):
+            continue
+        for moved in directions:
+            for start, end in runs(moved[row], bridge=spread + 1):
+                if np.min(np.abs(marked - start)) <= spread:
+                    out[row, start:end] = True
+    return out
+
+
+def window_sums(rows: np.ndarray, width: int) -> np.ndarray:
+    """Each bucket's sum with the ``width - 1`` before it (missing buckets count 0; NaN where all are
+    missing): a count's rate summed over a window, so a handful of errors spread over some minutes is
+    one change, not isolated buckets."""
+    width = max(1, width)
+    padded = np.concatenate([np.full((rows.shape[0], width - 1), np.nan), rows], axis=1)
+    views = np.lib.stride_tricks.sliding_window_view(padded, width, axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = np.nansum(views, axis=2)
+    out[np.all(np.isnan(views), axis=2)] = np.nan
+    return out

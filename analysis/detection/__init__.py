@@ -25,6 +25,14 @@ one series per entity), over buckets of ``step_s``:
   ``cohort_buckets`` of one another, in the same direction, is a phase of what they run together (a
   job starting or ending on all its nodes) and does not count for any of them;
 * :func:`cusum_scores` over that layer (capped at the threshold), for smaller deviations that persist;
+* :func:`regime_layer` (``drift``, with ``drift`` on): how far the entity moved from its own regime
+  (the reference of its last phase change, :func:`regime_drift`, in its own noise between buckets, so
+  a climb of twenty minutes in steps no bigger than the noise adds up), and in the same direction
+  away from its peers — not where a job of its own starts or ends (the start and end of its spans of
+  at least ``transition_min_s``: a burn-in, a session; :func:`entity_transitions`), nor where a
+  cohort or the fleet moves; a counter of rare events summed over ``count_window`` buckets. Its limit
+  is the group's own: the held level its members reach ``fp_per_day`` times a day, shared by the
+  groups, extrapolated from the window's tail, never below ``threshold``;
 * :func:`gap_scores` — a series that stops reporting while its peers go on;
 * :func:`outages` — where most of an entity's series stop at once, the entity is down (a reboot): its
   series' layers do not count there (one fact, not one signal per series).
@@ -32,7 +40,9 @@ one series per entity), over buckets of ``step_s``:
 A family's score at a bucket is the largest layer score of its series divided by ``threshold``; it
 *fires* at 1. :func:`fuse` declares a detection on an entity when at least ``k_of_n`` families fired
 within ``fusion_s`` (event families counting as one: the logs of one incident repeat each other), or
-one family stayed at ``strong`` or more for ``persist`` buckets; after a detection the entity is quiet
+one family stayed at ``strong`` or more for ``persist`` buckets, or one series' ``drift`` layer
+stayed at ``strong`` times its limit for ``persist`` buckets (alone: no second family needed, the
+confidence says it stands alone); after a detection the entity is quiet
 for ``cooldown_s``, and a series counts again only once it starts firing anew (a gauge that stays
 raised until the node is repaired is one detection). Detections that more than ``fleet_share`` of the
 entities share within ``fusion_s`` are a change of the fleet and dropped (:func:`without_fleet_events`).
@@ -57,7 +67,14 @@ since all of them work on :class:`DetectionConfig` and :class:`Detection`.
 from __future__ import annotations
 
 from analysis.detection.config import DEFAULT_FP_PER_DAY, READ_CHUNK, Detection, DetectionConfig, Firing, S
-from analysis.detection.fusion import deviation, fuse, with_confidence, without_fleet_events
+from analysis.detection.fusion import (
+    deviation,
+    fuse,
+    held_for,
+    regime_layer,
+    with_confidence,
+    without_fleet_events,
+)
 from analysis.detection.reads import (
     Member,
     Observations,
@@ -103,11 +120,13 @@ __all__ = [
     "deviation",
     "event_families",
     "fuse",
+    "held_for",
     "observe",
     "read_hints",
     "read_matrix",
     "readable_members",
     "recent_detection_entities",
+    "regime_layer",
     "settings_config",
     "settings_selectors",
     "split_members",

@@ -32,6 +32,11 @@ class DetectionConfig:
     cohort_min: int = 2  # a change that starts on this many entities at once is a phase of what they run
     cohort_buckets: int = 1  # ... within this many buckets of one another
     gap_buckets: int = 3
+    drift: bool = True  # the regime-drift layer: a series moving away from its peers and its own regime
+    drift_jump: float = 6.0  # a step of this many noise units starts a new regime
+    drift_settle: int = 3  # buckets that make a regime's reference (and that a step scores for)
+    count_window: int = 10  # a counter's rate is summed over this many buckets for the drift layer
+    transition_min_s: int = 300  # a job (span) on an entity at least this long explains its steps
     outage_share: float = 0.5  # an entity with this share of its series silent at once is down
     event_severity: str = "error"
     event_score: float = 2.0

@@ -12,12 +12,16 @@ import numpy as np
 from analysis.detection.config import Detection, DetectionConfig, Firing, S
 from analysis.layers import (
     cusum_scores,
+    explained_runs,
     gap_scores,
     group_scale,
     persistent,
+    regime_drift,
     rolling_change,
     run_starts,
     shared_onsets,
+    step_noise,
+    window_sums,
 )
 
 
@@ -47,13 +51,25 @@ def fuse(
     cooldown = max(1, config.cooldown_s // config.step_s)
     series_of, starts = [], []
     moved = np.zeros(scores.shape, dtype=bool)  # a series moved away (not a gap, not an event)
+    drifted = np.zeros(scores.shape, dtype=bool)  # a series' drift layer held ``persist`` buckets
+    drift_starts = []
     for index, family in enumerate(names):
         per_series: dict[str, np.ndarray] = {}
+        held = []
         for raw, series, layer in firings.get(family, []):
             scaled = np.nan_to_num(scaled_scores(raw, layer, config), nan=0.0)
+            if layer == "drift":  # a detection of its own when held, not a family's vote
+                held.append(held_for(scaled >= config.strong, config.persist))
+                continue
             per_series[series] = np.fmax(per_series.get(series, scaled), scaled)
             if layer not in ("gap", "event"):
                 moved[index] |= scaled >= 1.0
+        if held:
+            rows = np.vstack(held)
+            drifted[index] = rows.any(axis=0)
+            drift_starts.append(run_starts(rows, bridge=window))
+        else:
+            drift_starts.append(np.full((1, scores.shape[1]), -2, dtype=np.int64))
         # one series' layers (its deviation, the drift alarms that repeat while it lasts) are one run
         rows = np.vstack(list(per_series.values())) if per_series else scores[index : index + 1]
         starts.append(run_starts(rows >= 1.0, bridge=window))
@@ -78,8 +94,10 @@ def fuse(
         count = int(recent[~is_event].sum()) + int(recent[is_event].any())
         # corroboration is a confidence, not a precondition: one series that moved away is enough
         alone = config.series_alone and bool((recent & moved[:, t])[~is_event].any())
-        if count >= config.k_of_n or strong.any() or alone:
-            chosen = [names[i] for i in np.flatnonzero(recent | strong)]
+        # one series drifting away from its regime and its peers, held: a detection on its own
+        drift = drifted[:, t] & np.asarray([(s[:, t] > last).any() for s in drift_starts])
+        if count >= config.k_of_n or strong.any() or alone or drift.any():
+            chosen = [names[i] for i in np.flatnonzero(recent | strong | drift)]
             detail = []
             for family in chosen:
                 for per_bucket, series, layer in firings.get(family, []):
@@ -93,6 +111,16 @@ def fuse(
             # what starts firing during the cooldown belongs to this detection's incident too
             quiet_until = t + cooldown
             last = quiet_until - 1
+    return out
+
+
+def held_for(fired: np.ndarray, buckets: int) -> np.ndarray:
+    """True where ``fired`` holds for this bucket and the ``buckets - 1`` before it (an unknown bucket,
+    fleet-wide or not yet measurable, breaks the hold)."""
+    out = fired.copy()
+    for lag in range(1, buckets):
+        out[lag:] &= fired[:-lag]
+        out[:lag] = False
     return out
 
 
@@ -137,10 +165,16 @@ def scaled_scores(scores: np.ndarray, layer: str, config: DetectionConfig) -> np
     return scores / config.threshold
 
 
-def score_group(members, rows, means, counts, first, config, layers) -> None:
-    """The layers of one group of peers (one metric and other labels, one row per entity)."""
+def score_group(members, rows, means, counts, first, config, layers, transitions=None, groups=1) -> None:
+    """The layers of one group of peers (one metric and other labels, one row per entity);
+    ``transitions``: per entity the buckets where a job of its own started or ended; ``groups``: how
+    many groups share the drift layer's false-detection budget."""
     both = deviation(means[rows], config)
     present = np.mean(counts[rows] > 0, axis=0)
+    moved = None
+    if config.drift:
+        marks = [(transitions or {}).get(members[i].entity) for i in rows]
+        moved = regime_layer(means[rows], marks, config, counter=members[rows[0]].counter, groups=groups)
     for j, i in enumerate(rows):
         member = members[i]
         family = layers[member.entity][member.family]
@@ -149,6 +183,79 @@ def score_group(members, rows, means, counts, first, config, layers) -> None:
         drift = cusum_scores(capped, slack=config.cusum_slack * config.threshold, limit=config.cusum_limit)
         family.append((drift, member.name, "cusum"))
         family.append((gap_scores(counts[i], present, buckets=config.gap_buckets), member.name, "gap"))
+        if moved is not None:
+            family.append((moved[j], member.name, "drift"))
+
+
+def regime_layer(
+    matrix: np.ndarray,
+    marks: list[np.ndarray | None],
+    config: DetectionConfig,
+    *,
+    counter: bool = False,
+    groups: int = 1,
+) -> np.ndarray:
+    """``matrix[entity, bucket]`` of one group of peers → the ``drift`` layer, in noise units: where an
+    entity moved from its own regime (:func:`regime_drift`) and, in the same direction, away from its
+    peers, by the smaller of the two. Not where a share ``fleet_share`` of the group moves at once,
+    nor a change that starts on several entities together (:func:`shared_onsets`) or where a job of
+    the entity's own starts or ends (:func:`explained_runs`). A counter of rare events (its rate zero in
+    most buckets: errors) is judged on its rate summed over ``count_window`` buckets.
+
+    Returned in units of the group's own limit (:func:`drift_limit`, at least ``threshold``) times
+    ``threshold``, so that 1 after :func:`scaled_scores` is the limit. One series over it for
+    ``persist`` buckets is a detection (:func:`fuse`): corroboration by a second family is a
+    confidence, not a precondition."""
+    with np.errstate(invalid="ignore"):
+        sparse = counter and float(np.nanmean(matrix == 0)) >= 0.5  # counts of rare events (errors)
+    rows = window_sums(matrix, config.count_window) if sparse else matrix
+    threshold = config.threshold
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        noise = step_noise(rows)
+        steps = np.abs(np.diff(rows, axis=1))
+        tiny = 1e-6 * float(np.nan_to_num(np.nanmax(np.abs(rows)))) if rows.size else 0.0
+        quantum = np.nanmin(np.where(steps > tiny, steps, np.nan)) if np.any(steps > tiny) else np.nan
+        floor = float(np.nan_to_num(np.fmax(0.5 * np.nanmedian(noise), 0.5 * quantum)))
+    own, away = regime_drift(
+        rows,
+        window=max(3, config.baseline_s // config.step_s),
+        jump=config.drift_jump,
+        settle=config.drift_settle,
+        noise_floor=floor,
+    )
+    with np.errstate(invalid="ignore"):
+        fleet_wide = np.nanmean(np.abs(own) >= threshold, axis=0) >= config.fleet_share
+    own[:, fleet_wide] = np.nan
+    shared = shared_onsets(
+        own, threshold=threshold, min_entities=config.cohort_min, spread=config.cohort_buckets
+    )
+    explained = explained_runs(own, marks, threshold=threshold, spread=config.drift_settle - 1)
+    with np.errstate(invalid="ignore"):
+        same = np.sign(own) == np.sign(away)
+        score = np.where(same & ~shared & ~explained, np.fmin(np.abs(own), np.abs(away)), 0.0)
+    score[np.isnan(own) | np.isnan(away)] = np.nan
+    return score * (threshold / drift_limit(score, config, groups=groups))
+
+
+def drift_limit(score: np.ndarray, config: DetectionConfig, *, groups: int = 1) -> float:
+    """The drift level the group's members may hold for ``persist`` buckets at most ``fp_per_day``
+    times a day between them and the other ``groups - 1`` groups, never below ``threshold``: the
+    level held (the least of ``persist`` buckets in a row) over the window read, its tail
+    extrapolated as exponential from its 90th and 99th percentiles to the share of buckets that
+    budget allows (a shallow decade, not the deepest: the deepest buckets of a window are the
+    anomalies it holds, a few in a hundred at most)."""
+    held = score.copy()
+    for lag in range(1, config.persist):
+        held[:, lag:] = np.minimum(held[:, lag:], score[:, :-lag])  # NaN breaks the hold
+        held[:, :lag] = np.nan
+    finite = held[~np.isnan(held)]
+    if finite.size < 1000:
+        return config.threshold
+    share = config.fp_per_day * config.step_s / 86_400 / max(1, score.shape[0] * groups)
+    q90, q99 = np.quantile(finite, [0.9, 0.99])
+    decades = max(0.0, np.log10(1e-2 / share))
+    return max(config.threshold, float(q99 + (q99 - q90) * decades))
 
 
 def deviation(matrix: np.ndarray, config: DetectionConfig) -> np.ndarray:

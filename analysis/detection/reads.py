@@ -4,7 +4,7 @@ their bucket means and counts, and the severe events per entity and family."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from django.db.models import Q
@@ -128,11 +128,44 @@ def event_families(
     return out
 
 
+def entity_transitions(
+    scope: Scope, config: DetectionConfig, *, start: int, n: int, step: int
+) -> dict[str, np.ndarray]:
+    """Per entity, the buckets where a job of its own started or ended: the start and end of each
+    readable span with the entity label lasting at least ``transition_min_s`` (a scheduler's session,
+    a burn-in), whatever its outcome. A step in the entity's series there is the job's, not a fault."""
+    spans = (
+        get_store()
+        .select_events(
+            scope,
+            read_hints(scope, start=start, end=start + n * step),
+            filters=Q(kind="span", end_ts__isnull=False, resource__has_key=config.entity_label),
+            overlapping=True,
+        )
+        .select_related("org")
+    )
+    clock = clock_for(scope)
+    marks: dict[str, set[int]] = defaultdict(set)
+    for span in spans.order_by("aligned_ts", "id")[:100_000]:
+        if span.end_ts - span.ts < config.transition_min_s * S:
+            continue
+        entity = present_event(scope, span)["resource"].get(config.entity_label)
+        if entity is None:
+            continue
+        shift, end_shift, _applied = clock.event_shift(span)
+        for when in (span.ts + shift, span.end_ts + end_shift):
+            bucket = (when - start) // step
+            if 0 <= bucket < n:
+                marks[entity].add(int(bucket))
+    return {entity: np.asarray(sorted(buckets), dtype=np.int64) for entity, buckets in marks.items()}
+
+
 @dataclass
 class Observations:
     """What the detector reads through a scope, bucketed: one row of ``means``/``counts`` per member
     series over ``n`` buckets from ``origin``; ``events[entity][family]`` the (event name, per-bucket
-    0/1 hits) of the readable severe events; scoring starts at bucket ``first``."""
+    0/1 hits) of the readable severe events; scoring starts at bucket ``first``; ``transitions``
+    per entity the buckets where a job of its own started or ended (:func:`entity_transitions`)."""
 
     members: list[Member]
     means: np.ndarray
@@ -140,6 +173,7 @@ class Observations:
     events: dict[str, dict[str, list[tuple[np.ndarray, str]]]]
     origin: int
     first: int
+    transitions: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def observe(
@@ -164,4 +198,7 @@ def observe(
         entity: dict(families)
         for entity, families in event_families(scope, config, start=origin, n=n, step=step).items()
     }
-    return Observations(members, means, counts, events, origin, (start - origin) // step)
+    transitions = (
+        entity_transitions(scope, config, start=origin, n=n, step=step) if config.drift and members else {}
+    )
+    return Observations(members, means, counts, events, origin, (start - origin) // step, transitions)

@@ -162,7 +162,17 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
     for i, member in enumerate(members):
         groups[member.group].append(i)
     for rows in groups.values():
-        score_group(members, rows, observed.means, observed.counts, first, config, layers)
+        score_group(
+            members,
+            rows,
+            observed.means,
+            observed.counts,
+            first,
+            config,
+            layers,
+            observed.transitions,
+            groups=len(groups),
+        )
     by_entity: dict[str, list[int]] = defaultdict(list)
     for i, member in enumerate(members):
         by_entity[member.entity].append(i)
@@ -185,9 +195,16 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
     for entity, families in sorted(layers.items()):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a bucket no series of a family fills: NaN
+            # the drift layer is a detection of its own when held (:func:`fuse`), not a family's vote
             family_scores = {
                 family: np.nanmax(
-                    np.vstack([scaled_scores(s, layer, config) for s, _n, layer in items]), axis=0
+                    np.vstack(
+                        [
+                            scaled_scores(s, layer, config) if layer != "drift" else np.zeros(len(s))
+                            for s, _n, layer in items
+                        ]
+                    ),
+                    axis=0,
                 )
                 for family, items in families.items()
             }

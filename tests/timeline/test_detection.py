@@ -146,6 +146,63 @@ def test_deviation_leaves_out_a_change_two_entities_start_together():
     assert np.nan_to_num(detection.deviation(matrix, apart))[[2, 3], 152].min() > config.threshold
 
 
+def _phases(rng, entities=60, buckets=600):
+    """A fleet idle at 34 that starts a job at 60 (all at once) and stays on it at 69, to the end."""
+    matrix = 34 + rng.normal(0, 0.5, (entities, buckets))
+    matrix[:, 60:] += 35
+    return np.round(matrix)
+
+
+def test_a_slow_drift_after_a_phase_change_is_scored_where_a_window_median_takes_it_as_spread():
+    config = detection.DetectionConfig(step_s=60, baseline_s=7200)
+    matrix = _phases(np.random.default_rng(7))
+    matrix[5, 60:110] -= 35  # a spare that stays idle when the fleet's job starts: its own job at 110
+    matrix[5, 110:] += 4  # ... runs a little hotter than the fleet's
+    matrix[5] += np.clip((np.arange(600) - 120) / 30, 0, 1) * 17  # and climbs 17 degrees in 30 minutes
+    marks = [None] * 60
+    marks[5] = np.asarray([110])
+    scored = np.nan_to_num(detection.regime_layer(matrix, marks, config))
+    assert scored[5, 130:200].min() > config.threshold and scored[5, 140:150].min() > 2 * config.threshold
+    # the 2 h window's median and MAD mix idle and loaded buckets: the same climb never fires there
+    assert np.nan_to_num(detection.deviation(matrix, config))[5].max() < config.threshold
+    assert np.delete(scored, 5, axis=0).max() < config.threshold  # the fleet's job start: none
+
+
+def test_a_step_where_a_job_of_the_entity_starts_is_the_job_not_a_fault():
+    config = detection.DetectionConfig(step_s=60, baseline_s=7200)
+    matrix = _phases(np.random.default_rng(8))
+    matrix[3, 200:] += 10  # one node steps up alone at 200
+    unexplained = np.nan_to_num(detection.regime_layer(matrix, [None] * 60, config))
+    assert unexplained[3, 200:203].min() > config.threshold
+    marks = [None] * 60
+    marks[3] = np.asarray([201])  # its own job started there
+    explained = np.nan_to_num(detection.regime_layer(matrix, marks, config))
+    assert explained[3, 195:].max() < config.threshold
+
+
+def test_an_entity_catching_up_with_its_peers_has_not_moved_away_from_them():
+    config = detection.DetectionConfig(step_s=60, baseline_s=7200)
+    matrix = _phases(np.random.default_rng(9))
+    matrix[6, 60:150] -= 35  # a spare left idle when the job started, joining it at 150
+    own, away = layers.regime_drift(matrix, window=120, jump=6.0, settle=3, noise_floor=0.5)
+    assert own[6, 150] > 2 * config.threshold and away[6, 150] <= 0
+    assert np.nan_to_num(detection.regime_layer(matrix, [None] * 60, config))[6].max() < config.threshold
+
+
+def test_a_handful_of_rare_errors_within_minutes_is_one_change_of_a_count():
+    config = detection.DetectionConfig(step_s=60, baseline_s=7200)
+    rates = np.zeros((60, 600))
+    rates[np.random.default_rng(10).integers(0, 60, 14), np.arange(40, 600, 40)] = 1 / 60  # lone errors
+    rates[8, 250:259] = 1 / 60  # nine errors within nine minutes on one node
+    scored = np.nan_to_num(detection.regime_layer(rates, [None] * 60, config, counter=True))
+    held = detection.held_for(scored[8] >= config.strong * config.threshold, config.persist)
+    assert held[256:262].any()
+    others = np.delete(scored, 8, axis=0)
+    assert not any(
+        detection.held_for(row >= config.strong * config.threshold, config.persist).any() for row in others
+    )
+
+
 def test_runs_bridge_short_pauses():
     mask = np.array([0, 1, 1, 0, 1, 0, 0, 0, 1], dtype=bool)
     assert layers.runs(mask) == [(1, 3), (4, 5), (8, 9)]
@@ -263,7 +320,16 @@ def test_the_detector_reads_only_what_the_organisation_may_read(owner):
     outsider = organization_create(slug="elsewhere", name="Elsewhere")[0]
     assert run(outsider, k_of_n=1) == []
     grant_create(owner=owner, grantee=outsider, name="gpu only", signals=["gpu"])
-    assert run(outsider) == []  # one family is not enough by default
+    # one family that moved away from its regime and its peers is a detection, with less confidence
+    (found,) = run(outsider)
+    assert (found.entity, found.families, found.corroboration, found.confidence) == (
+        "node-07",
+        ["gpu"],
+        1,
+        0.5,
+    )
+    assert "drift" in {f.layer for f in found.firings}
+    assert run(outsider, drift=False) == []  # without the drift layer one family is not enough
     found = run(outsider, k_of_n=1)
     assert [d.entity for d in found] == ["node-07"]
     assert found[0].families == ["gpu"]
@@ -414,7 +480,9 @@ def test_the_detect_command_narrows_by_metric_and_label_and_names_bad_input(owne
 
     store_fleet(owner, fault=True)
     assert detect_command(owner, "--label", 'node!="node-07"')[0] == []
-    assert detect_command(owner, "--metric", "gpu_*")[0] == []  # one family alone does not fuse
+    # one family alone is a detection when its series drifted away, with half the confidence
+    (alone,) = detect_command(owner, "--metric", "gpu_*")[0]
+    assert alone.split()[1] == "node-07" and "(drift " in alone
     (line,) = detect_command(owner, "--metric", "gpu_*", "--metric", "nic_*_total")[0]
     assert line.split()[1] == "node-07" and "gpu+network" in line
     with pytest.raises(CommandError, match="--label: 'node~x' is not name=value"):
