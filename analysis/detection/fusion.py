@@ -203,9 +203,9 @@ def regime_layer(
     most buckets: errors) is judged on its rate summed over ``count_window`` buckets.
 
     Returned in units of the group's own limit (:func:`drift_limit`, at least ``threshold``) times
-    ``threshold``, so that 1 after :func:`scaled_scores` is the limit. One series over it for
-    ``persist`` buckets is a detection (:func:`fuse`): corroboration by a second family is a
-    confidence, not a precondition."""
+    ``threshold``, so that 1 after :func:`scaled_scores` is the limit. One series held at ``strong``
+    times it for ``persist`` buckets is a detection (:func:`fuse`): corroboration by a second family
+    is a confidence, not a precondition."""
     with np.errstate(invalid="ignore"):
         sparse = counter and float(np.nanmean(matrix == 0)) >= 0.5  # counts of rare events (errors)
     rows = window_sums(matrix, config.count_window) if sparse else matrix
