@@ -168,10 +168,12 @@ def step_noise(rows: np.ndarray) -> np.ndarray:
 
 
 def regime_drift(
-    rows: np.ndarray, *, window: int, jump: float, settle: int, noise_floor: float
+    rows: np.ndarray, *, window: int, jump: float, settle: int, noise_floor: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """``rows[entity, bucket]`` of one group of peers → ``(own, away)``, signed, in units of each row's
-    :func:`step_noise` (never less than ``noise_floor``).
+    :func:`step_noise`, never less than ``noise_floor`` (default: the group's, half its median row
+    noise or half the smallest step any row takes, whichever is larger: a row that never moved is
+    measured in its peers' noise, a count in its unit).
 
     ``own`` is how far each value moved from its regime's reference: the median of the first
     ``settle`` buckets after the row's last jump (a step of more than ``jump`` noise units: a phase
@@ -187,7 +189,10 @@ def regime_drift(
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         residual = rows - np.nanmedian(rows, axis=0)
-        noise = np.fmax(step_noise(rows), noise_floor)
+        noise = step_noise(rows)
+        if noise_floor is None:
+            noise_floor = _group_floor(rows, noise)
+        noise = np.fmax(noise, noise_floor)
         noise_residual = np.fmax(step_noise(residual), noise_floor)
         noise = np.where(noise > 0, noise, np.nan)
         noise_residual = np.where(noise_residual > 0, noise_residual, np.nan)
@@ -210,6 +215,15 @@ def regime_drift(
     own[unknown] = np.nan
     away[unknown] = np.nan
     return own, away
+
+
+def _group_floor(rows: np.ndarray, noise: np.ndarray) -> float:
+    """Half the group's median row noise or half the smallest step any of its rows takes (its
+    quantum), whichever is larger; 0 where neither is known."""
+    steps = np.abs(np.diff(rows, axis=1))
+    tiny = 1e-6 * float(np.nan_to_num(np.nanmax(np.abs(rows)))) if rows.size else 0.0
+    quantum = np.nanmin(np.where(steps > tiny, steps, np.nan)) if np.any(steps > tiny) else np.nan
+    return float(np.nan_to_num(np.fmax(0.5 * np.nanmedian(noise), 0.5 * quantum)))
 
 
 def _forward_median(rows: np.ndarray, width: int) -> np.ndarray:

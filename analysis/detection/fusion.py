@@ -20,7 +20,6 @@ from analysis.layers import (
     rolling_change,
     run_starts,
     shared_onsets,
-    step_noise,
     window_sums,
 )
 
@@ -210,19 +209,11 @@ def regime_layer(
         sparse = counter and float(np.nanmean(matrix == 0)) >= 0.5  # counts of rare events (errors)
     rows = window_sums(matrix, config.count_window) if sparse else matrix
     threshold = config.threshold
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        noise = step_noise(rows)
-        steps = np.abs(np.diff(rows, axis=1))
-        tiny = 1e-6 * float(np.nan_to_num(np.nanmax(np.abs(rows)))) if rows.size else 0.0
-        quantum = np.nanmin(np.where(steps > tiny, steps, np.nan)) if np.any(steps > tiny) else np.nan
-        floor = float(np.nan_to_num(np.fmax(0.5 * np.nanmedian(noise), 0.5 * quantum)))
     own, away = regime_drift(
         rows,
         window=max(3, config.baseline_s // config.step_s),
         jump=config.drift_jump,
         settle=config.drift_settle,
-        noise_floor=floor,
     )
     with np.errstate(invalid="ignore"):
         fleet_wide = np.nanmean(np.abs(own) >= threshold, axis=0) >= config.fleet_share

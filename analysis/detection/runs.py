@@ -199,10 +199,7 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
             family_scores = {
                 family: np.nanmax(
                     np.vstack(
-                        [
-                            scaled_scores(s, layer, config) if layer != "drift" else np.zeros(len(s))
-                            for s, _n, layer in items
-                        ]
+                        [scaled_scores(s, layer, config) for s, _n, layer in items if layer != "drift"]
                     ),
                     axis=0,
                 )
