@@ -135,8 +135,8 @@ def get_or_compute(
 
     ``compute`` builds the answer through ``scope``; on a hit or a wait the reads the entry recorded
     are noted in the request's audit log (the read context reading through ``scope``) as computing it
-    would have. ``keep`` says whether a computed
-    value is worth storing (an answer too large for a round trip is not)."""
+    would have. ``keep`` says whether a computed value is worth storing (an answer too large for a
+    round trip is not)."""
     entry = _fresh(key, ttl)
     if entry is not None:
         _replay(scope, entry.reads)
