@@ -13,6 +13,7 @@ import json
 from analysis.changes import Period
 from analysis.investigation import investigate
 from orgs.access import Scope, require_scope
+from orgs.read_context import flush_audit
 
 STALE_AFTER_S = 15 * 60  # an open incident's findings are recomputed when older than this
 
@@ -68,7 +69,7 @@ def investigation_refresh(*, scope: Scope, incident):
             "compute_ms": round(found.compute_ms, 1),
         },
     )
-    scope.flush_audit(via=f"investigation of incident {incident.pk}", window=(window.start, window.end))
+    flush_audit(scope, via=f"investigation of incident {incident.pk}", window=(window.start, window.end))
     return row
 
 

@@ -17,7 +17,8 @@ Invariants:
 * the access scope still decides every row: a grant's time limits apply to stored times, and a
   correction of another organisation is listed only to viewers who can read some of the data it
   shifts, with masked label values pseudonymised as the grant masks them;
-* one request reads with one clock model: ``use_clock`` sets it, ``clock_for`` finds it.
+* one request reads with one clock model, resolved once by its read context
+  (``orgs.read_context``): ``use_clock`` turns corrections on or off, ``clock_for`` finds it.
 
 The modules:
 

@@ -19,6 +19,7 @@ from clock.model import clock_for, clock_state, read_hints, use_clock
 from clock.rules import SignalPair, clock_rules
 from core.timeparse import format_rfc3339
 from orgs.access import Scope, require_scope
+from orgs.read_context import unnoted
 from store import get_store
 from store.hints import ReadHints
 from timeline import presenters
@@ -92,15 +93,14 @@ def ordering_violations(
         row.pk: row.uncertainty_us
         for row in ClockCorrection.objects.filter(pk__in=[c.id for c in model.corrections])
     }
-    noted = len(scope.reads)
-    for event in _anchor_events(scope, start - margin, end + margin, rules):
-        item = presenters.present_event(
-            scope, event
-        )  # the viewer's keys: masking is applied by the presenter
-        shift, _end, used = model.event_shift(event)
-        stamp = _stamp(event, item)
-        stamps.append((stamp, shift, sum(uncertainty.get(i, 0) for i in used)))
-    del scope.reads[noted:]  # only the events a violation shows count as read (noted below)
+    with unnoted(scope):  # only the events a violation shows count as read (noted below)
+        for event in _anchor_events(scope, start - margin, end + margin, rules):
+            item = presenters.present_event(
+                scope, event
+            )  # the viewer's keys: masking is applied by the presenter
+            shift, _end, used = model.event_shift(event)
+            stamp = _stamp(event, item)
+            stamps.append((stamp, shift, sum(uncertainty.get(i, 0) for i in used)))
     shifted = [
         anchors.Stamp(s.org, s.source, s.signal, s.name, s.ts + shift, s.keys, ref=(s.ref, tolerance))
         for s, shift, tolerance in stamps

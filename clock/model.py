@@ -1,8 +1,9 @@
 """The clock model of a read: which corrections are in force for a request, and how a viewer sees them.
 
 A correction changes what is *read*, never what is stored (see :mod:`clock`). One request
-reads with one clock model: :func:`use_clock` sets it (``align=off`` turns corrections off for the
-request), :func:`clock_for` finds it, :func:`read_hints` hands it to the store. A correction of
+reads with one clock model, kept by its read context (:mod:`orgs.read_context`) and resolved once per
+request: :func:`use_clock` turns corrections on or off for a block (``align=off``), :func:`clock_for`
+finds the model, :func:`read_hints` hands it to the store. A correction of
 another organisation is listed only to viewers who can read some of the data it shifts, with masked
 label values pseudonymised as the grant masks them (:func:`present_corrections`).
 """
@@ -10,8 +11,6 @@ label values pseudonymised as the grant masks them (:func:`present_corrections`)
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import weakref
 from collections.abc import Iterable, Iterator
 
 from django.db.models import Q
@@ -25,6 +24,7 @@ from orgs.access import (
     require_scope,
 )
 from orgs.grants import parse_sql_matcher
+from orgs.read_context import current_read, note_read, reading
 from store import get_store
 from store.hints import ClockModel, Correction, ReadHints
 from timeline.models import ClockCorrection, Series
@@ -70,40 +70,23 @@ def _matcher_usable(row: ClockCorrection) -> bool:
         return False
 
 
-_REQUEST_CLOCK: contextvars.ContextVar[tuple[Scope, ClockModel] | None] = contextvars.ContextVar(
-    "jointline_request_clock", default=None
-)
-_resolved: dict[int, tuple[weakref.ref, int, ClockModel]] = {}
-
-
 def clock_for(scope: Scope) -> ClockModel:
-    """The clock model reads through ``scope`` use: the one :func:`use_clock` set for it, else its active
-    corrections (looked up once per scope object and change of corrections)."""
-    current = _REQUEST_CLOCK.get()
-    if current is not None and current[0] is scope:
-        return current[1]
-    entry = _resolved.get(id(scope))
-    if entry is not None and entry[0]() is scope and entry[1] == ClockCorrection.changes:
-        return entry[2]
-    model = resolve_clock(scope)
-    key = id(scope)
-    _resolved[key] = (
-        weakref.ref(scope, lambda _ref: _resolved.pop(key, None)),
-        ClockCorrection.changes,
-        model,
-    )
-    return model
+    """The clock model reads through ``scope`` use: its read context's, resolved once per context and
+    alignment (:class:`orgs.read_context.ReadContext`); outside a context reading through ``scope``, its
+    active corrections as they are now."""
+    context = current_read(scope)
+    if context is None:
+        return resolve_clock(scope)
+    return context.clock(resolve_clock)
 
 
 @contextlib.contextmanager
 def use_clock(scope: Scope, *, aligned: bool = True) -> Iterator[ClockModel]:
-    """Read through ``scope`` with corrections on (default) or off, for the duration of the block."""
-    model = resolve_clock(scope, aligned=aligned)
-    token = _REQUEST_CLOCK.set((scope, model))
-    try:
-        yield model
-    finally:
-        _REQUEST_CLOCK.reset(token)
+    """Read through ``scope`` with corrections on (default) or off, for the duration of the block: in
+    the request's read context when it reads through ``scope`` (same audit log), else in one of the
+    block's own (:func:`orgs.read_context.reading`)."""
+    with reading(scope, aligned=aligned) as context:
+        yield context.clock(resolve_clock)
 
 
 def read_hints(scope: Scope, *, start: int, end: int, **hints) -> ReadHints:
@@ -181,7 +164,7 @@ def present_corrections(scope: Scope, rows: Iterable[ClockCorrection]) -> list[d
         level, masked = _visible_level(scope, row)
         if level is not None:
             out.append(present_correction(scope, row, level=level, masked=masked))
-            scope.note_read(row.org_id, "clock corrections", level)
+            note_read(scope, row.org_id, "clock corrections", level)
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from orgs.access import Scope
+from orgs.read_context import reading
 
 
 @shared_task
@@ -25,4 +26,5 @@ def investigate_incident(incident_id: int, user_id: int) -> int:
     incident = incident_selectors.incident_get(scope, incident_id)
     if incident is None:
         return 0
-    return len(investigation_refresh(scope=scope, incident=incident).findings)
+    with reading(scope):  # the investigation records its reads for the owners' audit
+        return len(investigation_refresh(scope=scope, incident=incident).findings)

@@ -17,6 +17,7 @@ from core.timeparse import format_rfc3339
 from incidents.selectors import unshared_groups, view_state_for
 from incidents.views_data import EXPORT_WIDTH, lane_series_ids, lane_specs, view_data
 from orgs.access import Scope
+from orgs.read_context import flush_audit
 from timeline.models import Incident
 
 MARKS_LIMIT = 40
@@ -69,7 +70,7 @@ def incident_export(scope: Scope, incident: Incident) -> dict:
     data["not_shared"] = unshared_groups(scope)
     data["what_changed"] = export_ranking(scope, incident.window_start, end)
     data["investigation"] = _investigation(scope, incident)
-    scope.flush_audit(via=f"export incident {incident.pk}", window=(incident.window_start, end))
+    flush_audit(scope, via=f"export incident {incident.pk}", window=(incident.window_start, end))
     return {
         "incident": incident_facts(incident),
         "notes": [

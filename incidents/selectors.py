@@ -14,6 +14,7 @@ from core.records import EVENT_KINDS, SEVERITIES, SIGNALS
 from core.timeparse import TimestampError, parse_timestamp
 from orgs.access import Scope, require_scope
 from orgs.models import Organization
+from orgs.read_context import note_read, unnoted
 from store import ReadHints, get_store
 from timeline.lanes.spec import capacity_is_number
 from timeline.models import (
@@ -205,14 +206,13 @@ class _LaneReader:
     """Resolves the lanes of one view state, written by an author organisation, for one viewer.
 
     A spec is read as its author meant it (resolved through the author's scope, whose labels it names)
-    and said again in the viewer's terms; probing happens on a copy of the viewer's scope, so the
-    audit notes only the series of the lanes handed out."""
+    and said again in the viewer's terms; probing reads are not noted (:func:`orgs.read_context.unnoted`),
+    so the audit notes only the series of the lanes handed out."""
 
     def __init__(self, scope: Scope, author_org_id: int, window: tuple[int, int]):
         from timeline.lanes import Grid
 
         self.scope = scope
-        self.probe = replace(scope, reads=[])
         self.author = Scope.dangerously_as_org(author_org_id, f"view author:{author_org_id}")  # never audited
         self.window = window
         self.grid = Grid(window[0], window[1], 1000)
@@ -274,14 +274,16 @@ class _LaneReader:
 
         candidates = [self._in_viewer_terms(spec)] if spec.labels else []
         for candidate in [*filter(None, candidates), spec]:
-            planned = plan_series_lane(self.probe, candidate, self.grid, BucketCache(self.probe, self.grid))
+            with unnoted(self.scope):
+                cache = BucketCache(self.scope, self.grid)
+                planned = plan_series_lane(self.scope, candidate, self.grid, cache)
             if planned.problem:
                 continue
             if candidate.capacity and not planned.capacity and not capacity_is_number(candidate.capacity):
                 candidate = replace(candidate, capacity="")  # the capacity names a metric it cannot read
             for member in planned.members:
                 what = "series" if member.alone else "aggregate"
-                self.scope.note_read(member.series.org_id, f"{what} {member.series.metric}", member.level)
+                note_read(self.scope, member.series.org_id, f"{what} {member.series.metric}", member.level)
             return candidate
         return None
 
@@ -290,7 +292,9 @@ class _LaneReader:
         from timeline.lanes import select_members
 
         authored = [m.series for m in select_members(self.author, spec) if m.alone]
-        shown = [present_series(self.probe, s)["labels"] for s in authored if self.probe.readable_alone(s)]
+        readable = [s for s in authored if self.scope.readable_alone(s)]
+        with unnoted(self.scope):
+            shown = [present_series(self.scope, s)["labels"] for s in readable]
         if not shown:
             return None
         labels = []
@@ -315,15 +319,16 @@ class _LaneReader:
         matching = event_filter(spec) & Q(org_id=org.pk)
         start, end = self.window
         store = get_store()
-        probe = list(
-            store.select_events(self.probe, ReadHints(start=start, end=end), filters=matching)
-            .select_related("org")
-            .order_by()[:EVENT_PROBE]
-        ) or list(_readable_events(self.probe, matching).select_related("org").order_by()[:EVENT_PROBE])
-        if not probe:
-            return None
-        presented = [present_event(self.probe, event) for event in probe]
-        self.scope.note_read(org.pk, f"events {spec.signal}", presented[0]["level"])
+        with unnoted(self.scope):
+            probe = list(
+                store.select_events(self.scope, ReadHints(start=start, end=end), filters=matching)
+                .select_related("org")
+                .order_by()[:EVENT_PROBE]
+            ) or list(_readable_events(self.scope, matching).select_related("org").order_by()[:EVENT_PROBE])
+            if not probe:
+                return None
+            presented = [present_event(self.scope, event) for event in probe]
+        note_read(self.scope, org.pk, f"events {spec.signal}", presented[0]["level"])
         labels = tuple(
             (name, value)
             for name, value in spec.labels

@@ -248,7 +248,7 @@ class PermalinkPage(ScopedPageMixin, View):
         state["permalink"] = permalink.short_id
         readable = selectors.series_readable(self.scope, lane_series_ids(state))
         for series in readable:
-            self.scope.note_read(
+            self.read_context.note(
                 series.org_id, f"series {series.metric}", self.scope.series_level(series) or ""
             )
         self.audit_window = None
@@ -256,5 +256,5 @@ class PermalinkPage(ScopedPageMixin, View):
         view = f"permalink /i/{permalink.short_id}" + (
             f", incident {state['incident']}" if "incident" in state else ""
         )
-        self.scope.flush_audit(via=f"{view} (/i/{permalink.short_id})", through=view)
+        self.read_context.flush_audit(via=f"{view} (/i/{permalink.short_id})", through=view)
         return HttpResponseRedirect(f"{reverse('timeline:page')}?{state_query(state)}")

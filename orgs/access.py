@@ -22,8 +22,9 @@ Invariants:
 * redaction is decided here (:meth:`Scope.series_masked_labels`, :meth:`Scope.hides_body`,
   :meth:`Scope.mask_labels`) and applied by the read side's presenters (``timeline.presenters``),
   never in templates; this module imports neither ``timeline`` nor ``ingest``;
-* every presented row of another organisation is noted, and the base views
-  write one audit entry per owner organisation and request (:mod:`orgs.audit`);
+* every presented row of another organisation is noted in the request's read context, and the base
+  views write one audit entry per owner organisation and request (:mod:`orgs.read_context`,
+  :mod:`orgs.audit`);
 * nothing outside ``orgs/`` reads a scope's grant rules, levels or own organisations: every decision
   the read side needs is a method here (which bodies, which labels are pseudonymised, which owners
   share, how event counts may answer, a cache identity), checked by tests/orgs/test_gate_only.py.
@@ -47,7 +48,6 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 
-from orgs.audit import audit_reads_record
 from orgs.entities import (
     KNOWN_ENTITY_LABELS,
     detected_entity_labels,
@@ -199,7 +199,8 @@ def _fleet_policy(rules: list[GrantRule]) -> FleetPolicy:
 
 @dataclass(frozen=True)
 class Scope:
-    """What one viewer may read. Build a new one per request; it notes what it presented for the audit."""
+    """What one viewer may read: decisions only. Build a new one per request; what the request read is
+    noted in its read context (:mod:`orgs.read_context`), not here."""
 
     viewer_org_id: int | None
     viewer: str
@@ -209,7 +210,6 @@ class Scope:
     # Organisations whose ingest journal (batch status) this scope may read. A push token's scope has
     # its organisation here and nothing in ``own_org_ids``: it reads no series, event or incident.
     journal_org_ids: frozenset[int] = field(default_factory=frozenset)
-    reads: list = field(default_factory=list, compare=False, repr=False)
     # Decisions worked out once per scope (a scope lives for one request): the fleet policy. Not an
     # argument, so a copy made with other rules (``dataclasses.replace``) decides afresh.
     _decided: dict = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -578,34 +578,6 @@ class Scope:
         if self.is_system:
             return Organization.objects.all()
         return Organization.objects.filter(pk__in=sorted(self.readable_owner_ids()))
-
-    # -- audit ----------------------------------------------------------------
-    def note_read(self, owner_id: int, what: str, level: str) -> None:
-        if not self.is_system and owner_id not in self.own_org_ids:
-            self.reads.append((owner_id, what, level))
-
-    def flush_audit(self, *, via: str, through: str = "", window: tuple[int, int] | None = None) -> int:
-        """Record the reads of other organisations noted since the last flush, one entry per owner and
-        level; returns how many entries were written or extended.
-
-        ``through`` names the view the read was made for (``permalink /i/<id>``, ``incident <id>``,
-        ``war room``), and ``via`` is then ``"<through> (<endpoint>)"``; without a view, ``via`` alone
-        says how the data was read. A read of the same view (same reader, owner, level and
-        ``through``, else ``via``) as the latest entry within :data:`orgs.audit.AUDIT_COALESCE_GAP` of that
-        entry's last read is counted on it (a view refreshed every 15 s is one entry, not hundreds):
-        its window widens to cover the read, its ``what`` becomes everything either showed
-        (:func:`orgs.audit.audit_what_merged`) and its ``via`` lists every endpoint. Any other read
-        starts one."""
-        reads = list(self.reads)
-        self.reads.clear()
-        return audit_reads_record(
-            reads=reads,
-            viewer_org_id=self.viewer_org_id,
-            viewer=self.viewer,
-            via=via,
-            through=through,
-            window=window,
-        )
 
 
 @dataclass(frozen=True)

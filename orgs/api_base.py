@@ -4,6 +4,10 @@ Subclasses get ``self.scope`` before their handler runs and cannot replace the
 way it is built: overriding ``initial``/``dispatch``/``build_scope`` raises at
 import time (the guard below), so no view can skip the gate by accident.
 
+The same two places open the request's read context (``self.read_context``: the scope, the clock
+model resolved once for the request, the audit log; :mod:`orgs.read_context`) before the handler
+runs, record its audit log when the answer is a success, and close it when the request is over.
+
 The same two places apply the read budgets of :mod:`orgs.read_limits`: a read
 over its token's or person's reads per minute is refused (429, ``Retry-After``)
 before its scope is built, and the handler's database work runs under the
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import ExitStack
 
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.http import HttpResponse
@@ -28,6 +33,7 @@ from config.api_input import query_params, request_body
 from orgs import read_limits
 from orgs.access import NoScope, Scope, scope_for_request
 from orgs.models import IngestToken
+from orgs.read_context import ReadContext, reading
 
 _GUARDED = ("initial", "build_scope", "dispatch", "finalize_response")
 # What a page says it shows when it reads (the war room sends it as ``X-Jointline-View``): the permalink
@@ -87,10 +93,12 @@ class HasPrincipal(BasePermission):
 
 
 class ScopedAPIView(APIView):
-    """Base of every read API view. ``self.scope`` is set before the handler runs."""
+    """Base of every read API view. ``self.scope`` and ``self.read_context`` are set before the handler
+    runs."""
 
     permission_classes = [HasPrincipal]
     scope: Scope
+    read_context: ReadContext
     audit_window: tuple[int, int] | None = None
     # Endpoints agents call with their push token (batch status) get its journal-only scope.
     serves_push_tokens = False
@@ -99,6 +107,12 @@ class ScopedAPIView(APIView):
         super().__init_subclass__(**kwargs)
         _guard(cls, ScopedAPIView)
 
+    def dispatch(self, request, *args, **kwargs):
+        # The read context opened in initial() (once the principal is known) is closed here, whatever
+        # the handler did, so nothing of this request's reads outlives it.
+        with ExitStack() as self._request_reads:
+            return super().dispatch(request, *args, **kwargs)
+
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         admitted = read_limits.read_admit(request.user, request.auth)
@@ -106,6 +120,7 @@ class ScopedAPIView(APIView):
             raise exceptions.Throttled(wait=admitted.retry_after_s, detail=admitted.reason)
         self.read_budget = read_limits.begin_request()
         self.scope = self.build_scope(request)
+        self.read_context = self._request_reads.enter_context(reading(self.scope))
 
     def handle_exception(self, exc):
         """A statement the database cancelled at the read budget is a 503 saying so."""
@@ -132,9 +147,11 @@ class ScopedAPIView(APIView):
         if budget is not None:  # the audit entry below is not the request's read: no budget for it
             budget.close()
             self.read_budget = None
-        scope = getattr(self, "scope", None)
-        if scope is not None and response.status_code < 400:
-            scope.flush_audit(via=audit_via(request), through=audit_view(request), window=self.audit_window)
+        read_context = getattr(self, "read_context", None)
+        if read_context is not None and response.status_code < 400:
+            read_context.flush_audit(
+                via=audit_via(request), through=audit_view(request), window=self.audit_window
+            )
         return super().finalize_response(request, response, *args, **kwargs)
 
 
@@ -171,9 +188,11 @@ class QueryAPIView(ScopedAPIView):
 
 
 class ScopedPageMixin(LoginRequiredMixin):
-    """Base of every page that shows data. ``self.scope`` is set before the handler runs."""
+    """Base of every page that shows data. ``self.scope`` and ``self.read_context`` are set before the
+    handler runs."""
 
     scope: Scope
+    read_context: ReadContext
     audit_window: tuple[int, int] | None = None
 
     def __init_subclass__(cls, **kwargs):
@@ -192,7 +211,8 @@ class ScopedPageMixin(LoginRequiredMixin):
         budget = read_limits.begin_request()
         try:
             self.scope = self.build_scope(request)
-            response = super().dispatch(request, *args, **kwargs)
+            with reading(self.scope) as self.read_context:
+                response = super().dispatch(request, *args, **kwargs)
         except read_limits.ReadTimedOut as exc:
             return _page_timed_out(str(exc.detail))
         except Exception as exc:
@@ -201,7 +221,7 @@ class ScopedPageMixin(LoginRequiredMixin):
             return _page_timed_out(budget.message())
         finally:
             budget.close()
-        self.scope.flush_audit(via=f"page {request.get_full_path()}"[:500], window=self.audit_window)
+        self.read_context.flush_audit(via=f"page {request.get_full_path()}"[:500], window=self.audit_window)
         return response
 
     def build_scope(self, request) -> Scope:

@@ -1,10 +1,15 @@
 """The audit trail of reads of another organisation's data: one entry per owner, level and view
-sitting, so an owner sees who read what of theirs without one row per refresh."""
+sitting, so an owner sees who read what of theirs without one row per refresh.
+
+What one request (or job) presented is first noted in its :class:`AuditLog` (kept by the request's
+read context, :mod:`orgs.read_context`), then recorded here as entries."""
 
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -16,6 +21,54 @@ from orgs.models import AuditEntry
 # entry's first and last seen bracket one sitting, not a week.
 AUDIT_COALESCE_GAP = timedelta(minutes=30)
 _AUDIT_ITEM = re.compile(r"(\d+) x ([^,]+)")
+
+
+Read = tuple[int, str, str]  # (owner organisation id, what was shown, level)
+
+
+class AuditLog:
+    """What one read context presented of other organisations, in the order it was noted. Only ever
+    appended to (by the threads of the read pool too); :meth:`record` writes the reads noted since its
+    previous call as entries, so a request that records part of its reads under another name (an
+    export) does not record them twice."""
+
+    def __init__(self) -> None:
+        self._reads: list[Read] = []
+        self._recorded = 0
+        self._lock = threading.Lock()
+
+    def note(self, owner_id: int, what: str, level: str) -> None:
+        with self._lock:
+            self._reads.append((owner_id, what, level))
+
+    def replay(self, reads: Iterable[Read]) -> None:
+        """Note ``reads`` again (those a cached answer noted while it was computed)."""
+        reads = list(reads)
+        with self._lock:
+            self._reads.extend(reads)
+
+    def entries(self) -> tuple[Read, ...]:
+        """Every read noted so far, recorded or not."""
+        with self._lock:
+            return tuple(self._reads)
+
+    def record(
+        self,
+        *,
+        viewer_org_id: int | None,
+        viewer: str,
+        via: str,
+        through: str = "",
+        window: tuple[int, int] | None = None,
+    ) -> int:
+        """Record the reads noted since the previous call (:func:`audit_reads_record`); how many
+        entries were written or extended."""
+        with self._lock:
+            reads = self._reads[self._recorded :]
+            self._recorded = len(self._reads)
+        return audit_reads_record(
+            reads=reads, viewer_org_id=viewer_org_id, viewer=viewer, via=via, through=through, window=window
+        )
 
 
 def audit_what_merged(first: str, second: str) -> str:
@@ -76,7 +129,7 @@ def _audit_extend(entry: AuditEntry, *, now: datetime) -> bool:
 
 def audit_reads_record(
     *,
-    reads: list[tuple[int, str, str]],
+    reads: list[Read],
     viewer_org_id: int | None,
     viewer: str,
     via: str,
@@ -84,8 +137,9 @@ def audit_reads_record(
     window: tuple[int, int] | None = None,
 ) -> int:
     """Record ``reads`` (owner id, what, level) as entries, one per owner and level, each counted on
-    the latest entry of the same view when recent enough (see :meth:`orgs.access.Scope.flush_audit`);
-    returns how many entries were written or extended."""
+    the latest entry of the same view when recent enough (see
+    :meth:`orgs.read_context.ReadContext.flush_audit`); returns how many entries were written or
+    extended."""
     if not reads:
         return 0
     grouped: dict[tuple[int, str], Counter] = defaultdict(Counter)

@@ -244,7 +244,8 @@ class AuditEntry(models.Model):
 
     Repeated reads of one view (same reader, owner, level and ``through``, else ``via``) less than
     :data:`orgs.audit.AUDIT_COALESCE_GAP` apart are one entry: ``count`` reads from ``at`` to
-    ``last_at``, the window and ``what`` covering every one of them (``orgs.access.Scope.flush_audit``)."""
+    ``last_at``, the window and ``what`` covering every one of them
+    (``orgs.read_context.ReadContext.flush_audit``)."""
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     last_at = models.DateTimeField(default=timezone.now)

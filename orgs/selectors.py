@@ -40,7 +40,7 @@ def audit_entries(scope: Scope, *, owner_id: int) -> QuerySet[AuditEntry]:
 
 def audit_rows(scope: Scope, *, owner_id: int, limit: int = 200, read: int = 5000) -> list[AuditEntry]:
     """The audit as people read it (the sharing page, the API): the latest ``limit`` entries, latest
-    last-seen first, each already counting the repeated reads of one view (``Scope.flush_audit``).
+    last-seen first, each already counting the repeated reads of one view (``ReadContext.flush_audit``).
 
     Entries of one view (reader, level, ``through`` else ``via``) that overlap in time (two requests
     that raced) or follow each other within :data:`~orgs.audit.AUDIT_COALESCE_GAP` are merged here

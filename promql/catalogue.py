@@ -22,6 +22,7 @@ import numpy as np
 
 from clock.model import clock_for
 from orgs.access import LEVEL_AGGREGATE, Scope, fleet_group_allowed
+from orgs.read_context import note_read
 from promql.engine import selector_matchers
 from promql.fleet import FLEET_ONLY
 from promql.parse import parse_selector
@@ -83,7 +84,7 @@ def _fleet_figures(scope: Scope, selectors: list[str], window: Window = None) ->
         sampled = set(frame["series_id"][frame["count"] > 0].astype(np.int64).tolist())
         chosen = [(series, labels) for series, labels in chosen if series.pk in sampled]
     for series, _ in chosen:  # read at aggregate level, as selected
-        scope.note_read(series.org_id, f"series {series.metric}", LEVEL_AGGREGATE)
+        note_read(scope, series.org_id, f"series {series.metric}", LEVEL_AGGREGATE)
     return chosen
 
 

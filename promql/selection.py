@@ -33,6 +33,7 @@ from core.labels import REGEX_OPS, RESERVED_LABEL_NAMES, PatternError, compile_r
 from orgs.access import Scope, fleet_group_allowed
 from orgs.label_sql import name_q, sql_refusal
 from orgs.models import Organization
+from orgs.read_context import note_read
 from promql import fleet
 from promql.engine import Matcher, SeriesData, SeriesRows
 from promql.rollups import HOUR_US, MINUTE_US, has_nan, worth_it
@@ -349,7 +350,7 @@ class ScopedSeries:
     def note(self, series: Iterable[Series]) -> None:
         """Note every presented series of another organisation for the audit."""
         for one in series:
-            self.scope.note_read(one.org_id, f"series {one.metric}", self.scope.series_level(one))
+            note_read(self.scope, one.org_id, f"series {one.metric}", self.scope.series_level(one))
 
 
 def _written_name(groups: list[list[Matcher]]) -> str:

@@ -2,7 +2,8 @@
 thread pool, used alike by lanes, PromQL and the analysis (a generic runner: it calls what it is given).
 
 The pool is shared by the process and sized by ``JOINTLINE_PARALLEL_READS``; each read runs on its
-own database connection (closed after the read) in the caller's context (the request's clock).
+own database connection (closed after the read) in the caller's context (the request's read context:
+its clock model and audit log).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def start_reads(jobs: list) -> list:
     """Start independent store reads; returns, in order, callables that give each result (waiting for
     it). On PostgreSQL, outside a transaction, they run on a few threads, each with its own connection
     (closed after the read, so no connection outlives its request), in the caller's context (the
-    request's clock); elsewhere they run here, in turn. Inside a transaction they must not: other
+    request's read context); elsewhere they run here, in turn. Inside a transaction they must not: other
     connections would not see its rows. A read must not start reads itself (the pool is shared)."""
     workers = settings.JOINTLINE_PARALLEL_READS
     concurrent = get_store().capabilities.concurrent_reads

@@ -315,9 +315,6 @@ class ClockCorrection(models.Model):
     )
     changed_at = models.DateTimeField(auto_now=True)
 
-    # Bumped on every save in this process, so per-request caches of the clock model notice.
-    changes = 0
-
     class Meta:
         ordering = ["org_id", "pk"]
         indexes = [models.Index(fields=["org", "active"])]
@@ -325,10 +322,6 @@ class ClockCorrection(models.Model):
     def __str__(self) -> str:
         where = f"{self.source.name if self.source_id else '*'}{{{self.label_matcher}}}"
         return f"{self.org_id}/{where} {self.offset_us:+d} µs"
-
-    def save(self, *args, **kwargs):
-        super().save(*args, **kwargs)
-        ClockCorrection.changes += 1
 
 
 class TopologyEdge(models.Model):

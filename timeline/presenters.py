@@ -18,6 +18,7 @@ from core.timeparse import format_rfc3339
 from orgs.access import REDACTED_MESSAGE, NoScope, Scope, require_scope
 from orgs.discovery import description_series_q
 from orgs.models import Organization, UnsharedDescription, UnsharedDisclosure
+from orgs.read_context import note_read
 from timeline.models import Event, Series
 
 
@@ -28,7 +29,7 @@ def present_series(scope: Scope, series: Series) -> dict:
         raise NoScope("series not readable in this scope")
     level = scope.series_level(series)
     labels = scope.mask_labels(series.org_id, series.labels, scope.series_masked_labels(series))
-    scope.note_read(series.org_id, f"series {series.metric}", level)
+    note_read(scope, series.org_id, f"series {series.metric}", level)
     return {
         "id": series.pk,
         "org": series.org.slug,
@@ -53,7 +54,7 @@ def present_event(scope: Scope, event: Event) -> dict:
         raise NoScope("event not readable in this scope")
     hidden = scope.hides_body(event)
     resource = scope.mask_labels(event.org_id, event.resource, scope.event_masked_labels(event))
-    scope.note_read(event.org_id, f"events {event.signal}", level)
+    note_read(scope, event.org_id, f"events {event.signal}", level)
     shift, end_shift, _used = clock_model.clock_for(scope).event_shift(event)
     presented = {
         "id": event.pk,

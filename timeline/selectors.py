@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from core.records import SEVERITIES
 from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timestamp
 from orgs.access import Scope, pseudonym, require_scope
 from orgs.grants import label_q
+from orgs.read_context import unnoted
 from store import ReadHints, get_store
 from timeline.models import Event, Series
 from timeline.presenters import present_series, unshared_summary
@@ -183,7 +183,8 @@ def warroom_catalogue(scope: Scope, *, window: Window, series_ids: list[int] | N
     slugs = {pk: org.slug for pk, org in orgs.items()}
     pairs = pair_capacities(groups)
     # The defaults present only series this catalogue presents already: their reads are not noted twice.
-    defaults = default_lanes(dataclasses.replace(scope, reads=[]), groups=groups)
+    with unnoted(scope):
+        defaults = default_lanes(scope, groups=groups)
     return {
         "organizations": [
             {"slug": org.slug, "name": org.name, "colour": org.colour}

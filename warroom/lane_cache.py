@@ -22,8 +22,8 @@ Contract:
   series, and organisation names and colours show after at most ``JOINTLINE_LANE_CACHE_S`` seconds
   (default 10; ``0`` turns the cache off). An entry older than that is never served.
 * **Audit**: an entry keeps the reads of other organisations' data noted while it was computed; a hit
-  notes them again in the requesting scope, so the owner's audit log gets one entry per request,
-  cached or not, with the requester's name.
+  notes them again in the request's audit log (its read context), so the owner's audit log gets one
+  entry per request, cached or not, with the requester's name.
 * **One computation per key**: while one request computes an entry, identical requests wait for it
   instead of computing it beside it.
 * **A failing cache is skipped**: if Redis does not answer, the lanes are computed as without a cache.

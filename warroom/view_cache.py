@@ -15,8 +15,9 @@ the kind, the same rules hold:
   (at most :data:`WAIT_S`) rather than compute beside it; a computation holding the lock longer than
   :data:`LOCK_S` is presumed dead.
 * **Fail-soft**: a cache that does not answer is skipped and the answer computed.
-* **Audit**: an entry keeps the reads of other organisations' data noted while it was computed; a hit
-  notes them again in the requesting scope, so the owner's audit log gets one entry per request.
+* **Audit**: an entry keeps the reads of other organisations' data noted while it was computed (in a
+  log of its own, so the request's reads on other threads are not the entry's); a hit notes them
+  again in the request's audit log, so the owner's audit log gets one entry per request.
 
 The store's cache of decoded samples (:mod:`store.sample_cache`) is another thing: a per-process memory
 of rows below the gate, keyed by series and hour, not an answer of a view.
@@ -38,6 +39,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from orgs.access import Scope
+from orgs.read_context import current_read, unnoted
 
 if TYPE_CHECKING:
     from store.hints import ClockModel
@@ -99,9 +101,20 @@ def _pause() -> None:
 
 
 def _compute(scope: Scope, compute: Callable[[], Any]) -> Entry:
-    noted = len(scope.reads)
-    value = compute()
-    return Entry(value, tuple(scope.reads[noted:]), time.time())
+    """``compute``'s answer, with the reads it noted: in a log of its own (reads of the same request
+    on other threads are not the answer's), then noted in the request's as well."""
+    with unnoted(scope) as computing:
+        value = compute()
+    reads = computing.audit.entries()
+    _replay(scope, reads)
+    return Entry(value, reads, time.time())
+
+
+def _replay(scope: Scope, reads: tuple[tuple[int, str, str], ...]) -> None:
+    """Note ``reads`` in the log of the read context reading through ``scope``, if any."""
+    context = current_read(scope)
+    if context is not None:
+        context.audit.replay(reads)
 
 
 def _store(key: str, entry: Entry, ttl: float, keep: Callable[[Any], bool]) -> None:
@@ -121,11 +134,12 @@ def get_or_compute(
     request this one waited for) or ``miss``.
 
     ``compute`` builds the answer through ``scope``; on a hit or a wait the reads the entry recorded
-    are noted in ``scope`` (for the audit) as computing it would have. ``keep`` says whether a computed
-    value is worth storing (an answer too large for a round trip is not)."""
+    are noted in the request's audit log (the read context reading through ``scope``) as computing it
+    would have. ``keep`` says whether a computed value is worth storing (an answer too large for a
+    round trip is not)."""
     entry = _fresh(key, ttl)
     if entry is not None:
-        scope.reads.extend(entry.reads)
+        _replay(scope, entry.reads)
         return entry, "hit"
     lock = f"{key}:computing"
     if _cache_call("add", lambda: cache.add(lock, 1, timeout=LOCK_S), default=True):
@@ -145,7 +159,7 @@ def get_or_compute(
         if _cache_call("has_key", lambda: cache.has_key(key), default=False):
             entry = _fresh(key, ttl)
             if entry is not None:
-                scope.reads.extend(entry.reads)
+                _replay(scope, entry.reads)
                 return entry, "wait"
         if not computing:
             break  # it failed, or its answer could not be stored: compute here

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from django.views.generic import TemplateView
 
 from clock.model import clock_for
 from core.timeparse import MAX_US, format_rfc3339
 from incidents import selectors as incident_selectors
 from orgs.api_base import ScopedPageMixin
+from orgs.read_context import unnoted
 from timeline.lanes import default_lanes
 from timeline.selectors import Window
 from warroom import view_cache
@@ -22,7 +21,8 @@ _ALL_TIME = Window(0, MAX_US)
 def default_lane_specs(scope, clock, window) -> dict:
     """The viewer's default lanes as specs. The catalogue the page asks for presents these series
     too and notes their reads, so choosing them notes none."""
-    return {"lanes": [str(spec) for spec in default_lanes(dataclasses.replace(scope, reads=[]))]}
+    with unnoted(scope):
+        return {"lanes": [str(spec) for spec in default_lanes(scope)]}
 
 
 class TimelinePage(ScopedPageMixin, TemplateView):

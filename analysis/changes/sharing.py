@@ -11,6 +11,7 @@ from analysis.changes.entries import Entry
 from analysis.changes.periods import Period
 from clock.model import read_hints
 from orgs.access import LEVEL_REDACTED, Scope, require_scope
+from orgs.read_context import note_read
 from store import get_store
 from timeline.lanes import LaneSpec, readable_series
 
@@ -54,4 +55,4 @@ def note_entry_read(scope: Scope, entry: Entry, window: Period) -> None:
                 get_store().select_events(scope, hints, filters=Q(org_id=org_id, signal=entry.signal)).first()
             )
             level = scope.event_level(first) if first is not None else LEVEL_REDACTED
-        scope.note_read(org_id, what, level or LEVEL_REDACTED)
+        note_read(scope, org_id, what, level or LEVEL_REDACTED)

@@ -30,6 +30,7 @@ from analysis.detection.reads import (
 )
 from analysis.layers import outages
 from orgs.access import Scope
+from orgs.read_context import reading
 
 
 def detect(
@@ -51,21 +52,24 @@ def detect(
     ``start``). Memory is bounded by the series count times (chunk + baseline + history) buckets,
     whatever the window's length; a detection in one chunk keeps its entity quiet into the next."""
     config = config or DetectionConfig.load()
-    fleet, alone = split_members(readable_members(scope, config, selectors), config)
-    solo = AloneRun(scope, alone, config=config, start=start)
     found: list[Detection] = []
     last: dict[str, int] = {}
     chunk = config.chunk_s * S
-    for lo in range(start, end, chunk):
-        hi = min(end, lo + chunk)
-        observed = observe(scope, start=lo, end=hi, config=config, members=fleet)
-        for d in detect_observed(observed, config):
-            if d.ts - last.get(d.entity, -(10**18)) >= config.cooldown_s * S:
-                found.append(d)
-                last[d.entity] = d.ts
-        found += solo.run(lo, hi)
-        if progress is not None:
-            progress(hi - lo)
+    # A run reads in one read context (a worker's or command's own, else its request's): one clock
+    # model for every chunk, even when a correction changes meanwhile.
+    with reading(scope):
+        fleet, alone = split_members(readable_members(scope, config, selectors), config)
+        solo = AloneRun(scope, alone, config=config, start=start)
+        for lo in range(start, end, chunk):
+            hi = min(end, lo + chunk)
+            observed = observe(scope, start=lo, end=hi, config=config, members=fleet)
+            for d in detect_observed(observed, config):
+                if d.ts - last.get(d.entity, -(10**18)) >= config.cooldown_s * S:
+                    found.append(d)
+                    last[d.entity] = d.ts
+            found += solo.run(lo, hi)
+            if progress is not None:
+                progress(hi - lo)
     return with_confidence(sorted(found, key=lambda d: (d.ts, d.entity)), config)
 
 

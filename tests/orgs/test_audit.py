@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from orgs.access import Scope
 from orgs.audit import AUDIT_COALESCE_GAP
 from orgs.models import AuditEntry, Role
+from orgs.read_context import ReadContext
 from orgs.selectors import audit_rows
 from tests.factories import member_client
 from tests.orgs.test_grants import WINDOW, share, storage_data  # noqa: F401  (the fixtures)
@@ -76,15 +77,15 @@ def test_a_coalesced_entry_covers_every_window_read(client_a, shared):
 
 
 def test_what_a_coalesced_entry_read_is_everything_its_reads_showed(member_a, shared):
-    scope = Scope.for_user(member_a)
+    context = ReadContext(Scope.for_user(member_a))
     for reads in (
         [("series nfs_rpc_slots_in_use", 2), ("series storage_metadata_ops_per_second", 1)],
         [("series nfs_rpc_slots_in_use", 1), ("events storage", 3)],  # a cached answer notes each once
     ):
         for what, n in reads:
             for _ in range(n):
-                scope.note_read(shared.pk, what, "full")
-        scope.flush_audit(via=LANES_VIEW, window=(10, 20))
+                context.note(shared.pk, what, "full")
+        context.flush_audit(via=LANES_VIEW, window=(10, 20))
     (entry,) = AuditEntry.objects.filter(owner=shared)
     assert entry.count == 2
     assert entry.what == (

@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("core", "config", "ingest", "timeline", "store", "clock", "warroom", "analysis", "promql")
 PACKAGES += ("incidents", "ops")
 SKIPPED_DIRECTORIES = {"tests", "bench", "migrations"}
-# What a scope is, as anyone may read it: who is reading, whether it is the system, and the reads it
-# noted for the audit. Every other field of Scope is what the gate decides with.
-SCOPE_PUBLIC_FIELDS = {"viewer_org_id", "viewer", "is_system", "reads"}
+# What a scope is, as anyone may read it: who is reading and whether it is the system (what a request
+# read is its read context's, not the scope's). Every other field of Scope is what the gate decides with.
+SCOPE_PUBLIC_FIELDS = {"viewer_org_id", "viewer", "is_system"}
 GATE_FIELDS = frozenset(f.name for f in dataclasses.fields(Scope)) - SCOPE_PUBLIC_FIELDS
 GRANT_RULE_FIELDS = ("level", "masked_labels", "owner_id")
 

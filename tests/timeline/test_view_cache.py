@@ -4,6 +4,7 @@ parameters, never across organisations, and a hit notes the same reads for the a
 from django.core.cache import cache
 
 from orgs.access import Scope
+from orgs.read_context import note_read, reading
 from store import ClockModel, Correction
 from timeline.selectors import Window
 from warroom import view_cache
@@ -21,7 +22,7 @@ def counted(kind: str = "test-check"):
     @view_cache.remembered(kind)
     def check(scope, clock, window, **params):
         calls.append(params)
-        scope.note_read(2, "events", "full")
+        note_read(scope, 2, "events", "full")
         return {"n": len(calls)}
 
     return calls, check
@@ -61,8 +62,9 @@ def test_a_hit_notes_the_same_reads_for_the_audit(db):
     _calls, check = counted()
     check(scope_of(1), ClockModel(), W)
     again = scope_of(1)
-    check(again, ClockModel(), W)
-    assert again.reads == [(2, "events", "full")]
+    with reading(again) as context:
+        check(again, ClockModel(), W)
+    assert context.audit.entries() == ((2, "events", "full"),)
 
 
 def test_a_ttl_of_zero_computes_every_time(db, settings):

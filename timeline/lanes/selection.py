@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from core.labels import label_matches
 from orgs.access import NoScope, Scope, fleet_group_allowed, require_scope
+from orgs.read_context import note_read
 from timeline.lanes.spec import FLEET_KINDS, LaneSpec
 from timeline.models import Series
 from timeline.presenters import present_series
@@ -141,7 +142,7 @@ def group_presented(scope: Scope, members: list[Member]) -> dict:
     series = members[0].series
     for member in members:
         if not member.alone:
-            scope.note_read(member.series.org_id, f"aggregate {member.series.metric}", member.level)
+            note_read(scope, member.series.org_id, f"aggregate {member.series.metric}", member.level)
     return {
         "org": series.org.slug,
         "org_name": series.org.name,
