@@ -13,7 +13,7 @@ import json
 from analysis.changes import Period
 from analysis.investigation import investigate
 from orgs.access import Scope, require_scope
-from orgs.read_context import flush_audit
+from orgs.read_context import flush_audit, reading
 
 STALE_AFTER_S = 15 * 60  # an open incident's findings are recomputed when older than this
 
@@ -56,7 +56,9 @@ def investigation_refresh(*, scope: Scope, incident):
 
     scope = require_scope(scope)
     window = incident_window(incident)
-    found = investigate(scope, window=window)
+    with reading(scope):  # the request's or the task's context, else one of its own: the audit is kept
+        found = investigate(scope, window=window)
+        flush_audit(scope, via=f"investigation of incident {incident.pk}", window=(window.start, window.end))
     row, _created = Row.objects.update_or_create(
         incident=incident,
         org_id=scope.viewer_org_id,
@@ -69,7 +71,6 @@ def investigation_refresh(*, scope: Scope, incident):
             "compute_ms": round(found.compute_ms, 1),
         },
     )
-    flush_audit(scope, via=f"investigation of incident {incident.pk}", window=(window.start, window.end))
     return row
 
 

@@ -17,7 +17,7 @@ from core.timeparse import format_rfc3339
 from incidents.selectors import unshared_groups, view_state_for
 from incidents.views_data import EXPORT_WIDTH, lane_series_ids, lane_specs, view_data
 from orgs.access import Scope
-from orgs.read_context import flush_audit
+from orgs.read_context import flush_audit, reading
 from timeline.models import Incident
 
 MARKS_LIMIT = 40
@@ -57,6 +57,13 @@ def incident_facts(incident: Incident) -> dict:
 
 
 def incident_export(scope: Scope, incident: Incident) -> dict:
+    """The incident as ``scope`` may read it, every part an export writes; its reads are recorded in the
+    owners' audit (in the request's read context, else in one of its own)."""
+    with reading(scope):
+        return _incident_export(scope, incident)
+
+
+def _incident_export(scope: Scope, incident: Incident) -> dict:
     end = incident.window_end or max(incident.window_start + 3_600_000_000, _now_us())
     state = {
         "from": format_rfc3339(incident.window_start),

@@ -149,6 +149,9 @@ def note_read(scope: Scope, owner_id: int, what: str, level: str) -> None:
 
 def flush_audit(scope: Scope, *, via: str, through: str = "", window: tuple[int, int] | None = None) -> int:
     """Record what the context reading through ``scope`` noted since its last flush
-    (:meth:`ReadContext.flush_audit`); 0 outside one."""
+    (:meth:`ReadContext.flush_audit`). Outside one it refuses (``RuntimeError``): what such reads
+    showed was noted nowhere, and an audit that silently records nothing is a leak nobody sees."""
     context = current_read(scope)
-    return 0 if context is None else context.flush_audit(via=via, through=through, window=window)
+    if context is None:
+        raise RuntimeError(f"no read context reads through this scope ({via}): open one with reading(scope)")
+    return context.flush_audit(via=via, through=through, window=window)
