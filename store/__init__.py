@@ -83,7 +83,7 @@ def get_store(using: BaseDatabaseWrapper | None = None) -> StoreBackend:
 
         return MemoryStore(conn, relational=store)
     if settings.JOINTLINE_STORE_BACKEND == "clickhouse":
-        # samples in ClickHouse; series, grants and events stay in the Django database
+        # samples and events in ClickHouse; series and grants stay in the Django database
         from store.clickhouse import ClickHouseStore, engine_for
 
         return ClickHouseStore(conn, relational=store, engine=engine_for(settings.JOINTLINE_CLICKHOUSE_URL))
