@@ -1,11 +1,11 @@
-"""The configured store (PostgreSQL here, SQLite in tests/timeline/test_store_on_sqlite.py, ClickHouse in
-tests/timeline/test_store_clickhouse.py's run) answers every bucket and sample read as the in-memory
-reference store does (store/memory.py, over the same Django database), over
-random series: gauges and counters with resets, gaps, stale markers, several cadences, samples sent
-late and sent again (some with other values: the first stored wins), read on several windows and
-steps, as values and as rates, by the owner and through a time-windowed grant, without and with clock
-corrections (a constant shift and a drift), before and after the rollup refresh. Seeded and bounded:
-a failure names its seed and read, and reruns the same."""
+"""The configured store (PostgreSQL here, SQLite in tests/timeline/test_store_on_sqlite.py, ClickHouse
+in tests/timeline/test_store_clickhouse.py's run) answers every bucket and sample read as the in-memory
+reference store does (store/memory.py, over the same Django database), over random series: gauges and
+counters with resets, gaps, stale markers, several cadences, samples sent late and sent again (some
+with other values: the first stored wins), read on several windows and steps, as values and as rates
+(and as fleet statistics, where the engine computes them), by the owner and through a time-windowed
+grant, without and with clock corrections (a constant shift and a drift), before and after the rollup
+refresh. Seeded and bounded: a failure names its seed and read, and reruns the same."""
 
 from __future__ import annotations
 
@@ -123,6 +123,19 @@ def assert_same_buckets(reference, other, where: str) -> None:
         )
 
 
+def assert_same_fleet(reference: dict, other: dict | None, where: str) -> None:
+    """Fleet statistics per bucket (rows in any order), where the engine computes them."""
+    if other is None:  # the engine leaves them to the caller (capabilities.fleet_percentiles)
+        return
+    mine, theirs = np.argsort(reference["bucket"]), np.argsort(other["bucket"])
+    for column in ("bucket", "n"):
+        assert reference[column][mine].tolist() == other[column][theirs].tolist(), f"{column}: {where}"
+    for column in ("lo", "hi", "mid", "p5", "p95", "sum"):
+        np.testing.assert_allclose(
+            other[column][theirs], reference[column][mine], rtol=FLOAT_TOLERANCE, err_msg=f"{column}: {where}"
+        )
+
+
 @pytest.mark.parametrize("seed", [11, 12])
 def test_the_store_answers_every_read_as_the_in_memory_reference_does(seed, org_a, org_b):
     rng = np.random.default_rng(seed)
@@ -157,6 +170,9 @@ def test_the_store_answers_every_read_as_the_in_memory_reference_does(seed, org_
                 where = f"seed {seed}, {viewer_name}, {clock_name}, refreshed {refreshed}, {hints}"
                 expected = reference.select_buckets(viewer, ids, hints)
                 assert_same_buckets(expected, compared.select_buckets(viewer, ids, hints), where)
+                if viewer_name == "owner" and clock_name == "no correction":
+                    fleet = reference.fleet_stats(viewer, ids, hints)
+                    assert_same_fleet(fleet, compared.fleet_stats(viewer, ids, hints), where)
             for clock_name, clock in clocks.items():
                 window = ReadHints(start=T0 - MINUTE, end=T0 + SPAN, clock=clock)
                 expected = reference.select_samples(viewer, ids, window)
