@@ -1,16 +1,16 @@
 """The in-memory store (``JOINTLINE_STORE_BACKEND=memory``): samples in this process's memory, one pair
 of numpy arrays per series; series, sources, grants and events in the Django database, through that
-database's own store (:attr:`MemoryStore.relational`), as the ClickHouse backend keeps them.
+database's own store (:attr:`MemoryStore.relational`), as the ClickHouse backend keeps series and grants.
 
 **For tests only, never for production**: the samples live as long as the process, and no other
 process sees them. It is the reference the other engines are compared with: every sample read is
 answered from the raw samples, simply and exactly, with no rollups, no cache and no SQL
-(tests/timeline/test_store_equivalence.py compares it with PostgreSQL and SQLite, bucket by bucket),
-and it runs the store contract suite (tests/timeline/test_store_on_memory.py).
+(tests/timeline/test_store_equivalence.py compares PostgreSQL, SQLite and ClickHouse with it, read by
+read), and it runs the store contract suite (tests/timeline/test_store_on_memory.py).
 :func:`store.get_store` refuses it unless the settings allow it, and only tests/settings.py does
 (docs/decisions/0036-fake-store.md).
 
-Scopes are never applied here: which series a read may see, and each one's time bounds, come from the
+No access rule is written here: which series a read may see, and each one's time bounds, come from the
 code every engine uses (``readable_series``, ``readable_series_for_lane`` and ``_bucket_groups`` of
 :mod:`store.sample_reads`, which ask the gate). What the SQL engines do with those groups, this module
 does on arrays, rule for rule: the same grid, the same rate over consecutive samples with a counter
@@ -249,11 +249,7 @@ class MemoryStore(StoreBackend):
         many."""
         times, first = np.unique(ts, return_index=True)
         old_ts, old_values = samples.get(series_id, (_NO_TS, _NO_VALUES))
-        at = np.searchsorted(old_ts, times)
-        held = (
-            (at < len(old_ts)) & (old_ts[np.minimum(at, len(old_ts) - 1)] == times) if len(old_ts) else None
-        )
-        new = np.ones(len(times), dtype=bool) if held is None else ~held
+        new = ~np.isin(times, old_ts, assume_unique=True)
         if not new.any():
             return 0
         change.keep(series_id)
