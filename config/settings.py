@@ -283,6 +283,8 @@ JOINTLINE_CLOCK_RULES_FILE = env_str("JOINTLINE_CLOCK_RULES_FILE", "")
 # Where samples, events and rollups live: "" in the Django database's own store, "clickhouse" in ClickHouse at
 # JOINTLINE_CLICKHOUSE_URL (http(s)://user:password@host:8123/database, or chdb:///path in-process).
 JOINTLINE_STORE_BACKEND = env_str("JOINTLINE_STORE_BACKEND", "")
+# "memory" (samples in one process's memory, store/memory.py) is for tests: only tests/settings.py allows it.
+JOINTLINE_STORE_MEMORY_ALLOWED = False
 JOINTLINE_CLICKHOUSE_URL = env_str("JOINTLINE_CLICKHOUSE_URL", f"chdb://{DATA_DIR / 'clickhouse'}")
 # Lane reads over long windows read the 1 min / 5 min / 30 min / 1 h rollups (store/rollups.py); writes always
 # maintain them. Off: every read scans raw samples (for comparisons).

@@ -1,10 +1,13 @@
 """The store interface: write a normalised batch, read lane buckets, manage partitions.
 
 One backend per engine (SQLite for the embedded default, PostgreSQL for
-production); the contract tests in ``tests/timeline/test_store_contract.py`` run
-against each. Reads take the scope and a :class:`ReadHints`; scopes become WHERE
-clauses inside the backends: nothing above this package writes SQL for samples
-or events. The package imports no analysis module (an import-linter contract);
+production, ClickHouse for samples and events beside either, and an in-memory
+fake for tests, :mod:`store.memory`, the reference the others are compared with);
+the contract tests in ``tests/timeline/test_store_contract.py`` run against each.
+Reads take the scope and a :class:`ReadHints`; scopes become WHERE clauses inside
+the backends (the fake keeps the samples of the series those select): nothing
+above this package writes SQL for samples or events. The package imports no
+analysis module (an import-linter contract);
 docs/decisions/0004-store-interface.md says what a backend provides.
 
 :mod:`~store.base` holds the class every backend derives from (schema, partitions, writes),
@@ -53,7 +56,9 @@ def __getattr__(name: str) -> Any:
 
 def get_store(using: BaseDatabaseWrapper | None = None) -> StoreBackend:
     """The backend of the engine behind ``using`` (default: the default database connection), or with
-    ``JOINTLINE_STORE_BACKEND=clickhouse`` the ClickHouse backend over it."""
+    ``JOINTLINE_STORE_BACKEND=clickhouse`` the ClickHouse backend over it, or with ``memory`` the
+    in-memory fake over it (tests only: refused unless ``JOINTLINE_STORE_MEMORY_ALLOWED``, which only
+    the test settings set)."""
     conn = using or connection
     if conn.vendor == "postgresql":
         from store.postgres import PostgresStore
@@ -65,12 +70,20 @@ def get_store(using: BaseDatabaseWrapper | None = None) -> StoreBackend:
         store = SQLiteStore(conn)
     else:
         raise NotImplementedError(f"no Jointline store backend for the {conn.vendor} engine")
-    if settings.JOINTLINE_STORE_BACKEND not in ("", "clickhouse"):
+    if settings.JOINTLINE_STORE_BACKEND not in ("", "clickhouse", "memory"):
         raise ImproperlyConfigured(
             f"JOINTLINE_STORE_BACKEND={settings.JOINTLINE_STORE_BACKEND!r}: leave it empty or use clickhouse"
         )
+    if settings.JOINTLINE_STORE_BACKEND == "memory":
+        if not settings.JOINTLINE_STORE_MEMORY_ALLOWED:
+            raise ImproperlyConfigured(
+                "JOINTLINE_STORE_BACKEND='memory' keeps samples in one process's memory: for tests only"
+            )
+        from store.memory import MemoryStore
+
+        return MemoryStore(conn, relational=store)
     if settings.JOINTLINE_STORE_BACKEND == "clickhouse":
-        # samples in ClickHouse; series, grants and events stay in the Django database
+        # samples and events in ClickHouse; series and grants stay in the Django database
         from store.clickhouse import ClickHouseStore, engine_for
 
         return ClickHouseStore(conn, relational=store, engine=engine_for(settings.JOINTLINE_CLICKHOUSE_URL))

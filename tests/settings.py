@@ -62,6 +62,7 @@ from config.settings import *  # noqa: E402, F403
 
 # Tests run tasks in-process unless a test starts a real worker (tests/ingest/test_worker.py).
 CELERY_TASK_ALWAYS_EAGER = True
+JOINTLINE_STORE_MEMORY_ALLOWED = True  # the in-memory fake store (store/memory.py) runs the tests only
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 # One test database per run, so parallel runs on one machine do not collide (SQLite tests run in memory).

@@ -1,5 +1,7 @@
-"""The contract every store backend passes (run on PostgreSQL in CI and on SQLite by
-tests/timeline/test_store_on_sqlite.py)."""
+"""The contract every store backend passes: run on PostgreSQL in CI, and again in a pytest process of
+its own on SQLite (tests/timeline/test_store_on_sqlite.py), with samples and events in ClickHouse
+(tests/timeline/test_store_clickhouse.py) and with samples in the in-memory fake
+(tests/timeline/test_store_on_memory.py)."""
 
 import pytest
 
