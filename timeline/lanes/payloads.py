@@ -1,8 +1,10 @@
 """What a lane sends the browser, one struct per lane kind, tagged by ``kind``.
 
-The builders construct these structs (:mod:`.series_lanes` returns them, :mod:`.event_lanes` returns
-their JSON data) and :mod:`.build` turns them into the dicts the APIs and exports send, adding
-``spec`` and ``title``; :func:`lane_schema` publishes them as JSON Schema
+The builders construct these structs (:mod:`.series_lanes` and :mod:`.event_lanes` return them) and
+:mod:`.build` sets their ``spec`` and ``title`` (whose words each kind chooses, :meth:`Lane.title_what`);
+they are written as JSON once, where they leave: the lanes APIs encode the structs with msgspec, an
+incident export takes their builtins (:func:`msgspec.to_builtins`) and its CSV reads them back as
+structs (:func:`lane_payload`). :func:`lane_schema` publishes them as JSON Schema
 (``warroom/static/timeline/lane_payloads.schema.json``) for the page and for tests, so the page, the
 exports and the builders read one declaration of each kind.
 
@@ -19,12 +21,15 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from timeline.lanes.downsample import cell_value
+
+if TYPE_CHECKING:
+    from timeline.lanes.spec import LaneSpec
 
 Values = list[float | None]  # one value per point; ``null`` where the bucket is empty
 
@@ -115,6 +120,7 @@ class Lane(_Shape, tag_field="kind"):
     """Fields every lane kind has. ``drawn`` names the fields an ``ok`` lane of the kind must carry."""
 
     drawn: ClassVar[tuple[str, ...]] = ()
+    per_series: ClassVar[bool] = False  # draws each of its series (readable alone) as a line of its own
 
     status: Literal["ok", "unavailable"]
     points: int
@@ -136,6 +142,15 @@ class Lane(_Shape, tag_field="kind"):
     @property
     def kind(self) -> str:
         return self.__struct_config__.tag
+
+    @property
+    def count(self) -> int | None:
+        """How many series or events the lane's group counts (None: no group, or no count)."""
+        return None if not self.group or self.group.count is UNSET else self.group.count
+
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        """The ``what`` of the lane's title, before its labels: ``name`` is the metric in words."""
+        return name
 
     def csv_rows(self, moment: Callable[[float], str]) -> list[list]:
         """The lane as CSV rows (``record`` = ``lane``), times written by ``moment`` (ms since the epoch
@@ -178,6 +193,7 @@ class LineLane(Lane, tag="line"):
     """One line per series through each bucket's min and max, or (``buckets``) the buckets themselves."""
 
     drawn = ("fn", "step_ms", "group")
+    per_series = True
 
     lines: list[Line] | UnsetType = UNSET
     buckets: list[SeriesBuckets] | UnsetType = UNSET
@@ -203,6 +219,10 @@ class LineLane(Lane, tag="line"):
             points += [(t, name, y, y, y, "", None) for t, y in zip(line.t, line.y, strict=True)]
         return points
 
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        """The metric, marked ``(rate)`` when its counters are drawn as rates and its name does not say so."""
+        return f"{name} (rate)" if self.fn == "rate" and "rate" not in name else name
+
 
 class RateLane(LineLane, tag="rate"):
     """A line lane of per-second rates."""
@@ -225,6 +245,9 @@ class BandLane(Lane, tag="band"):
         name = f"{what} ({self.stat or ''})"
         rows = zip(self.t, self.lo, self.mid, self.hi, strict=True)
         return [(t, name, lo, hi, mid, "", None) for t, lo, mid, hi in rows if mid is not None]
+
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        return f"{name}, {self.stat or 'min · median · max'} of {self.count}"
 
 
 class HeatmapLane(Lane, tag="heatmap"):
@@ -249,6 +272,9 @@ class HeatmapLane(Lane, tag="heatmap"):
             if count is not None
         ]
 
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        return f"{name} per node ({self.count})"
+
 
 class SumLane(Lane, tag="sum"):
     """The sum across series, drawn against a declared capacity."""
@@ -265,6 +291,10 @@ class SumLane(Lane, tag="sum"):
             for t, total in zip(self.t, self.sum, strict=True)
             if total is not None
         ]
+
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        what = f"{name}, sum of {self.count}" if self.count and self.count > 1 else name
+        return f"{what} vs capacity" if self.capacity else what
 
 
 class LogsLane(Lane, tag="logs"):
@@ -289,6 +319,12 @@ class LogsLane(Lane, tag="logs"):
             if count
         ]
 
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        """Application logs as lines by severity; other events by their name prefix."""
+        if spec.signal == "application":
+            return f"{spec.what or 'log'} lines by severity"
+        return spec.what or "events"
+
 
 class SpansLane(Lane, tag="spans"):
     """Events with a duration as bars, a row per node (or ``row_key``), point events as marks."""
@@ -310,6 +346,9 @@ class SpansLane(Lane, tag="spans"):
             text = event.get("name", f"{segment.count} spans")
             points.append((segment.start, name, "", "", segment.count, text, segment.end))
         return points
+
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        return f"{spec.what or 'sessions'} by {self.row_key or 'row'}"
 
 
 LANE_KINDS: tuple[type[Lane], ...] = (LineLane, RateLane, BandLane, HeatmapLane, SumLane, LogsLane, SpansLane)

@@ -194,7 +194,7 @@ def plan_series_lane(
         if not per_series:
             planned.problem = "shared with you only as a fleet aggregate: use a band or sum lane"
         planned.available = len(per_series)
-        planned.members = per_series[:MAX_LINES] if spec.kind in ("line", "rate") else per_series
+        planned.members = per_series[:MAX_LINES] if LANE_BY_KIND[spec.kind].per_series else per_series
     elif not aggregate_allowed(members):
         planned.problem = f"fleet aggregates need at least {MIN_AGGREGATE_GROUP} series at this level"
     if planned.problem:
@@ -232,7 +232,7 @@ def build_series_lane(
     spec, step, members = planned.spec, planned.step, planned.members
     if planned.problem:
         return LANE_BY_KIND[spec.kind](status="unavailable", note=planned.problem, points=0)
-    if buckets and spec.kind in ("line", "rate"):
+    if buckets and LANE_BY_KIND[spec.kind].per_series:
         return _bucket_lane(scope, planned, grid, cache)
     n = grid.buckets(step)
     t_ms = grid.times_ms(step)
@@ -255,7 +255,7 @@ def build_series_lane(
         "capacity": capacity_line(planned, cache, t_ms, n) or UNSET,
     }
     limit = fill_limit(step)
-    if spec.kind in ("line", "rate"):
+    if LANE_BY_KIND[spec.kind].per_series:
         lines = []
         for i, member in enumerate(members):
             xs, ys = interleave_min_max(t_ms, data["min"][i], data["max"][i])
