@@ -120,7 +120,11 @@ class Lane(_Shape, tag_field="kind"):
     """Fields every lane kind has. ``drawn`` names the fields an ``ok`` lane of the kind must carry."""
 
     drawn: ClassVar[tuple[str, ...]] = ()
+    # What a kind's builder and readers need to know of it, so that none of them names a kind:
     per_series: ClassVar[bool] = False  # draws each of its series (readable alone) as a line of its own
+    rates: ClassVar[bool | None] = None  # its series as rates (True), values (False), or by their kind
+    pixels_per_bucket: ClassVar[int] = 1  # a bucket per this many pixels of the plot's width
+    sums_series: ClassVar[bool] = False  # its level is its series' sum (else one series, or their median)
 
     status: Literal["ok", "unavailable"]
     points: int
@@ -194,6 +198,7 @@ class LineLane(Lane, tag="line"):
 
     drawn = ("fn", "step_ms", "group")
     per_series = True
+    rates = False
 
     lines: list[Line] | UnsetType = UNSET
     buckets: list[SeriesBuckets] | UnsetType = UNSET
@@ -227,11 +232,14 @@ class LineLane(Lane, tag="line"):
 class RateLane(LineLane, tag="rate"):
     """A line lane of per-second rates."""
 
+    rates = True
+
 
 class BandLane(Lane, tag="band"):
     """The fleet's min / median / max (or p5 / p50 / p95) per bucket, per-node lines on demand."""
 
     drawn = ("fn", "step_ms", "group", "t", "lo", "mid", "hi", "stat")
+    pixels_per_bucket = 2  # three values a bucket
 
     t: list[float] | UnsetType = UNSET
     lo: Values | UnsetType = UNSET
@@ -255,6 +263,7 @@ class HeatmapLane(Lane, tag="heatmap"):
     ``10 ** cell_exponent`` (a cell's value is ``z * 10 ** cell_exponent``; null: no data)."""
 
     drawn = ("fn", "step_ms", "group", "t", "rows", "z", "cell_exponent", "cells")
+    pixels_per_bucket = 2
 
     t: list[float] | UnsetType = UNSET
     rows: list[str] | UnsetType = UNSET
@@ -280,6 +289,7 @@ class SumLane(Lane, tag="sum"):
     """The sum across series, drawn against a declared capacity."""
 
     drawn = ("fn", "step_ms", "group", "t", "sum")
+    sums_series = True
 
     t: list[float] | UnsetType = UNSET
     sum: Values | UnsetType = UNSET
