@@ -148,7 +148,7 @@ class Lane(_Shape, tag_field="kind"):
         return self.__struct_config__.tag
 
     @property
-    def count(self) -> int | None:
+    def group_count(self) -> int | None:
         """How many series or events the lane's group counts (None: no group, or no count)."""
         return None if not self.group or self.group.count is UNSET else self.group.count
 
@@ -255,7 +255,7 @@ class BandLane(Lane, tag="band"):
         return [(t, name, lo, hi, mid, "", None) for t, lo, mid, hi in rows if mid is not None]
 
     def title_what(self, name: str, spec: LaneSpec) -> str:
-        return f"{name}, {self.stat or 'min · median · max'} of {self.count}"
+        return f"{name}, {self.stat or 'min · median · max'} of {self.group_count}"
 
 
 class HeatmapLane(Lane, tag="heatmap"):
@@ -282,7 +282,7 @@ class HeatmapLane(Lane, tag="heatmap"):
         ]
 
     def title_what(self, name: str, spec: LaneSpec) -> str:
-        return f"{name} per node ({self.count})"
+        return f"{name} per node ({self.group_count})"
 
 
 class SumLane(Lane, tag="sum"):
@@ -303,7 +303,8 @@ class SumLane(Lane, tag="sum"):
         ]
 
     def title_what(self, name: str, spec: LaneSpec) -> str:
-        what = f"{name}, sum of {self.count}" if self.count and self.count > 1 else name
+        count = self.group_count
+        what = f"{name}, sum of {count}" if count and count > 1 else name
         return f"{what} vs capacity" if self.capacity else what
 
 
