@@ -2,8 +2,8 @@
 // how tall its subplot is, how it is drawn, when it has nothing to draw, what its readout says at an
 // instant, what is noted beside its title, and whether it is an event lane (no unit; not shared, it
 // stands for its organisation's events). The figure, the readout, the titles, the placeholders, the
-// picker and the static report ask this module; none of them tests a kind's name
-// (tests/test_static_modules.py checks that).
+// picker, the notices and the static report ask this module; no other module compares a kind with a
+// kind's name (tests/test_lane_kind_switches.py checks that).
 import { binaryLane, cellValue, escapeHtml, eventHover, formatTime, formatValue, hexOrRgba, hexToRgba, labelText, laneUnit, shade, truncate, unitLabel } from "./format.js";
 
 const SEVERITY_COLOURS = { info: null, warning: "#d97706", error: "#dc2626" };
