@@ -26,6 +26,7 @@ from orgs.access import NoScope, Scope, require_scope
 from store import get_store
 from store.hints import grid_origin, nice_step
 from timeline.lanes import FLEET_KINDS, LaneSpec, Member, aggregate_allowed, select_members, uses_rate
+from timeline.lanes.payloads import LANE_BY_KIND
 
 BUCKETS = 600
 MIN_STEP_US = 1_000_000
@@ -82,9 +83,14 @@ def _matrices(scope: Scope, members: list[Member], spec: LaneSpec, period: Perio
     return out
 
 
+def _sums(spec: LaneSpec) -> bool:
+    """Whether the lane's level is its series' sum (a sum lane), not one series or their median."""
+    return LANE_BY_KIND[spec.kind].sums_series
+
+
 def _level(spec: LaneSpec, means: np.ndarray) -> np.ndarray:
     """The lane's level per bucket: its sum (sum lanes), its single series, or its fleet median."""
-    if spec.kind == "sum":
+    if _sums(spec):
         return np.where(np.isnan(means).all(axis=0), np.nan, np.nansum(means, axis=0))
     if len(means) == 1:
         return means[0]
@@ -104,26 +110,24 @@ def _capacity(scope: Scope, spec: LaneSpec, period: Period, step: int, n: int) -
     if not members or not aggregate_allowed(members):
         return None
     means = _matrices(scope, members, replace(spec, kind="sum"), period, step)["mean"]
-    return _level(replace(spec, kind="sum" if spec.kind == "sum" else "band"), means)
+    return _level(spec, means)  # summed for a lane that sums its series, else one or their median
 
 
 def _stats(
     spec: LaneSpec, data: dict, capacity: np.ndarray | None, period: Period, step: int
 ) -> StretchStats:
     means, counts = data["mean"], data["count"]
-    values = _level(spec, means)[None, :] if spec.kind == "sum" else means
+    values = _level(spec, means)[None, :] if _sums(spec) else means
     present = values[~np.isnan(values)]
     weights = counts[~np.isnan(means)]
     p50 = p95 = p99 = mean = None
     if len(present):
         p50, p95, p99 = (float(q) for q in np.quantile(present, [0.5, 0.95, 0.99]))
-        if spec.kind == "sum":
+        if _sums(spec):
             mean = float(np.mean(present))
         elif weights.sum() > 0:
             mean = float(np.sum(means[~np.isnan(means)] * weights) / weights.sum())
-    extremes = (
-        (_level(spec, means), _level(spec, means)) if spec.kind == "sum" else (data["min"], data["max"])
-    )
+    extremes = (_level(spec, means), _level(spec, means)) if _sums(spec) else (data["min"], data["max"])
     low = float(np.nanmin(extremes[0])) if not np.isnan(extremes[0]).all() else None
     high = float(np.nanmax(extremes[1])) if not np.isnan(extremes[1]).all() else None
     above_s = share = None

@@ -156,7 +156,7 @@ def measure_lanes(scope, backend: str, ts: np.ndarray, runs: int) -> float:
     grid = Grid(int(ts[0]), int(ts[-1]) + STEP_US, WIDTH)
     with override_settings(JOINTLINE_STORE_BACKEND=backend):
         lanes = build_lanes(scope, specs, grid)
-        assert all(lane.payload.get("status") == "ok" for lane in lanes), [lane.payload for lane in lanes]
+        assert all(lane.payload.status == "ok" for lane in lanes), [lane.payload for lane in lanes]
         return _harness.median_ms(lambda: build_lanes(scope, specs, grid), runs, warm=True)
 
 

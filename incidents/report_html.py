@@ -26,7 +26,7 @@ def _static() -> Path:
 
 
 # The war room's modules the report runs, in dependency order (each imports only those before it).
-REPORT_MODULES = ("format.js", "figure.js", "report.js")
+REPORT_MODULES = ("format.js", "lane_kinds.js", "figure.js", "report.js")
 _IMPORT = re.compile(r"^import [^;]+;\n", re.MULTILINE)
 _EXPORT = re.compile(r"^export ", re.MULTILINE)
 
@@ -47,13 +47,10 @@ def _slim_event(event: dict) -> dict:
     return slim
 
 
-def _three_digits(value):
-    return value if value is None else float(f"{value:.3g}")
-
-
 def report_lane(lane: dict) -> dict:
     """A lane as the report embeds it: what the figure draws, no more (events reduced to the fields it
-    reads, heatmap cells to the three digits its colour and hover show). The JSON export keeps all."""
+    reads; a heatmap's cells stay the whole steps of ``10 ** cell_exponent`` its payload sends, the
+    resolution its colour and hover show). The JSON export keeps all."""
     slim = dict(lane)
     if "segments" in lane:
         slim["segments"] = [
@@ -64,8 +61,6 @@ def report_lane(lane: dict) -> dict:
         slim["marks"] = [{**mark, "event": _slim_event(mark["event"])} for mark in lane["marks"]]
     if "events" in lane:
         slim["events"] = [_slim_event(event) for event in lane["events"]]
-    if lane.get("kind") == "heatmap" and "z" in lane:
-        slim["z"] = [[_three_digits(v) for v in row] for row in lane["z"]]
     return slim
 
 

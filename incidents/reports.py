@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
+
 from clock.model import aligned_param, use_clock
 from core.timeparse import format_rfc3339
 from incidents.selectors import unshared_groups, view_state_for
@@ -37,7 +39,7 @@ def report_lanes(scope: Scope, state: dict, incident: Incident) -> tuple[list[di
             specs = default_lanes(scope)
         drawn = warroom_lanes(scope, specs=specs, window=window, width=EXPORT_WIDTH)
         marks = event_marks(scope, window=window, limit=MARKS_LIMIT)
-    return [lane.payload for lane in drawn], marks
+    return [msgspec.to_builtins(lane.payload) for lane in drawn], marks
 
 
 def incident_facts(incident: Incident) -> dict:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import msgspec
 from django.conf import settings
 
 from clock.model import aligned_param, clock_state, use_clock
 from incidents.selectors import series_readable
 from orgs.access import Scope
 from timeline.lanes import Grid, LaneSpec, LaneSpecError, read_series_lanes, select_members
+from timeline.lanes.payloads import LANE_BY_KIND
 from timeline.models import Incident
 from timeline.presenters import present_event, unshared_summary
 from timeline.selectors import Window, events_list
@@ -69,7 +71,7 @@ def view_data(
     ids = lane_series_ids(state)
     specs = lane_specs(state)
     for spec in specs:
-        if spec.kind in ("line", "rate"):  # per-series lanes also go into the flat table and the figure
+        if LANE_BY_KIND[spec.kind].per_series:  # their series also go into the flat table and the figure
             ids += [m.series.pk for m in select_members(scope, spec)[:EXPORT_SERIES_PER_SPEC] if m.alone]
     ids = list(dict.fromkeys(ids))
     if also_readable_by is not None:
@@ -103,7 +105,7 @@ def view_data(
             }
             for lane in lanes
         ],
-        "warroom_lanes": [result.payload for result in drawn],
+        "warroom_lanes": [msgspec.to_builtins(result.payload) for result in drawn],
         "events": presented_events,
         "not_shared": unshared_summary(scope),
         "clock": clock,

@@ -96,7 +96,7 @@ def test_the_bucket_form_of_a_series_lane_is_its_declared_payload(org_a, every_k
     specs = [LaneSpec.parse(LANES[0]), LaneSpec.parse(LANES[1])]
     validator = jsonschema.Draft202012Validator(lane_schema())
     for result in build_lanes(scope, specs, Grid(T0, T0 + 6 * HOUR, 100), buckets=True):
-        lane = json.loads(json.dumps(result.payload))
+        lane = msgspec.json.decode(msgspec.json.encode(result.payload))
         assert lane["buckets"][0]["count"]
         assert msgspec.to_builtins(lane_payload(lane)) == lane
         validator.validate(lane)
@@ -125,7 +125,7 @@ def test_every_lane_kind_as_drawn_writes_its_csv_rows(org_a, every_kind):
     scope = Scope.dangerously_as_org(org_a.pk, "test")
     specs = [LaneSpec.parse(text) for text in LANES]
     drawn = build_lanes(scope, specs, Grid(T0, T0 + 6 * HOUR, 300))
-    rows = {result.payload["spec"]: lane_rows(result.payload) for result in drawn}
+    rows = {result.payload.spec: lane_rows(msgspec.to_builtins(result.payload)) for result in drawn}
     assert all(rows[spec] for spec in LANES)
     assert rows[LANES[-1]] == [
         [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -23,7 +24,7 @@ from timeline.lanes import (
 
 
 def lane(scope: Scope, spec: str, *, start: int = T0, end: int = T0 + 6 * HOUR, width: int = 800) -> dict:
-    return build_lanes(scope, [LaneSpec.parse(spec)], Grid(start, end, width))[0].payload
+    return msgspec.to_builtins(build_lanes(scope, [LaneSpec.parse(spec)], Grid(start, end, width))[0].payload)
 
 
 @pytest.fixture

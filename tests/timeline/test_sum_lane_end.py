@@ -4,6 +4,7 @@ the window ends instead of the line stopping a scrape before it."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from orgs.access import Scope
@@ -14,7 +15,7 @@ MINUTE = 60 * S
 
 
 def lane(scope: Scope, spec: str, start: int, end: int, width: int) -> dict:
-    return build_lanes(scope, [LaneSpec.parse(spec)], Grid(start, end, width))[0].payload
+    return msgspec.to_builtins(build_lanes(scope, [LaneSpec.parse(spec)], Grid(start, end, width))[0].payload)
 
 
 @pytest.fixture

@@ -8,15 +8,14 @@ room's lanes read through the same selection, the same batched reads and the sam
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-
-import msgspec
 
 from orgs.access import Scope, require_scope
 from store.reads import run_reads
 from timeline.lanes.event_lanes import build_logs_lane, build_spans_lane
 from timeline.lanes.grid import Grid
+from timeline.lanes.payloads import LanePayload
 from timeline.lanes.selection import members_by_id, members_of, readable_series
 from timeline.lanes.series_lanes import BucketCache, build_series_lane, plan_series_lane
 from timeline.lanes.spec import FLEET_KINDS, SERIES_LANE_KINDS, LaneSpec
@@ -27,8 +26,11 @@ SERIES_FUNCTIONS: tuple[str, ...] = ("auto", "rate", "value")
 
 @dataclass
 class LaneResult:
+    """A lane's spec and its payload, the struct of its kind with its ``spec`` and ``title`` set: the
+    lanes APIs encode it as it is, an export takes its builtins."""
+
     spec: LaneSpec
-    payload: dict = field(default_factory=dict)
+    payload: LanePayload
 
 
 def build_lanes(
@@ -63,8 +65,9 @@ def build_lanes(
         if i in payloads:
             payload = payloads[i]
         else:
-            payload = msgspec.to_builtins(build_series_lane(scope, planned[i], grid, cache, buckets=buckets))
-        payload.update(spec=str(spec), kind=spec.kind, title=lane_title(spec, payload))
+            payload = build_series_lane(scope, planned[i], grid, cache, buckets=buckets)
+        payload.spec = str(spec)
+        payload.title = lane_title(spec, payload)
         results.append(LaneResult(spec=spec, payload=payload))
     return results
 
@@ -125,18 +128,18 @@ def read_series_lanes(
     lanes = []
     for result in build_lanes(scope, specs, grid, buckets=True):
         payload = result.payload
-        for row in payload.get("buckets", ()):
+        for row in payload.buckets or ():  # a line or rate lane (series_lane_specs)
             lanes.append(
                 SeriesLane(
-                    series=row["series"],
-                    fn=row["fn"],
-                    step=payload["step_us"],
-                    origin=payload["origin_us"],
-                    bucket=row["bucket"],
-                    min=row["min"],
-                    max=row["max"],
-                    mean=row["mean"],
-                    count=row["count"],
+                    series=row.series,
+                    fn=row.fn,
+                    step=payload.step_us,
+                    origin=payload.origin_us,
+                    bucket=row.bucket,
+                    min=row.min,
+                    max=row.max,
+                    mean=row.mean,
+                    count=row.count,
                 )
             )
     return lanes

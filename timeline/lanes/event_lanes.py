@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
-import msgspec
 import numpy as np
 from django.db.models import Q
 from msgspec import UNSET
@@ -86,9 +85,8 @@ def _events_in_buckets(scope: Scope, grid: Grid, condition: Q, step: int, first:
     return events.filter(ts__gte=grid.start).order_by("ts", "id")
 
 
-def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
-    """Few lines: each one (message in the hover). Many: counts per bucket by severity class. Built as
-    a :class:`LogsLane`, returned as its JSON data."""
+def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> LogsLane:
+    """Few lines: each one (message in the hover). Many: counts per bucket by severity class."""
     match = event_match(spec)
     condition = match.q()
     step = grid.step(2)
@@ -111,12 +109,11 @@ def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
             events = _events_in_buckets(scope, grid, condition, step, first, last)
             listed = present_events(scope, events[: MAX_LOG_MARKERS + 1])
         group.levels = sorted({e["level"] for e in listed})
-        lane = LogsLane(status="ok", total=total, group=group, mode="list", events=listed, points=len(listed))
-        return msgspec.to_builtins(lane)
+        return LogsLane(status="ok", total=total, group=group, mode="list", events=listed, points=len(listed))
     # the level the lines are shared at, from the first of them (one grant covers an org's signal)
     first_line = _events_in_buckets(scope, grid, condition, step, first, first)[:1]
     group.levels = sorted({e["level"] for e in present_events(scope, first_line)})
-    lane = LogsLane(
+    return LogsLane(
         status="ok",
         total=total,
         group=group,
@@ -126,13 +123,11 @@ def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
         counts={k: v.tolist() for k, v in counts.items()},
         points=n,
     )
-    return msgspec.to_builtins(lane)
 
 
-def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
+def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> SpansLane:
     """Events with a duration as bars, one row per node (or ``by=`` key); spans closer than a bucket on
-    one row merge, so a row never has more segments than the lane is pixels wide. Built as a
-    :class:`SpansLane`, returned as its JSON data."""
+    one row merge, so a row never has more segments than the lane is pixels wide."""
     condition = event_filter(spec)
     step = grid.step(1)
     spans = list(_events_in(scope, grid, condition & Q(end_ts__isnull=False)).order_by("ts", "id")[:20_000])
@@ -162,7 +157,7 @@ def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
         notes.append(f"first {MAX_SPAN_ROWS} of {len(rows)} rows")
     if len(points) > MAX_POINT_EVENTS:
         notes.append(f"first {MAX_POINT_EVENTS} point events; zoom in for more")
-    lane = SpansLane(
+    return SpansLane(
         status="ok",
         group=_event_group(scope, spec),
         row_key=key,
@@ -173,7 +168,6 @@ def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> dict:
         total=len(spans),
         note="; ".join(notes) if notes else UNSET,
     )
-    return msgspec.to_builtins(lane)
 
 
 def _point_events(scope: Scope, spec: LaneSpec, grid: Grid, step: int, condition: Q) -> list:

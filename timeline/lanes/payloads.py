@@ -1,8 +1,10 @@
 """What a lane sends the browser, one struct per lane kind, tagged by ``kind``.
 
-The builders construct these structs (:mod:`.series_lanes` returns them, :mod:`.event_lanes` returns
-their JSON data) and :mod:`.build` turns them into the dicts the APIs and exports send, adding
-``spec`` and ``title``; :func:`lane_schema` publishes them as JSON Schema
+The builders construct these structs (:mod:`.series_lanes` and :mod:`.event_lanes` return them) and
+:mod:`.build` sets their ``spec`` and ``title`` (whose words each kind chooses, :meth:`Lane.title_what`);
+they are written as JSON once, where they leave: the lanes APIs encode the structs with msgspec, an
+incident export takes their builtins (:func:`msgspec.to_builtins`) and its CSV reads them back as
+structs (:func:`lane_payload`). :func:`lane_schema` publishes them as JSON Schema
 (``warroom/static/timeline/lane_payloads.schema.json``) for the page and for tests, so the page, the
 exports and the builders read one declaration of each kind.
 
@@ -19,12 +21,15 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from timeline.lanes.downsample import cell_value
+
+if TYPE_CHECKING:
+    from timeline.lanes.spec import LaneSpec
 
 Values = list[float | None]  # one value per point; ``null`` where the bucket is empty
 
@@ -115,6 +120,11 @@ class Lane(_Shape, tag_field="kind"):
     """Fields every lane kind has. ``drawn`` names the fields an ``ok`` lane of the kind must carry."""
 
     drawn: ClassVar[tuple[str, ...]] = ()
+    # What a kind's builder and readers need to know of it, so that none of them names a kind:
+    per_series: ClassVar[bool] = False  # draws each of its series (readable alone) as a line of its own
+    rates: ClassVar[bool | None] = None  # its series as rates (True), values (False), or by their kind
+    pixels_per_bucket: ClassVar[int] = 1  # a bucket per this many pixels of the plot's width
+    sums_series: ClassVar[bool] = False  # its level is its series' sum (else one series, or their median)
 
     status: Literal["ok", "unavailable"]
     points: int
@@ -136,6 +146,15 @@ class Lane(_Shape, tag_field="kind"):
     @property
     def kind(self) -> str:
         return self.__struct_config__.tag
+
+    @property
+    def group_count(self) -> int | None:
+        """How many series or events the lane's group counts (None: no group, or no count)."""
+        return None if not self.group or self.group.count is UNSET else self.group.count
+
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        """The ``what`` of the lane's title, before its labels: ``name`` is the metric in words."""
+        return name
 
     def csv_rows(self, moment: Callable[[float], str]) -> list[list]:
         """The lane as CSV rows (``record`` = ``lane``), times written by ``moment`` (ms since the epoch
@@ -178,6 +197,8 @@ class LineLane(Lane, tag="line"):
     """One line per series through each bucket's min and max, or (``buckets``) the buckets themselves."""
 
     drawn = ("fn", "step_ms", "group")
+    per_series = True
+    rates = False
 
     lines: list[Line] | UnsetType = UNSET
     buckets: list[SeriesBuckets] | UnsetType = UNSET
@@ -203,15 +224,22 @@ class LineLane(Lane, tag="line"):
             points += [(t, name, y, y, y, "", None) for t, y in zip(line.t, line.y, strict=True)]
         return points
 
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        """The metric, marked ``(rate)`` when its counters are drawn as rates and its name does not say so."""
+        return f"{name} (rate)" if self.fn == "rate" and "rate" not in name else name
+
 
 class RateLane(LineLane, tag="rate"):
     """A line lane of per-second rates."""
+
+    rates = True
 
 
 class BandLane(Lane, tag="band"):
     """The fleet's min / median / max (or p5 / p50 / p95) per bucket, per-node lines on demand."""
 
     drawn = ("fn", "step_ms", "group", "t", "lo", "mid", "hi", "stat")
+    pixels_per_bucket = 2  # three values a bucket
 
     t: list[float] | UnsetType = UNSET
     lo: Values | UnsetType = UNSET
@@ -226,12 +254,16 @@ class BandLane(Lane, tag="band"):
         rows = zip(self.t, self.lo, self.mid, self.hi, strict=True)
         return [(t, name, lo, hi, mid, "", None) for t, lo, mid, hi in rows if mid is not None]
 
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        return f"{name}, {self.stat or 'min · median · max'} of {self.group_count}"
+
 
 class HeatmapLane(Lane, tag="heatmap"):
     """Node x time: a row per series, ``cells`` values in all. Each cell of ``z`` counts whole steps of
     ``10 ** cell_exponent`` (a cell's value is ``z * 10 ** cell_exponent``; null: no data)."""
 
     drawn = ("fn", "step_ms", "group", "t", "rows", "z", "cell_exponent", "cells")
+    pixels_per_bucket = 2
 
     t: list[float] | UnsetType = UNSET
     rows: list[str] | UnsetType = UNSET
@@ -249,11 +281,15 @@ class HeatmapLane(Lane, tag="heatmap"):
             if count is not None
         ]
 
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        return f"{name} per node ({self.group_count})"
+
 
 class SumLane(Lane, tag="sum"):
     """The sum across series, drawn against a declared capacity."""
 
     drawn = ("fn", "step_ms", "group", "t", "sum")
+    sums_series = True
 
     t: list[float] | UnsetType = UNSET
     sum: Values | UnsetType = UNSET
@@ -265,6 +301,11 @@ class SumLane(Lane, tag="sum"):
             for t, total in zip(self.t, self.sum, strict=True)
             if total is not None
         ]
+
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        count = self.group_count
+        what = f"{name}, sum of {count}" if count and count > 1 else name
+        return f"{what} vs capacity" if self.capacity else what
 
 
 class LogsLane(Lane, tag="logs"):
@@ -289,6 +330,12 @@ class LogsLane(Lane, tag="logs"):
             if count
         ]
 
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        """Application logs as lines by severity; other events by their name prefix."""
+        if spec.signal == "application":
+            return f"{spec.what or 'log'} lines by severity"
+        return spec.what or "events"
+
 
 class SpansLane(Lane, tag="spans"):
     """Events with a duration as bars, a row per node (or ``row_key``), point events as marks."""
@@ -310,6 +357,9 @@ class SpansLane(Lane, tag="spans"):
             text = event.get("name", f"{segment.count} spans")
             points.append((segment.start, name, "", "", segment.count, text, segment.end))
         return points
+
+    def title_what(self, name: str, spec: LaneSpec) -> str:
+        return f"{spec.what or 'sessions'} by {self.row_key or 'row'}"
 
 
 LANE_KINDS: tuple[type[Lane], ...] = (LineLane, RateLane, BandLane, HeatmapLane, SumLane, LogsLane, SpansLane)

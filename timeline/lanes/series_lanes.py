@@ -49,6 +49,7 @@ from timeline.lanes.payloads import (
     Lane,
     Line,
     LineLane,
+    RateLane,
     SeriesBuckets,
     SumLane,
 )
@@ -154,17 +155,15 @@ def _group_key(members: list[Member]) -> tuple[int, ...]:
 
 
 def uses_rate(spec: LaneSpec, member: Member) -> bool:
-    if spec.kind == "rate":
-        return True
-    if spec.kind == "line":
-        return False
-    return member.series.kind == "counter"
+    """Whether the lane reads ``member`` as a per-second rate: as its kind says, else if it is a counter."""
+    rates = LANE_BY_KIND[spec.kind].rates
+    return member.series.kind == "counter" if rates is None else rates
 
 
 def lane_step(spec: LaneSpec, grid: Grid) -> int:
     """Lines and sums get a bucket per pixel (two points each at most); bands (three values) and heatmap
-    columns a bucket per two pixels."""
-    return grid.step(2 if spec.kind in ("band", "heatmap") else 1)
+    columns a bucket per two pixels (:attr:`Lane.pixels_per_bucket`)."""
+    return grid.step(LANE_BY_KIND[spec.kind].pixels_per_bucket)
 
 
 @dataclass
@@ -194,7 +193,7 @@ def plan_series_lane(
         if not per_series:
             planned.problem = "shared with you only as a fleet aggregate: use a band or sum lane"
         planned.available = len(per_series)
-        planned.members = per_series[:MAX_LINES] if spec.kind in ("line", "rate") else per_series
+        planned.members = per_series[:MAX_LINES] if LANE_BY_KIND[spec.kind].per_series else per_series
     elif not aggregate_allowed(members):
         planned.problem = f"fleet aggregates need at least {MIN_AGGREGATE_GROUP} series at this level"
     if planned.problem:
@@ -232,7 +231,7 @@ def build_series_lane(
     spec, step, members = planned.spec, planned.step, planned.members
     if planned.problem:
         return LANE_BY_KIND[spec.kind](status="unavailable", note=planned.problem, points=0)
-    if buckets and spec.kind in ("line", "rate"):
+    if buckets and LANE_BY_KIND[spec.kind].per_series:
         return _bucket_lane(scope, planned, grid, cache)
     n = grid.buckets(step)
     t_ms = grid.times_ms(step)
@@ -254,39 +253,55 @@ def build_series_lane(
         "group": Group(**group_presented(scope, members)),
         "capacity": capacity_line(planned, cache, t_ms, n) or UNSET,
     }
-    limit = fill_limit(step)
-    if spec.kind in ("line", "rate"):
-        lines = []
-        for i, member in enumerate(members):
-            xs, ys = interleave_min_max(t_ms, data["min"][i], data["max"][i])
-            lines.append(Line(series=member.presented, t=xs, y=ys))
-        note = UNSET
-        if planned.available > len(lines):
-            note = f"{len(lines)} of {planned.available} series: a band or heatmap shows them all"
-        points = max((len(line.t) for line in lines), default=0)
-        return LANE_BY_KIND[spec.kind](**drawn, lines=lines, points=points, note=note)
-    if spec.kind == "band":
-        lows, means, highs = (forward_fill(data[name], limit) for name in ("min", "mean", "max"))
-        nodes = UNSET
-        if "nodes" in spec.flags:
-            nodes = [
-                BandNode(label=row_label(m), y=to_json(means[i])) for i, m in enumerate(members) if m.alone
-            ]
-        band = fleet_band(lows, means, highs, percentiles="pct" in spec.flags)
-        return BandLane(**drawn, t=t_ms, **band, stat=_band_stat(spec), points=3 * n, nodes=nodes)
-    if spec.kind == "heatmap":
-        means = forward_fill(data["mean"], limit)
-        rows = [row_label(m) for m in members]
-        z, exponent = heatmap_cells(means)
-        return HeatmapLane(
-            **drawn, t=t_ms, rows=rows, z=z, cell_exponent=exponent, points=n, cells=n * len(members)
-        )
-    if len(members) == 1:  # one series: its own min/max line keeps spikes that a mean would smooth
+    draw = _DRAWINGS[LANE_BY_KIND[spec.kind]]
+    return draw(planned, data, drawn, t_ms=t_ms, n=n, limit=fill_limit(step))
+
+
+def _lines(
+    planned: PlannedSeriesLane, data: dict, drawn: dict, *, t_ms: list, n: int, limit: int
+) -> LineLane:
+    """A line per member through each bucket's min and max."""
+    lines = []
+    for i, member in enumerate(planned.members):
+        xs, ys = interleave_min_max(t_ms, data["min"][i], data["max"][i])
+        lines.append(Line(series=member.presented, t=xs, y=ys))
+    note = UNSET
+    if planned.available > len(lines):
+        note = f"{len(lines)} of {planned.available} series: a band or heatmap shows them all"
+    points = max((len(line.t) for line in lines), default=0)
+    return LANE_BY_KIND[planned.spec.kind](**drawn, lines=lines, points=points, note=note)
+
+
+def _band(planned: PlannedSeriesLane, data: dict, drawn: dict, *, t_ms: list, n: int, limit: int) -> BandLane:
+    spec, members = planned.spec, planned.members
+    lows, means, highs = (forward_fill(data[name], limit) for name in ("min", "mean", "max"))
+    nodes = UNSET
+    if "nodes" in spec.flags:
+        nodes = [BandNode(label=row_label(m), y=to_json(means[i])) for i, m in enumerate(members) if m.alone]
+    band = fleet_band(lows, means, highs, percentiles="pct" in spec.flags)
+    return BandLane(**drawn, t=t_ms, **band, stat=_band_stat(spec), points=3 * n, nodes=nodes)
+
+
+def _heatmap(
+    planned: PlannedSeriesLane, data: dict, drawn: dict, *, t_ms: list, n: int, limit: int
+) -> HeatmapLane:
+    means = forward_fill(data["mean"], limit)
+    rows = [row_label(m) for m in planned.members]
+    z, exponent = heatmap_cells(means)
+    return HeatmapLane(**drawn, t=t_ms, rows=rows, z=z, cell_exponent=exponent, points=n, cells=n * len(rows))
+
+
+def _sum(planned: PlannedSeriesLane, data: dict, drawn: dict, *, t_ms: list, n: int, limit: int) -> SumLane:
+    if len(planned.members) == 1:  # one series: its own min/max line keeps spikes that a mean would smooth
         xs, ys = interleave_min_max(t_ms, data["min"][0], data["max"][0])
         xs, ys = held_to_the_end(xs, ys, t_ms, data["mean"][0], limit)
         return SumLane(**drawn, t=xs, sum=ys, points=len(xs))
     total = fleet_sum(forward_fill(data["mean"], limit))
     return SumLane(**drawn, t=t_ms, sum=to_json(total), points=n)
+
+
+# How each series kind is drawn from its members' matrices.
+_DRAWINGS = {LineLane: _lines, RateLane: _lines, BandLane: _band, HeatmapLane: _heatmap, SumLane: _sum}
 
 
 def _band_stat(spec: LaneSpec) -> str:
@@ -368,11 +383,11 @@ def _fleet_lane_from_stats(
         "group": Group(**group_presented(scope, members)),
         "capacity": capacity_line(planned, cache, t_ms, n) or UNSET,
     }
-    if spec.kind == "band":
-        names = ("p5", "mid", "p95") if "pct" in spec.flags else ("lo", "mid", "hi")
-        lo, mid, hi = (to_json(fleet[name]) for name in names)
-        return BandLane(**drawn, t=t_ms, lo=lo, mid=mid, hi=hi, stat=_band_stat(spec), points=3 * n)
-    return SumLane(**drawn, t=t_ms, sum=to_json(fleet["sum"]), points=n)
+    if LANE_BY_KIND[spec.kind].sums_series:
+        return SumLane(**drawn, t=t_ms, sum=to_json(fleet["sum"]), points=n)
+    names = ("p5", "mid", "p95") if "pct" in spec.flags else ("lo", "mid", "hi")
+    lo, mid, hi = (to_json(fleet[name]) for name in names)
+    return BandLane(**drawn, t=t_ms, lo=lo, mid=mid, hi=hi, stat=_band_stat(spec), points=3 * n)
 
 
 def _member_matrices(members: list[Member], spec: LaneSpec, step: int, n: int, cache: BucketCache) -> dict:
@@ -405,7 +420,7 @@ def capacity_line(planned: PlannedSeriesLane, cache: BucketCache, t_ms, n: int) 
     with quiet_nan_warnings():
         if len(planned.capacity) == 1:
             values = rows[0]
-        elif spec.kind == "sum":
+        elif LANE_BY_KIND[spec.kind].sums_series:
             values = fleet_sum(rows)
         else:
             values = np.nanmedian(rows, axis=0)

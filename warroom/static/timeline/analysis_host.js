@@ -4,8 +4,7 @@
 // that selects a stretch. The panels' modules are loaded when first used (analysisOnDemand), not on
 // the first view's path.
 import { getJson } from "./api.js";
-import { MARGIN } from "./figure.js";
-import { escapeHtml, hexOrRgba } from "./format.js";
+import { escapeHtml, hexOrRgba, MARGIN } from "./format.js";
 import { addLane, hasLane, showLane } from "./lane_titles.js";
 import { $, setStatus } from "./page.js";
 import { canonicalSpec, SERIES_KINDS } from "./spec.js";

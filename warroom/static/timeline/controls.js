@@ -1,7 +1,7 @@
 // The toolbar and the keys on the lanes: the window (presets, from/to, the live switch), zoom out, search,
 // the clock panel, zoom and pan from the keyboard, a double-click anywhere on the lanes, and a new
 // width of the figure.
-import { MARGIN } from "./figure.js";
+import { MARGIN } from "./format.js";
 import { $ } from "./page.js";
 import { cycle, session, state, view } from "./state.js";
 import { pan, plotWidth, syncTimeInputs, zoomIn, zoomOut, zoomOutOnDoubleClick } from "./zoom.js";

@@ -1,8 +1,8 @@
 // The events of the view: the paged event table under the lanes, the search hits, the notes and
 // notable events beside the lanes, and the selected event. Data never reaches the DOM as HTML: text
 // nodes only.
-import { clockNote, noteNumbers } from "./figure.js";
-import { formatTime, labelText } from "./format.js";
+import { noteNumbers } from "./figure.js";
+import { clockNote, formatTime, labelText } from "./format.js";
 import { $, ORGS } from "./page.js";
 import { cycle, state, view, writeUrl } from "./state.js";
 import { centreOn } from "./zoom.js";

@@ -2,6 +2,10 @@
 // labels, log messages) goes through escapeHtml before it reaches Plotly's hover or annotation text,
 // which parses a subset of HTML; DOM text is set with textContent only.
 
+// The figure's margins around its plot area (px): the titles, readouts and overlays laid over the
+// figure are placed by them.
+export const MARGIN = { l: 62, r: 64, t: 6, b: 34 };
+
 const ENTITIES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
 export function escapeHtml(text) {
@@ -137,4 +141,18 @@ export function hexOrRgba(colour, alpha) {
 export function truncate(text, n) {
   const s = String(text ?? "");
   return s.length > n ? `${s.slice(0, n)}…` : s;
+}
+
+// An event's hover text, as every lane and strip of the figure writes it.
+export function eventHover(e) {
+  const where = labelText(e.resource);
+  return `<b>${escapeHtml(e.org)} · ${escapeHtml(e.signal)} · ${escapeHtml(e.name)}</b> (${escapeHtml(e.severity)})<br>` +
+    `${escapeHtml(formatTime(e.t))}${clockNote(e)}${where ? ` · ${escapeHtml(where)}` : ""}<br>${escapeHtml(truncate(e.message, 300))}`;
+}
+
+// " (clock corrected −2.70 s)" when a correction moved an event's time, else "".
+export function clockNote(e) {
+  if (!e.clock_shift_us) return "";
+  const s = e.clock_shift_us / 1e6;
+  return ` (clock corrected ${s > 0 ? "+" : "−"}${Math.abs(s).toFixed(Math.abs(s) < 10 ? 2 : 1)} s)`;
 }

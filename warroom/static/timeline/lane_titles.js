@@ -1,8 +1,8 @@
 // The lane titles laid over the figure (organisation, signal, what, unit, notes, the readout), each with
 // its toolbar (per-node lines, move, pin, remove), and the changes a person makes to the lanes in view,
 // from a toolbar, the picker, the notices or the analysis panels: each one refreshes the view.
-import { laneNotes, MARGIN } from "./figure.js";
-import { readableColour, unitLabel } from "./format.js";
+import { MARGIN, readableColour } from "./format.js";
+import { laneNotes, offersNodeLines, titleUnit } from "./lane_kinds.js";
 import { $ } from "./page.js";
 import { canonicalSpec, hasFlag, orderPinned, parseSpec, withFlag } from "./spec.js";
 import { cycle, state, view } from "./state.js";
@@ -48,7 +48,7 @@ export function renderTitles() {
       continue;
     }
     name.append(org, document.createTextNode(` · ${lane.title.signal} · ${lane.title.what}`));
-    const unit = ["spans", "logs"].includes(lane.kind) || lane.status !== "ok" ? "" : unitLabel(lane);
+    const unit = titleUnit(lane);
     if (unit) {
       const unitSpan = document.createElement("span");
       unitSpan.className = "wr-unit";
@@ -99,7 +99,7 @@ export function laneControls(spec, index, lane = null) {
   // Per-node lines exist only where the nodes' series are shared one by one; an aggregate grant
   // shares the fleet's band only, so the control is not offered there.
   const levels = (lane && lane.group && lane.group.levels) || [];
-  if (parsed.kind === "band" && !levels.includes("aggregate")) {
+  if (offersNodeLines(parsed.kind) && !levels.includes("aggregate")) {
     button(hasFlag(spec, "nodes") ? "−nodes" : "+nodes", "per-node lines", () => replaceLane(index, withFlag(spec, "nodes", !hasFlag(spec, "nodes"))));
   }
   button("↑", "move up", () => moveLane(index, -1));

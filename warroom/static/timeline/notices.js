@@ -3,8 +3,8 @@
 // they offer.
 import { getJson } from "./api.js";
 import { clockKey, describeClock, renderClock } from "./clock.js";
-import { laneEmpty } from "./figure.js";
 import { formatTime } from "./format.js";
+import { capacityByDefault, laneEmpty } from "./lane_kinds.js";
 import { addLane } from "./lane_titles.js";
 import { $, ownOrg, WARROOM } from "./page.js";
 import { formatSpec, orderPinned, parseSpec } from "./spec.js";
@@ -58,7 +58,7 @@ function relatedOwnLanes({ always = false } = {}) {
     .filter((g) => ownOrg(g.org) && signals.has(g.signal) && !shown.has(g.metric) && !capacities.has(`${g.org}/${g.metric}`))
     .map((g) => {
       const kind = g.kinds.includes("band") && g.count > 1 ? "band" : g.kinds.includes("heatmap") ? "heatmap" : g.kinds[0];
-      return { group: g, spec: formatSpec({ kind, org: g.org, signal: g.signal, what: g.metric, labels: [], capacity: kind === "band" || kind === "sum" ? g.capacity || "" : "", flags: [] }) };
+      return { group: g, spec: formatSpec({ kind, org: g.org, signal: g.signal, what: g.metric, labels: [], capacity: capacityByDefault(kind) ? g.capacity || "" : "", flags: [] }) };
     })
     .filter((item) => item.spec && !state.lanes.includes(item.spec))
     .slice(0, 8);

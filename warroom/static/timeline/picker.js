@@ -2,6 +2,7 @@
 // viewer may add, filtered by organisation, signal, and a text that matches names, labels (key=value)
 // or, for event families, the names and text of their events in the window.
 import { getJson } from "./api.js";
+import { capacityByDefault, EVENT_KINDS, isEventKind } from "./lane_kinds.js";
 import { addLane, laneControls, replaceLane, setLanes } from "./lane_titles.js";
 import { API, $, colours } from "./page.js";
 import { formatSpec, hasFlag, parseSpec, withFlag, withKind } from "./spec.js";
@@ -38,7 +39,7 @@ export function renderInView() {
 }
 
 function allowedKinds(parsed) {
-  if (["spans", "logs"].includes(parsed.kind)) return ["spans", "logs"];
+  if (isEventKind(parsed.kind)) return EVENT_KINDS;
   const catalogue = session.catalogue;
   const group = catalogue && catalogue.series.find((g) => g.org === parsed.org && g.metric === parsed.what);
   return group ? group.kinds : [parsed.kind];
@@ -74,7 +75,7 @@ export function renderCatalogue() {
     if (labelFilter.length && !labelFilter.every(([k, v]) => (group.labels[k] || []).includes(v))) continue;
     entries.push({ org: group.org, signal: group.signal, text: `${group.metric} (${group.count})`, kinds: group.kinds,
       make: (kind) => formatSpec({ kind, org: group.org, signal: group.signal, what: group.metric,
-        labels: labelFilter, capacity: ["sum", "band"].includes(kind) ? group.capacity || "" : "", flags: [] }) });
+        labels: labelFilter, capacity: capacityByDefault(kind) ? group.capacity || "" : "", flags: [] }) });
   }
   let heading = "";
   for (const entry of entries) {

@@ -2,6 +2,7 @@
 // that reads nothing of another organisation, the permalink's placeholders where its lanes were, and
 // the summary under the lanes, each with a link to ask the owner for access.
 import { formatTime } from "./format.js";
+import { isEventKind } from "./lane_kinds.js";
 import { $, colours, ORGS, ownOrg, WARROOM } from "./page.js";
 import { parseSpec } from "./spec.js";
 import { state, view } from "./state.js";
@@ -37,7 +38,7 @@ function familyText(family) {
 // to ask for it.
 function placeholderLane({ org, signal, spec = "", kind = "", what = "", index = undefined }) {
   // Series placeholders describe series lanes; an event lane stands for the organisation's events.
-  const events = ["logs", "spans"].includes(kind);
+  const events = isEventKind(kind);
   const unshared = events ? null : unsharedOf(org, signal);
   const families = unshared ? unshared.families : [];
   const metric = (parseSpec(spec) || {}).what || what;
@@ -59,7 +60,7 @@ export function displayLanes() {
     const spec = parseSpec(lane.spec) || {};
     const notShared = spec.org && !ownOrg(spec.org) && (
       (lane.status === "unavailable" && /no series you may read/.test(lane.note || "")) ||
-      (["logs", "spans"].includes(lane.kind) && !eventsShared(spec.org, spec.signal)));
+      (isEventKind(lane.kind) && !eventsShared(spec.org, spec.signal)));
     if (notShared) return placeholderLane({ org: spec.org, signal: spec.signal, spec: lane.spec, kind: lane.kind, index });
     return Object.assign(lane, { _index: index });
   });

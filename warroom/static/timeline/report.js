@@ -1,8 +1,9 @@
 // The static incident report: the war room's figure (figure.js) drawn from the lanes embedded in the
-// file, with the same titles. The report inlines this module, figure.js and format.js (their imports
-// removed), so it opens from disk, offline. Data reaches the DOM as text only.
-import { buildFigure, laneNotes, MARGIN } from "./figure.js";
-import { readableColour, unitLabel } from "./format.js";
+// file, with the same titles. The report inlines this module, figure.js, lane_kinds.js and format.js
+// (their imports removed), so it opens from disk, offline. Data reaches the DOM as text only.
+import { buildFigure } from "./figure.js";
+import { MARGIN, readableColour } from "./format.js";
+import { laneNotes, titleUnit } from "./lane_kinds.js";
 
 function drawReport() {
   const data = JSON.parse(document.getElementById("report-data").textContent);
@@ -27,7 +28,7 @@ function drawReport() {
     org.textContent = lane.title.org;
     org.style.color = readableColour(lane.title.colour);
     title.append(org, document.createTextNode(` · ${lane.title.signal} · ${lane.title.what}`));
-    const unit = ["spans", "logs"].includes(lane.kind) || lane.status !== "ok" ? "" : unitLabel(lane);
+    const unit = titleUnit(lane);
     const notes = [unit, ...laneNotes(lane)].filter(Boolean);
     if (notes.length) {
       const note = document.createElement("span");

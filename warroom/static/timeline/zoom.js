@@ -1,7 +1,7 @@
 // The view's window and the plot's pixels: zoom (a drag, the keys, the buttons, a double-click), pan,
 // centre on an event, the window's inputs in the toolbar, the plot's width (the server downsamples
 // each lane to it) and the time under a point of the plot.
-import { MARGIN } from "./figure.js";
+import { MARGIN } from "./format.js";
 import { $ } from "./page.js";
 import { cycle, session, state, view } from "./state.js";
 
