@@ -25,7 +25,8 @@ of whole minutes, the store declining (rollups off, a refresh pending, retention
 or a clock correction inside the window: ``select_rollup_rows`` answers None), a series with a NaN in
 the rows read (a staleness marker is not a sample, which only the raw samples tell), functions a row
 does not determine (``irate``, ``changes``, quantiles, ``deriv``…), and series scraped too sparsely
-for the rows to be fewer numbers than the samples (:func:`worth_it`).
+for the rows to be fewer numbers than the samples (the store's read plan,
+:meth:`~store.sample_reads.SampleReads.minute_rows_pay`).
 """
 
 from __future__ import annotations
@@ -66,18 +67,6 @@ def span(ends: np.ndarray, range_us: int) -> tuple[int, int]:
     """The minutes ``[lo, hi)`` whose rows the windows ending at ``ends`` need (minute ``max(ends)`` for
     its sample stamped exactly there)."""
     return int(ends.min()) - range_us, int(ends.max()) + MINUTE_US
-
-
-# Rows must be this many times fewer numbers than the samples: a rollup read makes a few more queries
-# (the sample counts, the checks of the store), and evaluating from rows costs a little more than from
-# samples. Measured at 15 s scrapes: 4 samples (8 numbers) a minute row, rate's 6 columns did not pay.
-MARGIN = 1.5
-
-
-def worth_it(samples: int, rows: int, columns: int) -> bool:
-    """Whether reading ``rows`` rollup rows of ``columns`` numbers moves clearly fewer numbers
-    (:data:`MARGIN`) than the ``samples`` raw samples (a time and a value each) they stand for."""
-    return rows > 0 and rows * columns * MARGIN < samples * 2
 
 
 def has_nan(rows: np.ndarray) -> bool:

@@ -36,11 +36,10 @@ from orgs.models import Organization
 from orgs.read_context import note_read
 from promql import fleet
 from promql.engine import Matcher, SeriesData, SeriesRows
-from promql.rollups import HOUR_US, MINUTE_US, has_nan, worth_it
+from promql.rollups import MINUTE_US, has_nan
 from promql.values import NAME, BadData, ExecutionError, Labels
 from store import ReadHints, get_store
 from store.reads import run_reads
-from store.rollups import ROW
 from timeline.models import Series
 
 ORG_LABEL = "jl_org"
@@ -164,7 +163,7 @@ class ScopedSeries:
         self._read: dict[tuple, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self._fleet_only: dict[tuple, list[tuple[Series, Labels]]] = {}
         self._rows: dict[tuple, dict[int, np.ndarray] | None] = {}
-        self._density: dict[tuple, tuple[int, int] | None] = {}
+        self._density: dict[tuple, bool] = {}
 
     def series(self, groups: list[list[Matcher]]) -> list[tuple[Series, Labels]]:
         """The readable series matching any group, with their visible labels, in a stable order."""
@@ -286,7 +285,7 @@ class ScopedSeries:
         """The series of a selector with their 1-minute rollup rows (``columns``) in ``[start, end)``
         (whole minutes), and those of them to evaluate from raw samples instead (a NaN in their rows);
         None where the store declines or rows would not be fewer numbers than the samples
-        (:func:`promql.rollups.worth_it`): the caller then reads samples (:meth:`select`)."""
+        (the store's read plan): the caller then reads samples (:meth:`select`)."""
         chosen, fleet_only = self.chosen(matchers, fleet_aggregate=fleet_aggregate)
         ids = [series.pk for series, _ in chosen]
         if not ids or not self._rollups_pay(ids, start, end, len(columns), fleet_only):
@@ -298,11 +297,10 @@ class ScopedSeries:
             )
             self._rows[key] = read_rollups(self.scope, ids, hints, columns)
         found = self._rows[key]
-        if found is None:
-            return None
+        if found is None or any(series.pk not in found for series, _ in chosen):
+            return None  # the store declined, or no longer reads one of them: read samples
         self._count(chosen)
-        empty = np.empty(0, dtype=[(name, ROW[name]) for name in columns])
-        rows = [SeriesRows(labels, found.get(series.pk, empty)) for series, labels in chosen]
+        rows = [SeriesRows(labels, found[series.pk]) for series, labels in chosen]
         raw_ids = [series.pk for (series, _), one in zip(chosen, rows, strict=True) if has_nan(one.rows)]
         if not raw_ids:
             return rows, []
@@ -319,33 +317,14 @@ class ScopedSeries:
         )
 
     def _rollups_pay(self, ids: list[int], start: int, end: int, columns: int, fleet_only: bool) -> bool:
-        """Whether the minute rows of ``[start, end)`` are fewer numbers than its samples, judged by the
-        sample counts of the whole hours inside it (a window without a whole hour reads raw), and the
-        samples too many for the store's cache of decoded samples (which serves them from memory from
-        the second read on)."""
-        first, last = -(-start // HOUR_US) * HOUR_US, end // HOUR_US * HOUR_US
-        if last - first < HOUR_US:
-            return False
-        store = get_store()
-        held = store.cached_sample_count(ids, first, last)
-        if held is not None and store.sample_cache_holds(held):
-            return False  # decoded already, and few enough to keep: read from memory
-        key = (tuple(ids), first, last)
+        """The store's read plan (:meth:`~store.sample_reads.SampleReads.minute_rows_pay`), asked once
+        per series, window and width of row in a query."""
+        key = (tuple(ids), start, end, columns)
         if key not in self._density:
-            hints = ReadHints(
-                start=first, end=last, step=HOUR_US, clock=clock_for(self.scope), fleet=fleet_only
-            )
-            hours = get_store().select_rollup_rows(self.scope, ids, hints, ("first_ts", "n"))
-            if hours is None:
-                self._density[key] = None
-            else:
-                samples = sum(int(rows["n"].sum()) for rows in hours.values())
-                minutes = len(hours) * (last - first) // MINUTE_US  # at most one row a minute per series
-                self._density[key] = (samples, minutes)
-        found = self._density[key]
-        if found is None or store.sample_cache_holds(found[0]):
-            return False  # samples this few are decoded once, then read from memory
-        return worth_it(found[0], found[1], columns)
+            clock = clock_for(self.scope)
+            hints = ReadHints(start=start, end=end, step=MINUTE_US, clock=clock, fleet=fleet_only)
+            self._density[key] = get_store().minute_rows_pay(self.scope, ids, hints, columns)
+        return self._density[key]
 
     def note(self, series: Iterable[Series]) -> None:
         """Note every presented series of another organisation for the audit."""

@@ -22,6 +22,13 @@ from store.frames import SAMPLE_ROW, BucketFrame, samples_by_series
 from store.hints import Capabilities, ReadHints
 from timeline.models import Series
 
+MINUTE_US, HOUR_US = 60_000_000, 3_600_000_000
+# Minute rows must be this many times fewer numbers than the samples they stand for: a rollup read makes
+# a few more queries (the sample counts, the checks of the store), and evaluating from rows costs a
+# little more than from samples. Measured at 15 s scrapes: 4 samples (8 numbers) a minute row, rate's
+# 6 columns did not pay.
+ROWS_MARGIN = 1.5
+
 FLEET_COLUMNS = ("bucket", "lo", "hi", "mid", "p5", "p95", "sum", "n")
 """The columns of :meth:`SampleReads.fleet_stats`, in the order the engines compute them."""
 
@@ -36,6 +43,8 @@ class SampleReads:
     greatest: str
     rollup_levels: tuple[tuple[int, str], ...]
     _cached_sample_arrays: Callable[[int, int, list[int]], dict[int, tuple] | None]
+    cached_sample_count: Callable[[Sequence[int], int, int], int | None]
+    sample_cache_holds: Callable[[int], bool]
 
     # -- reads: series --------------------------------------------------------
     def readable_series_for_lane(
@@ -364,6 +373,29 @@ class SampleReads:
             GROUP BY series_id, bucket{order}"""
         return sql, [*source_params, origin, step, lo, hi]
 
+    def minute_rows_pay(self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: int) -> bool:
+        """The read plan between raw samples and minute rollup rows of ``columns`` numbers for
+        ``series_ids`` over ``[hints.start, hints.end)``: whether the rows are clearly fewer numbers
+        (:data:`ROWS_MARGIN`) than the samples they stand for, judged by the sample counts of the whole
+        hours inside the window (a window without a whole hour reads raw), and the samples too many
+        for this process's cache of decoded samples (which serves them from memory from their second
+        read on). False where the store could not answer from its rows anyway."""
+        first, last = -(-hints.start // HOUR_US) * HOUR_US, hints.end // HOUR_US * HOUR_US
+        if last - first < HOUR_US or not series_ids:
+            return False
+        held = self.cached_sample_count(series_ids, first, last)
+        if held is not None and self.sample_cache_holds(held):
+            return False  # decoded already, and few enough to keep: read from memory
+        hour_hints = ReadHints(start=first, end=last, step=HOUR_US, clock=hints.clock, fleet=hints.fleet)
+        hours = self.select_rollup_rows(scope, series_ids, hour_hints, ("first_ts", "n"))
+        if hours is None:
+            return False
+        samples = sum(int(rows["n"].sum()) for rows in hours.values())
+        minutes = sum(1 for rows in hours.values() if len(rows)) * (last - first) // MINUTE_US
+        if self.sample_cache_holds(samples):
+            return False  # samples this few are decoded once, then read from memory
+        return minutes > 0 and minutes * columns * ROWS_MARGIN < samples * 2
+
     def select_rollup_rows(
         self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: Sequence[str]
     ) -> dict[int, np.ndarray] | None:
@@ -371,10 +403,11 @@ class SampleReads:
         bucket in ``[hints.start, hints.end)``, of each series of ``series_ids`` the scope may read (with
         ``hints.fleet``, under the group rule of :meth:`select_buckets`): per series an array of the
         ``columns`` of :data:`rollups.ROW` (``first_ts`` among them, not the nullable rates), by bucket;
-        a series without a row is left out. None where the rows may not stand for the raw samples of
-        that window, so the caller reads samples: rollups off or not kept from ``start``, a window not
-        of whole buckets, a refresh pending, a grant's time window or a clock correction inside it, or
-        an engine whose rollups live elsewhere."""
+        a readable series without a row has an empty array (the caller need not know the row layout).
+        None where the rows may not stand for the raw samples of that window, so the caller reads
+        samples: rollups off or not kept from ``start``, a window not of whole buckets, a refresh
+        pending, a grant's time window or a clock correction inside it, or an engine whose rollups live
+        elsewhere."""
         tables = dict(rollups.ROLLUPS)
         width, start, end = hints.step, hints.start, hints.end
         if (
@@ -419,7 +452,7 @@ class SampleReads:
                         rows[name] = np.frombuffer(blob, dtype=dtype[name].newbyteorder(">"))
                     order = rows["first_ts"]  # inside its bucket: orders the rows as the bucket does
                     out[int(series_id)] = rows if (np.diff(order) > 0).all() else rows[np.argsort(order)]
-                return out
+                return {sid: out.get(sid, np.empty(0, dtype=dtype)) for sid in ids}
             cursor.execute(
                 f"""SELECT series_id, {", ".join(columns)} FROM {tables[width]}
                     WHERE series_id IN ({",".join(["%s"] * len(ids))}) AND bucket >= %s AND bucket < %s
@@ -428,8 +461,9 @@ class SampleReads:
             )
             table = np.array(cursor.fetchall(), dtype=[("series_id", "<i8"), *dtype.descr])
         cuts = np.flatnonzero(np.diff(table["series_id"])) + 1
-        return {
-            int(part["series_id"][0]): part[list(columns)].copy()
+        found = {
+            int(part["series_id"][0]): part[list(columns)].astype(dtype)  # packed, as PostgreSQL's
             for part in np.split(table, cuts)
             if len(part)
         }
+        return {sid: found.get(sid, np.empty(0, dtype=dtype)) for sid in ids}

@@ -25,10 +25,11 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from core.records import Batch, SeriesBlock
-from store import get_store
+from store import ReadHints, get_store
 from store.rollup_deferral import rollup_refresh_deferred
 from tests.conftest import bearer_client
 from tests.processes import pytest_in_subprocess
+from timeline.models import Series
 
 pytestmark = pytest.mark.django_db
 API = "/prometheus/api/v1/query_range"
@@ -239,6 +240,49 @@ def test_series_scraped_once_a_minute_read_raw_samples(org_a, read_token_a):
     store(org_a, [block])
     client = bearer_client(read_token_a)
     assert_same(client, "max_over_time(demo_sparse[10m])", exact=True, expect_rollups=False, **ALIGNED)
+
+
+def test_the_store_plans_the_read_and_answers_every_readable_series_without_its_row_layout(org_a):
+    """Raw samples or minute rows is the store's decision (``minute_rows_pay``), not the caller's; a
+    readable series without a row in the window comes back as an empty array of the asked columns."""
+    from tests.factories import own_scope
+
+    store(org_a, dataset())
+    quiet = SeriesBlock(
+        signal="other",
+        metric="demo_quiet",
+        labels={"node": "node-0"},
+        kind="gauge",
+        unit="",
+        ts=[(T0_S - 7200) * 1_000_000],  # two hours before the window: no row inside it
+        values=[1.0],
+    )
+    sparse = SeriesBlock(
+        signal="other",
+        metric="demo_sparse",
+        labels={"node": "node-0"},
+        kind="gauge",
+        unit="",
+        ts=((T0_S + np.arange(HOURS * 60) * 60 + 7) * 1_000_000).tolist(),
+        values=[1.0] * (HOURS * 60),
+    )
+    store(org_a, [quiet, sparse])
+    scope = own_scope(org_a)
+    ids = dict(Series.objects.scoped(scope).values_list("metric", "pk"))
+    hints = ReadHints(start=T0_S * 1_000_000, end=(T0_S + HOURS * 3600) * 1_000_000, step=60_000_000)
+    backend = get_store()
+    assert backend.minute_rows_pay(scope, [ids["demo_gauge"]], hints, 3)  # 6 samples a minute
+    assert not backend.minute_rows_pay(scope, [ids["demo_sparse"]], hints, 3)  # 1 sample a minute
+    assert not backend.minute_rows_pay(
+        scope, [ids["demo_gauge"]], ReadHints(start=0, end=3_000_000_000, step=60_000_000), 3
+    )
+    rows = backend.select_rollup_rows(
+        scope, [ids["demo_gauge"], ids["demo_quiet"]], hints, ("first_ts", "vmax")
+    )
+    assert set(rows) == {ids["demo_gauge"], ids["demo_quiet"]}
+    assert len(rows[ids["demo_gauge"]]) == HOURS * 60
+    assert len(rows[ids["demo_quiet"]]) == 0
+    assert rows[ids["demo_quiet"]].dtype == rows[ids["demo_gauge"]].dtype
 
 
 @pytest.mark.skipif(
