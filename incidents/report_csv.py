@@ -22,11 +22,11 @@ def incident_csv_rows(export: dict) -> list[list]:
     for lane in export["lanes"]:
         series = lane["series"]
         labels = json.dumps(series["labels"], sort_keys=True)
-        for t, vmin, vmax, vmean in zip(lane["t_us"], lane["min"], lane["max"], lane["mean"], strict=True):
+        for t, vmin, vmax, vmean in zip(lane["t"], lane["min"], lane["max"], lane["mean"], strict=True):
             rows.append(
                 [
                     "sample",
-                    format_rfc3339(t),
+                    format_rfc3339(round(t * 1000)),  # ms (the /api/v1/lanes form) to µs, exactly
                     "",
                     series["org"],
                     series["signal"],

@@ -92,19 +92,7 @@ def view_data(
     data = {
         "state": state,
         "window": {"from": state["from"], "to": state["to"]},
-        "lanes": [
-            {
-                "series": lane.series,
-                "fn": lane.fn,
-                "step_us": lane.step,
-                "t_us": lane.starts(),
-                "min": lane.min,
-                "max": lane.max,
-                "mean": lane.mean,
-                "count": lane.count,
-            }
-            for lane in lanes
-        ],
+        "lanes": [lane.json() for lane in lanes],  # as /api/v1/lanes answers them
         "warroom_lanes": [msgspec.to_builtins(result.payload) for result in drawn],
         "events": presented_events,
         "not_shared": unshared_summary(scope),

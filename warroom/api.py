@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from functools import partial
 
-import numpy as np
 from django.conf import settings
 from rest_framework.response import Response
 
@@ -20,7 +19,7 @@ from orgs.api_base import QueryAPIView
 from store.reads import start_reads
 from timeline import api_params, api_shapes
 from timeline.api_window import WindowAPIView
-from timeline.lanes import Grid, SeriesLane, read_series_lanes
+from timeline.lanes import Grid, read_series_lanes
 from timeline.presenters import present_event, present_series
 from timeline.selectors import (
     QueryError,
@@ -69,28 +68,7 @@ class LanesView(WindowAPIView):
     def read(self, query, window):
         grid = Grid(window.start, window.end, query["width"])
         lanes = read_series_lanes(self.scope, query["series"], grid, fn=query["fn"])
-        return {"clock": clock_state(self.scope), "lanes": [lane_json(lane) for lane in lanes]}
-
-
-def lane_json(lane: SeriesLane) -> dict:
-    """A lane of :class:`LanesView`, times in ms (:class:`timeline.api_shapes.LaneShape`)."""
-    return {
-        "series": lane.series,
-        "fn": lane.fn,
-        "step_ms": lane.step / 1000,
-        "t": _starts_ms(lane),
-        "min": lane.min,
-        "max": lane.max,
-        "mean": lane.mean,
-        "count": lane.count,
-    }
-
-
-def _starts_ms(lane: SeriesLane) -> list[float]:
-    """:meth:`SeriesLane.starts` in ms, by numpy (the same numbers: exact integers below 2**53, one
-    division each)."""
-    bucket = np.asarray(lane.bucket, dtype=np.int64)
-    return ((lane.origin + bucket * lane.step) / 1000).tolist()
+        return {"clock": clock_state(self.scope), "lanes": [lane.json() for lane in lanes]}
 
 
 class EventsView(WindowAPIView):

@@ -60,3 +60,19 @@ def test_the_html_report_inlines_the_figure_and_escapes_what_organisations_wrote
 def test_an_incident_without_lanes_reports_the_default_lanes(client_a, incident):  # noqa: F811
     exported = client_a.get(f"/api/v1/incidents/{incident['id']}/export.json").json()
     assert exported["warroom_lanes"], "the war room's default lanes"
+
+
+def test_the_export_keeps_series_lanes_in_the_form_the_lanes_api_answers(client_a, pusher_a, org_b):
+    """One JSON form of a series' buckets outside the war room's payload: ``/api/v1/lanes``'s (ms)."""
+    from core.timeparse import format_rfc3339
+
+    made = _spec_incident(client_a, pusher_a)
+    exported = client_a.get(f"/api/v1/incidents/{made['id']}/export.json").json()
+    assert exported["lanes"], "the incident's rate lane reads series"
+    lane = exported["lanes"][0]
+    assert set(lane) == {"series", "fn", "step_ms", "t", "min", "max", "mean", "count"}
+    assert len(lane["t"]) == len(lane["min"]) == len(lane["count"]) > 0
+    exported_csv = client_a.get(f"/api/v1/incidents/{made['id']}/export.csv").content.decode()
+    samples = [row for row in csv.reader(io.StringIO(exported_csv)) if row[0] == "sample"]
+    assert samples[0][1] == format_rfc3339(round(lane["t"][0] * 1000))
+    assert float(samples[0][9]) == lane["mean"][0]

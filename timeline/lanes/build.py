@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
+
 from orgs.access import Scope, require_scope
 from store.reads import run_reads
 from timeline.lanes.event_lanes import build_logs_lane, build_spans_lane
@@ -114,9 +116,22 @@ class SeriesLane:
     mean: list[float]
     count: list[int]
 
-    def starts(self, unit_us: int = 1) -> list[float]:
-        """Where each listed bucket begins, in ``unit_us`` (1: µs, 1000: ms)."""
-        return [(self.origin + b * self.step) / unit_us for b in self.bucket]
+    def json(self) -> dict:
+        """The lane as ``/api/v1/lanes`` answers it and the exports keep it — the one JSON form of a
+        series' buckets outside the war room's own payload (:class:`timeline.api_shapes.LaneShape`):
+        times in ms since the epoch, ``t`` each listed bucket's start (exact integers below 2**53, one
+        division each, by numpy)."""
+        bucket = np.asarray(self.bucket, dtype=np.int64)
+        return {
+            "series": self.series,
+            "fn": self.fn,
+            "step_ms": self.step / 1000,
+            "t": ((self.origin + bucket * self.step) / 1000).tolist(),
+            "min": self.min,
+            "max": self.max,
+            "mean": self.mean,
+            "count": self.count,
+        }
 
 
 def read_series_lanes(
