@@ -1,23 +1,23 @@
-"""Content-Security-Policy and Permissions-Policy: the page policy on documents, a closed one on the rest.
+"""Content-Security-Policy, Permissions-Policy and COOP: the page policy on pages, a closed one elsewhere.
 
-Django sends Referrer-Policy and Cross-Origin-Opener-Policy itself
-(``SecurityMiddleware``); it has no setting for these two. The pages need no
-inline script: Plotly.js and the project's modules load from ``/static/``, the
-figure data come from the JSON API. Styles must allow ``'unsafe-inline'``:
-Plotly writes ``<style>`` rules and ``style`` attributes as it draws, and the
-templates colour organisation dots with a ``style`` attribute.
+Django sends Referrer-Policy itself (``SecurityMiddleware``); it has no setting for the two policies.
+The pages need no inline script: Plotly.js and the project's modules load from ``/static/``, the
+figure data come from the JSON API. Styles must allow ``'unsafe-inline'``: Plotly writes ``<style>``
+rules and ``style`` attributes as it draws, and the templates colour organisation dots with a
+``style`` attribute.
 
-The downloadable HTML report (``/api/v1/incidents/<id>/export.html``) inlines
-Plotly and its figure in ``<script>`` elements; it is sent as an attachment,
-so a browser saves it rather than rendering it under this policy, and opened
-from disk it carries no policy at all.
+The downloadable HTML report (``/api/v1/incidents/<id>/export.html``) inlines Plotly and its figure in
+``<script>`` elements; it is sent as an attachment, so a browser saves it rather than rendering it
+under this policy, and opened from disk it carries no policy at all.
 
-Both headers govern documents only: a browser ignores them on a script, a stylesheet or a JSON
-answer that a page fetches. An HTML answer gets the page policy and the Permissions-Policy; every
-other answer gets :data:`RESOURCE_CONTENT_SECURITY_POLICY` (nothing may load, nothing may frame it),
-which is what applies should one be opened as a document of its own (a JSON answer in a tab, an SVG),
-and no Permissions-Policy (with nothing allowed to run, no feature can be asked for). The ~500 bytes
-of the page policy on each of a page's ~20 script and data answers were 10 kB of its cold load.
+The three headers govern documents only: a browser ignores them on a script, a stylesheet or a JSON
+answer that a page fetches. An HTML answer gets the page policy, the Permissions-Policy and
+Cross-Origin-Opener-Policy (``JOINTLINE_CROSS_ORIGIN_OPENER_POLICY``; Django's own setting is left
+unset, or it would put it on every answer); every other answer gets
+:data:`RESOURCE_CONTENT_SECURITY_POLICY` (nothing may load, nothing may frame it), which is what
+applies should one be opened as a document of its own (a JSON answer in a tab, an SVG), and neither
+of the others (with nothing allowed to run, no feature can be asked for). The ~500 bytes of the page
+policy on each of a page's ~20 script and data answers were 10 kB of its cold load.
 
 A response that already has one of the headers keeps its own.
 """
@@ -92,7 +92,11 @@ class SecurityHeadersMiddleware:
             policy = policy and RESOURCE_CONTENT_SECURITY_POLICY
             headers = ((csp_header, policy),)
         else:
-            headers = ((csp_header, policy), ("Permissions-Policy", settings.JOINTLINE_PERMISSIONS_POLICY))
+            headers = (
+                (csp_header, policy),
+                ("Permissions-Policy", settings.JOINTLINE_PERMISSIONS_POLICY),
+                ("Cross-Origin-Opener-Policy", settings.JOINTLINE_CROSS_ORIGIN_OPENER_POLICY),
+            )
         for header, value in headers:
             if value and header not in response:
                 response[header] = value

@@ -161,6 +161,8 @@ STORAGES = {
     "staticfiles": {"BACKEND": "config.staticfiles.HashedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+# The pages load their scripts from their own origin: no static answer needs to be readable by others.
+WHITENOISE_ALLOW_ALL_ORIGINS = False
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -371,7 +373,9 @@ JOINTLINE_CONTENT_SECURITY_POLICY = _header_policy(
 JOINTLINE_CSP_REPORT_ONLY = env_bool("JOINTLINE_CSP_REPORT_ONLY", False)
 JOINTLINE_PERMISSIONS_POLICY = _header_policy("JOINTLINE_PERMISSIONS_POLICY", DEFAULT_PERMISSIONS_POLICY)
 SECURE_REFERRER_POLICY = env_str("JOINTLINE_REFERRER_POLICY", "same-origin")
-SECURE_CROSS_ORIGIN_OPENER_POLICY = env_str("JOINTLINE_CROSS_ORIGIN_OPENER_POLICY", "same-origin")
+# A document-only header: config/security_headers.py sends it on pages (Django would on every answer).
+JOINTLINE_CROSS_ORIGIN_OPENER_POLICY = env_str("JOINTLINE_CROSS_ORIGIN_OPENER_POLICY", "same-origin")
+SECURE_CROSS_ORIGIN_OPENER_POLICY = None
 
 # Operations (ops/): probes, metrics, retention.
 JOINTLINE_READY_MAX_BACKLOG = env_int("JOINTLINE_READY_MAX_BACKLOG", 10_000, minimum=0)

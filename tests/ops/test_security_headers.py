@@ -50,6 +50,8 @@ def assert_resource_headers(response) -> None:
         "frame-ancestors": ["'none'"],
     }
     assert "Permissions-Policy" not in response
+    assert "Cross-Origin-Opener-Policy" not in response  # a document's header
+    assert "Access-Control-Allow-Origin" not in response  # the pages load from their own origin
     assert response["Referrer-Policy"] == "same-origin"
     assert response["X-Content-Type-Options"] == "nosniff"
 
