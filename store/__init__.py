@@ -11,7 +11,9 @@ docs/decisions/0004-store-interface.md says what a backend provides.
 made of :mod:`~store.rollup_refresh`, :mod:`~store.sample_reads`,
 :mod:`~store.event_reads` and :mod:`~store.retention`; what a write is made of is in
 :mod:`~store.batches`, what a read returns in :mod:`~store.frames`, the read hints
-in :mod:`~store.hints` and the rollup rows in :mod:`~store.rollups`.
+and the event matches in :mod:`~store.hints` and the rollup rows in :mod:`~store.rollups`. Event reads
+return rows (``Event`` instances), never a queryset, and take a plain :class:`~store.hints.EventMatch`,
+never a ``Q`` (docs/decisions/0035-event-reads-as-rows.md).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from store.base import StoreBackend
     from store.batches import WriteResult
     from store.frames import BucketFrame, LaneBuckets
-    from store.hints import Capabilities, ClockModel, Correction, ReadHints
+    from store.hints import Capabilities, ClockModel, Correction, EventMatch, ReadHints
 
 # The package is a Django app: Django imports it before the models are ready, so the names it
 # re-exports (whose modules import models) are imported on first use.
@@ -40,6 +42,7 @@ _EXPORTS = {
     "Capabilities": "store.hints",
     "ClockModel": "store.hints",
     "Correction": "store.hints",
+    "EventMatch": "store.hints",
     "ReadHints": "store.hints",
 }
 
@@ -82,6 +85,7 @@ __all__ = [
     "Capabilities",
     "ClockModel",
     "Correction",
+    "EventMatch",
     "LaneBuckets",
     "ReadHints",
     "StoreBackend",
