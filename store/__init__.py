@@ -9,7 +9,8 @@ docs/decisions/0004-store-interface.md says what a backend provides.
 
 :mod:`~store.base` holds the class every backend derives from (schema, partitions, writes),
 made of :mod:`~store.rollup_refresh`, :mod:`~store.sample_reads`,
-:mod:`~store.event_reads` and :mod:`~store.retention`; what a write is made of is in
+:mod:`~store.event_reads` (its conditions in :mod:`~store.event_conditions`) and
+:mod:`~store.retention`; what a write is made of is in
 :mod:`~store.batches`, what a read returns in :mod:`~store.frames`, the read hints
 and the event matches in :mod:`~store.hints` and the rollup rows in :mod:`~store.rollups`. Event reads
 return rows (``Event`` instances), never a queryset, and take a plain :class:`~store.hints.EventMatch`,

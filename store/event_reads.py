@@ -17,6 +17,7 @@ the count watermark of :class:`~store.rollup_refresh.RollupRefresh` (``event_sta
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -24,9 +25,9 @@ from django.db.models import BigIntegerField, Case, Count, ExpressionWrapper, F,
 
 from core.records import SEVERITIES
 from orgs.access import Scope, require_scope
-from orgs.grants import label_q
 from orgs.models import Organization
 from store import rollups
+from store.event_conditions import match_q
 from store.hints import (
     EVENT_COUNT_KEYS,
     Capabilities,
@@ -108,7 +109,8 @@ class EventReads:
         alternatives = match_alternatives(match)
         if not alternatives:
             return None
-        first, *others = (self._match_q(scope, hints, alternative) for alternative in alternatives)
+        candidates = functools.partial(self._text_candidates, hints=hints)
+        first, *others = (match_q(scope, alternative, candidates) for alternative in alternatives)
         condition = first
         for other in others:
             condition |= other
@@ -116,58 +118,6 @@ class EventReads:
         return hints.clock.filter_window(
             events, hints.start, hints.end, overlapping=overlapping, select=select
         )
-
-    def _match_q(self, scope: Scope, hints: ReadHints, match: EventMatch) -> Q:
-        """``match`` as a condition over ``Event`` fields; what the viewer may read is the gate's
-        (:meth:`_viewer_q`)."""
-        condition = Q()
-        for name, field in MATCH_FIELDS:
-            values = getattr(match, name)
-            if values is not None:
-                condition &= _one_of(field, values)
-        if match.name_prefix:
-            condition &= Q(name__startswith=match.name_prefix)
-        if match.exclude_kinds:
-            condition &= ~_one_of("kind", match.exclude_kinds)
-        if match.exclude_names:
-            condition &= ~_one_of("name", match.exclude_names)
-        for key, value in match.labels:
-            condition &= Q(**{f"resource__{key}": value})
-        for matcher in match.matchers:
-            condition &= label_q("resource", *matcher)
-        for key in match.has_labels:
-            condition &= Q(resource__has_key=key)
-        if match.stored_from is not None:
-            condition &= Q(ts__gte=match.stored_from)
-        if match.duration is not None:
-            condition &= Q(end_ts__isnull=not match.duration)
-        if match.with_message:
-            condition &= ~Q(message="")
-        return condition & self._viewer_q(scope, hints, match)
-
-    def _viewer_q(self, scope: Scope, hints: ReadHints, match: EventMatch) -> Q:
-        """The conditions of ``match`` on what the viewer may read, each the gate's."""
-        condition = Q()
-        if match.text:
-            condition &= self._text_q(scope, hints, match.text)
-        if match.readable_bodies:
-            condition &= scope.body_readable_q()
-        for label, seen in match.pseudonymised:
-            masked = scope.pseudonymised_events_q(label)
-            condition &= masked if seen else ~masked
-        if match.grant is not None:
-            condition &= scope.grant_event_q(match.grant)
-        return condition
-
-    def _text_q(self, scope: Scope, hints: ReadHints, text: str) -> Q:
-        """Events whose name, or whose message where the viewer may read it (the gate's
-        ``body_readable_q``), contains ``text`` (case insensitive). Where the engine has a text index
-        (``capabilities.text_index``), the text is matched first, alone, through it (the planner would
-        otherwise walk the scope's org/time index and filter a million rows); a text so common that the
-        candidates overflow is left to the plain query."""
-        found = Q(name__icontains=text) | (Q(message__icontains=text) & scope.body_readable_q())
-        candidates = self._text_candidates(text, hints)
-        return found if candidates is None else Q(pk__in=candidates) & found
 
     def count_events(
         self,
@@ -428,21 +378,6 @@ ORDERINGS: dict[str, tuple[str, ...]] = {
     "id": ("id",),
     "any": (),
 }
-# EventMatch's choices and the Event fields they choose among
-MATCH_FIELDS = (
-    ("ids", "pk"),
-    ("org_ids", "org_id"),
-    ("org_slugs", "org__slug"),
-    ("source_ids", "source_id"),
-    ("signals", "signal"),
-    ("kinds", "kind"),
-    ("names", "name"),
-    ("severities", "severity"),
-)
-
-
-def _one_of(field: str, values: tuple) -> Q:
-    return Q(**{field: values[0]}) if len(values) == 1 else Q(**{f"{field}__in": values})
 
 
 def _severity_rank() -> Case:

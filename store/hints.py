@@ -1,4 +1,5 @@
-"""What a read asks of the store: the window, the step, the function, and the clock corrections.
+"""What a read asks of the store: the window, the step, the function, the clock corrections, and for
+an event read which events (:class:`EventMatch`) in which order (:data:`EventOrder`).
 
 The store's read contract is modelled on Prometheus's ``storage.Querier.Select(hints, matchers…)``:
 a caller says which series (by id, already chosen through the access scope), the window and step

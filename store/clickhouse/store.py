@@ -331,10 +331,6 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, StoreBackend):
         rows of a write whose transaction rolled back with the organisation it created)."""
         return sorted(Organization.objects.values_list("pk", flat=True))
 
-    def _text_candidates(self, text: str, hints: ReadHints) -> list[int] | None:
-        # the search's own condition reaches the n-gram indexes of the ClickHouse table
-        return None
-
     def create_search_indexes(self) -> bool:
         """Nothing to create: substring search runs on ClickHouse's n-gram indexes, part of its table
         (the Django database's event table stays empty)."""

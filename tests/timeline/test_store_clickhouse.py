@@ -332,21 +332,19 @@ MATCHES = [
 ]
 
 
-@on_clickhouse
 def described(match) -> str:
     """A match by the fields it sets (a test id)."""
     if not isinstance(match, EventMatch):
-        return (
-            "any of " + (" | ".join(map(described, match)) if match else "nothing")
-            if match is not None
-            else "all"
-        )
+        if match is None:
+            return "all"
+        return "any of " + (" | ".join(map(described, match)) if match else "nothing")
     default = EventMatch()
     return ",".join(
         f"{name}={value!r}" for name, value in vars(match).items() if value != getattr(default, name)
     )
 
 
+@on_clickhouse
 @pytest.mark.parametrize("match", MATCHES, ids=[described(m) for m in MATCHES])
 def test_an_event_match_reads_the_same_events_from_clickhouse_as_from_the_django_database(org_a, match):
     events = [
