@@ -159,3 +159,18 @@ def test_the_store_refuses_a_q_for_a_match():
         EventMatch(names=["x"])
     assert match_alternatives(None) == (EventMatch(),)
     assert match_alternatives(()) == ()
+
+
+def test_two_matches_combine_into_the_events_both_select():
+    both = EventMatch(signals=("application", "storage"), name_prefix="disk") & EventMatch(
+        signals=("storage",), name_prefix="disk_f", exclude_kinds=("log",), stored_from=5
+    )
+    assert both == EventMatch(
+        signals=("storage",), name_prefix="disk_f", exclude_kinds=("log",), stored_from=5
+    )
+    assert (EventMatch(kinds=("log",)) & EventMatch(kinds=("span",))).empty
+    assert (EventMatch(duration=True) & EventMatch(duration=False)).empty
+    assert (EventMatch(name_prefix="disk") & EventMatch(name_prefix="gpu")).empty
+    assert not (EventMatch(org_ids=(1,)) & EventMatch(org_slugs=("a",))).empty
+    with pytest.raises(ValueError):
+        EventMatch(text="xid") & EventMatch(text="nvlink")
