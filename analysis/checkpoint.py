@@ -27,12 +27,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.db.models import Q
 
 from analysis.recovery import Seen, analysis_overrides, with_overrides
 from clock.model import clock_for, read_hints
 from orgs.access import Scope
-from store import get_store
+from store import EventMatch, get_store
 from timeline.lanes import readable_series
 from timeline.presenters import present_event, present_series
 
@@ -322,15 +321,11 @@ def _fleet_link(scope: Scope, checkpoint: Checkpoint, config: CheckpointConfig) 
 
 
 def read_checkpoint_events(scope: Scope, *, start: int, end: int, config: CheckpointConfig) -> list[Seen]:
-    events = (
-        get_store()
-        .select_events(
-            scope,
-            read_hints(scope, start=start, end=end),
-            filters=Q(signal=config.signal, name__in=[config.begin, config.end]),
-        )
-        .select_related("org")
-        .order_by("aligned_ts", "id")[:MAX_EVENTS]
+    events = get_store().select_events(
+        scope,
+        read_hints(scope, start=start, end=end),
+        match=EventMatch(signals=(config.signal,), names=(config.begin, config.end)),
+        limit=MAX_EVENTS,
     )
     clock = clock_for(scope)
     return [Seen(e.ts + clock.event_shift(e)[0], present_event(scope, e)) for e in events]

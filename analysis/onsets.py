@@ -34,12 +34,11 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.db.models import F, Q
 
 from analysis.changes import Entry, Ranking
 from clock.model import clock_for, read_hints
 from orgs.access import Scope
-from store import get_store
+from store import EventMatch, get_store
 from timeline.models import ClockCorrection
 
 METHODS: tuple[str, ...] = ("cusum", "split")
@@ -277,20 +276,16 @@ def _first_event(scope: Scope, entry: Entry, start: int, end: int) -> int | None
 
     name = LaneSpec.parse(entry.lane).what if entry.lane else ""
     hints = read_hints(scope, start=start, end=end)
-    condition = Q(org_id=entry.org.pk, signal=entry.signal)
-    if name:
-        condition &= Q(name=name)
-    if entry.severity:  # the family's severity class, not its routine lines of the same name
-        condition &= Q(severity__in=[s for s, c in SEVERITY_CLASSES.items() if c == entry.severity])
-    first = (
-        get_store()
-        .select_events(scope, hints, filters=condition)
-        .annotate(at=F("aligned_ts"))
-        .order_by("at")
-        .values_list("at", flat=True)
-        .first()
+    # the family's severity class, not its routine lines of the same name
+    severities = tuple(s for s, c in SEVERITY_CLASSES.items() if c == entry.severity)
+    family = EventMatch(
+        org_ids=(entry.org.pk,),
+        signals=(entry.signal,),
+        names=(name,) if name else None,
+        severities=severities if entry.severity else None,
     )
-    return None if first is None else int(first)
+    first = get_store().first_event(scope, hints, match=family)
+    return None if first is None else int(first.aligned_ts)
 
 
 def order_onsets(found: list[Onset]) -> list[Onset]:

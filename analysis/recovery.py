@@ -24,11 +24,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
-from django.db.models import Q
 
 from clock.model import clock_for, read_hints
 from orgs.access import Scope
-from store import get_store
+from store import EventMatch, get_store
 from timeline.presenters import present_event
 
 # A window holding more scheduler events than this is cut (``truncated`` says so).
@@ -150,19 +149,14 @@ def read_scheduler_events(
 ) -> tuple[dict[str, list[Seen]], bool]:
     """The scheduler events of ``config.names()`` the scope may read in ``[start, end)``, presented,
     in time order, per owning organisation (slug); and whether :data:`MAX_EVENTS` cut them."""
-    events = (
-        get_store()
-        .select_events(
-            scope,
-            read_hints(scope, start=start, end=end),
-            filters=Q(signal=config.signal, name__in=config.names()),
-        )
-        .select_related("org")
-        .order_by("aligned_ts", "id")[: MAX_EVENTS + 1]
+    rows = get_store().select_events(
+        scope,
+        read_hints(scope, start=start, end=end),
+        match=EventMatch(signals=(config.signal,), names=tuple(config.names())),
+        limit=MAX_EVENTS + 1,
     )
     clock = clock_for(scope)
     per_org: dict[str, list[Seen]] = defaultdict(list)
-    rows = list(events)
     for event in rows[:MAX_EVENTS]:
         shift = clock.event_shift(event)[0]
         per_org[event.org.slug].append(Seen(event.ts + shift, present_event(scope, event)))

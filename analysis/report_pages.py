@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.db.models import Q
 from django.urls import reverse
 
 from clock.model import read_hints
 from core.timeparse import format_rfc3339, parse_timestamp
 from orgs.access import Scope
-from store import get_store
+from store import EventMatch, get_store
 from timeline import api_shapes
 from timeline.selectors import QueryError, Window
 
@@ -25,10 +24,13 @@ DAY_US = 86_400_000_000
 
 def latest_signal_us(scope: Scope, signal: str, names: list[str]) -> int | None:
     """The (stored) time of the latest readable event of ``signal`` named in ``names``, or None."""
-    events = get_store().select_events(
-        scope, read_hints(scope, start=0, end=2**62), filters=Q(signal=signal, name__in=names)
+    latest = get_store().first_event(
+        scope,
+        read_hints(scope, start=0, end=2**62),
+        match=EventMatch(signals=(signal,), names=tuple(names)),
+        order="latest",
     )
-    return events.order_by("-ts").values_list("ts", flat=True).first()
+    return None if latest is None else latest.ts
 
 
 def window_json(window: Window | None) -> dict | None:

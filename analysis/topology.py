@@ -29,7 +29,7 @@ from django.db.models import Q
 
 from core import rulefiles
 from orgs.access import Scope, require_scope
-from store import ReadHints, get_store
+from store import EventMatch, ReadHints, get_store
 from timeline.models import Series, TopologyEdge, TopologyEntity
 
 SHIPPED = Path(__file__).with_name("topology_rules.json")
@@ -249,8 +249,10 @@ def _add_from_spans(scope: Scope, graph: Graph, rules: TopologyRules, window: tu
     if not rules.span_groups:
         return
     hints = ReadHints(start=window[0], end=window[1])
-    spans = get_store().select_events(scope, hints, filters=Q(kind="span"), overlapping=True)
-    for span in spans[:MAX_SPANS]:
+    spans = get_store().select_events(
+        scope, hints, match=EventMatch(kinds=("span",)), overlapping=True, order="any", limit=MAX_SPANS
+    )
+    for span in spans:
         if scope.hides_body(span):
             continue  # a redacted span's attributes (its job) are not the viewer's to read
         resource = scope.mask_labels(span.org_id, span.resource or {}, scope.event_masked_labels(span))

@@ -177,18 +177,13 @@ def measure_templates(profile: str) -> None:
     from analysis.templates_mining import METHODS, mine_templates
     from clock.model import read_hints
     from orgs.access import Scope
-    from store import get_store
+    from store import EventMatch, get_store
 
     cfg = scenario_config(profile)
     scope = Scope.system()
     hints = read_hints(scope, start=cfg.start_us, end=cfg.end_us)
-    lines = list(
-        get_store()
-        .select_events(scope, hints)
-        .filter(kind="log")
-        .exclude(message="")
-        .values_list("message", flat=True)
-    )
+    logs = get_store().select_events(scope, hints, match=EventMatch(kinds=("log",), with_message=True))
+    lines = [event.message for event in logs]
     rng = random.Random(1)
     pairs = [(rng.randrange(len(lines)), rng.randrange(len(lines))) for _ in range(5000)]
     mined = {}
@@ -262,19 +257,15 @@ def _matches(entry, lane: dict) -> bool:
 
 def _lane_visible(scope, lane: dict, window) -> bool:
     """May ``scope`` read ``lane`` at all (a series one by one or as a fleet, or the event family)?"""
-    from django.db.models import Q
-
     from clock.model import read_hints
-    from store import get_store
+    from store import EventMatch, get_store
     from timeline.lanes import readable_series
 
     title = lane["title"]
     if title.endswith(")") and " (" in title:  # an event family: "name (severity class)"
         hints = read_hints(scope, start=window.start, end=window.end)
-        found = get_store().select_events(
-            scope, hints, filters=Q(org__slug=lane["org"], name=title.split(" (")[0])
-        )
-        return found.exists()
+        family = EventMatch(org_slugs=(lane["org"],), names=(title.split(" (")[0],))
+        return get_store().any_events(scope, hints, match=family)
     series = readable_series(scope, include_aggregate=True).filter(org__slug=lane["org"], metric=title)
     if lane["labels"]:
         series = series.filter(labels__contains=lane["labels"])

@@ -253,7 +253,7 @@ def measure_search(runs: int) -> None:
     from django.db.models import Q
 
     from orgs.access import Scope
-    from store import ReadHints, get_store
+    from store import EventMatch, ReadHints, get_store
     from timeline.models import Event
 
     scope = Scope.dangerously_as_org(_viewer_org_id(), "bench")
@@ -266,7 +266,7 @@ def measure_search(runs: int) -> None:
     def timed(query: str) -> tuple[float, int]:
         hints = ReadHints(start=first, end=last + 1)
         return _harness.median_ms_with_result(
-            lambda: len(list(store.event_search(scope, hints, text=query, limit=200))), runs
+            lambda: len(store.select_events(scope, hints, match=EventMatch(text=query), limit=200)), runs
         )
 
     rows = {q: [timed(q)] for q in SEARCHES}

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from django.db.models import Q
-
 from clock import anchors
 from clock import estimators as est
 from clock.model import clock_for, clock_state, read_hints, use_clock
@@ -21,7 +19,7 @@ from core.timeparse import format_rfc3339
 from orgs.access import Scope, require_scope
 from orgs.read_context import unnoted
 from store import get_store
-from store.hints import ReadHints
+from store.hints import EventMatch, ReadHints
 from timeline import presenters
 from timeline.models import ClockCorrection, Event, Series
 
@@ -49,17 +47,15 @@ def _anchor_events(scope: Scope, start: int, end: int, rules: Iterable[anchors.A
         if not any(name in (r.earlier[1], r.later[1]) and r.pick != "first" for r in rules)
         and name not in {r.earlier[1] for r in rules}
     }
-    kinds = Q()
-    for name in sorted(names):
-        kinds |= Q(name=name)
-    rows = (
-        get_store()
-        .select_events(scope, ReadHints(start=start, end=end), filters=kinds)  # stored time
-        .select_related("org", "source")
-        .order_by("ts", "id")[:ORDERING_EVENT_LIMIT]
+    rows = get_store().select_events(
+        scope,
+        ReadHints(start=start, end=end),  # stored time
+        match=EventMatch(names=tuple(sorted(names))),
+        order="stored",
+        limit=ORDERING_EVENT_LIMIT,
     )
     seen: set[tuple] = set()
-    for event in rows.iterator(chunk_size=2000):
+    for event in rows:
         keys = first_only.get(event.name)
         if keys is not None:
             values = {**(event.attributes or {}), **(event.resource or {})}

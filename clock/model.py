@@ -26,7 +26,7 @@ from orgs.access import (
 from orgs.grants import parse_sql_matcher
 from orgs.read_context import current_read, note_read, reading
 from store import get_store
-from store.hints import ClockModel, Correction, ReadHints
+from store.hints import ClockModel, Correction, EventMatch, ReadHints
 from timeline.models import ClockCorrection, Series
 
 # Every time an event can be stored at, in stored time: reads of events wherever they are (the store
@@ -111,10 +111,10 @@ def _visible_level(scope: Scope, row: ClockCorrection) -> tuple[str | None, tupl
     def series_readable(grant: Q) -> bool:
         return Series.unscoped.filter(grant & correction.q("labels")).exists()
 
-    def events_readable(grant: Q) -> bool:
+    def events_readable(grant_id: int) -> bool:
         # the viewer's events under this grant (one of the scope's own: nothing else is added)
-        shifted = grant & correction.q("resource")
-        return get_store().select_events(scope, ALL_STORED_TIME, filters=shifted).exists()
+        shifted = correction.event_match() & EventMatch(grant=grant_id)
+        return get_store().any_events(scope, ALL_STORED_TIME, match=shifted)
 
     return scope.level_through_grants(
         row.org_id,

@@ -15,7 +15,7 @@ from core.timeparse import TimestampError, parse_timestamp
 from orgs.access import Scope, require_scope
 from orgs.models import Organization
 from orgs.read_context import note_read, unnoted
-from store import ReadHints, get_store
+from store import EventMatch, ReadHints, get_store
 from timeline.lanes.spec import capacity_is_number
 from timeline.models import (
     Annotation,
@@ -140,9 +140,8 @@ def view_state_for(scope: Scope, state: dict, *, author_org_id: int, with_text: 
     if state.get("mine") is True:
         shown["mine"] = True
     selected = state.get("sel")
-    if (
-        type(selected) is int
-        and get_store().count_events(scope, ALL_STORED_TIME, filters=Q(pk=selected)).total
+    if type(selected) is int and get_store().any_events(
+        scope, ALL_STORED_TIME, match=EventMatch(ids=(selected,))
     ):
         shown["sel"] = selected
     slugs = {org.slug for org in scope.organizations()}
@@ -308,7 +307,7 @@ class _LaneReader:
     def _event_spec(self, spec, org: Organization | None):
         """The spec if the viewer may read some of its events, without the resource matchers it sees
         masked on them (an event lane matches stored values, so a pseudonym would match nothing)."""
-        from timeline.lanes import event_filter
+        from timeline.lanes import event_match
 
         if org is None:
             return None
@@ -316,15 +315,15 @@ class _LaneReader:
             return spec
         if not self.scope.shares_unaggregated(org.pk):
             return None
-        matching = event_filter(spec) & Q(org_id=org.pk)
+        matching = event_match(spec) & EventMatch(org_ids=(org.pk,))
         start, end = self.window
         store = get_store()
         with unnoted(self.scope):
-            probe = list(
-                store.select_events(self.scope, ReadHints(start=start, end=end), filters=matching)
-                .select_related("org")
-                .order_by()[:EVENT_PROBE]
-            ) or list(_readable_events(self.scope, matching).select_related("org").order_by()[:EVENT_PROBE])
+            probe = store.select_events(
+                self.scope, ReadHints(start=start, end=end), match=matching, order="any", limit=EVENT_PROBE
+            ) or store.select_events(
+                self.scope, ALL_STORED_TIME, match=matching, order="any", limit=EVENT_PROBE
+            )
             if not probe:
                 return None
             presented = [present_event(self.scope, event) for event in probe]
@@ -385,13 +384,8 @@ def event_sharing(scope: Scope) -> list[dict]:
 
 def latest_event_us(scope: Scope) -> int | None:
     """The time of the latest event this viewer may read (stored time), or None."""
-    return _readable_events(require_scope(scope)).order_by("-ts").values_list("ts", flat=True).first()
-
-
-def _readable_events(scope: Scope, filters: Q | None = None):
-    """The events ``scope`` may read, of all stored time, through the store (on ClickHouse they are not
-    in the Django database)."""
-    return get_store().select_events(scope, ALL_STORED_TIME, filters=filters)
+    latest = get_store().first_event(require_scope(scope), ALL_STORED_TIME, order="latest")
+    return None if latest is None else latest.ts
 
 
 def open_incidents(scope: Scope, *, limit: int = 5) -> list[Incident]:

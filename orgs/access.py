@@ -313,6 +313,15 @@ class Scope:
                 bodies |= rule.event_q()
         return bodies
 
+    def grant_event_q(self, grant_id: int) -> Q:
+        """Rows of ``Event`` the grant ``grant_id`` of this scope shares (nothing for any other grant or
+        one beyond events: aggregate grants share no events)."""
+        q = Q(pk__in=[])
+        for rule in self.rules:
+            if rule.grant_id == grant_id and rule.level != LEVEL_AGGREGATE:
+                q |= rule.event_q()
+        return q
+
     def pseudonymised_events_q(self, name: str) -> Q:
         """Events whose resource label ``name`` this scope sees pseudonymised: neither its own nor shared
         by a full grant, and the first redacted grant that shares them masks ``name``
@@ -391,14 +400,15 @@ class Scope:
         owner_id: int,
         *,
         series_readable: Callable[[Q], bool],
-        events_readable: Callable[[Q], bool],
+        events_readable: Callable[[int], bool],
         narrowed: bool = False,
     ) -> tuple[str | None, tuple[str, ...]]:
         """The best level at which this scope reads some of ``owner_id``'s rows of a kind (a clock
         correction's shifted data, say), and the labels that grant masks: full for its own; otherwise
         the best grant of the owner under which ``series_readable(grant's series Q)`` holds, or, for a
-        grant beyond aggregates, ``events_readable(grant's event Q)``. A ``narrowed`` kind (selected by
-        labels) is not readable through an aggregate grant, which shares no entity."""
+        grant beyond aggregates, ``events_readable(grant's id)`` (of the events :meth:`grant_event_q`
+        selects). A ``narrowed`` kind (selected by labels) is not readable through an aggregate grant,
+        which shares no entity."""
         if self.owns(owner_id):
             return LEVEL_FULL, ()
         best, masked = None, ()
@@ -407,7 +417,7 @@ class Scope:
                 continue
             readable = series_readable(rule.series_q())
             if not readable and rule.level != LEVEL_AGGREGATE:
-                readable = events_readable(rule.event_q())
+                readable = events_readable(rule.grant_id)
             if readable and not (rule.level == LEVEL_AGGREGATE and narrowed):
                 best, masked = rule.level, rule.masked_labels
         return best, masked

@@ -8,7 +8,7 @@ A regular expression is compared through the ``re2`` lookup (``metric__re2=…``
 * PostgreSQL: the pattern rewritten as an ARE of the same meaning (:func:`core.regex_sql.to_postgres`);
 * SQLite: a function of the connection that matches with RE2 (Django's ``REGEXP`` uses Python's
   backtracking ``re``, which a pattern such as ``(a*)*b`` stalls);
-* ClickHouse (event reads): ``match()``, which is RE2 (``store.clickhouse.event_filters``).
+* ClickHouse (event reads): ``match()``, which is RE2 (``store.clickhouse.event_sql``).
 
 A pattern without an ARE is refused where it is written (:func:`check_sql_pattern`), so every grant
 and correction filters the same on every engine.

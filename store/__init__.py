@@ -12,9 +12,12 @@ docs/decisions/0004-store-interface.md says what a backend provides.
 
 :mod:`~store.base` holds the class every backend derives from (schema, partitions, writes),
 made of :mod:`~store.rollup_refresh`, :mod:`~store.sample_reads`,
-:mod:`~store.event_reads` and :mod:`~store.retention`; what a write is made of is in
+:mod:`~store.event_reads` (its conditions in :mod:`~store.event_conditions`) and
+:mod:`~store.retention`; what a write is made of is in
 :mod:`~store.batches`, what a read returns in :mod:`~store.frames`, the read hints
-in :mod:`~store.hints` and the rollup rows in :mod:`~store.rollups`.
+and the event matches in :mod:`~store.hints` and the rollup rows in :mod:`~store.rollups`. Event reads
+return rows (``Event`` instances), never a queryset, and take a plain :class:`~store.hints.EventMatch`,
+never a ``Q`` (docs/decisions/0035-event-reads-as-rows.md).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
     from store.base import StoreBackend
     from store.batches import WriteResult
     from store.frames import BucketFrame, LaneBuckets
-    from store.hints import Capabilities, ClockModel, Correction, ReadHints
+    from store.hints import Capabilities, ClockModel, Correction, EventMatch, ReadHints
 
 # The package is a Django app: Django imports it before the models are ready, so the names it
 # re-exports (whose modules import models) are imported on first use.
@@ -43,6 +46,7 @@ _EXPORTS = {
     "Capabilities": "store.hints",
     "ClockModel": "store.hints",
     "Correction": "store.hints",
+    "EventMatch": "store.hints",
     "ReadHints": "store.hints",
 }
 
@@ -95,6 +99,7 @@ __all__ = [
     "Capabilities",
     "ClockModel",
     "Correction",
+    "EventMatch",
     "LaneBuckets",
     "ReadHints",
     "StoreBackend",

@@ -1,6 +1,13 @@
 """The event read contract every engine's store shares: readable events in a window (clock-corrected
-start), their counts per bucket and severity (from the event count tables where those answer
-exactly, else from the raw events), the kinds of events there are, and substring search.
+start) as a list of rows, the first of them, whether there are any, their counts per group and per
+bucket and severity (from the event count tables where those answer exactly, else from the raw
+events), and the kinds of events there are.
+
+Reads take a plain :class:`~store.hints.EventMatch` (which events, beyond the scope's filter), an
+order and a limit, as Prometheus's ``storage.Querier.Select`` takes matchers and hints: no queryset
+leaves the store and no ``Q`` enters it, so an engine without the Django ORM on its event table
+answers the same calls (docs/decisions/0035-event-reads-as-rows.md). What of an event the viewer may
+read (its body, its pseudonymised labels, a grant's share) is asked of the gate, ``orgs.access.Scope``.
 
 Mixed into :class:`~store.base.StoreBackend`, over the Django ``Event`` model and the count
 tables of :mod:`store.rollups`; it uses the store's ``connection`` and ``capabilities`` and
@@ -10,15 +17,27 @@ the count watermark of :class:`~store.rollup_refresh.RollupRefresh` (``event_sta
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import BigIntegerField, Case, Count, ExpressionWrapper, F, Q, Value, When
+from django.db.models import BigIntegerField, Case, Count, ExpressionWrapper, F, IntegerField, Q, Value, When
 
+from core.records import SEVERITIES
 from orgs.access import Scope, require_scope
 from orgs.models import Organization
 from store import rollups
-from store.hints import EVENT_COUNT_KEYS, Capabilities, EventCounts, EventMatch, ReadHints
+from store.event_conditions import match_q
+from store.hints import (
+    EVENT_COUNT_KEYS,
+    Capabilities,
+    EventCounts,
+    EventMatch,
+    EventMatches,
+    EventOrder,
+    ReadHints,
+    match_alternatives,
+)
 from timeline.models import Event
 
 
@@ -29,86 +48,167 @@ class EventReads:
     capabilities: Capabilities
 
     def select_events(
-        self, scope: Scope, hints: ReadHints, *, filters: Q | None = None, overlapping: bool = False
-    ):
+        self,
+        scope: Scope,
+        hints: ReadHints,
+        *,
+        match: EventMatches | None = None,
+        overlapping: bool = False,
+        order: EventOrder = "time",
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Event]:
         """Readable events whose (corrected) start is in ``[hints.start, hints.end)`` — with
-        ``overlapping``, also spans that began before and end in or after it — as a queryset with the
-        alias ``aligned_ts`` (corrected start) to order by. ``filters``: an optional ``Q`` over
-        ``Event`` fields (org, signal, kind, name, resource), applied after the scope's."""
-        events = Event.objects.scoped(require_scope(scope))
-        if filters is not None:
-            events = events.filter(filters)
-        return hints.clock.filter_window(events, hints.start, hints.end, overlapping=overlapping)
+        ``overlapping``, also spans that began before and end in or after it — that ``match`` selects
+        (:class:`~store.hints.EventMatch`; a tuple: any of them), in ``order``
+        (:data:`~store.hints.EventOrder`), ``offset`` of them skipped, at most ``limit``.
+
+        Rows are ``Event`` instances (not to be saved through the read), with ``org`` and ``source``
+        loaded and ``aligned_ts``, the corrected start: the presenters and the gate's per-row rules
+        (``present_event``, ``Scope.event_level``, ``Scope.hides_body``) take events, so every engine
+        hands back the one type they read, and no caller can chain a query on it."""
+        if limit is not None and limit <= 0:
+            return []
+        events = self._events(scope, hints, match, overlapping=overlapping, select=True)
+        if events is None:
+            return []
+        if order == "severity":
+            events = events.annotate(rank=_severity_rank())
+        events = events.select_related("org", "source").order_by(*ORDERINGS[order])
+        stop = None if limit is None else offset + limit
+        return list(events[offset:stop])
+
+    def first_event(
+        self,
+        scope: Scope,
+        hints: ReadHints,
+        *,
+        match: EventMatches | None = None,
+        order: EventOrder = "time",
+    ) -> Event | None:
+        """The first row :meth:`select_events` reads in ``order``, or None."""
+        rows = self.select_events(scope, hints, match=match, order=order, limit=1)
+        return rows[0] if rows else None
+
+    def any_events(self, scope: Scope, hints: ReadHints, *, match: EventMatches | None = None) -> bool:
+        """Whether :meth:`select_events` reads any row (one ``EXISTS``)."""
+        events = self._events(scope, hints, match)
+        return events is not None and events.exists()
+
+    def _events(
+        self,
+        scope: Scope,
+        hints: ReadHints,
+        match: EventMatches | None,
+        *,
+        overlapping: bool = False,
+        select: bool = False,
+    ):
+        """The queryset of a read (None: ``match`` selects nothing); ``select``: ``aligned_ts`` selected."""
+        scope = require_scope(scope)
+        alternatives = match_alternatives(match)
+        if not alternatives:
+            return None
+        candidates = functools.partial(self._text_candidates, hints=hints)
+        first, *others = (match_q(scope, alternative, candidates) for alternative in alternatives)
+        condition = first
+        for other in others:
+            condition |= other
+        events = Event.objects.scoped(scope).filter(condition)
+        return hints.clock.filter_window(
+            events, hints.start, hints.end, overlapping=overlapping, select=select
+        )
 
     def count_events(
         self,
         scope: Scope,
         hints: ReadHints,
         *,
-        filters: Q | None = None,
+        match: EventMatches | None = None,
         by: tuple[str, ...] = (),
         bucket: bool = False,
         origin: int | None = None,
         overlapping: bool = False,
+        limit: int | None = None,
     ) -> EventCounts:
         """How many readable events there are per group: the events :meth:`select_events` reads (same
-        scope, window, clock corrections, ``filters`` and ``overlapping``), grouped by the ``Event``
+        scope, window, clock corrections, ``match`` and ``overlapping``), grouped by the ``Event``
         fields ``by`` (of :data:`~store.hints.EVENT_COUNT_KEYS`) and, with ``bucket``, by the bucket
         ``(corrected ts - origin) // hints.step`` (``origin``: ``hints.start`` unless given; floor
         division, so an event before the origin is in a negative bucket). One GROUP BY statement.
+        ``limit`` (a count without groups only): counting stops there, so a count of a common text's
+        hits reads no more than that many.
 
         Returns :class:`~store.hints.EventCounts` with the keys ``(*by, "bucket")`` (``bucket`` last,
         when asked). Nothing is counted in an empty window."""
+        return self._count_events(
+            scope, hints, match, by=by, bucket=bucket, origin=origin, overlapping=overlapping, limit=limit
+        )
+
+    def _count_events(
+        self,
+        scope: Scope,
+        hints: ReadHints,
+        match: EventMatches | None,
+        *,
+        by: tuple[str, ...] = (),
+        bucket: bool = False,
+        origin: int | None = None,
+        overlapping: bool = False,
+        limit: int | None = None,
+        extra: Q | None = None,
+    ) -> EventCounts:
+        """:meth:`count_events`, with ``extra``, a condition of the store's own (a source, a stored time
+        range) on the events counted."""
         keys = count_keys(by, bucket, hints)
+        if limit is not None and keys:
+            raise ValueError("a count up to a limit has no groups")
         if hints.empty:
             return EventCounts.from_rows(keys, [])
-        events = self.select_events(scope, hints, filters=filters, overlapping=overlapping)
+        events = self._events(scope, hints, match, overlapping=overlapping)
+        if events is None:
+            return EventCounts.from_rows(keys, [])
+        if extra is not None:
+            events = events.filter(extra)
         if bucket:
             events = events.annotate(
                 bucket=_floor_bucket(hints.start if origin is None else origin, hints.step)
             )
         if not keys:
-            return EventCounts.from_rows(keys, [(events.count(),)])
+            counted = events.count() if limit is None else events[:limit].count()
+            return EventCounts.from_rows(keys, [(counted,)])
         rows = events.values(*keys).annotate(count=Count("id")).order_by().values_list(*keys, "count")
         return EventCounts.from_rows(keys, rows)
 
     def event_buckets(
-        self,
-        scope: Scope,
-        hints: ReadHints,
-        *,
-        filters: Q | None = None,
-        match: EventMatch | None = None,
+        self, scope: Scope, hints: ReadHints, *, match: EventMatches | None = None
     ) -> list[tuple[int, str, int]]:
-        """Readable events starting in ``[start, end)`` (corrected time), counted per bucket and severity:
-        ``(bucket, severity, count)`` rows with ``bucket = (ts - start) // step``, ordered by bucket and
-        severity. ``match``: the lane's events; ``filters``: any other condition over ``Event`` fields.
+        """Readable events starting in ``[start, end)`` (corrected time) that ``match`` selects, counted
+        per bucket and severity: ``(bucket, severity, count)`` rows with ``bucket = (ts - start) // step``,
+        ordered by bucket and severity.
 
-        With a ``match`` without labels and no ``filters``, on an engine with event counts
-        (``capabilities.event_rollups``), the counts come from the count rows where those answer
+        With a match the event counts can answer (:attr:`~store.hints.EventMatch.countable`: one
+        organisation's signal, a name prefix, excluded kinds, ``duration``), on an engine with event
+        counts (``capabilities.event_rollups``), the counts come from the count rows where those answer
         exactly (:meth:`_counted_event_buckets`) and from the raw events elsewhere; the result is the
         same as the raw count."""
         if hints.empty or hints.step <= 0:
             return []
-        condition = match.q() if match is not None else None
-        if filters is not None:
-            condition = filters if condition is None else condition & filters
         if (
-            match is not None
-            and filters is None
-            and not match.labels
+            isinstance(match, EventMatch)
+            and match.countable
             and self.capabilities.event_rollups
             and self.rollups_enabled
         ):
             counted = self._counted_event_buckets(scope, hints, match)
             if counted is not None:
                 return counted
-        return self._raw_event_buckets(scope, hints, condition)
+        return self._raw_event_buckets(scope, hints, match)
 
     def _raw_event_buckets(
-        self, scope: Scope, hints: ReadHints, filters: Q | None
+        self, scope: Scope, hints: ReadHints, match: EventMatches | None
     ) -> list[tuple[int, str, int]]:
-        counts = self.count_events(scope, hints, filters=filters, by=("severity",), bucket=True)
+        counts = self.count_events(scope, hints, match=match, by=("severity",), bucket=True)
         return sorted((bucket, severity, count) for severity, bucket, count in counts.rows())
 
     def _counted_event_buckets(
@@ -125,10 +225,11 @@ class EventReads:
         the scope as on the raw read. Drifting or label-matched corrections, grants with label
         matchers, and grants whose name patterns differ in time window need each event: None."""
         scope = require_scope(scope)
-        org_id = Organization.objects.filter(slug=match.org_slug).values_list("pk", flat=True).first()
+        (org_slug,), (signal,) = match.org_slugs, match.signals
+        org_id = Organization.objects.filter(slug=org_slug).values_list("pk", flat=True).first()
         if org_id is None:
             return None
-        access = scope.event_count_access(org_id, match.signal)
+        access = scope.event_count_access(org_id, signal)
         if access is None:
             return None
         lo, hi, by_name = access
@@ -139,28 +240,31 @@ class EventReads:
             return None
         parts = _parts_by_shift(corrections)
         kept = self.rollups_kept_from()
-        condition = match.q()
         totals: dict[tuple[int, str], int] = {}
 
         def add(rows) -> None:
             for bucket, severity, count in rows:
                 totals[(int(bucket), severity)] = totals.get((int(bucket), severity), 0) + int(count)
 
+        def raw(condition: Q) -> list[tuple[int, str, int]]:
+            counts = self._count_events(scope, hints, match, by=("severity",), bucket=True, extra=condition)
+            return sorted((bucket, severity, count) for severity, bucket, count in counts.rows())
+
         for source_sql, source_params, source_q, shift in parts:
             origin = hints.start - shift
             chosen = rollups.choose_event_rollup(hints.step, origin)
             if chosen is None:
-                add(self._raw_event_buckets(scope, hints, condition & source_q))
+                add(raw(source_q))
                 continue
             width, table = chosen
             a, b = self._whole_count_buckets(
                 org_id, width, (max(origin, lo) if lo is not None else origin, hints.end - shift), hi, kept
             )
             if b <= a:
-                add(self._raw_event_buckets(scope, hints, condition & source_q))
+                add(raw(source_q))
                 continue
-            add(self._raw_event_buckets(scope, hints, condition & source_q & Q(ts__lt=a)))
-            add(self._raw_event_buckets(scope, hints, condition & source_q & Q(ts__gte=b)))
+            add(raw(source_q & Q(ts__lt=a)))
+            add(raw(source_q & Q(ts__gte=b)))
             add(
                 self._count_rows(
                     table,
@@ -210,7 +314,7 @@ class EventReads:
         With ``scope``, only the names it may read (its grants name patterns): each distinct name is
         asked of :meth:`orgs.access.Scope.event_level`, as of an event at ``a``."""
         where = ["org_id = %s", "signal = %s", "bucket >= %s", "bucket < %s", source[0]]
-        params: list = [org_id, match.signal, a, b, *source[1]]
+        params: list = [org_id, match.signals[0], a, b, *source[1]]
         if match.name_prefix:
             # Django's ``startswith`` on either engine (SQLite's LIKE ignores ASCII case, as there)
             where.append("name LIKE %s ESCAPE '\\'")
@@ -225,7 +329,7 @@ class EventReads:
                 names = [
                     name
                     for (name,) in cursor.fetchall()
-                    if scope.event_level(_CountedEvent(org_id, match.signal, name, a)) is not None
+                    if scope.event_level(_CountedEvent(org_id, match.signals[0], name, a)) is not None
                 ]
                 if not names:
                     return []
@@ -250,24 +354,6 @@ class EventReads:
         )
         return list(rows)
 
-    def event_search(
-        self, scope: Scope, hints: ReadHints, *, text: str, filters: Q | None = None, limit: int = 200
-    ):
-        """Readable events starting in ``[start, end)`` (clock-corrected time) whose name or message
-        contains ``text`` (case insensitive), oldest first, at most ``limit``.
-
-        Where the engine has a text index (``capabilities.text_index``), the text is matched first,
-        alone, through it (the planner would otherwise walk the scope's org/time index and filter a
-        million rows); the scope, the filters and the window then apply to those candidates. A text so
-        common that the candidates overflow is left to the plain query, which finds its first ``limit``
-        hits early in time order."""
-        events = self.select_events(scope, hints, filters=filters)
-        candidates = self._text_candidates(text, hints)
-        if candidates is not None:
-            events = events.filter(pk__in=candidates)
-        events = events.filter(Q(message__icontains=text) | Q(name__icontains=text))
-        return events.select_related("org").order_by("aligned_ts", "id")[:limit]
-
     search_candidates_max = 20_000
 
     def _text_candidates(self, text: str, hints: ReadHints) -> list[int] | None:
@@ -282,6 +368,25 @@ class EventReads:
 
     def drop_search_indexes(self) -> None:
         """Undo :meth:`create_search_indexes`."""
+
+
+ORDERINGS: dict[str, tuple[str, ...]] = {
+    "time": ("aligned_ts", "id"),
+    "stored": ("ts", "id"),
+    "latest": ("-ts", "-id"),
+    "severity": ("-rank", "aligned_ts", "id"),
+    "id": ("id",),
+    "any": (),
+}
+
+
+def _severity_rank() -> Case:
+    """An event's severity as its rank in :data:`core.records.SEVERITIES` (-1 for any other)."""
+    return Case(
+        *(When(severity=name, then=Value(rank)) for rank, name in enumerate(SEVERITIES)),
+        default=Value(-1),
+        output_field=IntegerField(),
+    )
 
 
 def count_keys(by: tuple[str, ...], bucket: bool, hints: ReadHints) -> tuple[str, ...]:

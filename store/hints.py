@@ -1,4 +1,5 @@
-"""What a read asks of the store: the window, the step, the function, and the clock corrections.
+"""What a read asks of the store: the window, the step, the function, the clock corrections, and for
+an event read which events (:class:`EventMatch`) in which order (:data:`EventOrder`).
 
 The store's read contract is modelled on Prometheus's ``storage.Querier.Select(hints, matchers…)``:
 a caller says which series (by id, already chosen through the access scope), the window and step
@@ -72,6 +73,14 @@ class Correction:
         if self.matcher is not None:
             condition &= label_q(labels_field, *self.matcher)
         return condition
+
+    def event_match(self) -> EventMatch:
+        """The events this correction applies to, as a read's match."""
+        return EventMatch(
+            org_ids=(self.org_id,),
+            source_ids=None if self.source_id is None else (self.source_id,),
+            matchers=() if self.matcher is None else (self.matcher,),
+        )
 
     # -- by how much
     def shift_at(self, ts: int) -> int:
@@ -176,19 +185,21 @@ class ClockModel:
             low, high = low + min(a, 0), high + max(b, 0)
         return low, high
 
-    def filter_window(self, events, start: int, end: int, *, overlapping: bool = False):
+    def filter_window(self, events, start: int, end: int, *, overlapping: bool = False, select: bool = False):
         """``events`` (a queryset) whose shifted ``ts`` is in ``[start, end)`` (with ``overlapping``, also
-        spans that began before and end in or after it), with the alias ``aligned_ts`` to order by."""
+        spans that began before and end in or after it), with the alias ``aligned_ts`` to order by (with
+        ``select``, an annotation each row carries)."""
+        name = "annotate" if select else "alias"
         if not self.corrections:
             condition = Q(ts__gte=start)
             if overlapping:
                 condition |= Q(end_ts__gte=start, ts__lt=start)
-            return events.filter(condition, ts__lt=end).alias(aligned_ts=F("ts"))
+            return getattr(events.filter(condition, ts__lt=end), name)(aligned_ts=F("ts"))
         low, high = self.shift_bounds(self.corrections, start, end)
         raw = events.filter(ts__lt=end - low)
         if not overlapping:
             raw = raw.filter(ts__gte=start - high)
-        aligned = raw.alias(aligned_ts=self.event_expression())
+        aligned = getattr(raw, name)(aligned_ts=self.event_expression())
         condition = Q(aligned_ts__gte=start)
         if overlapping:
             condition |= Q(end_ts__gte=start - high, aligned_ts__lt=start)
@@ -278,32 +289,149 @@ class Capabilities:
     sample_cache: bool = False
 
 
+EventOrder = Literal["time", "stored", "latest", "severity", "id", "any"]
+"""How :meth:`~store.event_reads.EventReads.select_events` orders its rows: ``time`` by corrected start
+then id, ``stored`` by stored start then id, ``latest`` by stored start then id, latest first,
+``severity`` most severe first then as ``time``, ``id`` by id, ``any`` as the engine finds them (it may
+stop at the limit sooner)."""
+
+
 @dataclass(frozen=True)
 class EventMatch:
-    """The events of one lane: one organisation (by slug) and signal, optionally names starting with
-    ``name_prefix``, resource labels equal to the given values, only events with (``duration`` true)
-    or without (false) an end, and none of the kinds ``exclude_kinds``. The store reads it as a ``Q``
-    (:meth:`q`) or, without labels, from its event counts (the counts keep no resource labels)."""
+    """Which events a read wants, beyond the scope's own filter: every field given must hold (None or
+    empty: no condition). A tuple of values is a choice among them (an empty tuple matches nothing).
 
-    org_slug: str
-    signal: str
+    ``ids``, ``org_ids``, ``org_slugs``, ``source_ids``, ``signals``, ``kinds``, ``names``,
+    ``severities``: the event's field is one of them. ``name_prefix``: its name starts with it.
+    ``exclude_kinds``, ``exclude_names``: its kind, name is none of them. ``labels``: resource labels
+    equal to these stored values (a missing label matches nothing). ``matchers``: resource label
+    matchers ``(name, op, value)`` with the semantics of :func:`core.labels.label_matches`.
+    ``has_labels``: resource labels present. ``stored_from``: the stored start (``ts``, before any clock
+    correction) is at or after it. ``duration``: only events with (true) or without (false)
+    an end. ``with_message``: only events with a non-empty message. ``text``: the name contains it, or
+    the message does where the viewer may read the message (case insensitive). ``readable_bodies``: only
+    events whose message and attributes the viewer may read. ``pseudonymised``: ``(label, seen)`` pairs,
+    only events on which the viewer sees that resource label pseudonymised (``seen`` true) or as stored
+    (false). ``grant``: only events that grant of the viewer's shares.
+
+    What the viewer may read is the gate's (:class:`orgs.access.Scope`): the store asks it for
+    ``text``, ``readable_bodies``, ``pseudonymised`` and ``grant``, it decides nothing of them itself.
+    Several matches given as a tuple select the events any of them selects."""
+
+    ids: tuple[int, ...] | None = None
+    org_ids: tuple[int, ...] | None = None
+    org_slugs: tuple[str, ...] | None = None
+    source_ids: tuple[int, ...] | None = None
+    signals: tuple[str, ...] | None = None
+    kinds: tuple[str, ...] | None = None
+    names: tuple[str, ...] | None = None
+    severities: tuple[str, ...] | None = None
     name_prefix: str = ""
-    labels: tuple[tuple[str, str], ...] = ()
-    duration: bool | None = None
     exclude_kinds: tuple[str, ...] = ()
+    exclude_names: tuple[str, ...] = ()
+    labels: tuple[tuple[str, object], ...] = ()
+    matchers: tuple[tuple[str, str, str], ...] = ()
+    has_labels: tuple[str, ...] = ()
+    stored_from: int | None = None
+    duration: bool | None = None
+    with_message: bool = False
+    text: str = ""
+    readable_bodies: bool = False
+    pseudonymised: tuple[tuple[str, bool], ...] = ()
+    grant: int | None = None
 
-    def q(self) -> Q:
-        """The condition over ``Event`` fields, beyond the scope's own filter."""
-        condition = Q(org__slug=self.org_slug, signal=self.signal)
-        if self.name_prefix:
-            condition &= Q(name__startswith=self.name_prefix)
-        for key, value in self.labels:
-            condition &= Q(**{f"resource__{key}": value})
-        if self.duration is not None:
-            condition &= Q(end_ts__isnull=not self.duration)
-        if self.exclude_kinds:
-            condition &= ~Q(kind__in=list(self.exclude_kinds))
-        return condition
+    CHOICES = ("ids", "org_ids", "org_slugs", "source_ids", "signals", "kinds", "names", "severities")
+
+    def __post_init__(self) -> None:
+        for name in self.CHOICES:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, tuple):
+                raise TypeError(f"EventMatch.{name} is a tuple of values or None, not {value!r}")
+
+    def __and__(self, other: EventMatch) -> EventMatch:
+        """The events both select (choices intersected, every other condition kept)."""
+        choices = {}
+        for name in self.CHOICES:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            choices[name] = (
+                theirs if mine is None else mine if theirs is None else tuple(v for v in mine if v in theirs)
+            )
+        prefixes = sorted((self.name_prefix, other.name_prefix), key=len)
+        durations = {self.duration, other.duration} - {None}
+        if not prefixes[1].startswith(prefixes[0]) or len(durations) > 1:
+            choices["ids"] = ()  # contradictory conditions: nothing
+        froms = [t for t in (self.stored_from, other.stored_from) if t is not None]
+        grants = {self.grant, other.grant} - {None}
+        if len(grants) > 1:
+            choices["ids"] = ()
+        return EventMatch(
+            **choices,
+            name_prefix=prefixes[1],
+            exclude_kinds=tuple(dict.fromkeys(self.exclude_kinds + other.exclude_kinds)),
+            exclude_names=tuple(dict.fromkeys(self.exclude_names + other.exclude_names)),
+            labels=self.labels + other.labels,
+            matchers=self.matchers + other.matchers,
+            has_labels=tuple(dict.fromkeys(self.has_labels + other.has_labels)),
+            stored_from=max(froms) if froms else None,
+            duration=durations.pop() if len(durations) == 1 else None,
+            with_message=self.with_message or other.with_message,
+            text=_one_text(self.text, other.text),
+            readable_bodies=self.readable_bodies or other.readable_bodies,
+            pseudonymised=tuple(dict.fromkeys(self.pseudonymised + other.pseudonymised)),
+            grant=grants.pop() if len(grants) == 1 else None,
+        )
+
+    @property
+    def empty(self) -> bool:
+        """Whether a choice is empty: the match selects nothing."""
+        return any(getattr(self, name) == () for name in self.CHOICES)
+
+    @property
+    def countable(self) -> bool:
+        """Whether the event counts (which keep organisation, signal, kind, name, severity and whether an
+        event has an end, per source and bucket) can answer this match: one organisation by slug, one
+        signal, and nothing beyond a name prefix, excluded kinds and ``duration``."""
+        return (
+            self.org_slugs is not None
+            and len(self.org_slugs) == 1
+            and self.signals is not None
+            and len(self.signals) == 1
+            and self
+            == EventMatch(
+                org_slugs=self.org_slugs,
+                signals=self.signals,
+                name_prefix=self.name_prefix,
+                exclude_kinds=self.exclude_kinds,
+                duration=self.duration,
+            )
+        )
+
+
+def _one_text(mine: str, theirs: str) -> str:
+    if mine and theirs and mine != theirs:
+        raise ValueError("a match searches one text")
+    return mine or theirs
+
+
+EventMatches = EventMatch | tuple[EventMatch, ...]
+"""One match, or several (the events any of them selects)."""
+
+
+def match_both(match: EventMatches | None, other: EventMatch) -> tuple[EventMatch, ...]:
+    """The events ``match`` selects that ``other`` selects too."""
+    return tuple(alternative & other for alternative in match_alternatives(match))
+
+
+def match_alternatives(match: EventMatches | None) -> tuple[EventMatch, ...]:
+    """The matches a read's ``match`` stands for, those that can select something (``None``: one
+    match of everything)."""
+    if match is None:
+        return (EventMatch(),)
+    alternatives = match if isinstance(match, tuple) else (match,)
+    for alternative in alternatives:
+        if not isinstance(alternative, EventMatch):
+            raise TypeError(f"an event read takes EventMatch values, not {alternative!r}")
+    return tuple(m for m in alternatives if not m.empty)
 
 
 EVENT_COUNT_KEYS = ("org_id", "signal", "kind", "severity", "name")

@@ -39,7 +39,6 @@ from urllib.parse import parse_qs, unquote_plus, urlencode, urlsplit
 
 import pytest
 from django.conf import settings
-from django.db.models import Q
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
@@ -53,7 +52,7 @@ from orgs.access import Scope
 from orgs.discovery import description_create, disclosure_set
 from orgs.models import AccessRequest, DetectorRun
 from orgs.services import access_request_create, grant_create, token_create
-from store import get_store
+from store import EventMatch, get_store
 from tests.conftest import bearer_client
 from tests.factories import (
     FIRST_SIX_HOURS,
@@ -266,9 +265,8 @@ def world(db) -> World:
         lanes=[*LANE_SPECS, *unshared_ids],
     )
     accept_invitations(joint.pk)  # each invited organisation takes part
-    event_id = (
-        get_store().select_events(Scope.system(), ALL_STORED_TIME, filters=Q(message=LOG_BODY)).get().pk
-    )
+    found = get_store().select_events(Scope.system(), ALL_STORED_TIME, match=EventMatch(text=LOG_BODY))
+    (event_id,) = [event.pk for event in found if event.message == LOG_BODY]
     spec_links = [
         timeline_services.permalink_create(
             user=owner_user,

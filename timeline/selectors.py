@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models import QuerySet
 
 from clock.model import read_hints
 from config.api_errors import RequestFieldError
@@ -17,7 +16,8 @@ from core.timeparse import MAX_US, MIN_US, TimestampError, now_us, parse_timesta
 from orgs.access import Scope, pseudonym, require_scope
 from orgs.grants import label_q
 from orgs.read_context import unnoted
-from store import ReadHints, get_store
+from store import EventMatch, ReadHints, get_store
+from store.hints import EventMatches, match_both
 from timeline.models import Event, Series
 from timeline.presenters import present_series, unshared_summary
 
@@ -126,11 +126,11 @@ def masked_label_names(scope: Scope) -> frozenset[str]:
 SEVERITY_ORDER = SEVERITIES
 
 
-def severities_from(min_severity: str) -> Q:
-    """Events of ``min_severity`` or worse; a name outside :data:`SEVERITY_ORDER` is a bad ``severity``."""
+def severities_from(min_severity: str) -> tuple[str, ...]:
+    """``min_severity`` and the worse ones; a name outside :data:`SEVERITY_ORDER` is a bad ``severity``."""
     if min_severity not in SEVERITY_ORDER:
         raise QueryError("severity", f"must be one of {', '.join(SEVERITY_ORDER)}")
-    return Q(severity__in=SEVERITY_ORDER[SEVERITY_ORDER.index(min_severity) :])
+    return SEVERITY_ORDER[SEVERITY_ORDER.index(min_severity) :]
 
 
 def events_list(
@@ -142,29 +142,20 @@ def events_list(
     kind: str | None = None,
     text: str | None = None,
     limit: int = 500,
-) -> QuerySet[Event]:
-    """Events the scope may read that overlap ``window`` (in clock-corrected time), oldest first."""
+) -> list[Event]:
+    """Events the scope may read that overlap ``window`` (in clock-corrected time), oldest first. A
+    ``text`` matches the name, or the message where the viewer may read it (``EventMatch.text``): a
+    message hidden from the viewer never matches, or a search would tell what it says, one guess at a
+    time."""
     scope = require_scope(scope)
     hints = read_hints(scope, start=window.start, end=window.end)
-    events = get_store().select_events(scope, hints, overlapping=True)
-    if signal:
-        events = events.filter(signal=signal)
-    if kind:
-        events = events.filter(kind=kind)
-    if min_severity:
-        events = events.filter(severities_from(min_severity))
-    if text:
-        events = events.filter(visible_text_match(scope, text))
-    return events.select_related("org").order_by("aligned_ts", "id")[:limit]
-
-
-def visible_text_match(scope: Scope, text: str) -> Q:
-    """Events whose name, or whose message where ``scope`` may read it, contains ``text`` (case
-    insensitive). A message hidden from the viewer (a redacted grant shows no bodies) never matches:
-    otherwise a search would tell what a hidden body says, one guess at a time."""
-    scope = require_scope(scope)
-    name = Q(name__icontains=text)
-    return name | (Q(message__icontains=text) & scope.body_readable_q())
+    match = EventMatch(
+        signals=(signal,) if signal else None,
+        kinds=(kind,) if kind else None,
+        severities=severities_from(min_severity) if min_severity else None,
+        text=text or "",
+    )
+    return get_store().select_events(scope, hints, match=match, overlapping=True, limit=limit)
 
 
 # ----------------------------------------------------------------------------- the war room
@@ -269,60 +260,50 @@ def event_conditions(
     labels: dict[str, str] | None = None,
     scope: Scope | None = None,
     window: Window | None = None,
-):
-    """A ``Q`` over ``Event`` for the war room's event filters (the scope's filter is added by the reader).
-    ``labels`` match the resource labels as ``scope`` sees them in ``window`` (:func:`event_label_q`)."""
-    condition = Q()
-    if event_id is not None:
-        condition &= Q(pk=event_id)
-    if orgs:
-        condition &= Q(org__slug__in=orgs)
-    if signals:
-        condition &= Q(signal__in=signals)
-    if kinds:
-        condition &= Q(kind__in=kinds)
-    if min_severity:
-        condition &= severities_from(min_severity)
+) -> tuple[EventMatch, ...]:
+    """The war room's event filters as the store's matches (the events any of them selects; the scope's
+    filter is added by the reader). ``labels`` match the resource labels as ``scope`` sees them in
+    ``window`` (:func:`event_label_matches`)."""
+    condition = (
+        EventMatch(
+            ids=(event_id,) if event_id is not None else None,
+            org_slugs=tuple(orgs) if orgs else None,
+            signals=tuple(signals) if signals else None,
+            kinds=tuple(kinds) if kinds else None,
+            severities=severities_from(min_severity) if min_severity else None,
+        ),
+    )
     for name, value in (labels or {}).items():
-        condition &= event_label_q(require_scope(scope), name, value, window=window or Window(MIN_US, MAX_US))
+        seen = event_label_matches(require_scope(scope), name, value, window=window or Window(MIN_US, MAX_US))
+        condition = tuple(mine & theirs for mine in condition for theirs in seen)
     return condition
 
 
 _PSEUDONYM = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*~[0-9a-f]{8}")
 
 
-def _masked_events(scope: Scope, name: str) -> Q:
-    """Events whose resource label ``name`` ``scope`` sees pseudonymised: neither its own nor shared by a
-    full grant, and the first redacted grant that shares them masks ``name``
-    (as ``Scope.event_masked_labels`` decides one event)."""
-    return scope.pseudonymised_events_q(name)
-
-
-def event_label_q(scope: Scope, name: str, value: str, *, window: Window) -> Q:
-    """Events whose resource label ``name`` is ``value`` as ``scope`` sees it: the raw value where the
-    viewer reads it raw; where a redacted grant masks it, the viewer's pseudonym of the raw value (raw
-    values of such events in ``window`` are tried against ``value``), so a raw guess matches nothing."""
-    exact = label_q("resource", name, "=", value)
+def event_label_matches(scope: Scope, name: str, value: str, *, window: Window) -> tuple[EventMatch, ...]:
+    """Events whose resource label ``name`` is ``value`` as ``scope`` sees it (those any of the matches
+    selects): the raw value where the viewer reads it raw; where a redacted grant masks it (the gate
+    says where: ``EventMatch.pseudonymised``), the viewer's pseudonym of the raw value (raw values of
+    such events in ``window`` are tried against ``value``), so a raw guess matches nothing."""
+    exact = EventMatch(matchers=((name, "=", value),))
     if name not in masked_label_names(scope):
-        return exact
-    masked = _masked_events(scope, name)
-    condition = ~masked & exact
+        return (exact,)
+    found = [exact & EventMatch(pseudonymised=((name, False),))]
     if not (_PSEUDONYM.fullmatch(value) and value.startswith(f"{name}~")):
-        return condition  # a pseudonym has this shape: anything else is a raw value, which matches nothing
+        return tuple(found)  # a pseudonym has this shape: anything else is a raw value, which matches nothing
     hints = read_hints(scope, start=window.start, end=window.end)
     for owner_id in scope.owners_masking(name):
-        owned = masked & Q(org_id=owner_id) & Q(**{f"resource__{name}__isnull": False})
-        found = get_store().select_events(scope, hints, filters=owned, overlapping=True)
-        raws = {_resource(row).get(name) for row in found.values_list("resource", flat=True)}
+        masked = EventMatch(org_ids=(owner_id,), pseudonymised=((name, True),))
+        rows = get_store().select_events(
+            scope, hints, match=masked & EventMatch(has_labels=(name,)), overlapping=True, order="any"
+        )
+        raws = {(row.resource or {}).get(name) for row in rows}
         viewer = scope.viewer_org_id
         hits = [raw for raw in raws if raw is not None and pseudonym(owner_id, viewer, name, raw) == value]
-        if hits:
-            condition |= Q(org_id=owner_id) & masked & Q(**{f"resource__{name}__in": hits})
-    return condition
-
-
-def _resource(value) -> dict:
-    return json.loads(value) if isinstance(value, str) else (value or {})
+        found.extend(masked & EventMatch(labels=((name, raw),)) for raw in hits)
+    return tuple(found)
 
 
 EVENT_ORDERS = ("time", "severity")
@@ -330,30 +311,22 @@ EVENT_ORDERS = ("time", "severity")
 TEXT_COUNT_MAX = 100_000
 
 
-def _severity_rank():
-    return Case(
-        *(When(severity=name, then=Value(rank)) for rank, name in enumerate(SEVERITY_ORDER)),
-        default=Value(-1),
-        output_field=IntegerField(),
-    )
-
-
 def warroom_events(
     scope: Scope,
     *,
     window: Window,
-    condition: Q,
+    condition: EventMatches,
     text: str = "",
     limit: int = 500,
     order: str = "time",
     offset: int = 0,
 ) -> dict:
-    """One page of the events in ``window`` matching ``condition`` (and ``text`` in name or message), as
-    the viewer may see them, and how many match in all.
+    """One page of the events in ``window`` that ``condition`` selects (and with ``text`` in name or
+    message), as the viewer may see them, and how many match in all.
 
     ``order``: ``time`` (oldest first) or ``severity`` (most severe first, then oldest first); ``offset``
     skips that many of them (paging). ``total`` is exact for every filter: a text match counts only where
-    the viewer can see the matched text (:func:`visible_text_match`), as the page lists them, so a hidden
+    the viewer can see the matched text (``EventMatch.text``), as the page lists them, so a hidden
     log body never turns into a hit. ``total_exact`` is false only for a text with more than
     :data:`TEXT_COUNT_MAX` hits (``total`` is then that many)."""
     from timeline.lanes import present_events
@@ -368,24 +341,21 @@ def warroom_events(
     hints = read_hints(scope, start=window.start, end=window.end)
     exact = True
     if text:
-        condition = condition & visible_text_match(scope, text)
-        total = store.event_search(
-            scope, hints, text=text, filters=condition, limit=TEXT_COUNT_MAX + 1
-        ).count()
+        # the engine's text index finds the hits (EventMatch.text)
+        condition = match_both(condition, EventMatch(text=text))
+        total = store.count_events(scope, hints, match=condition, limit=TEXT_COUNT_MAX + 1).total
         exact = total <= TEXT_COUNT_MAX
         total = min(total, TEXT_COUNT_MAX)
-    matching = store.select_events(scope, hints, filters=condition)
-    if not text:
-        total = store.count_events(scope, hints, filters=condition).total
-    if text and order == "time":
-        # the engine's text index finds the hits; the first offset + limit of them, oldest first
-        rows = list(store.event_search(scope, hints, text=text, filters=condition, limit=offset + limit + 1))
-        rows = rows[offset:]
     else:
-        ordering = ("aligned_ts", "id") if order == "time" else ("-rank", "aligned_ts", "id")
-        if order == "severity":
-            matching = matching.annotate(rank=_severity_rank())
-        rows = list(matching.select_related("org").order_by(*ordering)[offset : offset + limit + 1])
+        total = store.count_events(scope, hints, match=condition).total
+    rows = store.select_events(
+        scope,
+        hints,
+        match=condition,
+        order="time" if order == "time" else "severity",
+        limit=limit + 1,
+        offset=offset,
+    )
     events = present_events(scope, rows)
     return {
         "events": events[:limit],
@@ -403,14 +373,13 @@ def event_marks(scope: Scope, *, window: Window, limit: int = 40) -> list[dict]:
     from timeline.lanes import present_events
 
     scope = require_scope(scope)
-    notable = Q(severity__in=SEVERITY_ORDER[2:]) | Q(signal="scheduler", name="session_started")
-    rows = list(
-        get_store()
-        .select_events(scope, read_hints(scope, start=window.start, end=window.end), filters=notable)
-        .exclude(kind="log")  # served by the partial index on non-log events
-        .select_related("org")
-        .order_by("ts", "id")[:2000]
+    not_logs = EventMatch(exclude_kinds=("log",))  # served by the partial index on non-log events
+    notable = (
+        EventMatch(severities=SEVERITY_ORDER[2:]) & not_logs,
+        EventMatch(signals=("scheduler",), names=("session_started",)) & not_logs,
     )
+    hints = read_hints(scope, start=window.start, end=window.end)
+    rows = get_store().select_events(scope, hints, match=notable, order="stored", limit=2000)
     if len(rows) > limit:
         rank = {s: i for i, s in enumerate(SEVERITY_ORDER)}
         rows = sorted(rows, key=lambda e: (-rank[e.severity], e.ts))[:limit]

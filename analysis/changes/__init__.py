@@ -29,7 +29,7 @@ that keeps it, so they can be checked from here:
   groups the gate allows (``scope.fleet_readable``: at least ``MIN_AGGREGATE_GROUP`` series); those
   are scored only as the group's per-bucket median, never one by one, and show no label
   (:func:`analysis.changes.series.readable_members`, :func:`analysis.changes.series.fleet_entries`);
-* events are counted through ``store.select_events`` (the scope's filter); log templates are mined
+* events are counted through ``store.count_events`` (the scope's filter); log templates are mined
   only from bodies the scope may read (``scope.hides_body`` is false), so a redacted body never
   shapes a template, a template count or a rank (:mod:`~analysis.changes.events`);
 * capacities are paired by ``timeline.lanes.pair_capacities`` (data, not metric names in code:

@@ -1,7 +1,7 @@
 """Event entries: event families (counts per bucket of each organisation, signal, kind, name and
 severity class) and new or rising log templates.
 
-Events are counted through ``store.select_events`` (the scope's filter); templates are mined only
+Events are counted through ``store.count_events`` (the scope's filter); templates are mined only
 from bodies the scope may read (``scope.hides_body`` is false), so a redacted body never shapes a
 template, a template count or a rank.
 """
@@ -15,13 +15,12 @@ import numpy as np
 
 from analysis.changes.entries import Entry, least_change, safe_spec
 from analysis.changes.periods import HOUR_US, Grid
-from analysis.changes.reads import bucket_expression
 from analysis.scoring import compare
 from analysis.templates_mining import mine_templates
 from clock.model import read_hints
 from orgs.access import Scope
 from orgs.models import Organization
-from store import get_store
+from store import EventMatch, get_store
 from store.reads import run_reads
 from timeline.lanes import SEVERITY_CLASSES, LaneSpec
 
@@ -58,14 +57,12 @@ class EventLine:
 def _template_counts(scope: Scope, grid: Grid, messages: list[str], keys: list[tuple]) -> None:
     """Append to ``messages`` and ``keys`` the readable log bodies of the period: (key, bucket) per line."""
     hints = read_hints(scope, start=grid.period.start, end=grid.period.end)
+    lines = EventMatch(
+        kinds=("log",), with_message=True, readable_bodies=True
+    )  # each row checked again: hides_body
     rows = (
-        get_store()
-        .select_events(scope, hints, filters=scope.body_readable_q())  # each row checked again: hides_body
-        .filter(kind="log")
-        .exclude(message="")
-        .annotate(bucket=bucket_expression(grid))
-        .order_by("aligned_ts", "id")
-        .values_list("org_id", "signal", "name", "resource", "ts", "message", "bucket")[:MAX_TEMPLATE_LINES]
+        (e.org_id, e.signal, e.name, e.resource, e.ts, e.message, (e.aligned_ts - grid.origin) // grid.step)
+        for e in get_store().select_events(scope, hints, match=lines, limit=MAX_TEMPLATE_LINES)
     )
     for org_id, signal, name, resource, ts, message, bucket in rows:
         if not scope.owns(org_id) and scope.hides_body(EventLine(org_id, signal, name, resource, ts)):

@@ -9,8 +9,6 @@ family's are those its readable events name, masked as the gate decides (``scope
 
 from __future__ import annotations
 
-from django.db.models import Q
-
 from analysis.changes.entries import Entry, Ranking
 from analysis.changes.events import EventLine
 from analysis.changes.periods import HOUR_US, Grid
@@ -18,7 +16,7 @@ from analysis.root_cause import Item, change_onset, localise, place_along_depend
 from analysis.topology import dependency_graph, visible_labels
 from clock.model import read_hints
 from orgs.access import Scope
-from store import get_store
+from store import EventMatch, get_store
 from timeline.lanes import SEVERITY_CLASSES, Member
 
 MAX_EVENT_ROWS = 20_000  # events of one family read per period to tell which entities they name
@@ -92,14 +90,10 @@ def event_entities(scope: Scope, graph, family: tuple, grids: tuple[Grid, Grid])
     per_entity = []
     for grid in grids:
         hints = read_hints(scope, start=grid.period.start, end=grid.period.end)
-        rows = (
-            get_store()
-            .select_events(scope, hints, filters=Q(org_id=org_id, signal=signal, kind=kind, name=name))
-            .values_list("resource", "severity", "ts")
-            .order_by()[:MAX_EVENT_ROWS]
-        )
+        family = EventMatch(org_ids=(org_id,), signals=(signal,), kinds=(kind,), names=(name,))
+        rows = get_store().select_events(scope, hints, match=family, order="any", limit=MAX_EVENT_ROWS)
         counts: dict = {}
-        for resource, raw_severity, ts in rows:
+        for resource, raw_severity, ts in ((e.resource, e.severity, e.ts) for e in rows):
             if SEVERITY_CLASSES.get(raw_severity, "info") != severity:
                 continue
             line = EventLine(org_id, signal, name, resource or {}, ts)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from django.db.models import BigIntegerField, ExpressionWrapper, F, Value
 
 from analysis.changes.periods import Grid, Period
 from clock.model import read_hints
@@ -22,10 +21,10 @@ def data_extent(scope: Scope) -> tuple[int, int] | None:
     for a window that holds none."""
     from clock.model import ALL_STORED_TIME
 
-    events = get_store().select_events(scope, ALL_STORED_TIME)
-    first = events.order_by("ts").values_list("ts", flat=True).first()
-    last = events.order_by("-ts").values_list("ts", flat=True).first()
-    return None if first is None or last is None else (int(first), int(last))
+    store = get_store()
+    first = store.first_event(scope, ALL_STORED_TIME, order="stored")
+    last = store.first_event(scope, ALL_STORED_TIME, order="latest")
+    return None if first is None or last is None else (int(first.ts), int(last.ts))
 
 
 def _dense(frame, ids: list[int], grid: Grid) -> np.ndarray:
@@ -87,9 +86,3 @@ def fleet_median(matrix: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)  # all-NaN buckets stay NaN
         return np.nanmedian(matrix, axis=0) if len(matrix) else np.full(matrix.shape[1], np.nan)
-
-
-def bucket_expression(grid: Grid) -> ExpressionWrapper:
-    return ExpressionWrapper(
-        (F("aligned_ts") - Value(grid.origin)) / Value(grid.step), output_field=BigIntegerField()
-    )

@@ -5,14 +5,12 @@ scope keeps only the entries that scope may read too, at the same level of detai
 
 from __future__ import annotations
 
-from django.db.models import Q
-
 from analysis.changes.entries import Entry
 from analysis.changes.periods import Period
 from clock.model import read_hints
 from orgs.access import LEVEL_REDACTED, Scope, require_scope
 from orgs.read_context import note_read
-from store import get_store
+from store import EventMatch, get_store
 from timeline.lanes import LaneSpec, readable_series
 
 
@@ -31,11 +29,8 @@ def also_readable(entries: list[Entry], other: Scope, window: Period) -> list[En
             series = readable_series(other, include_aggregate=entry.kind == "fleet")
             readable = series.filter(org_id=entry.org.pk, metric=what).exists()
         else:
-            first = (
-                get_store()
-                .select_events(other, hints, filters=Q(org_id=entry.org.pk, signal=entry.signal))
-                .first()
-            )
+            family = EventMatch(org_ids=(entry.org.pk,), signals=(entry.signal,))
+            first = get_store().first_event(other, hints, match=family, order="id")
             readable = first is not None and (entry.kind != "template" or not other.hides_body(first))
         if readable:
             kept.append(entry)
@@ -51,8 +46,7 @@ def note_entry_read(scope: Scope, entry: Entry, window: Period) -> None:
         level = entry.level
         if entry.kind in ("events", "template"):
             hints = read_hints(scope, start=window.start, end=window.end)
-            first = (
-                get_store().select_events(scope, hints, filters=Q(org_id=org_id, signal=entry.signal)).first()
-            )
+            family = EventMatch(org_ids=(org_id,), signals=(entry.signal,))
+            first = get_store().first_event(scope, hints, match=family, order="id")
             level = scope.event_level(first) if first is not None else LEVEL_REDACTED
         note_read(scope, org_id, what, level or LEVEL_REDACTED)

@@ -13,7 +13,7 @@ from analysis.detection.config import READ_CHUNK, DetectionConfig, S
 from clock.model import clock_for, read_hints
 from core.records import SEVERITIES
 from orgs.access import Scope
-from store import get_store
+from store import EventMatch, get_store
 from timeline.lanes import readable_series
 from timeline.presenters import present_event, present_series
 
@@ -98,20 +98,17 @@ def event_families(
 ) -> dict[str, dict[str, list[tuple[np.ndarray, str]]]]:
     """Per entity, per ``<signal> events`` family: per-bucket hits (1 where it occurs; a span where it
     ends) of each event name (template) of at least ``event_severity`` the scope may read."""
-    severe = list(SEVERITIES[SEVERITIES.index(config.event_severity) :])
-    events = (
-        get_store()
-        .select_events(
-            scope,
-            read_hints(scope, start=start, end=start + n * step),
-            filters=Q(severity__in=severe, resource__has_key=config.entity_label),
-            overlapping=True,
-        )
-        .select_related("org")
+    severe = SEVERITIES[SEVERITIES.index(config.event_severity) :]
+    events = get_store().select_events(
+        scope,
+        read_hints(scope, start=start, end=start + n * step),
+        match=EventMatch(severities=severe, has_labels=(config.entity_label,), exclude_names=(config.name,)),
+        overlapping=True,
+        limit=100_000,
     )
     clock = clock_for(scope)
     hits: dict[tuple[str, str, str], np.ndarray] = {}
-    for event in events.exclude(name=config.name).order_by("aligned_ts", "id")[:100_000]:
+    for event in events:
         shown = present_event(scope, event)
         entity = shown["resource"].get(config.entity_label)
         shift, end_shift, _applied = clock.event_shift(event)
@@ -134,19 +131,16 @@ def entity_transitions(
     """Per entity, the buckets where a job of its own started or ended: the start and end of each
     readable span with the entity label lasting at least ``transition_min_s`` (a scheduler's session,
     a burn-in), whatever its outcome. A step in the entity's series there is the job's, not a fault."""
-    spans = (
-        get_store()
-        .select_events(
-            scope,
-            read_hints(scope, start=start, end=start + n * step),
-            filters=Q(kind="span", end_ts__isnull=False, resource__has_key=config.entity_label),
-            overlapping=True,
-        )
-        .select_related("org")
+    spans = get_store().select_events(
+        scope,
+        read_hints(scope, start=start, end=start + n * step),
+        match=EventMatch(kinds=("span",), duration=True, has_labels=(config.entity_label,)),
+        overlapping=True,
+        limit=100_000,
     )
     clock = clock_for(scope)
     marks: dict[str, set[int]] = defaultdict(set)
-    for span in spans.order_by("aligned_ts", "id")[:100_000]:
+    for span in spans:
         if span.end_ts - span.ts < config.transition_min_s * S:
             continue
         entity = present_event(scope, span)["resource"].get(config.entity_label)

@@ -21,7 +21,7 @@ from core.records import Batch, EventRecord
 from orgs.access import Scope, require_role
 from orgs.grants import label_q
 from orgs.models import DetectorSettings, Role
-from store import get_store
+from store import EventMatch, get_store
 from timeline.presenters import present_event
 
 
@@ -64,10 +64,12 @@ def detections_write(*, org_id: int, detections: list[Detection], config: Detect
 
 def stored_detections(scope: Scope, *, start: int, end: int, config: DetectionConfig, limit: int = 5000):
     """Detection events in ``[start, end)`` the scope may read (its own and those shared with it)."""
-    events = get_store().select_events(
-        scope, read_hints(scope, start=start, end=end), filters=Q(signal="other", name=config.name)
+    return get_store().select_events(
+        scope,
+        read_hints(scope, start=start, end=end),
+        match=EventMatch(signals=("other",), names=(config.name,)),
+        limit=limit,
     )
-    return events.select_related("org").order_by("aligned_ts", "id")[:limit]
 
 
 def detection_run(

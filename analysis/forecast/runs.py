@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Q
-
 from analysis.forecast.rules import SESSION_END, SESSION_START, ForecastConfig
 from clock.model import clock_for, read_hints
 from orgs.access import ENTITY_LABELS, Scope
-from store import get_store
+from store import EventMatch, get_store
 from timeline.presenters import present_event
 
 S = 1_000_000
@@ -44,15 +42,11 @@ def read_runs(scope: Scope, job: str, *, start: int, end: int, config: ForecastC
 def read_jobs(scope: Scope, *, start: int, end: int, config: ForecastConfig) -> dict[str, list[Run]]:
     """Every job with a session in ``[start, end)`` whose spans the scope may read with their job and
     session attributes, and its runs in time order (a redacted span names neither: no job, no run)."""
-    events = (
-        get_store()
-        .select_events(
-            scope,
-            read_hints(scope, start=start, end=end),
-            filters=Q(signal=config.span_signal, name=config.span_name, kind="span"),
-        )
-        .select_related("org")
-        .order_by("aligned_ts", "id")[:MAX_EVENTS]
+    events = get_store().select_events(
+        scope,
+        read_hints(scope, start=start, end=end),
+        match=EventMatch(signals=(config.span_signal,), names=(config.span_name,), kinds=("span",)),
+        limit=MAX_EVENTS,
     )
     clock = clock_for(scope)
     jobs: dict[str, dict[str, Run]] = defaultdict(dict)
@@ -79,14 +73,11 @@ def phase_events(scope: Scope, *, start: int, end: int, config: ForecastConfig) 
     names = config.event_names()
     if not names:
         return {}
-    events = (
-        get_store()
-        .select_events(
-            scope,
-            read_hints(scope, start=start, end=end),
-            filters=Q(signal=config.phase_signal, name__in=sorted(names)),
-        )
-        .order_by("aligned_ts", "id")[:MAX_EVENTS]
+    events = get_store().select_events(
+        scope,
+        read_hints(scope, start=start, end=end),
+        match=EventMatch(signals=(config.phase_signal,), names=tuple(sorted(names))),
+        limit=MAX_EVENTS,
     )
     clock = clock_for(scope)
     out: dict[str, list[int]] = defaultdict(list)

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from datetime import date
 
 import numpy as np
-from django.db.models import Count, Q
 
 from orgs.access import Scope, require_scope
 from orgs.models import Organization
@@ -28,8 +27,8 @@ from store.clickhouse.events import (
     EVENT_SCHEMA,
     EVENT_TABLE,
     JSON_SETTINGS,
-    ClickHouseEventCounts,
-    EventQuery,
+    ClickHouseEventReads,
+    decode_rows,
 )
 from store.clickhouse.sql import (
     SAMPLE_SCHEMA,
@@ -51,7 +50,7 @@ TABLES = (SAMPLE_TABLE, EVENT_TABLE)
 ROLLUP_TABLES = tuple(table for _width, table in rollups.ROLLUPS)
 
 
-class ClickHouseStore(ClickHouseEventCounts, ClickHouseWrites, StoreBackend):
+class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, StoreBackend):
     """Samples in ClickHouse (``engine``), the rest through ``relational``, the store of the Django
     database ``connection`` (PostgreSQL or SQLite)."""
 
@@ -332,30 +331,6 @@ class ClickHouseStore(ClickHouseEventCounts, ClickHouseWrites, StoreBackend):
         rows of a write whose transaction rolled back with the organisation it created)."""
         return sorted(Organization.objects.values_list("pk", flat=True))
 
-    def select_events(
-        self, scope: Scope, hints: ReadHints, *, filters: Q | None = None, overlapping: bool = False
-    ) -> EventQuery:
-        """As the base's, from the ClickHouse table: an :class:`EventQuery` rather than a queryset, with
-        the same alias ``aligned_ts`` and the queryset methods event readers chain."""
-        events = EventQuery(self, hints, scope_q=require_scope(scope).event_filter(), overlapping=overlapping)
-        return events.filter(filters) if filters is not None else events
-
-    def event_families(self, scope: Scope, hints: ReadHints) -> list[dict]:
-        events = EventQuery(
-            self, hints, scope_q=require_scope(scope).event_filter(), overlapping=False, window=False
-        )
-        rows = (
-            events.filter(ts__gte=hints.start, ts__lt=hints.end)
-            .values("org_id", "signal", "kind")
-            .annotate(count=Count("id"), with_duration=Count("id", filter=Q(end_ts__isnull=False)))
-            .order_by("org_id", "signal", "kind")
-        )
-        return list(rows)
-
-    def _text_candidates(self, text: str, hints: ReadHints) -> list[int] | None:
-        # the search's own condition reaches the n-gram indexes of the ClickHouse table
-        return None
-
     def create_search_indexes(self) -> bool:
         """Nothing to create: substring search runs on ClickHouse's n-gram indexes, part of its table
         (the Django database's event table stays empty)."""
@@ -371,7 +346,7 @@ class ClickHouseStore(ClickHouseEventCounts, ClickHouseWrites, StoreBackend):
             p.values,
             fmt="JSONCompactEachRow",
         )
-        return [tuple(row) for row in EventQuery._decode(raw)]
+        return [tuple(row) for row in decode_rows(raw)]
 
     def drop_search_indexes(self) -> None:
         """The n-gram indexes are part of the table: nothing to drop."""

@@ -11,7 +11,6 @@ from urllib.parse import urlencode
 
 import pytest
 from django.core.management import call_command
-from django.db.models import Q
 
 from core.timeparse import format_rfc3339
 from tests.browser.conftest import open_view, signed_in
@@ -27,12 +26,12 @@ def _first_xid() -> tuple[int, str]:
     from clock.model import read_hints
     from orgs.access import Scope
     from orgs.models import Organization
-    from store import get_store
+    from store import EventMatch, get_store
 
     gpuvendor = Organization.objects.get(slug="gpuvendor")
     scope = Scope.dangerously_as_org(gpuvendor.pk, "test:first-xid")
     hints = read_hints(scope, start=0, end=2**62)
-    first = get_store().select_events(scope, hints, filters=Q(name="xid")).order_by("ts", "id").first()
+    first = get_store().first_event(scope, hints, match=EventMatch(names=("xid",)), order="stored")
     return first.ts, first.resource["node"]
 
 

@@ -166,11 +166,13 @@ def test_event_times_are_shifted_in_what_the_viewer_gets(org_a):
     write(org_a, events=[log(T0 + 10 * S, end_ts=T0 + 70 * S)])
     correct(org_a, offset_us=-2_700_000)
     scope = scope_of(org_a)
-    shown = present_event(scope, get_store().select_events(scope, ALL_STORED_TIME).get())
+    (event,) = get_store().select_events(scope, ALL_STORED_TIME)
+    shown = present_event(scope, event)
     assert shown["ts"] == "2026-06-15T00:00:07.300000Z" and shown["end_ts"] == "2026-06-15T00:01:07.300000Z"
     assert shown["clock_shift_us"] == -2_700_000 and shown["clock_end_shift_us"] == -2_700_000
     with use_clock(scope, aligned=False):
-        plain = present_event(scope, get_store().select_events(scope, ALL_STORED_TIME).get())
+        (event,) = get_store().select_events(scope, ALL_STORED_TIME)
+        plain = present_event(scope, event)
     assert plain["ts"] == "2026-06-15T00:00:10.000000Z" and "clock_shift_us" not in plain
 
 
@@ -203,7 +205,7 @@ def test_a_drifting_event_is_shifted_exactly_as_its_samples_would_be(org_a):
     expected = ts + 1_000 - 280_000 - 1  # 7.0000343 h x 40 ms/h = 280,001.37 µs, rounded
     (bucket,) = lane(scope, only_series(org_a).pk, start=T0, end=T0 + 8 * HOUR, step=1).bucket
     assert T0 + bucket == expected
-    event = get_store().select_events(scope, ALL_STORED_TIME).get()
+    (event,) = get_store().select_events(scope, ALL_STORED_TIME)
     assert event.ts + clock_for(scope).event_shift(event)[0] == expected
 
 

@@ -7,7 +7,6 @@ uncertainty)."""
 from __future__ import annotations
 
 import pytest
-from django.db.models import Q
 
 from analysis.changes import Period, rank_changes
 from analysis.onsets import onsets
@@ -17,7 +16,7 @@ from ingest.scenario_loading import demo_organisations_create, store_until
 from orgs.access import Scope
 from orgs.models import Role
 from orgs.services import user_create
-from store import get_store
+from store import EventMatch, get_store
 from tests.conftest import PASSWORD
 from timeline.lanes import readable_series
 
@@ -53,7 +52,7 @@ def _visible(scope: Scope, lane: dict, window: Period) -> bool:
     if title.endswith(")") and " (" in title:
         hints = read_hints(scope, start=window.start, end=window.end)
         name = title.split(" (")[0]
-        return get_store().select_events(scope, hints, filters=Q(org__slug=lane["org"], name=name)).exists()
+        return get_store().any_events(scope, hints, match=EventMatch(org_slugs=(lane["org"],), names=(name,)))
     series = readable_series(scope, include_aggregate=True).filter(org__slug=lane["org"], metric=title)
     if lane["labels"]:
         series = series.filter(labels__contains=lane["labels"])

@@ -87,8 +87,12 @@ def test_a_copy_moves_samples_events_and_rollups_and_reads_as_postgresql_did(org
     assert moved == before
     events = ReadHints(start=T0, end=T0 + 2 * HOUR)
     fields = ("pk", "ts", "name", "message", "resource", "attributes", "fingerprint", "source_id")
-    assert list(store.select_events(own_scope(org_a), events).order_by("ts").values_list(*fields)) == list(
-        store.relational.select_events(own_scope(org_a), events).order_by("ts").values_list(*fields)
+
+    def rows(read) -> list[tuple]:
+        return [tuple(getattr(event, field) for field in fields) for event in read]
+
+    assert rows(store.select_events(own_scope(org_a), events, order="stored")) == rows(
+        store.relational.select_events(own_scope(org_a), events, order="stored")
     )
 
 

@@ -57,8 +57,8 @@ except Died:
     pass
 with transaction.atomic():
     out["again"] = store.write_batch(org_id=org.pk, batch=Batch(source="s", events=events)).events_stored
-read = store.select_events(scope, ReadHints(start=0, end=2**62)).order_by("ts")
-out["ids"] = list(read.values_list("pk", flat=True))
+read = store.select_events(scope, ReadHints(start=0, end=2**62), order="stored")
+out["ids"] = [event.pk for event in read]
 out["django_rows"] = Event.unscoped.count()
 out["latest"] = latest_event_us(scope) - T0
 store.engine.command("OPTIMIZE TABLE timeline_event FINAL")

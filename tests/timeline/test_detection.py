@@ -18,7 +18,7 @@ from core.timeparse import format_rfc3339
 from orgs.access import Scope
 from orgs.models import Organization, Role
 from orgs.services import grant_create, organization_create, user_create
-from store import get_store
+from store import EventMatch, get_store
 from tests.conftest import PASSWORD
 from tests.factories import log_line, write
 
@@ -341,12 +341,10 @@ def test_detections_are_events_of_the_organisation_written_once(owner):
     config = detection.DetectionConfig()
     assert detection.detections_write(org_id=owner.pk, detections=found, config=config) == 1
     assert detection.detections_write(org_id=owner.pk, detections=run(owner), config=config) == 0
-    stored = (
-        get_store()
-        .select_events(
-            scope_of(owner), detection.read_hints(scope_of(owner), start=START, end=START + 6 * 3600 * S)
-        )
-        .filter(name=config.name)
+    stored = get_store().select_events(
+        scope_of(owner),
+        detection.read_hints(scope_of(owner), start=START, end=START + 6 * 3600 * S),
+        match=EventMatch(names=(config.name,)),
     )
     (event,) = stored
     assert event.org_id == owner.pk and event.resource == {"node": "node-07"}
@@ -362,12 +360,8 @@ def test_a_detection_is_shared_by_grant_like_any_event(owner):
 
     def seen() -> int:
         scope = scope_of(viewer)
-        return (
-            get_store()
-            .select_events(scope, detection.read_hints(scope, **window))
-            .filter(name=config.name)
-            .count()
-        )
+        hints = detection.read_hints(scope, **window)
+        return get_store().count_events(scope, hints, match=EventMatch(names=(config.name,))).total
 
     assert seen() == 0
     grant_create(owner=owner, grantee=viewer, name="detections", signals=["other"])

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Q
 from django.test import TestCase
 
 from analysis import detection, tasks
 from orgs.models import DETECTION_GRANT_NAME, DetectorRun, DetectorSettings, Grant, Role
 from orgs.services import detector_settings_for, detector_settings_update, organization_create
-from store import get_store
+from store import EventMatch, get_store
 from tests.factories import member, member_client
 from tests.timeline.test_detection import FAULT_AT, HOURS, START, scope_of, store_fleet
 
@@ -42,7 +41,8 @@ def configure(org, user=None, **changes) -> DetectorSettings:
 def stored(org) -> list:
     scope = scope_of(org)
     hints = detection.read_hints(scope, start=START - HOUR, end=END + HOUR)
-    return list(get_store().select_events(scope, hints, filters=Q(name=detection.DetectionConfig().name)))
+    detections = EventMatch(names=(detection.DetectionConfig().name,))
+    return get_store().select_events(scope, hints, match=detections)
 
 
 @pytest.fixture

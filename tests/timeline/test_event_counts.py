@@ -10,12 +10,11 @@ from collections import Counter
 
 import pytest
 from django.conf import settings
-from django.db.models import Q
 
 from core.records import EventRecord
 from orgs.access import Scope
 from orgs.services import grant_create
-from store import ReadHints, get_store
+from store import EventMatch, ReadHints, get_store
 from store.hints import EVENT_COUNT_KEYS, ClockModel, Correction
 from tests.factories import DAY, T0, S, own_scope, write
 from tests.processes import pytest_in_subprocess
@@ -106,11 +105,12 @@ def test_events_are_counted_per_bucket_and_several_fields_in_key_order(org_a, wr
 
 def test_filters_narrow_the_count_and_no_key_counts_everything_once(org_a, written):
     store = get_store()
-    logs = store.count_events(own_scope(org_a), HINTS, filters=Q(kind="log"), by=("kind",))
+    logs = store.count_events(own_scope(org_a), HINTS, match=EventMatch(kinds=("log",)), by=("kind",))
     assert list(logs.rows()) == [("log", 20)]
     everything = store.count_events(own_scope(org_a), HINTS)
     assert list(everything.rows()) == [(30,)]
-    nothing = store.count_events(own_scope(org_a), HINTS, filters=Q(name="none"), by=("name",), bucket=True)
+    none = EventMatch(names=("none",))
+    nothing = store.count_events(own_scope(org_a), HINTS, match=none, by=("name",), bucket=True)
     assert len(nothing) == 0 and nothing.total == 0
 
 

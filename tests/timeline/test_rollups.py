@@ -283,7 +283,6 @@ def test_a_level_derived_from_fresh_rows_and_stored_edges_equals_one_from_the_sa
 
 # -- event counts: the coarse path of an event lane against the raw count ----------------------------
 
-from django.db.models import Q  # noqa: E402
 
 from core.records import EventRecord  # noqa: E402
 from store.hints import ClockModel, Correction, EventMatch  # noqa: E402
@@ -339,14 +338,14 @@ def test_event_counts_from_the_count_rows_equal_the_raw_counts_after_repeated_an
     assert write(org_a, events=events[:800]).events_stored == 0  # re-applied: nothing stored again
     late = log_events(rng, 200)  # late events inside hours already counted
     write(org_a, events=late)
-    match = EventMatch(org_slug=org_a.slug, signal="application")
+    match = EventMatch(org_slugs=(org_a.slug,), signals=("application",))
     for step in (HOUR_US, 3 * HOUR_US, 10 * MINUTE_US):
         rows = assert_same_counts(
             own_scope(org_a), lane_hints(T0 + 17 * 60 * S + 3 * S, T0 + 3 * DAY_US, step), match
         )
     whole = assert_same_counts(own_scope(org_a), lane_hints(T0, T0 + 3 * DAY_US, 6 * HOUR_US), match)
     assert sum(count for _b, _s, count in whole) == 3200 and rows
-    prefixed = EventMatch(org_slug=org_a.slug, signal="application", name_prefix="sys")
+    prefixed = EventMatch(org_slugs=(org_a.slug,), signals=("application",), name_prefix="sys")
     rows = assert_same_counts(own_scope(org_a), lane_hints(T0, T0 + 3 * DAY_US, HOUR_US), prefixed)
     assert sum(c for _b, _s, c in rows) == sum(1 for e in events + late if e.name.startswith("sys"))
 
@@ -355,7 +354,7 @@ def test_event_counts_honour_full_redacted_and_event_level_grants_and_their_wind
     rng = random.Random(5)
     write(org_a, events=log_events(rng, 2000))
     write(org_a, events=log_events(rng, 300, signal="host"))
-    match = EventMatch(org_slug=org_a.slug, signal="application")
+    match = EventMatch(org_slugs=(org_a.slug,), signals=("application",))
     hints = lane_hints(T0, T0 + 3 * DAY_US, 2 * HOUR_US)
     assert event_read(Scope.for_user(member_b), hints, match, rollups=True)[0] == []  # no grant yet
     grants = [
@@ -398,12 +397,12 @@ def test_grants_the_counts_cannot_answer_are_counted_raw(org_a, org_b, member_b)
         name_patterns=["sys.*"],
         data_from=datetime.fromtimestamp((T0 + DAY_US) / S, tz=UTC),
     )
-    match = EventMatch(org_slug=org_a.slug, signal="application")
+    match = EventMatch(org_slugs=(org_a.slug,), signals=("application",))
     rows = assert_same_counts(
         Scope.for_user(member_b), lane_hints(T0, T0 + 3 * DAY_US, HOUR_US), match, counted=False
     )
     assert 0 < sum(c for _b, _s, c in rows) < 1000
-    labelled = EventMatch(org_slug=org_a.slug, signal="application", labels=(("node", "node-02"),))
+    labelled = EventMatch(org_slugs=(org_a.slug,), signals=("application",), labels=(("node", "node-02"),))
     assert_same_counts(own_scope(org_a), lane_hints(T0, T0 + 3 * DAY_US, HOUR_US), labelled, counted=False)
 
 
@@ -428,7 +427,7 @@ def test_clock_corrections_apply_to_the_counts_exactly(org_a):
     write(org_a, events=log_events(rng, 1500), source="agent-1")
     write(org_a, events=log_events(rng, 1500), source="agent-2")
     agent_2 = Source.objects.get(org=org_a, name="agent-2").pk
-    match = EventMatch(org_slug=org_a.slug, signal="application")
+    match = EventMatch(org_slugs=(org_a.slug,), signals=("application",))
     scope = own_scope(org_a)
     cases = [
         ((correction(org_a, offset_us=-HOUR_US),), HOUR_US, True),  # whole hours: the hour rows
@@ -461,7 +460,7 @@ def test_event_minutes_waiting_for_their_recount_are_counted_raw_until_it_runs(o
     write(org_a, events=log_events(rng, 50, start=T0 + DAY_US, span=HOUR_US), refresh=False)
     stale = get_store().event_stale_from(org_a.pk, start=T0, end=T0 + 3 * DAY_US)
     assert T0 + DAY_US <= stale < T0 + DAY_US + HOUR_US
-    match = EventMatch(org_slug=org_a.slug, signal="application")
+    match = EventMatch(org_slugs=(org_a.slug,), signals=("application",))
     hints = lane_hints(T0, T0 + 3 * DAY_US, HOUR_US)
     rows = assert_same_counts(own_scope(org_a), hints, match)
     assert sum(c for _b, _s, c in rows) == 1050
@@ -515,7 +514,7 @@ def test_stored_event_counts_equal_the_raw_events_and_survive_retention_and_rebu
             == stored_event_counts("timeline_event_rollup_1m")
             == {}
         )
-        match = EventMatch(org_slug=org_a.slug, signal="application")
+        match = EventMatch(org_slugs=(org_a.slug,), signals=("application",))
         hints = lane_hints(T0, T0 + 3 * DAY_US, HOUR_US)
         rows = assert_same_counts(own_scope(org_a), hints, match, counted=False)  # older than kept: raw
     assert sum(c for _b, _s, c in rows) == 1500
@@ -571,14 +570,11 @@ def test_logs_and_spans_lanes_over_the_counts_equal_the_lanes_over_raw_events(or
         m["event"]["id"]
         for m in build_spans_lane(own_scope(org_a), LaneSpec.parse("spans:modeldev/scheduler"), grid)["marks"]
     ]
-    first = (
-        get_store()
-        .select_events(
-            own_scope(org_a),
-            ReadHints(start=grid.start, end=grid.end),
-            filters=Q(signal="scheduler", end_ts__isnull=True),
-        )
-        .order_by("ts", "id")
-        .values_list("pk", flat=True)
+    first = get_store().select_events(
+        own_scope(org_a),
+        ReadHints(start=grid.start, end=grid.end),
+        match=EventMatch(signals=("scheduler",), duration=False),
+        order="stored",
+        limit=300,
     )
-    assert len(marks) == 300 and marks == list(first[:300])
+    assert len(marks) == 300 and marks == [event.pk for event in first]

@@ -6,7 +6,9 @@ its own on SQLite (tests/timeline/test_store_on_sqlite.py), with samples and eve
 import pytest
 
 from clock.model import ALL_STORED_TIME
-from store import ReadHints, get_store
+from orgs.access import Scope
+from orgs.services import grant_create
+from store import EventMatch, ReadHints, get_store
 from tests.factories import T0, TYPED_ATTRIBUTES, S, log_line, node_gauge, own_scope, typed_span, write
 from timeline.models import Series
 
@@ -35,7 +37,7 @@ def test_writing_the_same_batch_twice_stores_nothing_the_second_time(org_a):
     assert (again.samples_stored, again.events_stored, again.series_created) == (0, 0, 0)
     series = Series.objects.scoped(own_scope(org_a)).get()
     assert sum(lane(org_a, series.pk).count) == 3
-    assert get_store().select_events(own_scope(org_a), ALL_STORED_TIME).count() == 1
+    assert get_store().count_events(own_scope(org_a), ALL_STORED_TIME).total == 1
 
 
 def test_overlapping_batches_store_only_the_new_points(org_a):
@@ -87,7 +89,7 @@ def test_lane_reads_need_a_scope(org_a):
 def test_events_keep_their_text_and_labels_exactly(org_a):
     message = "<script>alert('x')</script> ünïcode \u2603"
     write(org_a, events=[typed_span(message)])
-    stored = get_store().select_events(own_scope(org_a), ALL_STORED_TIME).get()
+    (stored,) = get_store().select_events(own_scope(org_a), ALL_STORED_TIME)
     assert (stored.ts, stored.end_ts, stored.message) == (T0 + 5, T0 + 10 * S, message)
     assert stored.resource == {"node": "node-17"}
     assert stored.attributes == TYPED_ATTRIBUTES == {"attempt": 2, "ok": False, "ratio": 0.5, "none": None}
@@ -96,7 +98,8 @@ def test_events_keep_their_text_and_labels_exactly(org_a):
 def test_event_labels_that_spell_an_escape_are_stored_as_sent(org_a):
     spelled = {"raw": "\\u0000 is how JSON writes NUL", "path": "C:\\new"}
     write(org_a, events=[log_line(T0, "x", node="node-01", name="dump", attributes=spelled)])
-    assert get_store().select_events(own_scope(org_a), ALL_STORED_TIME).get().attributes == spelled
+    (stored,) = get_store().select_events(own_scope(org_a), ALL_STORED_TIME)
+    assert stored.attributes == spelled
 
 
 @pytest.mark.services
@@ -174,10 +177,133 @@ def test_an_event_read_is_scoped_and_windowed(org_a, org_b):
     write(org_a, events=[log_line(T0 + i * S, "", name=f"e{i}") for i in range(5)])
     store = get_store()
     hints = ReadHints(start=T0 + S, end=T0 + 3 * S)
-    assert [e.name for e in store.select_events(own_scope(org_a), hints).order_by("aligned_ts")] == [
-        "e1",
-        "e2",
-    ]
-    assert not store.select_events(own_scope(org_b), hints).exists()
+    assert [e.name for e in store.select_events(own_scope(org_a), hints)] == ["e1", "e2"]
+    assert not store.any_events(own_scope(org_b), hints)
     families = store.event_families(own_scope(org_a), ReadHints(start=T0, end=T0 + 10 * S))
     assert [(f["signal"], f["kind"], f["count"]) for f in families] == [("application", "log", 5)]
+
+
+# --------------------------------------------------------------------------- event matches
+
+MATCH_EVENTS = [
+    log_line(T0, "disk ok", node="node-01", name="disk_check"),
+    log_line(T0 + S, "Disk FULL on sda", node="node-02", name="disk_full", severity="warning"),
+    log_line(T0 + 2 * S, "", node="node-03", name="job", severity="error", end_ts=T0 + 5 * S),
+    log_line(
+        T0 + 3 * S, "begins", node="node-01", signal="scheduler", name="session_started", severity="notice"
+    ),
+    log_line(
+        T0 + 4 * S, "gpu fell off", resource={"node": "node-02", "gpu": 3}, name="xid", severity="critical"
+    ),
+    log_line(T0 + 6 * S, "quota", signal="storage", name="quota_check"),
+]
+EVERY_NAME = ["disk_check", "disk_full", "job", "session_started", "xid", "quota_check"]
+OWNER_MATCHES = [
+    (None, EVERY_NAME),
+    (EventMatch(signals=("application",)), ["disk_check", "disk_full", "job", "xid"]),
+    (EventMatch(kinds=("span",)), ["job"]),
+    (EventMatch(names=("xid", "quota_check")), ["xid", "quota_check"]),
+    (EventMatch(name_prefix="disk"), ["disk_check", "disk_full"]),
+    (EventMatch(severities=("error", "critical")), ["job", "xid"]),
+    (EventMatch(exclude_kinds=("log",)), ["job"]),
+    (EventMatch(exclude_names=("disk_check", "job")), ["disk_full", "session_started", "xid", "quota_check"]),
+    (EventMatch(labels=(("node", "node-02"),)), ["disk_full", "xid"]),
+    (EventMatch(labels=(("gpu", 3),)), ["xid"]),
+    (
+        EventMatch(matchers=(("node", "=~", "node-0[12]"),)),
+        ["disk_check", "disk_full", "session_started", "xid"],
+    ),
+    (EventMatch(matchers=(("node", "!=", "node-01"),)), ["disk_full", "job", "xid", "quota_check"]),
+    (EventMatch(has_labels=("gpu",)), ["xid"]),
+    (EventMatch(duration=True), ["job"]),
+    (
+        EventMatch(duration=False, with_message=True),
+        ["disk_check", "disk_full", "session_started", "xid", "quota_check"],
+    ),
+    (EventMatch(with_message=True, kinds=("span",)), []),
+    (EventMatch(text="DISK"), ["disk_check", "disk_full"]),
+    (EventMatch(text="sda"), ["disk_full"]),
+    (EventMatch(readable_bodies=True, signals=("storage",)), ["quota_check"]),
+    (EventMatch(org_slugs=("modeldev",), stored_from=T0 + 3 * S), ["session_started", "xid", "quota_check"]),
+    (EventMatch(org_slugs=("storage",)), []),
+    (
+        EventMatch(signals=("application",)) & EventMatch(severities=("warning", "critical")),
+        ["disk_full", "xid"],
+    ),
+    ((EventMatch(kinds=("span",)), EventMatch(names=("xid",))), ["job", "xid"]),
+    (EventMatch(kinds=()), []),
+    ((), []),
+]
+
+
+@pytest.mark.parametrize("match,names", OWNER_MATCHES, ids=[f"owner-{i}" for i in range(len(OWNER_MATCHES))])
+def test_an_event_match_selects_the_events_it_names(org_a, match, names):
+    write(org_a, events=MATCH_EVENTS)
+    store = get_store()
+    hints = ReadHints(start=T0, end=T0 + 60 * S)
+    scope = own_scope(org_a)
+    assert [e.name for e in store.select_events(scope, hints, match=match)] == names
+    assert store.count_events(scope, hints, match=match).total == len(names)
+    assert store.any_events(scope, hints, match=match) == bool(names)
+    first = store.first_event(scope, hints, match=match, order="latest")
+    assert (first.name if first else None) == (names[-1] if names else None)
+
+
+def test_matches_on_what_the_viewer_may_read_ask_the_gate(org_a, org_b):
+    write(org_a, events=MATCH_EVENTS)
+    grant = grant_create(
+        owner=org_a,
+        grantee=org_b,
+        name="app",
+        level="redacted",
+        signals=["application"],
+        masked_labels=["node"],
+    )
+    store = get_store()
+    hints = ReadHints(start=T0, end=T0 + 60 * S)
+    viewer = Scope.dangerously_as_org(org_b.pk, "test")
+    shared = ["disk_check", "disk_full", "job", "xid"]
+
+    def names(match) -> list[str]:
+        return [e.name for e in store.select_events(viewer, hints, match=match)]
+
+    assert names(None) == shared
+    assert names(EventMatch(readable_bodies=True)) == []  # a redacted grant shows no bodies
+    assert names(EventMatch(text="disk")) == ["disk_check", "disk_full"]  # by their names
+    assert names(EventMatch(text="sda")) == []  # only a hidden message says it
+    assert names(EventMatch(pseudonymised=(("node", True),))) == shared
+    assert names(EventMatch(pseudonymised=(("node", False),))) == []
+    assert names(EventMatch(pseudonymised=(("gpu", True),))) == []
+    assert names(EventMatch(grant=grant.pk)) == shared
+    assert names(EventMatch(grant=grant.pk + 1)) == []
+    assert [
+        e.name for e in store.select_events(own_scope(org_a), hints, match=EventMatch(readable_bodies=True))
+    ] == (EVERY_NAME)
+
+
+def test_event_reads_order_page_and_carry_their_corrected_start(org_a):
+    write(org_a, events=MATCH_EVENTS)
+    store = get_store()
+    hints = ReadHints(start=T0, end=T0 + 60 * S)
+    scope = own_scope(org_a)
+    assert [e.name for e in store.select_events(scope, hints, order="latest", limit=2)] == [
+        "quota_check",
+        "xid",
+    ]
+    assert [e.name for e in store.select_events(scope, hints, order="severity", limit=3)] == [
+        "xid",
+        "job",
+        "disk_full",
+    ]
+    assert [e.name for e in store.select_events(scope, hints, limit=2, offset=3)] == [
+        "session_started",
+        "xid",
+    ]
+    assert sorted(e.name for e in store.select_events(scope, hints, order="any")) == sorted(EVERY_NAME)
+    assert store.select_events(scope, hints, limit=0) == []
+    rows = store.select_events(scope, hints)
+    assert [e.aligned_ts for e in rows] == [e.ts for e in rows]
+    assert {e.org.slug for e in rows} == {"modeldev"} and {e.source.name for e in rows} == {"test"}
+    assert store.count_events(scope, hints, limit=4).total == 4
+    with pytest.raises(ValueError):
+        store.count_events(scope, hints, by=("name",), limit=4)

@@ -23,7 +23,7 @@ from timeline.lanes.build import LaneResult, SeriesLane, build_lanes, read_serie
 from timeline.lanes.catalogue import SeriesGroup, pair_capacities, series_groups
 from timeline.lanes.defaults import busiest_label_value, default_lanes, default_specs
 from timeline.lanes.downsample import fleet_band, fleet_sum, forward_fill, interleave_min_max
-from timeline.lanes.event_lanes import SEVERITY_CLASSES, event_filter, present_events
+from timeline.lanes.event_lanes import SEVERITY_CLASSES, event_match, present_events
 from timeline.lanes.grid import Grid
 from timeline.lanes.selection import Member, aggregate_allowed, readable_series, select_members
 from timeline.lanes.series_lanes import BucketCache, plan_series_lane, uses_rate
@@ -46,7 +46,7 @@ __all__ = [
     "busiest_label_value",
     "default_lanes",
     "default_specs",
-    "event_filter",
+    "event_match",
     "fleet_band",
     "fleet_sum",
     "forward_fill",

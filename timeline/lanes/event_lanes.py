@@ -13,7 +13,6 @@ import dataclasses
 from collections import defaultdict
 
 import numpy as np
-from django.db.models import Q
 from msgspec import UNSET
 
 from clock.model import read_hints
@@ -41,16 +40,11 @@ SEVERITY_CLASSES: dict[str, str] = {
 def event_match(spec: LaneSpec) -> EventMatch:
     """The events of a spec, as the store reads them (counted from its event counts where it can)."""
     return EventMatch(
-        org_slug=spec.org,
-        signal=spec.signal,
+        org_slugs=(spec.org,),
+        signals=(spec.signal,),
         name_prefix=spec.what or "",
         labels=tuple((key, value) for key, value in spec.labels),
     )
-
-
-def event_filter(spec: LaneSpec) -> Q:
-    """Event rows of a spec, beyond the scope's own filter."""
-    return event_match(spec).q()
 
 
 def present_events(scope: Scope, events) -> list[dict]:
@@ -68,27 +62,36 @@ def present_events(scope: Scope, events) -> list[dict]:
     return out
 
 
-def _events_in(scope: Scope, grid: Grid, condition: Q, *, start: int | None = None, end: int | None = None):
-    """Readable events matching ``condition`` that overlap the grid's window (clock-corrected time), or
-    the part ``[start, end)`` of it."""
+def _events_in(
+    scope: Scope,
+    grid: Grid,
+    match: EventMatch,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    limit: int | None = None,
+) -> list:
+    """Readable events ``match`` selects that overlap the grid's window (clock-corrected time), or the
+    part ``[start, end)`` of it, oldest first (stored time), at most ``limit``."""
     hints = read_hints(
         scope, start=grid.start if start is None else start, end=grid.end if end is None else end
     )
-    return get_store().select_events(scope, hints, filters=condition, overlapping=True).select_related("org")
+    return get_store().select_events(scope, hints, match=match, overlapping=True, order="stored", limit=limit)
 
 
-def _events_in_buckets(scope: Scope, grid: Grid, condition: Q, step: int, first: int, last: int):
-    """Readable events matching ``condition`` in the grid's buckets ``first`` to ``last`` (of ``step``
-    µs each), from the grid's start on, oldest first."""
+def _events_in_buckets(
+    scope: Scope, grid: Grid, match: EventMatch, step: int, first: int, last: int, *, limit: int
+) -> list:
+    """Readable events ``match`` selects in the grid's buckets ``first`` to ``last`` (of ``step`` µs
+    each), from the grid's start on, oldest first, at most ``limit``."""
     end = min(grid.end, grid.start + (last + 1) * step)
-    events = _events_in(scope, grid, condition, start=grid.start + first * step, end=end)
-    return events.filter(ts__gte=grid.start).order_by("ts", "id")
+    from_start = match & EventMatch(stored_from=grid.start)
+    return _events_in(scope, grid, from_start, start=grid.start + first * step, end=end, limit=limit)
 
 
 def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> LogsLane:
     """Few lines: each one (message in the hover). Many: counts per bucket by severity class."""
     match = event_match(spec)
-    condition = match.q()
     step = grid.step(2)
     n = grid.buckets(step)
     counts = {name: np.zeros(n, dtype=np.int64) for name in ("info", "warning", "error")}
@@ -106,12 +109,12 @@ def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> LogsLane:
     if total <= MAX_LOG_MARKERS:
         listed = []
         if filled:
-            events = _events_in_buckets(scope, grid, condition, step, first, last)
-            listed = present_events(scope, events[: MAX_LOG_MARKERS + 1])
+            events = _events_in_buckets(scope, grid, match, step, first, last, limit=MAX_LOG_MARKERS + 1)
+            listed = present_events(scope, events)
         group.levels = sorted({e["level"] for e in listed})
         return LogsLane(status="ok", total=total, group=group, mode="list", events=listed, points=len(listed))
     # the level the lines are shared at, from the first of them (one grant covers an org's signal)
-    first_line = _events_in_buckets(scope, grid, condition, step, first, first)[:1]
+    first_line = _events_in_buckets(scope, grid, match, step, first, first, limit=1)
     group.levels = sorted({e["level"] for e in present_events(scope, first_line)})
     return LogsLane(
         status="ok",
@@ -128,10 +131,10 @@ def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> LogsLane:
 def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> SpansLane:
     """Events with a duration as bars, one row per node (or ``by=`` key); spans closer than a bucket on
     one row merge, so a row never has more segments than the lane is pixels wide."""
-    condition = event_filter(spec)
+    match = event_match(spec)
     step = grid.step(1)
-    spans = list(_events_in(scope, grid, condition & Q(end_ts__isnull=False)).order_by("ts", "id")[:20_000])
-    points = _point_events(scope, spec, grid, step, condition)
+    spans = _events_in(scope, grid, dataclasses.replace(match, duration=True), limit=20_000)
+    points = _point_events(scope, spec, grid, step, match)
     presented = {e["id"]: e for e in present_events(scope, spans + points)}
     key = spec.row_key or _row_key([presented[e.pk] for e in spans if e.pk in presented])
     rows: dict[str, list[dict]] = defaultdict(list)
@@ -170,7 +173,7 @@ def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> SpansLane:
     )
 
 
-def _point_events(scope: Scope, spec: LaneSpec, grid: Grid, step: int, condition: Q) -> list:
+def _point_events(scope: Scope, spec: LaneSpec, grid: Grid, step: int, match: EventMatch) -> list:
     """The first ``MAX_POINT_EVENTS + 1`` events without a duration (log lines aside) in the window, in
     time order. Where the store keeps event counts and no clock correction is in force (stored and
     corrected time order then agree), the counts per bucket tell which buckets hold them: only those
@@ -178,10 +181,11 @@ def _point_events(scope: Scope, spec: LaneSpec, grid: Grid, step: int, condition
     events)."""
     start, end = grid.start, grid.end
     hints = read_hints(scope, start=grid.start, end=grid.end, step=step)
+    match = match & EventMatch(duration=False, exclude_kinds=("log",), stored_from=grid.start)
     if get_store().capabilities.event_rollups and not hints.clock.corrections:
-        match = dataclasses.replace(event_match(spec), duration=False, exclude_kinds=("log",))
         per_bucket: dict[int, int] = defaultdict(int)
-        for bucket, _severity, count in get_store().event_buckets(scope, hints, match=match):
+        counted = dataclasses.replace(match, stored_from=None)  # the window starts at the grid's start
+        for bucket, _severity, count in get_store().event_buckets(scope, hints, match=counted):
             per_bucket[bucket] += count
         if not per_bucket:
             return []
@@ -192,12 +196,7 @@ def _point_events(scope: Scope, spec: LaneSpec, grid: Grid, step: int, condition
                 last = bucket
                 break
         start, end = grid.start + min(per_bucket) * step, min(grid.end, grid.start + (last + 1) * step)
-    return list(
-        _events_in(scope, grid, condition & Q(end_ts__isnull=True), start=start, end=end)
-        .filter(ts__gte=grid.start)
-        .exclude(kind="log")
-        .order_by("ts", "id")[: MAX_POINT_EVENTS + 1]
-    )
+    return _events_in(scope, grid, match, start=start, end=end, limit=MAX_POINT_EVENTS + 1)
 
 
 def _row_key(items: list[dict]) -> str:
