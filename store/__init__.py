@@ -1,5 +1,10 @@
 """The store interface: write a normalised batch, read lane buckets, manage partitions.
 
+What the rest of Jointline may ask of a store is three small interfaces (:mod:`store.interfaces`):
+``Querier`` (samples, buckets, rows where they pay, events as rows and counts), ``Appender``
+(batches and their partitions) and ``Maintenance`` (schema, retention, rollup upkeep, sizes);
+``tests/test_store_interfaces.py`` checks every engine provides them and nothing outside calls more.
+
 One backend per engine (SQLite for the embedded default, PostgreSQL for
 production, ClickHouse for samples and events beside either, and an in-memory
 fake for tests, :mod:`store.memory`, the reference the others are compared with);

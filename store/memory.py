@@ -41,10 +41,10 @@ from store import rollups
 from store.base import StoreBackend
 from store.batches import DAY_US, EventPart, PartitionDays, SamplePart
 from store.frames import BucketFrame
-from store.hints import Capabilities, ReadHints
+from store.hints import Capabilities, EventCounts, EventMatches, EventOrder, ReadHints
 from store.retention import PartitionSize
 from store.sample_cache import database_key
-from timeline.models import Series
+from timeline.models import Event, Series
 
 Arrays = tuple[np.ndarray, np.ndarray]  # times (µs int64, ascending, unique) and values (float64)
 _NO_TS = np.empty(0, dtype=np.int64)
@@ -359,20 +359,51 @@ class MemoryStore(StoreBackend):
         return set(frame["series_id"][frame["count"] > 0].astype(np.int64).tolist())
 
     # -- reads: events (the relational store's) --------------------------------------------------
-    def select_events(self, scope: Scope, hints: ReadHints, **options):
-        return self.relational.select_events(scope, hints, **options)
+    def select_events(
+        self,
+        scope: Scope,
+        hints: ReadHints,
+        *,
+        match: EventMatches | None = None,
+        overlapping: bool = False,
+        order: EventOrder = "time",
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Event]:
+        return self.relational.select_events(
+            scope, hints, match=match, overlapping=overlapping, order=order, limit=limit, offset=offset
+        )
 
-    def count_events(self, scope: Scope, hints: ReadHints, **options):
-        return self.relational.count_events(scope, hints, **options)
+    def count_events(
+        self,
+        scope: Scope,
+        hints: ReadHints,
+        *,
+        match: EventMatches | None = None,
+        by: tuple[str, ...] = (),
+        bucket: bool = False,
+        origin: int | None = None,
+        overlapping: bool = False,
+        limit: int | None = None,
+    ) -> EventCounts:
+        return self.relational.count_events(
+            scope,
+            hints,
+            match=match,
+            by=by,
+            bucket=bucket,
+            origin=origin,
+            overlapping=overlapping,
+            limit=limit,
+        )
 
-    def event_buckets(self, scope: Scope, hints: ReadHints, **options) -> list[tuple[int, str, int]]:
-        return self.relational.event_buckets(scope, hints, **options)
+    def event_buckets(
+        self, scope: Scope, hints: ReadHints, *, match: EventMatches | None = None
+    ) -> list[tuple[int, str, int]]:
+        return self.relational.event_buckets(scope, hints, match=match)
 
     def event_families(self, scope: Scope, hints: ReadHints) -> list[dict]:
         return self.relational.event_families(scope, hints)
-
-    def event_search(self, scope: Scope, hints: ReadHints, **options):
-        return self.relational.event_search(scope, hints, **options)
 
     def rebuild_event_rollups(self, org_ids: Sequence[int], *, start: int, end: int) -> int:
         return self.relational.rebuild_event_rollups(org_ids, start=start, end=end)
