@@ -563,12 +563,12 @@ def test_logs_and_spans_lanes_over_the_counts_equal_the_lanes_over_raw_events(or
                 assert counted == raw
                 used = any("timeline_event_rollup_1" in q["sql"] for q in queries.captured_queries)
                 assert used == (end - start > DAY_US)  # steps under a minute count raw events
-    assert raw["total"] > 0
+    assert raw.total > 0
     # the point events read from the buckets the counts name are the first ones of the whole window
     grid = Grid(start=T0, end=T0 + 3 * DAY_US, width=1200)
     marks = [
-        m["event"]["id"]
-        for m in build_spans_lane(own_scope(org_a), LaneSpec.parse("spans:modeldev/scheduler"), grid)["marks"]
+        m.event["id"]
+        for m in build_spans_lane(own_scope(org_a), LaneSpec.parse("spans:modeldev/scheduler"), grid).marks
     ]
     first = get_store().select_events(
         own_scope(org_a),
