@@ -39,9 +39,10 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from orgs.access import Scope, require_scope
 from store import rollups
 from store.base import StoreBackend
-from store.batches import DAY_US, EventPart, PartitionDays, SamplePart
+from store.batches import DAY_US, EventPart, SamplePart
 from store.frames import BucketFrame
 from store.hints import Capabilities, EventCounts, EventMatches, EventOrder, ReadHints
+from store.relational_partitions import RelationalPartitions
 from store.retention import PartitionSize
 from store.sample_cache import database_key
 from timeline.models import Event, Series
@@ -90,7 +91,7 @@ class _Change:
                 self.samples[series_id] = arrays
 
 
-class MemoryStore(StoreBackend):
+class MemoryStore(RelationalPartitions, StoreBackend):
     """Samples in memory, the rest through ``relational``, the store of the Django database
     ``connection`` (PostgreSQL or SQLite)."""
 
@@ -153,24 +154,6 @@ class MemoryStore(StoreBackend):
 
     def drop_event_rollup_schema(self) -> None:
         self.relational.drop_event_rollup_schema()
-
-    @property
-    def days_per_transaction(self) -> int | None:
-        return self.relational.days_per_transaction
-
-    def ensure_partitions(self, first_day: int, last_day: int) -> int:
-        return self.relational.ensure_partitions(first_day, last_day)
-
-    def create_partitions(self, days: PartitionDays) -> int:
-        return self.relational.create_partitions(days)
-
-    def missing_partitions(self, days: PartitionDays) -> PartitionDays:
-        return self.relational.missing_partitions(days)
-
-    def existing_partitions(self, table: str) -> set[str]:
-        """The relational store's partitions of ``table`` (none on an engine without partitions)."""
-        existing = getattr(self.relational, "existing_partitions", None)
-        return existing(table) if existing else set()
 
     @property
     def rollups_enabled(self) -> bool:

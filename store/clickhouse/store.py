@@ -20,7 +20,7 @@ from orgs.access import Scope, require_scope
 from orgs.models import Organization
 from store import rollups
 from store.base import StoreBackend
-from store.batches import DAY_US, PartitionDays
+from store.batches import DAY_US
 from store.clickhouse import rollups as ch_rollups
 from store.clickhouse.engine import Engine
 from store.clickhouse.events import (
@@ -43,6 +43,7 @@ from store.clickhouse.sql import (
 from store.clickhouse.writes import KEY, ClickHouseWrites
 from store.frames import SAMPLE_ROW, BucketFrame, samples_by_series
 from store.hints import Capabilities, ReadHints
+from store.relational_partitions import RelationalPartitions
 from store.retention import PartitionSize
 from timeline.models import Series
 
@@ -50,7 +51,7 @@ TABLES = (SAMPLE_TABLE, EVENT_TABLE)
 ROLLUP_TABLES = tuple(table for _width, table in rollups.ROLLUPS)
 
 
-class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, StoreBackend):
+class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitions, StoreBackend):
     """Samples in ClickHouse (``engine``), the rest through ``relational``, the store of the Django
     database ``connection`` (PostgreSQL or SQLite)."""
 
@@ -91,25 +92,6 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, StoreBackend):
         for table in (*TABLES, *(table for _width, table in rollups.ROLLUPS)):
             self.engine.command(f"DROP TABLE IF EXISTS {table}")
         self.engine.schema_ready = False
-
-    @property
-    def days_per_transaction(self) -> int | None:
-        return self.relational.days_per_transaction
-
-    def ensure_partitions(self, first_day: int, last_day: int) -> int:
-        """The relational store's day partitions (ClickHouse makes its month partitions on insert)."""
-        return self.relational.ensure_partitions(first_day, last_day)
-
-    def create_partitions(self, days: PartitionDays) -> int:
-        return self.relational.create_partitions(days)
-
-    def missing_partitions(self, days: PartitionDays) -> PartitionDays:
-        return self.relational.missing_partitions(days)
-
-    def existing_partitions(self, table: str) -> set[str]:
-        """The relational store's partitions of ``table`` (none on an engine without partitions)."""
-        existing = getattr(self.relational, "existing_partitions", None)
-        return existing(table) if existing else set()
 
     # -- writes: ClickHouseWrites (store.clickhouse.writes) -------------
 
