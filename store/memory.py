@@ -22,18 +22,18 @@ CONFLICT DO NOTHING``), late samples fall into place, and the counts say what wa
 finite (the records' invariant, :mod:`core.records`); another raises ValueError, as SQLite's table
 refuses it. A change made inside a Django transaction is undone if that transaction (or its savepoint)
 rolls back: it is registered as an on-commit callback, which Django forgets on a rollback, and the next
-use of the store undoes every change whose callback was forgotten before it ran. One connection writes
+use of the store undoes every change whose callback was forgotten before it ran (:mod:`store.memory_undo`).
+One connection writes
 a database's samples at a time (the tests' case); reads see changes not yet committed.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-from django.db import connections, transaction
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from orgs.access import Scope, require_scope
@@ -42,53 +42,17 @@ from store.base import StoreBackend
 from store.batches import DAY_US, EventPart, SamplePart
 from store.frames import BucketFrame
 from store.hints import Capabilities, EventCounts, EventMatches, EventOrder, ReadHints
+from store.memory_undo import Arrays, Change, forget_changes, undo_rolled_back
 from store.relational_partitions import RelationalPartitions
 from store.retention import PartitionSize
 from store.sample_cache import database_key
 from timeline.models import Event, Series
 
-Arrays = tuple[np.ndarray, np.ndarray]  # times (µs int64, ascending, unique) and values (float64)
 _NO_TS = np.empty(0, dtype=np.int64)
 _NO_VALUES = np.empty(0, dtype=np.float64)
 
 _lock = threading.RLock()
 _databases: dict[str, dict[int, Arrays]] = {}  # database key -> series id -> its samples
-_open_changes: weakref.WeakKeyDictionary[BaseDatabaseWrapper, list[_Change]] = weakref.WeakKeyDictionary()
-
-
-class _Change:
-    """What one write or deletion did to a database's samples: each touched series' arrays before it
-    (arrays are never changed in place, so putting them back undoes it). Called by Django when the
-    transaction commits."""
-
-    def __init__(self, connection: BaseDatabaseWrapper, samples: dict[int, Arrays]):
-        self.connection = connections[connection.alias]  # this thread's, not a proxy
-        self.samples = samples
-        self.before: dict[int, Arrays | None] = {}
-        self.committed = False
-
-    def keep(self, series_id: int) -> None:
-        """Note ``series_id``'s arrays before the change; the first note inside a transaction
-        registers the change with it."""
-        if not self.before and self.connection.in_atomic_block:
-            _open_changes.setdefault(self.connection, []).append(self)
-            transaction.on_commit(self, using=self.connection.alias)
-        self.before.setdefault(series_id, self.samples.get(series_id))
-
-    def __call__(self) -> None:
-        # captureOnCommitCallbacks(execute=True) runs callbacks still registered: not a commit
-        if not self.registered():
-            self.committed = True
-
-    def registered(self) -> bool:
-        return any(func is self for _sids, func, _robust in self.connection.run_on_commit)
-
-    def undo(self) -> None:
-        for series_id, arrays in self.before.items():
-            if arrays is None:
-                self.samples.pop(series_id, None)
-            else:
-                self.samples[series_id] = arrays
 
 
 class MemoryStore(RelationalPartitions, StoreBackend):
@@ -113,14 +77,7 @@ class MemoryStore(RelationalPartitions, StoreBackend):
         the last use (a rolled-back savepoint's changes are the latest ones: undone newest first)."""
         with _lock:
             samples = _databases.setdefault(database_key(self.connection), {})
-            connection = connections[self.connection.alias]  # this thread's, not a proxy
-            changes = _open_changes.get(connection, [])
-            gone = [change for change in changes if not change.committed and not change.registered()]
-            for change in reversed(gone):
-                change.undo()
-            _open_changes[connection] = [
-                change for change in changes if not change.committed and change not in gone
-            ]
+            undo_rolled_back(connections[self.connection.alias])  # this thread's, not a proxy
             return samples
 
     def _stored(self, series_id: int, lo: int | None = None, hi: int | None = None) -> Arrays:
@@ -138,7 +95,7 @@ class MemoryStore(RelationalPartitions, StoreBackend):
         self.relational.drop_schema()
         with _lock:
             _databases.pop(database_key(self.connection), None)
-            _open_changes.pop(connections[self.connection.alias], None)
+            forget_changes(connections[self.connection.alias])
 
     def create_rollup_schema(self) -> None:
         self.relational.create_rollup_schema()
@@ -212,7 +169,7 @@ class MemoryStore(RelationalPartitions, StoreBackend):
         stored = [0] * batches
         with _lock:
             samples = self._samples()
-            change = _Change(self.connection, samples)
+            change = Change(self.connection, samples)
             for part in parts:
                 for series_id, block in zip(part.series_ids, part.blocks, strict=True):
                     ts = np.asarray(block.ts, dtype=np.int64)
@@ -227,7 +184,7 @@ class MemoryStore(RelationalPartitions, StoreBackend):
         return stored
 
     @staticmethod
-    def _add(samples: dict[int, Arrays], change: _Change, series_id: int, ts, values) -> int:
+    def _add(samples: dict[int, Arrays], change: Change, series_id: int, ts, values) -> int:
         """Add the samples of one series not stored yet (the first of a time sent twice); returns how
         many."""
         times, first = np.unique(ts, return_index=True)
@@ -419,7 +376,7 @@ class MemoryStore(RelationalPartitions, StoreBackend):
 
     def _cut(self, samples: dict[int, Arrays], series_ids: list[int], before_ts: int) -> int:
         """Delete the samples of ``series_ids`` before ``before_ts``; returns how many went."""
-        change = _Change(self.connection, samples)
+        change = Change(self.connection, samples)
         deleted = 0
         for sid in series_ids:
             ts, values = samples.get(sid, (_NO_TS, _NO_VALUES))
