@@ -163,7 +163,7 @@ class ScopedSeries:
         self._read: dict[tuple, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self._fleet_only: dict[tuple, list[tuple[Series, Labels]]] = {}
         self._rows: dict[tuple, dict[int, np.ndarray] | None] = {}
-        self._density: dict[tuple, bool] = {}
+        self._plans: dict[tuple, bool] = {}  # the store's read plan per selector, window and row width
 
     def series(self, groups: list[list[Matcher]]) -> list[tuple[Series, Labels]]:
         """The readable series matching any group, with their visible labels, in a stable order."""
@@ -320,11 +320,11 @@ class ScopedSeries:
         """The store's read plan (:meth:`~store.sample_reads.SampleReads.minute_rows_pay`), asked once
         per series, window and width of row in a query."""
         key = (tuple(ids), start, end, columns)
-        if key not in self._density:
+        if key not in self._plans:
             clock = clock_for(self.scope)
             hints = ReadHints(start=start, end=end, step=MINUTE_US, clock=clock, fleet=fleet_only)
-            self._density[key] = get_store().minute_rows_pay(self.scope, ids, hints, columns)
-        return self._density[key]
+            self._plans[key] = get_store().minute_rows_pay(self.scope, ids, hints, columns)
+        return self._plans[key]
 
     def note(self, series: Iterable[Series]) -> None:
         """Note every presented series of another organisation for the audit."""
