@@ -59,34 +59,29 @@ def interleave_min_max(
 ) -> tuple[list[float], list[float | None]]:
     """A line through each bucket's min and max (one point where they are equal): at most 2 points per
     bucket, and the drawing of the raw data at that pixel width (M4-style, without first/last)."""
-    xs: list[float] = []
-    ys: list[float | None] = []
     lows, highs = round_significant(lows), round_significant(highs)
-    for x, lo, hi in zip(t_ms, lows.tolist(), highs.tolist(), strict=True):
-        if lo != lo:  # NaN: an empty bucket
-            continue
-        xs.append(x)
-        ys.append(lo)
-        if hi != lo:
-            xs.append(x)
-            ys.append(hi)
-    return xs, ys
+    kept = ~np.isnan(lows)  # an empty bucket draws nothing
+    times, lo, hi = np.asarray(t_ms)[kept], lows[kept], highs[kept]
+    two = hi != lo
+    per_bucket = 1 + two
+    first = np.cumsum(per_bucket) - per_bucket  # where each bucket's first point goes
+    ys = np.empty(int(per_bucket.sum()), dtype=np.float64)
+    ys[first] = lo
+    ys[first[two] + 1] = hi[two]
+    return np.repeat(times, per_bucket).tolist(), ys.tolist()
 
 
 def change_points(t_ms: list[float], values: np.ndarray) -> tuple[list[float], list[float]]:
     """A step line through the points where ``values`` changes (plus the last): a flat capacity costs
     two points however wide the window."""
-    xs: list[float] = []
-    ys: list[float] = []
-    previous = None
+    rounded = round_significant(values)
     last = len(t_ms) - 1
-    for i, value in enumerate(round_significant(values).tolist()):
-        if value != value:
-            continue
-        if value != previous or i == last:
-            xs.append(t_ms[i])
-            ys.append(value)
-            previous = value
+    at = np.flatnonzero(~np.isnan(rounded))
+    shown = rounded[at]
+    changed = np.ones(len(at), dtype=bool)
+    changed[1:] = shown[1:] != shown[:-1]
+    changed |= at == last
+    xs, ys = np.asarray(t_ms)[at[changed]].tolist(), shown[changed].tolist()
     if xs and xs[-1] != t_ms[last] and not math.isnan(values[-1]):
         xs.append(t_ms[last])
         ys.append(ys[-1])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from store.hints import grid_origin, nice_step
 
 
@@ -51,10 +53,8 @@ class Grid:
         to the second; 0.3 s buckets: to 10 ms), never before the part's start: far below a pixel, and
         the hover's ``%H:%M:%S`` reads the same, but a grid's times compress to a third less."""
         unit = 10 ** min(3, max(0, math.floor(math.log10(max(1, step / 10_000)))))
-        times = []
-        for i in range(self.buckets(step)):
-            low = max(self.start + i * step, self.window_start)
-            high = min(self.start + (i + 1) * step, self.end)
-            centre = round((low + high) / 2000) // unit * unit
-            times.append(max(centre, -(-low // 1000)))
-        return times
+        begins = self.start + step * np.arange(self.buckets(step), dtype=np.int64)
+        low = np.maximum(begins, self.window_start)
+        high = np.minimum(begins + step, self.end)
+        centre = np.rint((low + high) / 2000).astype(np.int64) // unit * unit  # half to even, as round()
+        return np.maximum(centre, -(-low // 1000)).tolist()
