@@ -7,6 +7,10 @@ over the same samples at 8 times the width (8 times as many bucket rows). A loop
 Python, wherever it hides, makes one of the two counts grow with them; a vectorised path does not
 (numpy, psycopg's C decoding and msgspec's encoder run no Python per element).
 
+Covered: the lanes of every series kind (line, band, rate, heatmap, sum), a logs lane, What changed,
+the onsets, and PromQL's selector, ``*_over_time`` and ``rate``. Found by this test and fixed: the lanes'
+min/max lines, change points and bucket times, each a loop over buckets.
+
 Reads inside the test's transaction run in this thread (``store.reads`` runs them inline there), so one
 tracer sees all of their work.
 """
@@ -154,6 +158,20 @@ def _drawn(client, specs: list[str], width: int):
     drawn = [(lane["status"], lane["points"] > 0) for lane in answer.json()["lanes"]]
     assert drawn == [("ok", True)] * len(specs), answer.content[:1000]
     return answer
+
+
+def test_what_changed_and_onsets_do_no_python_step_per_sample(client_a, org_a, client_b, org_b):
+    """The same series in two organisations, one scraped 8 times as often: each reads its own."""
+    for org, step_s in ((org_a, SPARSE_S), (org_b, DENSE_S)):
+        _series(org, "slots", step_s)
+        _series(org, "bytes_total", step_s, kind="counter")
+    window = {"from": "2026-06-15T03:00:00Z", "to": "2026-06-15T06:00:00Z"}
+    grown = []
+    for path in ("/api/v1/analysis/changes", "/api/v1/analysis/onsets"):
+        sparse = tally(lambda path=path: _ok(client_a.get(path, window)))
+        dense = tally(lambda path=path: _ok(client_b.get(path, window)))
+        grown += _grows(sparse, dense, f"{path}: 8x the samples")
+    assert grown == []
 
 
 def test_promql_does_no_python_step_per_sample_or_point(read_token_a, sparse_and_dense):
