@@ -73,7 +73,10 @@ def _shuffle(words: np.ndarray) -> bytes:
 
 
 def _unshuffle(planes: memoryview | bytes, count: int) -> np.ndarray:
-    return np.ascontiguousarray(np.frombuffer(planes, dtype=np.uint8).reshape(8, count).T).view("<u8")[:, 0]
+    words = np.empty((count, 8), dtype=np.uint8)
+    # copying into the transposed view takes 2/3 of the time of making the transpose contiguous
+    np.copyto(words.T, np.frombuffer(planes, dtype=np.uint8).reshape(8, count))
+    return words.view("<u8")[:, 0]
 
 
 def _pack(kind: int, words: np.ndarray, compressor: int) -> bytes:
