@@ -66,6 +66,17 @@ def test_special_values_keep_their_bits():
     assert np.signbit(got_values[1]) and got_values[1] == 0.0
 
 
+@pytest.mark.parametrize("compressor", [sample_codec.LZ4, sample_codec.ZSTD, sample_codec.NONE])
+def test_every_compressor_round_trips_and_the_header_names_it(compressor):
+    rng = np.random.default_rng(2)
+    ts = T0 + np.arange(500, dtype=np.int64) * MINUTE_US
+    values = np.abs(2 + np.cumsum(rng.normal(0, 0.05, 500)))
+    times_blob, values_blob = encode_block(ts, values, compressor=compressor)
+    assert times_blob[1] == values_blob[1] == compressor
+    got_ts, got_values = decode_block(times_blob, values_blob)
+    assert (got_ts == ts).all() and same_bits(got_values, values)
+
+
 def test_counter_with_resets_and_gaps_round_trips():
     rng = np.random.default_rng(3)
     ts = T0 + np.arange(2000, dtype=np.int64) * 15_000_000 + rng.integers(0, 900_000, 2000)
