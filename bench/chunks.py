@@ -1,4 +1,4 @@
-"""Chunks benchmark: the samples stored as compressed per-series day blocks (``store/sample_codec.py``)
+"""Chunks benchmark: the samples stored as compressed per-series blocks (``store/sample_codec.py``)
 beside the store's rows and rollup levels, on the same data in one run: bytes per sample, lane reads per
 window, a PromQL-like raw read and writes.
 
@@ -7,10 +7,11 @@ node, 63 series over ``--days`` (default 55) at ``--step-s`` (default 60 s). On 
 ``jointline_bench_chunks``, dropped and recreated):
 
 1. **Load.** The samples go through the store's write path (``write_batch``, 6 h batches, the rollups
-   refreshed once after, as ``bench/peers.py`` loads them); then every settled day is compacted from
-   the rows into blocks, one row per series and day ``(series_id, day, first_ts, last_ts, n, ts bytea,
-   value bytea)``, in two tables: ``STORAGE EXTERNAL`` on the bytea columns (PostgreSQL does not
-   compress them again) and the default ``EXTENDED``.
+   refreshed once after, as ``bench/peers.py`` loads them); then every day is compacted from the rows
+   into blocks of ``--block-hours`` (24: a day), one row per series and block ``(series_id, block,
+   first_ts, last_ts, n, ts bytea, value bytea)``, ``block`` being ``ts // block length``, in two
+   tables: ``STORAGE EXTERNAL`` on the bytea columns (PostgreSQL does not compress them again) and the
+   default ``EXTENDED``.
 2. **Bytes per sample** on disk (``pg_total_relation_size``, indexes and TOAST included, after VACUUM):
    the row table, the rollup tables, each block table.
 3. **Lanes.** Per window (1 h … 55 d ending at the data's end, ``--width`` buckets as a lane request
@@ -29,6 +30,7 @@ The last line is ``chunks: X bytes/sample (rows Y) | 24 h A ms vs B ms rows | 7 
 read C ms vs D ms``. Needs PostgreSQL (trust auth) on 127.0.0.1. From the project root::
 
     .venv/bin/python bench/chunks.py                 # 55 days at 60 s (~5.0 M samples)
+    .venv/bin/python bench/chunks.py --block-hours 1  # hour blocks
     .venv/bin/python bench/chunks.py --smoke
 """
 
@@ -107,8 +109,8 @@ def create_block_tables() -> None:
     with connection.cursor() as cursor:
         for table in (*BLOCK_TABLES, "chunk_block_write"):
             cursor.execute(
-                f"""CREATE TABLE {table} (series_id int, day int, first_ts bigint, last_ts bigint, n int,
-                    ts bytea, value bytea, PRIMARY KEY (series_id, day))"""
+                f"""CREATE TABLE {table} (series_id int, block int, first_ts bigint, last_ts bigint, n int,
+                    ts bytea, value bytea, PRIMARY KEY (series_id, block))"""
             )
             if table != "chunk_block_extended":
                 cursor.execute(
@@ -133,8 +135,9 @@ def day_rows(series_ids: list[int], day: int) -> dict[int, tuple[np.ndarray, np.
     return samples_by_series(np.fromiter(rows, dtype=SAMPLE_ROW, count=len(rows)))
 
 
-def write_blocks(table: str, day: int, arrays: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
-    """One day's blocks, encoded and COPYed (binary) into ``table``."""
+def write_blocks(table: str, arrays: dict[int, tuple[np.ndarray, np.ndarray]], block_us: int) -> None:
+    """One day's samples as blocks of ``block_us`` (numbered ``ts // block_us``), encoded and COPYed
+    (binary) into ``table``."""
     from django.db import connection
 
     from store.sample_codec import encode_block
@@ -144,22 +147,26 @@ def write_blocks(table: str, day: int, arrays: dict[int, tuple[np.ndarray, np.nd
     with connection.connection.cursor() as cursor, cursor.copy(sql) as copy:
         copy.set_types(["int4", "int4", "int8", "int8", "int4", "bytea", "bytea"])
         for series_id, (ts, values) in arrays.items():
-            times, encoded = encode_block(ts, values)
-            copy.write_row((series_id, day, int(ts[0]), int(ts[-1]), len(ts), times, encoded))
+            numbers = ts // block_us
+            cuts = np.flatnonzero(np.diff(numbers)) + 1
+            for part_ts, part_values in zip(np.split(ts, cuts), np.split(values, cuts), strict=True):
+                times, encoded = encode_block(part_ts, part_values)
+                row = (int(part_ts[0] // block_us), int(part_ts[0]), int(part_ts[-1]), len(part_ts))
+                copy.write_row((series_id, *row, times, encoded))
     connection.connection.commit()
 
 
-def compact(data: Data, tables: tuple[str, ...]) -> float:
+def compact(data: Data, tables: tuple[str, ...], block_us: int) -> float:
     """Every day of ``data`` from rows into blocks in each of ``tables``; returns samples/s of the
     compaction into the first (read, encode, write)."""
     spent = 0.0
     for day in range(data.start_us // DAY_US, -(-data.end_us // DAY_US)):
         started = time.perf_counter()
         arrays = day_rows(data.series_ids, day)
-        write_blocks(tables[0], day, arrays)
+        write_blocks(tables[0], arrays, block_us)
         spent += time.perf_counter() - started
         for table in tables[1:]:
-            write_blocks(table, day, arrays)
+            write_blocks(table, arrays, block_us)
     return data.samples / spent
 
 
@@ -199,9 +206,11 @@ def store_buckets(ids: list[int], start: int, end: int, step: int):
     return get_store().select_buckets(Scope.system(), ids, ReadHints(start=start, end=end, step=step))
 
 
-def read_blocks(table: str, ids: list[int], lo: int, hi: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+def read_blocks(
+    table: str, ids: list[int], lo: int, hi: int, block_us: int
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """The samples of ``ids`` in ``[lo, hi)`` from one binary SELECT of the blocks that overlap it: per
-    series, its blocks decoded one by one (in day order) and cut to the window."""
+    series, its blocks decoded one by one (in time order) and cut to the window."""
     from django.db import connection
 
     from orgs.access import Scope
@@ -214,8 +223,9 @@ def read_blocks(table: str, ids: list[int], lo: int, hi: int) -> dict[int, tuple
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(
             f"""SELECT series_id, ts, value FROM {table} WHERE series_id = ANY(%s)
-                AND day >= %s AND day <= %s AND last_ts >= %s AND first_ts < %s ORDER BY series_id, day""",  # noqa: S608
-            [readable, lo // DAY_US, (hi - 1) // DAY_US, lo, hi],
+                AND block >= %s AND block <= %s AND last_ts >= %s AND first_ts < %s
+                ORDER BY series_id, block""",  # noqa: S608
+            [readable, lo // block_us, (hi - 1) // block_us, lo, hi],
             binary=True,
         )
         rows = cursor.fetchall()
@@ -232,9 +242,9 @@ def read_blocks(table: str, ids: list[int], lo: int, hi: int) -> dict[int, tuple
     return out
 
 
-def block_buckets(table: str, ids: list[int], start: int, end: int, step: int) -> np.ndarray:
+def block_buckets(table: str, ids: list[int], start: int, end: int, step: int, block_us: int) -> np.ndarray:
     """:func:`store_buckets`'s rows (series, bucket, min, max, mean, count) from blocks."""
-    arrays = read_blocks(table, ids, start, end)
+    arrays = read_blocks(table, ids, start, end, block_us)
     parts = []
     for series_id, (ts, values) in arrays.items():
         edges = start + step * np.arange(-(-(end - start) // step) + 1, dtype=np.int64)
@@ -280,7 +290,7 @@ def interleaved(sides: dict[str, Callable[[], object]], rounds: int) -> dict[str
     return {name: statistics.median(spent) for name, spent in times.items()}
 
 
-def measure_windows(data: Data, width: int, rounds: int) -> dict[str, dict]:
+def measure_windows(data: Data, width: int, rounds: int, block_us: int) -> dict[str, dict]:
     from timeline.lanes.grid import Grid
 
     results = {}
@@ -291,13 +301,13 @@ def measure_windows(data: Data, width: int, rounds: int) -> dict[str, dict]:
         start, end, step = grid.start, grid.end, grid.step(1)
         frame = store_buckets(data.series_ids, start, end, step)
         for table in BLOCK_TABLES:
-            problem = same_buckets(frame, block_buckets(table, data.series_ids, start, end, step))
+            problem = same_buckets(frame, block_buckets(table, data.series_ids, start, end, step, block_us))
             if problem:
                 raise _harness.HarnessError(f"{name}: blocks of {table} and rows disagree: {problem}")
         sides = {"rows": lambda s=start, e=end, t=step: store_buckets(data.series_ids, s, e, t)}
         for table in BLOCK_TABLES:
             sides[table] = lambda tb=table, s=start, e=end, t=step: block_buckets(
-                tb, data.series_ids, s, e, t
+                tb, data.series_ids, s, e, t, block_us
             )
         results[name] = {
             "grid": f"{grid.buckets(step)} x {step // 1_000_000:,} s",
@@ -307,7 +317,7 @@ def measure_windows(data: Data, width: int, rounds: int) -> dict[str, dict]:
     return results
 
 
-def measure_raw(data: Data, rounds: int) -> dict[str, float]:
+def measure_raw(data: Data, rounds: int, block_us: int) -> dict[str, float]:
     from orgs.access import Scope
     from store import get_store
     from store.hints import ReadHints
@@ -315,7 +325,7 @@ def measure_raw(data: Data, rounds: int) -> dict[str, float]:
     start, end = data.end_us - DAY_US, data.end_us
     hints = ReadHints(start=start, end=end)
     rows = get_store().select_sample_arrays(Scope.system(), data.series_ids, hints)
-    blocks = read_blocks(BLOCK_TABLES[0], data.series_ids, start, end)
+    blocks = read_blocks(BLOCK_TABLES[0], data.series_ids, start, end, block_us)
     if rows.keys() != blocks.keys() or any(
         not (np.array_equal(rows[s][0], blocks[s][0]) and np.array_equal(rows[s][1], blocks[s][1]))
         for s in rows
@@ -327,7 +337,7 @@ def measure_raw(data: Data, rounds: int) -> dict[str, float]:
     return interleaved(
         {
             "rows": lambda: get_store().select_sample_arrays(Scope.system(), data.series_ids, hints),
-            "blocks": lambda: read_blocks(BLOCK_TABLES[0], data.series_ids, start, end),
+            "blocks": lambda: read_blocks(BLOCK_TABLES[0], data.series_ids, start, end, block_us),
         },
         rounds,
     )
@@ -390,7 +400,7 @@ def store_batches(data: Data, arrays: dict[int, dict]) -> list:
     return batches
 
 
-def measure_writes(data: Data, wanted: int) -> dict[str, float]:
+def measure_writes(data: Data, wanted: int, block_us: int) -> dict[str, float]:
     """Samples/s of writing whole days (at least ``wanted`` samples, first days first) three ways."""
     from store import get_store
 
@@ -406,8 +416,8 @@ def measure_writes(data: Data, wanted: int) -> dict[str, float]:
     spent = {}
     checkpoint()
     started = time.perf_counter()
-    for day, day_arrays in arrays.items():
-        write_blocks("chunk_block_write", day, day_arrays)
+    for day_arrays in arrays.values():
+        write_blocks("chunk_block_write", day_arrays, block_us)
     spent["blocks (encode + COPY)"] = time.perf_counter() - started
     checkpoint()
     started = time.perf_counter()
@@ -438,15 +448,23 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--width", type=int, default=1200, help="buckets per series")
     parser.add_argument("--raw-series", type=int, default=60, help="series of the raw 24 h read at 15 s")
     parser.add_argument("--write-samples", type=int, default=2_000_000, help="samples of the write test")
+    parser.add_argument(
+        "--block-hours", type=int, default=24, choices=(1, 2, 3, 4, 6, 8, 12, 24), help="hours a block spans"
+    )
     args = _harness.parse_with_smoke(parser, days=1, rounds=1, width=100, raw_series=4, write_samples=20_000)
     if args.rounds < 1 or args.width < 10 or args.days < 1 or args.step_s < 1 or args.raw_series < 1:
         parser.error("--rounds >= 1, --width >= 10, --days >= 1, --step-s >= 1, --raw-series >= 1")
     return args
 
 
-def report(data: Data, sizes: dict[str, int], windows: dict, raw: dict, writes: dict, loads: tuple) -> str:
+def report(
+    data: Data, sizes: dict[str, int], windows: dict, raw: dict, writes: dict, loads: tuple, hours: int
+) -> str:
     per_sample = {name: size / data.samples for name, size in sizes.items()}
-    print(f"\n{data.samples:,} samples, {len(data.series_ids)} series; load average {loads[0]} -> {loads[1]}")
+    print(
+        f"\n{data.samples:,} samples, {len(data.series_ids)} series, blocks of {hours} h; "
+        f"load average {loads[0]} -> {loads[1]}"
+    )
     print("bytes per sample on disk (with indexes and TOAST):")
     for name, value in per_sample.items():
         print(f"  {name:<28} {value:7.2f}  ({sizes[name] / 2**20:,.1f} MiB)")
@@ -488,7 +506,8 @@ def main() -> None:
     loaded_s = time.perf_counter() - started
     refreshed_s = refresh_rollups()
     create_block_tables()
-    compact_rate = compact(data, BLOCK_TABLES)
+    block_us = args.block_hours * DAY_US // 24
+    compact_rate = compact(data, BLOCK_TABLES, block_us)
     print(
         f"  {data.samples:,} samples written in {loaded_s:.0f} s, rollups refreshed in {refreshed_s:.0f} s, "
         f"compacted into blocks at {compact_rate:,.0f} samples/s",
@@ -502,16 +521,16 @@ def main() -> None:
     sizes["blocks (EXTERNAL)"] = total_bytes(BLOCK_TABLES[0])
     sizes["blocks (EXTENDED)"] = total_bytes(BLOCK_TABLES[1])
     before = load_average()
-    windows = measure_windows(data, args.width, args.rounds)
+    windows = measure_windows(data, args.width, args.rounds, block_us)
     with rollup_refresh_deferred():
         raw = write_case(args, 15, 1, "raw-read", {})
     refresh_rollups()
     raw.series_ids = raw.series_ids[: args.raw_series]
-    compact(raw, BLOCK_TABLES[:1])
+    compact(raw, BLOCK_TABLES[:1], block_us)
     _harness.analyze()
-    raw_times = measure_raw(raw, args.rounds)
-    writes = measure_writes(data, args.write_samples)
-    print(report(data, sizes, windows, raw_times, writes, (before, load_average())))
+    raw_times = measure_raw(raw, args.rounds, block_us)
+    writes = measure_writes(data, args.write_samples, block_us)
+    print(report(data, sizes, windows, raw_times, writes, (before, load_average()), args.block_hours))
 
 
 if __name__ == "__main__":
