@@ -1,0 +1,159 @@
+"""A compact, exact encoding of one series' block of samples: timestamps (int64 µs) and values (float64)
+as two byte strings, each encoded and decoded with whole-array numpy operations (no Python loop over
+samples).
+
+Timestamps: the first time, the first delta, then deltas of deltas (``np.diff`` twice), zigzagged so
+small negative numbers are small, byte-shuffled (all first bytes, then all second bytes, …), compressed.
+A regular scrape's deltas of deltas are zeros and its shuffled planes runs of zeros. Arithmetic wraps
+modulo 2**64 both ways, so any int64 times round-trip, sorted or not.
+
+Values: each value's bits XOR the previous value's bits (the first value as is), byte-shuffled,
+compressed; decoded with ``np.bitwise_xor.accumulate``. Bits are kept, not numbers: NaN payloads (such
+as Prometheus's stale marker), -0.0 and infinities come back bit for bit.
+
+Each string starts with a header, :data:`HEADER` (little-endian): format version, compressor, what it
+encodes (times or values), the sample count and the CRC-32 of the compressed body (LZ4 has no checksum
+of its own: a flipped byte would otherwise decode into other numbers). A string of another version or
+kind, whose checksum differs, or whose body does not inflate to ``8 * count`` bytes raises
+:class:`ValueError`.
+
+The compressor is LZ4 (block format, through ``cramjam``): on shuffled planes it was measured within
+4 % of zstd's size on float values and times (0.12 bytes a sample more on a small-integer gauge),
+decoding twice as fast as the ``zstandard`` package's zstd and ~10x as fast as ``cramjam``'s zstd or
+zlib (docs/decisions/0039-sample-chunks.md); decoding is what a read pays for. Blocks written with
+zstd or uncompressed (``compressor=``) decode as well: the header names the compressor.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import cramjam
+import numpy as np
+
+VERSION = 1
+HEADER = struct.Struct("<BBBII")
+"""version, compressor, kind (:data:`TIMES` or :data:`VALUES`), sample count, CRC-32 of the body."""
+TIMES, VALUES = 1, 2
+LZ4, ZSTD, NONE = 1, 2, 0
+ZSTD_LEVEL = 3
+MAX_SAMPLES = 2**31
+
+
+def _compress(body: bytes, compressor: int) -> bytes:
+    if compressor == LZ4:
+        return bytes(cramjam.lz4.compress_block(body, store_size=False))
+    if compressor == ZSTD:
+        return bytes(cramjam.zstd.compress(body, level=ZSTD_LEVEL))
+    if compressor == NONE:
+        return body
+    raise ValueError(f"unknown compressor {compressor}")
+
+
+def _decompress(body: bytes | memoryview, compressor: int, size: int) -> memoryview | bytes:
+    try:
+        if compressor == LZ4:
+            out = cramjam.lz4.decompress_block(body, output_len=size)
+        elif compressor == ZSTD:
+            out = cramjam.zstd.decompress(body, output_len=size)
+        elif compressor == NONE:
+            out = body
+        else:
+            raise ValueError(f"sample block: unknown compressor {compressor}")
+    except cramjam.DecompressionError as exc:
+        raise ValueError(f"sample block: the compressed body does not decompress ({exc})") from exc
+    view = memoryview(out)
+    if view.nbytes != size:
+        raise ValueError(f"sample block: the body holds {view.nbytes} bytes, its header says {size}")
+    return view
+
+
+def _shuffle(words: np.ndarray) -> bytes:
+    """Byte planes of 8-byte words: every word's first byte, then every second byte, and so on."""
+    return np.ascontiguousarray(words.view(np.uint8).reshape(-1, 8).T).tobytes()
+
+
+def _unshuffle(planes: memoryview | bytes, count: int) -> np.ndarray:
+    words = np.empty((count, 8), dtype=np.uint8)
+    # copying into the transposed view takes 2/3 of the time of making the transpose contiguous
+    np.copyto(words.T, np.frombuffer(planes, dtype=np.uint8).reshape(8, count))
+    return words.view("<u8")[:, 0]
+
+
+def _pack(kind: int, words: np.ndarray, compressor: int) -> bytes:
+    count = len(words)
+    if count >= MAX_SAMPLES:
+        raise ValueError(f"sample block: {count} samples, at most {MAX_SAMPLES - 1}")
+    body = _compress(_shuffle(words.astype("<u8", copy=False)), compressor) if count else b""
+    return HEADER.pack(VERSION, compressor, kind, count, zlib.crc32(body)) + body
+
+
+def _unpack(blob: bytes | memoryview, kind: int) -> np.ndarray:
+    blob = memoryview(blob)
+    if blob.nbytes < HEADER.size:
+        raise ValueError(f"sample block: {blob.nbytes} bytes, shorter than its {HEADER.size}-byte header")
+    version, compressor, found, count, checksum = HEADER.unpack_from(blob)
+    if version != VERSION:
+        raise ValueError(f"sample block: format version {version}, this code reads {VERSION}")
+    if found != kind:
+        raise ValueError(f"sample block: holds kind {found}, {kind} expected")
+    if not count:
+        if blob.nbytes != HEADER.size:
+            raise ValueError("sample block: an empty block with a body")
+        return np.empty(0, dtype=np.uint64)
+    body = blob[HEADER.size :]
+    if zlib.crc32(body) != checksum:
+        raise ValueError("sample block: the body's checksum differs from its header's (damaged)")
+    planes = _decompress(body, compressor, 8 * count)
+    return _unshuffle(planes, count)
+
+
+def encode_times(ts: np.ndarray, *, compressor: int = LZ4) -> bytes:
+    """``ts`` (int64 µs, any order) as a string :func:`decode_times` turns back into the same array."""
+    ts = np.asarray(ts, dtype=np.int64)
+    words = np.empty(len(ts), dtype=np.int64)
+    if len(ts):
+        words[0] = ts[0]
+        words[1:] = np.diff(ts)  # the first delta, then deltas of deltas below
+        words[2:] = np.diff(words[1:])
+    zigzag = (words.view(np.uint64) << np.uint64(1)) ^ (words >> np.int64(63)).view(np.uint64)
+    return _pack(TIMES, zigzag, compressor)
+
+
+def decode_times(blob: bytes | memoryview) -> np.ndarray:
+    """The int64 µs times of a string of :func:`encode_times`; ValueError on a damaged one."""
+    zigzag = _unpack(blob, TIMES)
+    words = ((zigzag >> np.uint64(1)) ^ (np.uint64(0) - (zigzag & np.uint64(1)))).view(np.int64)
+    if len(words) > 1:
+        np.cumsum(words[1:], out=words[1:])  # deltas of deltas -> deltas
+    return np.cumsum(words)  # first time and deltas -> times
+
+
+def encode_values(values: np.ndarray, *, compressor: int = LZ4) -> bytes:
+    """``values`` (float64) as a string :func:`decode_values` turns back into the same bits."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
+    words = bits.copy()
+    words[1:] ^= bits[:-1]
+    return _pack(VALUES, words, compressor)
+
+
+def decode_values(blob: bytes | memoryview) -> np.ndarray:
+    """The float64 values of a string of :func:`encode_values`; ValueError on a damaged one."""
+    words = _unpack(blob, VALUES)
+    return np.bitwise_xor.accumulate(words).view(np.float64)
+
+
+def encode_block(ts: np.ndarray, values: np.ndarray, *, compressor: int = LZ4) -> tuple[bytes, bytes]:
+    """One series' samples as ``(times, values)`` strings; the two arrays must be as long."""
+    if len(ts) != len(values):
+        raise ValueError(f"sample block: {len(ts)} times and {len(values)} values")
+    return encode_times(ts, compressor=compressor), encode_values(values, compressor=compressor)
+
+
+def decode_block(times: bytes | memoryview, values: bytes | memoryview) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(ts int64, values float64)`` arrays of :func:`encode_block`'s strings."""
+    ts, found = decode_times(times), decode_values(values)
+    if len(ts) != len(found):
+        raise ValueError(f"sample block: {len(ts)} times and {len(found)} values")
+    return ts, found
