@@ -141,6 +141,9 @@ class PostgresStore(PostgresRollupRefresh, PostgresWrites, PostgresPartitions, S
             rows = cursor.fetchall()
         return np.asarray(rows, dtype=np.float64).reshape(-1, 8)
 
+    def _bulk_cursor(self):
+        return binary_cursor(self.connection)
+
     def _sample_arrays(self, key: tuple, ids: list[int], hints: ReadHints) -> dict[int, tuple]:
         """Per series its times and values as two binary strings of big-endian numbers, split into
         numpy arrays: no Python object per sample. Without clock corrections each series is read by
@@ -225,7 +228,7 @@ class PostgresStore(PostgresRollupRefresh, PostgresWrites, PostgresPartitions, S
         split by numpy (no Python object per row)."""
         names = HOUR_ROW.names
         send = {name: "float8send" if HOUR_ROW[name].kind == "f" else "int8send" for name in names}
-        with self.connection.cursor() as cursor:
+        with binary_cursor(self.connection) as cursor:
             cursor.execute(
                 f"""SELECT g.epoch, g.deletions, q.entries, h.*
                     FROM (SELECT epoch, deletions FROM {GENERATION} WHERE id = 1) AS g
