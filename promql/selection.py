@@ -268,9 +268,24 @@ class ScopedSeries:
         return [SeriesData(labels, *samples.get(series.pk, empty)) for series, labels in chosen]
 
     def _samples(self, ids: list[int], start: int, end: int, fleet_only: bool) -> dict:
+        """The samples of ``ids`` in ``[start, end)``, read once a query: a selector repeated, or whose
+        window lies inside one already read for the same series (``max_over_time(m[10m]) - m``), is
+        cut out of that read (both in corrected time and cut by the same grant windows)."""
         read_key = (tuple(ids), start, end)
-        if read_key not in self._read:  # a query that repeats a selector reads its samples once
-            self._read[read_key] = read_samples(self.scope, ids, start, end, fleet_only=fleet_only)
+        if read_key not in self._read:
+            wider = next(
+                (
+                    read
+                    for (key, lo, hi), read in self._read.items()
+                    if key == read_key[0] and lo <= start and end <= hi
+                ),
+                None,
+            )
+            self._read[read_key] = (
+                read_samples(self.scope, ids, start, end, fleet_only=fleet_only)
+                if wider is None
+                else _cut(wider, start, end)
+            )
         return self._read[read_key]
 
     def select_rollups(
@@ -330,6 +345,17 @@ class ScopedSeries:
         """Note every presented series of another organisation for the audit."""
         for one in series:
             note_read(self.scope, one.org_id, f"series {one.metric}", self.scope.series_level(one))
+
+
+def _cut(samples: dict, start: int, end: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``samples`` (per series, sorted by time) restricted to ``[start, end)``, as views; a series left
+    without a sample left out, as a read of that window leaves it out."""
+    out = {}
+    for series_id, (ts, values) in samples.items():
+        a, b = np.searchsorted(ts, [start, end]).tolist()
+        if b > a:
+            out[series_id] = (ts[a:b], values[a:b])
+    return out
 
 
 def _written_name(groups: list[list[Matcher]]) -> str:

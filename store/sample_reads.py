@@ -197,6 +197,11 @@ class SampleReads:
             rows = cursor.fetchall()
         return samples_by_series(np.fromiter(rows, dtype=SAMPLE_ROW, count=len(rows)))
 
+    def _bulk_cursor(self):
+        """A cursor for reads that return binary strings (PostgreSQL sends them as bytes: see
+        :func:`store.postgres_wire.binary_cursor`)."""
+        return self.connection.cursor()
+
     rate_lookback_us = 15 * 60 * 1_000_000
 
     @staticmethod
@@ -432,7 +437,7 @@ class SampleReads:
             return None if ids else {}
         dtype = np.dtype([(name, rollups.ROW[name]) for name in columns])
         out: dict[int, np.ndarray] = {}
-        with self.connection.cursor() as cursor:
+        with self._bulk_cursor() as cursor:
             if self.vendor == "postgresql":  # one binary string per series and column, no row objects
                 sends = ", ".join(
                     f"string_agg({'float8send' if dtype[name].kind == 'f' else 'int8send'}({name}), '')"
