@@ -22,6 +22,7 @@ from tests.processes import free_port, not_installed, pytest_in_subprocess
 OVER_HTTP_TESTS = [
     "tests/timeline/test_store_contract.py",
     "tests/timeline/test_store_clickhouse.py",
+    "tests/timeline/test_clickhouse_engine.py",
     "tests/timeline/test_clickhouse_rollups.py",
     "tests/timeline/test_clickhouse_copy.py",
     "tests/timeline/test_store_equivalence.py",

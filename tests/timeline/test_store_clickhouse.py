@@ -38,6 +38,7 @@ ON_CLICKHOUSE_TESTS = [
     "tests/timeline/test_warroom_api.py",
     "tests/timeline/test_detection.py",
     "tests/timeline/test_store_clickhouse.py",
+    "tests/timeline/test_clickhouse_engine.py",
     "tests/timeline/test_clickhouse_rollups.py",
     "tests/timeline/test_clickhouse_copy.py",
     "tests/timeline/test_store_equivalence.py",
