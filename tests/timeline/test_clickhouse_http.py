@@ -84,6 +84,12 @@ def test_an_array_parameter_reads_back_as_sent(engine):
     assert json.loads(raw) == [names, numbers, 1]
 
 
+def test_an_array_of_a_large_batchs_series_ids_fits_in_the_url(engine):
+    ids = list(range(10**9, 10**9 + 30_000))  # about 330 KB of URL, under the server's 1 MiB
+    raw = engine.query("SELECT length({ids:Array(Int64)}), sum(arrayJoin({ids:Array(Int64)}))", {"ids": ids})
+    assert np.frombuffer(raw, dtype="<u8").tolist() == [len(ids), sum(ids)]
+
+
 def test_a_table_written_in_rowbinary_reads_back_in_rowbinary(engine):
     engine.command("CREATE TABLE IF NOT EXISTS http_rows (k Int64, v Float64) ENGINE = MergeTree ORDER BY k")
     rows = np.zeros(1000, dtype=[("k", "<i8"), ("v", "<f8")])
