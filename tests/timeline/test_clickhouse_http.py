@@ -1,8 +1,9 @@
-"""The ClickHouse store over HTTP: the store contract and ClickHouse's own suites run again in a pytest
-process of their own whose every ClickHouse call goes through :class:`HttpEngine` and
-``clickhouse-connect`` to ClickHouse's HTTP interface (served by tests/clickhouse_http.py from a
-``chdb`` engine in another process); and the engine itself: parameters with the characters a query
-text escapes, arrays, a server's error, a server that is not there."""
+"""The ClickHouse store over HTTP: the store contract, ClickHouse's own suites and the API, lanes,
+alignment, detection and leak suites run again in a pytest process of their own whose every
+ClickHouse call goes through :class:`HttpEngine` and ``clickhouse-connect`` to ClickHouse's HTTP
+interface (served by tests/clickhouse_http.py from a ``chdb`` engine in another process); and the
+engine itself: parameters with the characters a query text escapes, arrays, a large batch's ids, a
+server's error, a server that is not there."""
 
 from __future__ import annotations
 
@@ -16,17 +17,14 @@ from django.core.exceptions import ImproperlyConfigured
 
 from tests.clickhouse_http import clickhouse_http_server
 from tests.processes import free_port, not_installed, pytest_in_subprocess
+from tests.timeline.test_store_clickhouse import ON_CLICKHOUSE_TESTS
 
-# The suites of tests/timeline/test_store_clickhouse.py that read and write only through the store's
-# engine (the leak test and the API suites add requests, not engine calls, and run there).
+# Every suite the chdb run of tests/timeline/test_store_clickhouse.py runs, but the leak test's run on
+# SQLite, which starts a chdb process of its own whichever engine this run uses.
 OVER_HTTP_TESTS = [
-    "tests/timeline/test_store_contract.py",
-    "tests/timeline/test_store_clickhouse.py",
-    "tests/timeline/test_clickhouse_engine.py",
-    "tests/timeline/test_clickhouse_rollups.py",
-    "tests/timeline/test_clickhouse_copy.py",
-    "tests/timeline/test_store_equivalence.py",
-    "tests/timeline/test_lanes.py",
+    *ON_CLICKHOUSE_TESTS,
+    "--deselect",
+    "tests/test_leaks.py::test_the_leak_test_passes_on_sqlite",
 ]
 
 pytestmark = pytest.mark.skipif(
