@@ -3,13 +3,14 @@ rollups), the long-window war-room lanes request, the store's reads, bytes on di
 choices of docs/decisions/0008-clickhouse-backend.md.
 
 Usage: .venv/bin/python bench/clickhouse.py [--series 120] [--days 14] [--events 200] [--runs 5]
-       [--no-schema]
+       [--no-schema] [--clickhouse-url http://127.0.0.1:8123/database]
 
 Writes ``series`` noisy gauges and counters at a 15 s scrape over ``days`` days and ``events`` log
 lines an hour, one batch per hour of all series (as the journal applies pushes), through
 ``PostgresStore.write_batch`` (binary COPY, rollup ranges queued, then the queue refreshed as the
 task after an apply does) and ``ClickHouseStore.write_batch`` (existence check, RowBinary insert,
-rollup buckets recomputed; ClickHouse in-process via chdb), and prints samples/s of each, end to end.
+rollup buckets recomputed; ClickHouse in-process via chdb, or the server ``--clickhouse-url`` names, whose
+database must be empty), and prints samples/s of each, end to end.
 Then the war room's lanes request (``build_lanes``: line, rate, band, heatmap and logs lanes) over
 the whole window at 1200 px on each, the store's reads of 60 series over the whole window (1200
 buckets, value and rate) and the last hour (15 s buckets), median of ``runs``, and bytes on disk per
@@ -309,18 +310,23 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--events", type=int, default=200, help="log lines per hour")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--no-schema", action="store_true", help="skip the codec and layout variants")
+    parser.add_argument(
+        "--clickhouse-url",
+        default="",
+        help="a ClickHouse server over HTTP (http://host:8123/database, the database empty) instead of chdb",
+    )
     return _harness.parse_with_smoke(parser, series=6, days=1, events=20, runs=1, no_schema=True)
 
 
 def main() -> None:
     args = parse_args()
     _harness.recreate_database(args.database_url)
-    clickhouse_path = tempfile.mkdtemp(prefix="jointline-bench-chdb-")
+    clickhouse_url = args.clickhouse_url or f"chdb://{tempfile.mkdtemp(prefix='jointline-bench-chdb-')}"
     _harness.setup_django(
         args.database_url,
         "clickhouse",
         JOINTLINE_STORE_BACKEND="",  # both stores are built by hand below
-        JOINTLINE_CLICKHOUSE_URL=f"chdb://{clickhouse_path}",
+        JOINTLINE_CLICKHOUSE_URL=clickhouse_url,
     )
     from django.conf import settings
     from django.core.management import call_command
@@ -361,7 +367,8 @@ def main() -> None:
     print("\n## ingest through write_batch, end to end (series resolved in PostgreSQL for both)")
     print(f"{'':22} {'write s':>8} {'rollups s':>10} {'samples/s':>12}")
     print(f"{'PostgreSQL (COPY)':22} {pg_write:8.1f} {pg_refresh:10.1f} {samples / pg_s:12,.0f}")
-    print(f"{'ClickHouse (chdb)':22} {ch_write:8.1f} {ch_refresh:10.1f} {samples / ch_s:12,.0f}")
+    engine_name = f"ClickHouse ({clickhouse_url.split(':')[0]})"
+    print(f"{engine_name:22} {ch_write:8.1f} {ch_refresh:10.1f} {samples / ch_s:12,.0f}")
     print(f"ratio ClickHouse/PostgreSQL samples/s: {pg_s / ch_s:.2f}")
 
     pg_lanes = measure_lanes(scope, "", ts, args.runs)

@@ -20,7 +20,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 
 class Engine:
-    """A ClickHouse database the store reads and writes. Every call raises on an engine error."""
+    """A ClickHouse database the store reads and writes. Every call raises on an engine error.
+
+    Parameter values read the same on both engines: a number, a string (any characters), ``None``
+    (NULL, for a ``Nullable`` type), and a list or tuple of numbers or strings (an ``Array``)."""
 
     url: str
     schema_ready = False  # whether this process has made sure the ClickHouse tables exist
@@ -74,12 +77,14 @@ class ChdbEngine(Engine):
 
 def _chdb_params(params: dict | None) -> dict:
     """Parameter values as the text chdb parses them: a string in ClickHouse's escaped form (a tab or a
-    backslash taken literally), an array as a literal of quoted elements. chdb passes other values
-    through ``str``, which reads back only for numbers."""
+    backslash taken literally), an array as a literal of quoted elements, ``None`` as ``\\N``. chdb
+    passes other values through ``str``, which reads back only for numbers."""
     return {name: _chdb_text(value) for name, value in (params or {}).items()}
 
 
 def _chdb_text(value: object) -> object:
+    if value is None:
+        return "\\N"
     if isinstance(value, str):
         return _ESCAPED.sub(lambda m: _ESCAPES[m.group()], value)
     if isinstance(value, list | tuple):
@@ -126,13 +131,22 @@ class HttpEngine(Engine):
             raise ImproperlyConfigured(f"ClickHouse at {self.url} is not reachable: {exc}") from exc
 
     def query(self, sql: str, params: dict | None = None, *, fmt: str = "RowBinary") -> bytes:
-        return self._client.raw_query(sql, parameters=params or {}, fmt=fmt)
+        return self._client.raw_query(sql, parameters=_http_params(params), fmt=fmt)
 
     def command(self, sql: str, params: dict | None = None) -> None:
-        self._client.command(sql, parameters=params or {})
+        self._client.command(sql, parameters=_http_params(params))
 
     def insert(self, table: str, columns: tuple[str, ...], rows: bytes, *, fmt: str = "RowBinary") -> None:
         self._client.raw_insert(table, list(columns), insert_block=rows, fmt=fmt)
+
+
+def _http_params(params: dict | None) -> dict:
+    """Parameter values as clickhouse-connect sends them (``param_name`` URL arguments in ClickHouse's
+    escaped form), with a tuple sent as the array it is on chdb: the client would write ``(a, b)``,
+    which the server does not parse as an ``Array``."""
+    return {
+        name: list(value) if isinstance(value, tuple) else value for name, value in (params or {}).items()
+    }
 
 
 _engines: dict[str, Engine] = {}
