@@ -85,12 +85,17 @@ class SampleReads:
         readable = self.readable_series_for_lane(scope, series_ids, fleet=hints.fleet)
         if not readable or hints.empty or hints.step <= 0:
             return BucketFrame.empty(readable)
-        parts = []
         with self.connection.cursor() as cursor:
-            for key, ids in self._bucket_groups(scope, readable, hints).items():
-                sql, params = self._bucket_sql(key, ids, hints)
-                parts.append(self._bucket_matrix(cursor, sql, params))
+            groups = self._bucket_groups(scope, readable, hints).items()
+            parts = [self._bucket_part(cursor, key, ids, hints) for key, ids in groups]
         return BucketFrame.of(readable, parts, ordered=hints.ordered)
+
+    def _bucket_part(self, cursor, key: tuple, ids: list[int], hints: ReadHints) -> np.ndarray:
+        """The buckets of one group of :meth:`_bucket_groups` as an (n x 6) matrix of
+        :data:`store.frames.COLUMNS`: its bucket query (:meth:`_bucket_sql`) run. PostgreSQL reduces
+        the values of a group in numpy instead where it can (:mod:`store.postgres_buckets`)."""
+        sql, params = self._bucket_sql(key, ids, hints)
+        return self._bucket_matrix(cursor, sql, params)
 
     def _bucket_matrix(self, cursor, sql: str, params: list) -> np.ndarray:
         """The rows of one bucket query (:meth:`_bucket_query`'s six columns) as an (n x 6) float
