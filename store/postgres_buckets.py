@@ -14,8 +14,9 @@ over the sum of the counts.
 
 The database's grouping was most of such a read: on 63 series, 6 h of one-minute samples on 18 s
 buckets 24-29 ms grouped there, 7 ms read here; 7 days of five-minute rows on 600 s buckets 90-110 ms
-there, 70 ms here. Rates (a window function over consecutive rows) and drifting clock corrections
-(each row shifted by its own amount) keep the bucket query.
+there, 70 ms here. Rates (a window function over consecutive rows), drifting clock corrections (each
+row shifted by its own amount) and reads expected to send more than :data:`MAX_ROWS` rows (many
+series over a long window of raw samples, where rollups are off or not kept) keep the bucket query.
 """
 
 from __future__ import annotations
@@ -32,6 +33,22 @@ _ROLLED = """SELECT string_agg(int8send(bucket), ''), string_agg(int8send(n), ''
     FROM {table} WHERE series_id = wanted.id AND bucket >= %s AND bucket < %s"""
 
 
+MAX_ROWS = 2_000_000
+"""Rows a group may send to be reduced here (about 40 MB on the wire); a read expected to send more is
+grouped by the database, which sends only its buckets."""
+SAMPLE_EVERY_US = 15_000_000
+"""The scrape interval the rows of raw samples are estimated at (the reference scenario's)."""
+
+
+def _rows_expected(series: int, lo: int, hi: int, rolled: tuple | None) -> int:
+    """How many rows a group of ``series`` would send: its rollup rows, and its raw samples at one every
+    :data:`SAMPLE_EVERY_US`."""
+    if rolled is None:
+        return series * ((hi - lo) // SAMPLE_EVERY_US + 1)
+    _table, width, a, b = rolled
+    return series * ((b - a) // width + (a - lo + hi - b) // SAMPLE_EVERY_US + 2)
+
+
 class PostgresBucketReads:
     """:meth:`_bucket_part` of value reads in numpy; the rest through the bucket query."""
 
@@ -40,6 +57,8 @@ class PostgresBucketReads:
         if hints.rate or not all(c.constant for c in corrections):
             return super()._bucket_part(cursor, key, ids, hints)
         origin, lo, hi, rolled = self._value_rows(key, ids, hints)
+        if _rows_expected(len(ids), lo, hi, rolled) > MAX_ROWS:
+            return super()._bucket_part(cursor, key, ids, hints)
         ids = sorted(ids)
         if rolled is None:
             cursor.execute(

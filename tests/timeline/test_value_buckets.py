@@ -131,3 +131,19 @@ def test_the_reduction_keeps_postgresqls_rules_for_nan_and_puts_rows_in_their_bu
     assert np.isnan(matrix[0, 2]) and np.isnan(matrix[0, 3])  # all NaN: NaN both ways
     assert matrix[1, 2:].tolist() == [1.0, 5.0, 3.0, 5.0]  # (5 + 10) / (1 + 4)
     assert np.isnan(matrix[2, 2:5]).all() and matrix[2, 5] == 1  # a NaN alone
+
+
+def test_a_read_expected_to_send_too_many_rows_is_grouped_by_the_database(org_a, monkeypatch):
+    from store import postgres_buckets
+
+    ts = [T0 + i * 15 * S for i in range(4 * 240)]
+    write(org_a, block(ts, [float(i % 50) for i in range(len(ts))]))
+    scope = own_scope(org_a)
+    (sid,) = Series.objects.scoped(scope).values_list("pk", flat=True)
+    hints = ReadHints(start=T0, end=T0 + 4 * HOUR, step=20 * S)  # raw samples: 961 rows expected
+    for limit, reduced_here in ((961, True), (960, False)):
+        monkeypatch.setattr(postgres_buckets, "MAX_ROWS", limit)
+        with CaptureQueriesContext(connection) as queries:
+            assert assert_same(scope, [sid], hints) == 720
+        mine = next(q["sql"] for q in queries if "timeline_sample" in q["sql"])  # the store's read is first
+        assert ("CROSS JOIN LATERAL" in mine) == reduced_here and ("GROUP BY" in mine) != reduced_here
