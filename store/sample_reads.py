@@ -17,6 +17,7 @@ import numpy as np
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from orgs.access import Scope, require_scope
+from orgs.read_context import current_read
 from store import rollups
 from store.frames import SAMPLE_ROW, BucketFrame, samples_by_series
 from store.hints import Capabilities, ReadHints
@@ -60,9 +61,17 @@ class SampleReads:
         return readable if scope.fleet_readable(readable.values()) else {}
 
     def readable_series(self, scope: Scope, series_ids: list[int]) -> dict[int, Series]:
-        """The series of ``series_ids`` this scope may read one by one."""
+        """The series of ``series_ids`` this scope may read one by one (their organisations read with
+        them). Read once per request's read context (:meth:`orgs.read_context.ReadContext.once`): the
+        lanes ask for the same list to present it and the store to read it."""
         scope = require_scope(scope)
-        return {s.pk: s for s in Series.objects.scoped(scope).filter(pk__in=series_ids)}
+        ids = tuple(sorted(set(series_ids)))
+
+        def read() -> dict[int, Series]:
+            return {s.pk: s for s in Series.objects.scoped(scope).select_related("org").filter(pk__in=ids)}
+
+        context = current_read(scope)
+        return dict(read() if context is None else context.once(("readable series", ids), read))
 
     def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame:
         """Min/max/mean/count per bucket ``[start + i*step, start + (i+1)*step)`` of each series of
