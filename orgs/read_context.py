@@ -18,7 +18,8 @@ Invariants:
   is only ever appended to and recorded once per flush (:meth:`ReadContext.flush_audit`);
 * the clock model is resolved once per context and alignment (``align=off``), by the read side
   (:func:`clock.model.clock_for`), never kept across requests: a correction changed by anyone, in
-  this process or another, is in force from the next request on.
+  this process or another, is in force from the next request on; so is what :meth:`ReadContext.once`
+  keeps (the series of a list the scope may read, :meth:`store.sample_reads.SampleReads.readable_series`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,21 @@ class _Clocks:
             return self._models[aligned]
 
 
+class _Memo:
+    """What one context read once and reads again from memory: a result by key, computed on first use;
+    shared like :class:`_Clocks`."""
+
+    def __init__(self) -> None:
+        self._found: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    def once(self, key: Any, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key not in self._found:
+                self._found[key] = compute()
+            return self._found[key]
+
+
 @dataclass(frozen=True)
 class ReadContext:
     """One request's reads: through ``scope``, with corrections on or off (``aligned``), noted in
@@ -59,11 +75,19 @@ class ReadContext:
     aligned: bool = True
     outer: ReadContext | None = field(default=None, repr=False)
     clocks: _Clocks = field(default_factory=_Clocks, repr=False, compare=False)
+    memo: _Memo = field(default_factory=_Memo, repr=False, compare=False)
 
     def clock(self, resolve: Callable[..., Any]) -> Any:
         """The clock model this context reads with: ``resolve(scope, aligned=...)`` on first use, then
         the same model for the rest of the context."""
         return self.clocks.once(self.aligned, lambda: resolve(self.scope, aligned=self.aligned))
+
+    def once(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()`` on the first call with ``key`` in this context, then the same result: a read
+        through this context's scope that several layers of one request make alike (which series of a
+        list it may read). Never kept past the context, so a grant changed by anyone is in force from
+        the next request on."""
+        return self.memo.once(key, compute)
 
     def note(self, owner_id: int, what: str, level: str) -> None:
         """Note that ``what`` of ``owner_id``'s data was presented at ``level`` (reads of the scope's

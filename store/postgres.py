@@ -17,6 +17,7 @@ from django.db import DatabaseError, transaction
 from store import rollups
 from store.base import StoreBackend
 from store.hints import Capabilities, ReadHints
+from store.postgres_buckets import PostgresBucketReads
 from store.postgres_partitions import (
     PARTITIONED_TABLES,
     PostgresPartitions,
@@ -80,7 +81,9 @@ SCHEMA = [
 ]
 
 
-class PostgresStore(PostgresRollupRefresh, PostgresWrites, PostgresPartitions, StoreBackend):
+class PostgresStore(
+    PostgresBucketReads, PostgresRollupRefresh, PostgresWrites, PostgresPartitions, StoreBackend
+):
     vendor = "postgresql"
     capabilities = Capabilities(
         partitions=True,

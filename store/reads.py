@@ -29,13 +29,15 @@ def run_reads(jobs: list) -> list:
 
 def start_reads(jobs: list) -> list:
     """Start independent store reads; returns, in order, callables that give each result (waiting for
-    it). On PostgreSQL, outside a transaction, they run on a few threads, each with its own connection
-    (closed after the read, so no connection outlives its request), in the caller's context (the
-    request's read context); elsewhere they run here, in turn. Inside a transaction they must not: other
-    connections would not see its rows. A read must not start reads itself (the pool is shared)."""
+    it). On PostgreSQL, outside a transaction, two or more run on a few threads, each with its own
+    connection (closed after the read, so no connection outlives its request), in the caller's context
+    (the request's read context); elsewhere, and a single read (which a thread would only give a new
+    connection to open, some milliseconds, for nothing to overlap), they run here, in turn. Inside a
+    transaction they must not: other connections would not see its rows. A read must not start reads
+    itself (the pool is shared)."""
     workers = settings.JOINTLINE_PARALLEL_READS
     concurrent = get_store().capabilities.concurrent_reads
-    if not jobs or workers < 2 or not concurrent or connection.in_atomic_block:
+    if len(jobs) < 2 or workers < 2 or not concurrent or connection.in_atomic_block:
         results = [job() for job in jobs]
         return [partial(_given, result) for result in results]
     global _read_pool

@@ -17,6 +17,7 @@ import numpy as np
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from orgs.access import Scope, require_scope
+from orgs.read_context import current_read
 from store import rollups
 from store.frames import SAMPLE_ROW, BucketFrame, samples_by_series
 from store.hints import Capabilities, ReadHints
@@ -60,9 +61,17 @@ class SampleReads:
         return readable if scope.fleet_readable(readable.values()) else {}
 
     def readable_series(self, scope: Scope, series_ids: list[int]) -> dict[int, Series]:
-        """The series of ``series_ids`` this scope may read one by one."""
+        """The series of ``series_ids`` this scope may read one by one (their organisations read with
+        them). Read once per request's read context (:meth:`orgs.read_context.ReadContext.once`): the
+        lanes ask for the same list to present it and the store to read it."""
         scope = require_scope(scope)
-        return {s.pk: s for s in Series.objects.scoped(scope).filter(pk__in=series_ids)}
+        ids = tuple(sorted(set(series_ids)))
+
+        def read() -> dict[int, Series]:
+            return {s.pk: s for s in Series.objects.scoped(scope).select_related("org").filter(pk__in=ids)}
+
+        context = current_read(scope)
+        return dict(read() if context is None else context.once(("readable series", ids), read))
 
     def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame:
         """Min/max/mean/count per bucket ``[start + i*step, start + (i+1)*step)`` of each series of
@@ -85,12 +94,17 @@ class SampleReads:
         readable = self.readable_series_for_lane(scope, series_ids, fleet=hints.fleet)
         if not readable or hints.empty or hints.step <= 0:
             return BucketFrame.empty(readable)
-        parts = []
         with self.connection.cursor() as cursor:
-            for key, ids in self._bucket_groups(scope, readable, hints).items():
-                sql, params = self._bucket_sql(key, ids, hints)
-                parts.append(self._bucket_matrix(cursor, sql, params))
+            groups = self._bucket_groups(scope, readable, hints).items()
+            parts = [self._bucket_part(cursor, key, ids, hints) for key, ids in groups]
         return BucketFrame.of(readable, parts, ordered=hints.ordered)
+
+    def _bucket_part(self, cursor, key: tuple, ids: list[int], hints: ReadHints) -> np.ndarray:
+        """The buckets of one group of :meth:`_bucket_groups` as an (n x 6) matrix of
+        :data:`store.frames.COLUMNS`: its bucket query (:meth:`_bucket_sql`) run. PostgreSQL reduces
+        the values of a group in numpy instead where it can (:mod:`store.postgres_buckets`)."""
+        sql, params = self._bucket_sql(key, ids, hints)
+        return self._bucket_matrix(cursor, sql, params)
 
     def _bucket_matrix(self, cursor, sql: str, params: list) -> np.ndarray:
         """The rows of one bucket query (:meth:`_bucket_query`'s six columns) as an (n x 6) float

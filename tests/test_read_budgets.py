@@ -181,3 +181,45 @@ def test_the_parallel_reads_of_a_request_run_under_its_timeout_and_nothing_else_
         budget.close()
     assert inside == ["1500ms"] * 3
     assert run_reads([show, show]) == ["0", "0"]  # a read outside any request (a worker's)
+
+
+# -- statements of a lanes read ----------------------------------------------------------------------
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)  # outside a transaction, as a served request: the pool may run
+def test_a_lanes_read_of_twelve_series_takes_seven_statements_on_the_requests_connection(org_a, read_token_a):
+    from django.db.backends.signals import connection_created
+    from django.test.utils import CaptureQueriesContext
+
+    from store import get_store
+    from tests.factories import HOUR, T0, S, node_gauge, write
+
+    blocks = [
+        node_gauge([float(i + j) for j in range(120)], node=f"node-{i:02}", step_s=60) for i in range(12)
+    ]
+    write(org_a, series=blocks)
+    get_store().refresh_stale_rollups()
+    ids = ",".join(str(pk) for pk in Series.unscoped.filter(org=org_a).values_list("pk", flat=True))
+    client = bearer_client(read_token_a)
+    query = {"series": ids, "from": T0 // S, "to": (T0 + 2 * HOUR) // S, "width": 60, "fn": "value"}
+    assert client.get("/api/v1/lanes", query).status_code == 200  # the token's first use is written once
+    opened = []
+
+    def created(sender, connection, **kwargs):
+        opened.append(connection)
+
+    connection_created.connect(created)
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            answer = client.get("/api/v1/lanes", query)
+    finally:
+        connection_created.disconnect(created)
+    assert answer.status_code == 200
+    lanes = answer.json()["lanes"]
+    assert len(lanes) == 12 and {sum(lane["count"]) for lane in lanes} == {120}
+    assert opened == []  # the one store read ran on the request's connection, not a pool thread's
+    # the token, its grants, the clock's corrections, the series (once for the lanes and the store's
+    # check of them), the rollup watermark, the buckets, and the statement timeout reset
+    assert len(queries) <= 7, "\n".join(q["sql"][:120] for q in queries.captured_queries)
+    assert sum("timeline_series" in q["sql"] for q in queries.captured_queries) == 1

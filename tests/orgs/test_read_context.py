@@ -140,3 +140,35 @@ def test_a_correction_changed_by_a_queryset_update_is_in_force_from_the_next_req
     )
     lanes = client.get("/timeline/api/lanes", {**WINDOW, "lane": "logs:modeldev/application"}).json()
     assert [c["offset_ms"] for c in lanes["clock"]["corrections"]] == [-4000.0]
+
+
+def test_the_series_a_scope_may_read_are_read_once_per_context_and_anew_in_the_next(org_a, org_b):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from store import get_store
+    from tests.factories import node_gauge, own_scope, write
+    from timeline.models import Series
+
+    write(org_a, series=[node_gauge([1.0, 2.0], node=f"node-{i}") for i in range(3)])
+    ids = list(Series.unscoped.filter(org=org_a).values_list("pk", flat=True))
+    mine, theirs = own_scope(org_a), own_scope(org_b)
+
+    def series_reads(read) -> tuple[dict, int]:
+        with CaptureQueriesContext(connection) as queries:
+            found = read()
+        return found, sum("timeline_series" in q["sql"] for q in queries.captured_queries)
+
+    store = get_store()
+    with reading(mine):
+        first, reads = series_reads(lambda: store.readable_series(mine, ids))
+        assert sorted(first) == sorted(ids) and reads == 1
+        first.clear()  # a caller's copy: the context's answer is not changed through it
+        again, reads = series_reads(lambda: store.readable_series(mine, list(reversed(ids))))
+        assert sorted(again) == sorted(ids) and reads == 0
+        other, reads = series_reads(lambda: store.readable_series(theirs, ids))  # not this context's
+        assert other == {} and reads == 1
+    with reading(mine):  # the next request reads them again
+        Series.unscoped.filter(pk=ids[0]).delete()
+        later, reads = series_reads(lambda: store.readable_series(mine, ids))
+        assert sorted(later) == sorted(ids[1:]) and reads == 1

@@ -18,7 +18,7 @@ from store.reads import run_reads
 from timeline.lanes.event_lanes import build_logs_lane, build_spans_lane
 from timeline.lanes.grid import Grid
 from timeline.lanes.payloads import LanePayload
-from timeline.lanes.selection import members_by_id, members_of, readable_series
+from timeline.lanes.selection import Member, members_by_id, members_of, readable_series
 from timeline.lanes.series_lanes import BucketCache, build_series_lane, plan_series_lane
 from timeline.lanes.spec import FLEET_KINDS, SERIES_LANE_KINDS, LaneSpec
 from timeline.lanes.titles import lane_title
@@ -36,12 +36,18 @@ class LaneResult:
 
 
 def build_lanes(
-    scope: Scope, specs: list[LaneSpec], grid: Grid, *, buckets: bool = False
+    scope: Scope,
+    specs: list[LaneSpec],
+    grid: Grid,
+    *,
+    buckets: bool = False,
+    members: dict[int, Member] | None = None,
 ) -> list[LaneResult]:
     """Data of each lane, in the order of ``specs``. Series reads are batched across lanes; the reads
     (series buckets, each event lane) run side by side where the database allows (:func:`run_reads`),
     and the numpy work that turns buckets into lanes runs after them. With ``buckets``, line and rate
-    lanes carry their series' buckets rather than lines (see :func:`build_series_lane`)."""
+    lanes carry their series' buckets rather than lines (see :func:`build_series_lane`). ``members``:
+    the series of the lanes named by id, as :func:`members_by_id` read them for this scope already."""
     scope = require_scope(scope)
     cache = BucketCache(scope, grid)
     # lanes named by series id read their series in one query, not one per lane
@@ -50,7 +56,9 @@ def build_lanes(
         for i, s in enumerate(specs)
         if s.series and s.kind in SERIES_LANE_KINDS and s.kind not in FLEET_KINDS
     }
-    by_id = members_by_id(scope, [pk for i in named for pk in specs[i].series]) if named else {}
+    by_id = members
+    if by_id is None:
+        by_id = members_by_id(scope, [pk for i in named for pk in specs[i].series]) if named else {}
     planned = {
         i: plan_series_lane(scope, s, grid, cache, members=members_of(s, by_id) if i in named else None)
         for i, s in enumerate(specs)
@@ -74,15 +82,20 @@ def build_lanes(
     return results
 
 
-def series_lane_specs(scope: Scope, series_ids: list[int], *, fn: str = "auto") -> list[LaneSpec]:
+def series_lane_specs(
+    scope: Scope, series_ids: list[int], *, fn: str = "auto", members: dict[int, Member] | None = None
+) -> list[LaneSpec]:
     """One lane per series id the scope may read alone, in the given order (repeats kept): a ``rate``
     lane where ``fn`` is ``rate`` (or ``auto`` and the series is a counter), else a ``line`` lane, each
-    limited to its series. Ids the scope may not read one by one give no lane."""
+    limited to its series. Ids the scope may not read one by one give no lane. ``members``: those
+    series as :func:`members_by_id` read them for this scope (else they are read here)."""
     if fn not in SERIES_FUNCTIONS:
         raise ValueError(f"fn must be one of {', '.join(SERIES_FUNCTIONS)}")
-    found = {
-        s.pk: s for s in readable_series(scope, include_aggregate=False).filter(pk__in=list(set(series_ids)))
-    }
+    if members is not None:
+        found = {pk: member.series for pk, member in members.items()}
+    else:
+        readable = readable_series(scope, include_aggregate=False)
+        found = {s.pk: s for s in readable.filter(pk__in=list(set(series_ids)))}
     specs = []
     for series_id in series_ids:
         series = found.get(series_id)
@@ -139,9 +152,10 @@ def read_series_lanes(
 ) -> list[SeriesLane]:
     """The buckets of each series named by id that the scope may read alone, in the given order, read
     as the war room reads a lane (:func:`series_lane_specs`, then :func:`build_lanes`)."""
-    specs = series_lane_specs(scope, series_ids, fn=fn)
+    members = members_by_id(scope, series_ids)  # one read of the series for the specs and the lanes
+    specs = series_lane_specs(scope, series_ids, fn=fn, members=members)
     lanes = []
-    for result in build_lanes(scope, specs, grid, buckets=True):
+    for result in build_lanes(scope, specs, grid, buckets=True, members=members):
         payload = result.payload
         for row in payload.buckets or ():  # a line or rate lane (series_lane_specs)
             lanes.append(

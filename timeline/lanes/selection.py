@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from core.labels import label_matches
 from orgs.access import NoScope, Scope, fleet_group_allowed, require_scope
 from orgs.read_context import note_read
+from store import get_store
 from timeline.lanes.spec import FLEET_KINDS, LaneSpec
 from timeline.models import Series
 from timeline.presenters import present_series
@@ -115,8 +116,9 @@ def _labelled_in_order(spec: LaneSpec, members: list[Member]) -> list[Member]:
 
 def members_by_id(scope: Scope, series_ids: list[int]) -> dict[int, Member]:
     """The series of ``series_ids`` the scope may read alone, as members by id: one query for every
-    lane of a request named by series id."""
-    series = readable_series(scope, include_aggregate=False).filter(pk__in=sorted(set(series_ids)))
+    lane of a request named by series id, which the store's read of their buckets finds done
+    (:meth:`store.sample_reads.SampleReads.readable_series`, once per read context)."""
+    series = get_store().readable_series(scope, series_ids).values()
     return {m.series.pk: m for m in readable_members(scope, series)}
 
 

@@ -1,0 +1,149 @@
+"""PostgreSQL reduces a bucket read of values in numpy (store/postgres_buckets.py): every bucket it gives
+equals the one its bucket query gives, over raw samples, over rollup rows with raw edges, with a refresh
+pending, under a constant clock shift and inside a grant's time window; rates keep the bucket query."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from orgs.access import Scope
+from orgs.services import grant_create
+from store import ReadHints, get_store
+from store.frames import BucketFrame
+from store.hints import ClockModel, Correction, grid_origin
+from store.postgres_buckets import reduce_rows
+from store.sample_reads import SampleReads
+from tests.factories import HOUR, MINUTE, T0, S, own_scope
+from tests.timeline.rollup_cases import block, write_random_lanes
+from tests.timeline.test_rollups import ROLLUPS, write
+from timeline.models import Series
+
+STEPS = (15 * S, 20 * S, MINUTE, 2 * MINUTE, 5 * MINUTE, 10 * MINUTE, 30 * MINUTE, HOUR, 3 * HOUR)
+
+
+@pytest.fixture(autouse=True)
+def _postgres_only():
+    if get_store().vendor != "postgresql":
+        pytest.skip("the numpy reduction is PostgreSQL's")
+
+
+def by_query(scope: Scope, ids: list[int], hints: ReadHints) -> BucketFrame:
+    """The read as the bucket query answers it (the engine-independent path, run on PostgreSQL)."""
+    store = get_store()
+    readable = store.readable_series_for_lane(scope, ids, fleet=hints.fleet)
+    with connection.cursor() as cursor:
+        groups = store._bucket_groups(scope, readable, hints).items()
+        parts = [SampleReads._bucket_part(store, cursor, key, group, hints) for key, group in groups]
+    return BucketFrame.of(readable, parts, ordered=True)
+
+
+def assert_same(scope: Scope, ids: list[int], hints: ReadHints) -> int:
+    """The store's read equals the bucket query's, bucket by bucket; returns how many buckets."""
+    mine, theirs = get_store().select_buckets(scope, ids, hints), by_query(scope, ids, hints)
+    for column in ("series_id", "bucket", "count", "min", "max"):
+        np.testing.assert_array_equal(mine[column], theirs[column], err_msg=f"{column}: {hints}")  # NaN too
+    np.testing.assert_allclose(mine["mean"], theirs["mean"], rtol=1e-12, atol=0, err_msg=str(hints))
+    return len(mine)
+
+
+def test_value_reads_equal_the_bucket_query_on_every_grid_and_window(org_a):
+    rng = random.Random(41)
+    write_random_lanes(rng, org_a, ROLLUPS)  # NaN values, gaps, late samples, a refresh after them
+    scope = own_scope(org_a)
+    ids = list(Series.objects.scoped(scope).values_list("pk", flat=True))
+    compared = 0
+    for start, end in [
+        (T0, T0 + 26 * HOUR),
+        (T0 - HOUR, T0 + 5 * HOUR),
+        (T0 + 3 * HOUR + 7 * S, T0 + 9 * HOUR),
+    ]:
+        for step in STEPS:
+            for origin in sorted({start, grid_origin(start, step)}):
+                compared += assert_same(scope, ids, ReadHints(start=origin, end=end, step=step, ordered=True))
+    assert compared > 10_000
+
+
+def test_a_pending_refresh_a_clock_shift_and_a_grant_window_read_alike(org_a, org_b, member_b):
+    ts = [T0 + i * 15 * S + (i * 7919 % 5) * S for i in range(8 * 240)]
+    write(org_a, block(ts, [float(i % 97) for i in range(len(ts))]))
+    write(org_a, block([T0 + 5 * HOUR + 3 * S], [1000.0]), refresh=False)  # 5 h on waits for its refresh
+    own = own_scope(org_a)
+    (sid,) = Series.objects.scoped(own).values_list("pk", flat=True)
+    assert get_store().stale_from([sid], start=T0, end=T0 + 8 * HOUR) is not None
+    shifted = ClockModel(
+        corrections=(
+            Correction(
+                id=1, org_id=org_a.pk, source_id=None, matcher=None, offset_us=7 * S, drift_us_per_hour=0,
+                reference_us=T0, valid_from=None, valid_to=None,
+            ),
+        )
+    )  # fmt: skip
+    grant_create(
+        owner=org_a,
+        grantee=org_b,
+        name="slice",
+        data_from=datetime.fromtimestamp((T0 + 37 * MINUTE + 7 * S) / S, tz=UTC),
+        data_to=datetime.fromtimestamp((T0 + 6 * HOUR + 11 * MINUTE) / S, tz=UTC),
+    )
+    granted = Scope.for_user(member_b)
+    for scope, clock in [(own, ClockModel()), (own, shifted), (granted, ClockModel())]:
+        for step in (MINUTE, 10 * MINUTE, 30 * MINUTE, HOUR):
+            for start in (T0, T0 + 13 * MINUTE):
+                hints = ReadHints(start=grid_origin(start, step), end=T0 + 8 * HOUR, step=step, clock=clock)
+                assert assert_same(scope, [sid], hints) > 0
+
+
+def test_rollup_rows_serve_the_whole_buckets_and_rates_keep_the_bucket_query(org_a):
+    ts = [T0 + i * 15 * S for i in range(4 * 240)]
+    write(org_a, block(ts, [float(i) for i in range(len(ts))]))
+    scope = own_scope(org_a)
+    (sid,) = Series.objects.scoped(scope).values_list("pk", flat=True)
+    for fn, expected in (("value", "string_agg(float8send(vmin)"), ("rate", "LAG(last_value)")):
+        hints = ReadHints(start=T0, end=T0 + 4 * HOUR, step=10 * MINUTE, fn=fn)
+        with CaptureQueriesContext(connection) as queries:
+            frame = get_store().select_buckets(scope, [sid], hints)
+        assert any(expected in q["sql"] and "timeline_rollup_5m" in q["sql"] for q in queries), fn
+        assert len(frame) == 24
+        if fn == "value":
+            assert frame["count"].tolist() == [40.0] * 24 and frame["min"].tolist() == [
+                40.0 * i for i in range(24)
+            ]
+
+
+def test_the_reduction_keeps_postgresqls_rules_for_nan_and_puts_rows_in_their_buckets():
+    def blob(values, dtype):
+        return np.asarray(values, dtype=dtype).tobytes()
+
+    nan = float("nan")
+    found = [  # series 7: raw samples at 0 and 150 s, a 60 s row at [60, 120); series 3: raw samples only
+        (7, blob([0, 150 * S], ">i8"), blob([5.0, nan], ">f8"), blob([60 * S], ">i8"), blob([4], ">i8"),
+         blob([10.0], ">f8"), blob([1.0], ">f8"), blob([4.0], ">f8")),
+        (3, blob([10 * S, 20 * S], ">i8"), blob([nan, nan], ">f8"), None, None, None, None, None),
+    ]  # fmt: skip
+    matrix = reduce_rows(found, origin=0, step=100 * S, width=MINUTE)
+    assert matrix[:, :2].tolist() == [[3, 0], [7, 0], [7, 1]]  # sorted by series, then bucket
+    assert np.isnan(matrix[0, 2]) and np.isnan(matrix[0, 3])  # all NaN: NaN both ways
+    assert matrix[1, 2:].tolist() == [1.0, 5.0, 3.0, 5.0]  # (5 + 10) / (1 + 4)
+    assert np.isnan(matrix[2, 2:5]).all() and matrix[2, 5] == 1  # a NaN alone
+
+
+def test_a_read_expected_to_send_too_many_rows_is_grouped_by_the_database(org_a, monkeypatch):
+    from store import postgres_buckets
+
+    ts = [T0 + i * 15 * S for i in range(4 * 240)]
+    write(org_a, block(ts, [float(i % 50) for i in range(len(ts))]))
+    scope = own_scope(org_a)
+    (sid,) = Series.objects.scoped(scope).values_list("pk", flat=True)
+    hints = ReadHints(start=T0, end=T0 + 4 * HOUR, step=20 * S)  # raw samples: 961 rows expected
+    for limit, reduced_here in ((961, True), (960, False)):
+        monkeypatch.setattr(postgres_buckets, "MAX_ROWS", limit)
+        with CaptureQueriesContext(connection) as queries:
+            assert assert_same(scope, [sid], hints) == 720
+        mine = next(q["sql"] for q in queries if "timeline_sample" in q["sql"])  # the store's read is first
+        assert ("CROSS JOIN LATERAL" in mine) == reduced_here and ("GROUP BY" in mine) != reduced_here
