@@ -20,14 +20,16 @@ if TYPE_CHECKING:
     from store.frames import BucketFrame
     from store.hints import EventCounts, EventMatches, EventOrder, ReadHints
     from store.retention import PartitionSize
-    from timeline.models import Event
+    from timeline.models import Event, Series
 
 
 class Querier(Protocol):
-    """What the read side asks of the store: bucketed and raw samples, minute rows where they pay
-    (the read plan is the store's), fleet statistics, and events as rows and counts. Every read takes the
-    scope first and answers only what it may read; none returns a QuerySet."""
+    """What the read side asks of the store: which of some series a scope may read, bucketed and raw
+    samples, minute rows where they pay (the read plan is the store's), fleet statistics, and events as
+    rows and counts. Every read takes the scope first and answers only what it may read; none returns a
+    QuerySet."""
 
+    def readable_series(self, scope: Scope, series_ids: list[int]) -> dict[int, Series]: ...
     def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame: ...
     def select_samples(
         self, scope: Scope, series_ids: list[int], hints: ReadHints
