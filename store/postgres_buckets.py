@@ -60,25 +60,31 @@ class PostgresBucketReads:
         if _rows_expected(len(ids), lo, hi, rolled) > MAX_ROWS:
             return super()._bucket_part(cursor, key, ids, hints)
         ids = sorted(ids)
+        with self._bulk_cursor() as bulk:  # the binary columns as bytes, not hex
+            found = self._value_columns(bulk, ids, lo, hi, rolled)
+        return reduce_rows(found, origin=origin, step=hints.step, width=rolled[1] if rolled else 0)
+
+    @staticmethod
+    def _value_columns(cursor, ids: list[int], lo: int, hi: int, rolled: tuple | None) -> list[tuple]:
+        """Per series its id, raw samples in ``[lo, hi)`` outside the rollup rows' ``[a, b)`` and those
+        rows, as binary columns (NULL where a series has none)."""
         if rolled is None:
             cursor.execute(
                 f"""SELECT wanted.id, raw.* FROM unnest(%s::bigint[]) AS wanted (id)
                     CROSS JOIN LATERAL ({_RAW}) AS raw (ts, value) WHERE raw.ts IS NOT NULL""",
                 [ids, lo, hi, hi, hi],
             )
-            found = [(*row, None, None, None, None, None) for row in cursor.fetchall()]
-        else:
-            table, _width, a, b = rolled
-            cursor.execute(
-                f"""SELECT wanted.id, raw.*, rolled.* FROM unnest(%s::bigint[]) AS wanted (id)
-                    CROSS JOIN LATERAL ({_RAW}) AS raw (ts, value)
-                    CROSS JOIN LATERAL ({_ROLLED.format(table=table)})
-                        AS rolled (bucket, n, total, vmin, vmax)
-                    WHERE raw.ts IS NOT NULL OR rolled.bucket IS NOT NULL""",
-                [ids, lo, a, b, hi, a, b],
-            )
-            found = cursor.fetchall()
-        return reduce_rows(found, origin=origin, step=hints.step, width=rolled[1] if rolled else 0)
+            return [(*row, None, None, None, None, None) for row in cursor.fetchall()]
+        table, _width, a, b = rolled
+        cursor.execute(
+            f"""SELECT wanted.id, raw.*, rolled.* FROM unnest(%s::bigint[]) AS wanted (id)
+                CROSS JOIN LATERAL ({_RAW}) AS raw (ts, value)
+                CROSS JOIN LATERAL ({_ROLLED.format(table=table)})
+                    AS rolled (bucket, n, total, vmin, vmax)
+                WHERE raw.ts IS NOT NULL OR rolled.bucket IS NOT NULL""",
+            [ids, lo, a, b, hi, a, b],
+        )
+        return cursor.fetchall()
 
     def _value_rows(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple:
         """``(origin, lo, hi, rolled)`` of one group in stored time: the grid's origin, the window cut by
