@@ -7,9 +7,10 @@ over the same samples at 8 times the width (8 times as many bucket rows). A loop
 Python, wherever it hides, makes one of the two counts grow with them; a vectorised path does not
 (numpy, psycopg's C decoding and msgspec's encoder run no Python per element).
 
-Covered: the lanes of every series kind (line, band, rate, heatmap, sum), a logs lane, a spans lane, What changed,
-the onsets, and PromQL's selector, ``*_over_time`` and ``rate``. Found by this test and fixed: the lanes'
-min/max lines, change points and bucket times, each a loop over buckets.
+Covered: the lanes of every series kind (line, band, rate, heatmap, sum), a logs lane, a spans lane,
+What changed, the onsets, and PromQL's selector, ``*_over_time`` and ``rate``. Found by this test and
+fixed: the lanes' min/max lines, change points and bucket times, each a loop over buckets, and the
+spans lane's presenting, row assignment and merge, each a loop over spans.
 
 Reads inside the test's transaction run in this thread (``store.reads`` runs them inline there), so one
 tracer sees all of their work.
