@@ -96,10 +96,15 @@ def span_columns_of_queryset(
     """The columns of the events of a (scoped, windowed) queryset, stored-time order, at most ``limit``:
     one statement, read with one ``fetchall``."""
     columns: dict = {"full": _flag(scope.body_readable_q())}
+    masking = scope.redacted_label_names()  # no other label is seen pseudonymised
     for i, label in enumerate(labels):
         columns[f"r{i}"] = _JsonText("resource", label)
         columns[f"a{i}"] = _JsonText("attributes", label)
-        columns[f"m{i}"] = _flag(scope.pseudonymised_events_q(label))
+        columns[f"m{i}"] = (
+            _flag(scope.pseudonymised_events_q(label))
+            if label in masking
+            else Value(False, output_field=BooleanField())
+        )
     for i, correction in enumerate(clock.corrections):
         columns[f"c{i}"] = _flag(correction.q("resource"))
     names = ["id", "org_id", "signal", "name", "ts", "end_ts", *columns]
