@@ -11,6 +11,7 @@ reads noted for the audit must agree.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -287,3 +288,61 @@ def test_a_viewer_granted_part_of_the_events_sees_the_same_lane(org_a, org_b):
         payload_and_reads(build_spans_lane, viewer, "spans:modeldev/scheduler", 300)[0]
     )
     assert "node-1" in lane["rows"] and "node-3" not in lane["rows"]
+
+
+def test_the_columns_read_in_one_statement_agree_with_the_gate_asked_per_event(org_a, org_b):
+    """The store's columns (the gate's decisions as WHERE clauses) and the same columns built from
+    ``Event`` rows asking the gate one event at a time (as the ClickHouse store builds them)."""
+    from clock.model import read_hints
+    from store import get_store
+    from store.hints import EventMatch
+    from store.span_columns import span_columns_of_events
+    from timeline.lanes.span_rows import ROW_KEYS
+
+    write(org_a, events=random_spans(random.Random(17), 300))
+    ClockCorrection.objects.create(
+        org=org_a,
+        label_matcher='node="node-3"',
+        offset_us=-7 * S,
+        drift_us_per_hour=1_800,
+        reference_ts=T0,  # half µs for odd seconds: rounding shows
+    )
+    grant_create(
+        owner=org_a,
+        grantee=org_b,
+        name="three nodes",
+        level="full",
+        signals=["scheduler"],
+        label_matchers=['node=~"node-[123]"'],
+    )
+    grant_create(
+        owner=org_a,
+        grantee=org_b,
+        name="redacted",
+        level="redacted",
+        signals=["scheduler"],
+        masked_labels=["node", "nodes"],
+    )
+    viewer = Scope.dangerously_as_org(org_b.pk, "test")
+    match = EventMatch(org_slugs=("modeldev",), signals=("scheduler",), duration=True)
+    with reading(viewer):
+        hints = read_hints(viewer, start=START, end=END)
+        store = get_store()
+        columns = store.span_columns(viewer, hints, match=match, labels=ROW_KEYS, limit=20_000)
+        events = store.select_events(
+            viewer, hints, match=match, overlapping=True, order="stored", limit=20_000
+        )
+        asked = span_columns_of_events(viewer, hints.clock, events, ROW_KEYS)
+    assert len(columns.ids) > 100 and columns.full.any() and not columns.full.all()
+    assert columns.masked["node"].any() and (columns.start != columns.start.round(-6)).any()
+    shifts = [hints.clock.event_shift(event) for event in events]
+    assert columns.start.tolist() == [e.ts + shift for e, (shift, _, _) in zip(events, shifts, strict=True)]
+    assert columns.end.tolist() == [e.end_ts + end for e, (_, end, _) in zip(events, shifts, strict=True)]
+    for name in ("ids", "org_ids", "signals", "names", "start", "end", "full"):
+        assert getattr(columns, name).tolist() == getattr(asked, name).tolist(), name
+    for key in ROW_KEYS:
+        assert columns.masked[key].tolist() == asked.masked[key].tolist(), key
+        for got, expected in ((columns.resource, asked.resource), (columns.attributes, asked.attributes)):
+            assert [json.loads(v) if v else None for v in got[key]] == [
+                json.loads(v) if v else None for v in expected[key]
+            ], key
