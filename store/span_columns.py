@@ -85,7 +85,11 @@ def _covers(correction: Correction, ts: np.ndarray) -> np.ndarray:
 def _shift(correction: Correction, ts: np.ndarray) -> np.ndarray:
     if not correction.drift_us_per_hour:
         return np.full(len(ts), correction.offset_us, dtype=np.int64)
-    value = (ts - correction.reference_us) * correction.drift_us_per_hour / HOUR_US
+    distance = ts - correction.reference_us
+    if len(ts) and int(np.abs(distance).max()) * abs(correction.drift_us_per_hour) >= 2**53:
+        # the product would not be exact in float64 (or int64): Python's integers, one by one
+        return np.array([correction.shift_at(t) for t in ts.tolist()], dtype=np.int64)
+    value = distance * correction.drift_us_per_hour / HOUR_US
     rounded = np.where(value >= 0, np.floor(value + 0.5), -np.floor(-value + 0.5))  # as _round_half_away
     return correction.offset_us + rounded.astype(np.int64)
 

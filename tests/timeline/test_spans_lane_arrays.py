@@ -17,6 +17,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 import msgspec
+import numpy as np
 import pytest
 from msgspec import UNSET
 
@@ -346,3 +347,35 @@ def test_the_columns_read_in_one_statement_agree_with_the_gate_asked_per_event(o
             assert [json.loads(v) if v else None for v in got[key]] == [
                 json.loads(v) if v else None for v in expected[key]
             ], key
+
+
+@pytest.mark.parametrize("drift", [1_800, -1_800, 1_234_567, -98_765, 10**9])
+@pytest.mark.parametrize("reference", [T0, T0 - 2_000 * 24 * HOUR])
+def test_the_shifts_on_arrays_are_those_of_a_correction_one_time_at_a_time(drift, reference):
+    """Rounding half away from zero, validity bounds, and a product too large for float64 (a drift
+    of 1,000 s an hour, or years from the reference), as ``Correction.shift_at``."""
+    from store.hints import ClockModel, Correction
+    from store.span_columns import shifts
+
+    rng = random.Random(drift)
+    ts = np.array(
+        [T0 + rng.randrange(-100 * HOUR, 100 * HOUR) for _ in range(2_000)]
+        + [T0 + k * S for k in range(-99, 99)],
+        dtype=np.int64,
+    )
+    correction = Correction(
+        id=1,
+        org_id=1,
+        source_id=None,
+        matcher=None,
+        offset_us=5,
+        drift_us_per_hour=drift,
+        reference_us=reference,
+        valid_from=T0 - 50 * HOUR,
+        valid_to=T0 + 80 * HOUR,
+    )
+    applied = np.arange(len(ts)) % 7 != 0
+    got = shifts(ClockModel((correction,)), ts, [applied])
+    assert got.tolist() == [
+        correction.shift_at(t) if a else 0 for t, a in zip(ts.tolist(), applied, strict=True)
+    ]
