@@ -38,6 +38,7 @@ from store.hints import (
     ReadHints,
     match_alternatives,
 )
+from store.span_columns import SpanColumns, span_columns_of_events, span_columns_of_queryset
 from timeline.models import Event
 
 
@@ -77,6 +78,17 @@ class EventReads:
         events = events.select_related("org", "source").order_by(*ORDERINGS[order])
         stop = None if limit is None else offset + limit
         return list(events[offset:stop])
+
+    def span_columns(
+        self, scope: Scope, hints: ReadHints, *, match: EventMatches, labels: tuple[str, ...], limit: int
+    ) -> SpanColumns:
+        """The events :meth:`select_events` reads with ``overlapping`` in stored order (at most
+        ``limit``), as columns (:class:`~store.span_columns.SpanColumns`, with the resource labels and
+        attributes ``labels``): one statement, no ``Event`` built."""
+        events = self._events(scope, hints, match, overlapping=True)
+        if events is None:
+            return span_columns_of_events(scope, hints.clock, [], labels)
+        return span_columns_of_queryset(scope, hints.clock, events, labels, limit)
 
     def first_event(
         self,

@@ -46,6 +46,7 @@ from store.memory_undo import Arrays, Change, forget_changes, undo_rolled_back
 from store.relational_partitions import RelationalPartitions
 from store.retention import PartitionSize
 from store.sample_cache import database_key
+from store.span_columns import SpanColumns
 from timeline.models import Event, Series
 
 _NO_TS = np.empty(0, dtype=np.int64)
@@ -313,6 +314,11 @@ class MemoryStore(RelationalPartitions, StoreBackend):
         return self.relational.select_events(
             scope, hints, match=match, overlapping=overlapping, order=order, limit=limit, offset=offset
         )
+
+    def span_columns(
+        self, scope: Scope, hints: ReadHints, *, match: EventMatches, labels: tuple[str, ...], limit: int
+    ) -> SpanColumns:
+        return self.relational.span_columns(scope, hints, match=match, labels=labels, limit=limit)
 
     def count_events(
         self,

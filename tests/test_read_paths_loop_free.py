@@ -7,9 +7,10 @@ over the same samples at 8 times the width (8 times as many bucket rows). A loop
 Python, wherever it hides, makes one of the two counts grow with them; a vectorised path does not
 (numpy, psycopg's C decoding and msgspec's encoder run no Python per element).
 
-Covered: the lanes of every series kind (line, band, rate, heatmap, sum), a logs lane, What changed,
-the onsets, and PromQL's selector, ``*_over_time`` and ``rate``. Found by this test and fixed: the lanes'
-min/max lines, change points and bucket times, each a loop over buckets.
+Covered: the lanes of every series kind (line, band, rate, heatmap, sum), a logs lane, a spans lane,
+What changed, the onsets, and PromQL's selector, ``*_over_time`` and ``rate``. Found by this test and
+fixed: the lanes' min/max lines, change points and bucket times, each a loop over buckets, and the
+spans lane's presenting, row assignment and merge, each a loop over spans.
 
 Reads inside the test's transaction run in this thread (``store.reads`` runs them inline there), so one
 tracer sees all of their work.
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.factories import T0, S, gauge, log_line, write
+from tests.factories import T0, S, gauge, log_line, span, write
 
 pytestmark = pytest.mark.django_db
 
@@ -143,7 +144,7 @@ def test_a_logs_lane_does_no_python_step_per_line(client_a, org_a):
     """Beyond the 300 lines a logs lane lists, it draws counts per bucket, read as counts. Not covered
     here, because they still step in Python: the event counts come back as one row per bucket and
     severity, which the lane adds up in a loop (at most three rows a bucket: bounded by the width, not
-    by the lines), and a spans lane presents each span it reads, up to 20,000, one by one."""
+    by the lines)."""
     _log_lines(org_a, "sparse", 60)  # 360 lines: over the 300 listed, so both draw counts
     _log_lines(org_a, "dense", 15)  # 1,440
 
@@ -151,6 +152,35 @@ def test_a_logs_lane_does_no_python_step_per_line(client_a, org_a):
         return lambda: _drawn(client_a, [f"logs:{org_a.slug}/{signal}/load"], width)
 
     assert _grows(tally(lane("sparse", 600)), tally(lane("dense", 600)), "4x the lines") == []
+
+
+def _sessions(org, signal: str, every_s: int) -> None:
+    """Per node, sessions ``every_s`` apart for the first 5 h, each ending 5 s before the next starts
+    (closer than a bucket, so a node's sessions merge into one bar), and one session alone at 5.5 h."""
+    events = []
+    for node in range(NODES):
+        for i in range(5 * 3600 // every_s):
+            start = T0 + i * every_s * S
+            events.append(span(start, start + (every_s - 5) * S, node=f"node-{node}", signal=signal))
+        events.append(span(T0 + 330 * 60 * S, T0 + 335 * 60 * S, node=f"node-{node}", signal=signal))
+    write(org, events=events)
+
+
+def test_a_spans_lane_does_no_python_step_per_span(client_a, org_a):
+    """4 times the sessions over the same window and width, on the same 8 rows, drawn as the same bars."""
+    _sessions(org_a, "sparse", 60)  # 2,408 sessions
+    _sessions(org_a, "dense", 15)  # 9,608
+
+    def lane(signal: str):
+        return lambda: _drawn(client_a, [f"spans:{org_a.slug}/{signal}"], 600)
+
+    sparse, dense = tally(lane("sparse")), tally(lane("dense"))
+    bars = [
+        len(_drawn(client_a, [f"spans:{org_a.slug}/{s}"], 600).json()["lanes"][0]["segments"])
+        for s in ("sparse", "dense")
+    ]
+    assert bars == [2 * NODES, 2 * NODES]
+    assert _grows(sparse, dense, "4x the spans") == []
 
 
 def _drawn(client, specs: list[str], width: int):

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+import numpy as np
 from django.db.models import Count
 from django.urls import reverse
 
 from clock import model as clock_model
 from core.timeparse import format_rfc3339
-from orgs.access import REDACTED_MESSAGE, NoScope, Scope, require_scope
+from orgs.access import LEVEL_FULL, LEVEL_REDACTED, REDACTED_MESSAGE, NoScope, Scope, require_scope
 from orgs.discovery import description_series_q
 from orgs.models import Organization, UnsharedDescription, UnsharedDisclosure
 from orgs.read_context import note_read
@@ -76,6 +77,20 @@ def present_event(scope: Scope, event: Event) -> dict:
         presented["clock_shift_us"] = shift
         presented["clock_end_shift_us"] = end_shift
     return presented
+
+
+def note_event_reads(scope: Scope, org_ids, signals, full) -> None:
+    """Note the reads of events shown without being presented one by one (a spans lane's merged bars),
+    as :func:`present_event` notes each: once per (organisation, signal, level), in order of first
+    appearance. ``org_ids``, ``signals``, ``full`` (read at full level, else redacted): arrays, one
+    entry per event, of events the scope reads."""
+    if not len(org_ids):
+        return
+    seen: dict[tuple[int, str, bool], None] = dict.fromkeys(
+        zip(np.asarray(org_ids).tolist(), list(signals), np.asarray(full).tolist(), strict=True)
+    )
+    for org_id, signal, whole in seen:
+        note_read(scope, org_id, f"events {signal}", LEVEL_FULL if whole else LEVEL_REDACTED)
 
 
 def unshared_summary(scope: Scope) -> list[dict]:

@@ -22,6 +22,7 @@ from store.clickhouse.event_sql import aligned_sql, gate_sql, match_sql, window_
 from store.clickhouse.sql import Params
 from store.event_reads import count_keys
 from store.hints import EventCounts, EventMatches, EventOrder, ReadHints, match_alternatives
+from store.span_columns import SpanColumns, span_columns_of_events
 from timeline.models import Event, Source
 
 EVENT_TABLE = "timeline_event"
@@ -67,6 +68,14 @@ def decode_rows(raw: bytes) -> list[list]:
 class ClickHouseEventReads:
     """The event reads of the ClickHouse store (:class:`~store.event_reads.EventReads`'s contract), from
     the ClickHouse table: the rows the Django database's store would read, as ``Event`` instances."""
+
+    def span_columns(
+        self, scope: Scope, hints: ReadHints, *, match: EventMatches, labels: tuple[str, ...], limit: int
+    ) -> SpanColumns:
+        """:meth:`store.event_reads.EventReads.span_columns`, from the rows :meth:`select_events` reads
+        (the gate asked per event)."""
+        events = self.select_events(scope, hints, match=match, overlapping=True, order="stored", limit=limit)
+        return span_columns_of_events(scope, hints.clock, events, labels)
 
     def select_events(
         self,

@@ -16,6 +16,7 @@ ON_MEMORY_TESTS = [
     "tests/timeline/test_alignment_store.py",
     "tests/timeline/test_alignment_api.py",
     "tests/timeline/test_store_sample_arrays.py",
+    "tests/timeline/test_spans_lane_arrays.py",
 ]
 
 

@@ -14,6 +14,7 @@ ENGINE_SENSITIVE_TESTS = [
     "tests/timeline/test_alignment_api.py",
     "tests/timeline/test_rollups.py",
     "tests/timeline/test_store_equivalence.py",
+    "tests/timeline/test_spans_lane_arrays.py",
 ]
 
 

@@ -23,12 +23,14 @@ from store.hints import EventMatch
 from timeline.lanes.grid import Grid
 from timeline.lanes.payloads import Group, LogsLane, Mark, Segment, SpansLane
 from timeline.lanes.selection import natural_key
+from timeline.lanes.span_rows import ROW_KEYS, merge_bars, row_key, span_rows
 from timeline.lanes.spec import LaneSpec
-from timeline.presenters import present_event
+from timeline.presenters import note_event_reads, present_event
 
 MAX_LOG_MARKERS = 300  # a logs lane lists its lines when at most this many are in the window
 MAX_SPAN_ROWS = 128
 MAX_POINT_EVENTS = 300
+MAX_SPANS = 20_000  # a spans lane reads at most this many spans
 # A logs lane's three density classes: below warning, warning, and error or worse.
 _WARNING = SEVERITIES.index("warning")
 SEVERITY_CLASSES: dict[str, str] = {
@@ -130,45 +132,64 @@ def build_logs_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> LogsLane:
 
 def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> SpansLane:
     """Events with a duration as bars, one row per node (or ``by=`` key); spans closer than a bucket on
-    one row merge, so a row never has more segments than the lane is pixels wide."""
+    one row merge, so a row never has more segments than the lane is pixels wide.
+
+    The spans are read as columns and merged on arrays (:mod:`timeline.lanes.span_rows`); the reads
+    are noted per organisation, signal and level (:func:`note_event_reads`), and only a span that
+    stands alone in its bar is presented (its hover), with the point events."""
     match = event_match(spec)
     step = grid.step(1)
-    spans = _events_in(scope, grid, dataclasses.replace(match, duration=True), limit=20_000)
+    labels = () if spec.row_key == "name" else (spec.row_key,) if spec.row_key else ROW_KEYS
+    hints = read_hints(scope, start=grid.start, end=grid.end)
+    spans = get_store().span_columns(
+        scope, hints, match=dataclasses.replace(match, duration=True), labels=labels, limit=MAX_SPANS
+    )
+    note_event_reads(scope, spans.org_ids, spans.signals, spans.full)
     points = _point_events(scope, spec, grid, step, match)
-    presented = {e["id"]: e for e in present_events(scope, spans + points)}
-    key = spec.row_key or _row_key([presented[e.pk] for e in spans if e.pk in presented])
-    rows: dict[str, list[dict]] = defaultdict(list)
-    for event in spans:
-        item = presented.get(event.pk)
-        if item is None:
-            continue
-        for row in _rows_of(item, key):
-            rows[row].append(item)
-    ordered = sorted(rows, key=natural_key)[:MAX_SPAN_ROWS]
-    segments = []
-    for index, row in enumerate(ordered):
-        segments.extend(_merge_row(index, rows[row], step, grid))
+    presented = {e["id"]: e for e in present_events(scope, points)}
+    key = spec.row_key or row_key(spans)
+    rows = span_rows(scope, spans, key)
+    ordered = sorted(rows.names, key=natural_key)[:MAX_SPAN_ROWS]
+    rank = np.full(len(rows.names), -1, dtype=np.int64)
+    drawn_at = {name: index for index, name in enumerate(ordered)}
+    rank[[i for i, name in enumerate(rows.names) if name in drawn_at]] = [
+        drawn_at[name] for name in rows.names if name in drawn_at
+    ]
+    bars = merge_bars(spans, rows, rank, step / 1000, (grid.start / 1000, grid.end / 1000))
+    alone = sorted({int(spans.ids[i]) for i in bars.span if i >= 0})
+    if alone:
+        shown = _events_in(scope, grid, match & EventMatch(ids=tuple(alone), duration=True))
+        presented.update((e["id"], e) for e in present_events(scope, shown))
+    segments = [
+        Segment(row=row, start=start, end=end, count=count)
+        if i < 0
+        else Segment(row=row, start=start, end=end, count=count, event=presented[int(spans.ids[i])])
+        for row, start, end, count, i in zip(
+            bars.row, bars.start, bars.end, bars.count, bars.span, strict=True
+        )
+    ]
     marks = []
     for event in points[:MAX_POINT_EVENTS]:
         item = presented.get(event.pk)
         if item is None:
             continue
-        row_names = [r for r in _rows_of(item, key) if r in ordered] or [None]
-        marks.append(Mark(row=ordered.index(row_names[0]) if row_names[0] is not None else None, event=item))
+        row_names = [r for r in _rows_of(item, key) if r in drawn_at] or [None]
+        marks.append(Mark(row=drawn_at[row_names[0]] if row_names[0] is not None else None, event=item))
     notes = []
-    if len(rows) > MAX_SPAN_ROWS:
-        notes.append(f"first {MAX_SPAN_ROWS} of {len(rows)} rows")
+    if len(rows.names) > MAX_SPAN_ROWS:
+        notes.append(f"first {MAX_SPAN_ROWS} of {len(rows.names)} rows")
     if len(points) > MAX_POINT_EVENTS:
         notes.append(f"first {MAX_POINT_EVENTS} point events; zoom in for more")
+    per_row = np.bincount(np.asarray(bars.row, dtype=np.int64), minlength=len(ordered))
     return SpansLane(
         status="ok",
         group=_event_group(scope, spec),
         row_key=key,
         rows=ordered,
-        segments=[Segment(**segment) for segment in segments],
+        segments=segments,
         marks=marks,
-        points=max((sum(1 for s in segments if s["row"] == i) for i in range(len(ordered))), default=0),
-        total=len(spans),
+        points=int(per_row.max(initial=0)) if ordered else 0,
+        total=len(spans.ids),
         note="; ".join(notes) if notes else UNSET,
     )
 
@@ -199,13 +220,6 @@ def _point_events(scope: Scope, spec: LaneSpec, grid: Grid, step: int, match: Ev
     return _events_in(scope, grid, match, start=start, end=end, limit=MAX_POINT_EVENTS + 1)
 
 
-def _row_key(items: list[dict]) -> str:
-    for key in ("node", "nodes", "session", "job", "gpu"):
-        if any(key in (item.get("resource") or {}) for item in items):
-            return key
-    return "name"
-
-
 def _rows_of(item: dict, key: str) -> list[str]:
     if key == "name":
         return [item["name"]]
@@ -217,21 +231,6 @@ def _rows_of(item: dict, key: str) -> list[str]:
     if isinstance(value, str) and key == "nodes" and "," in value:
         return [v.strip() for v in value.split(",") if v.strip()]
     return [str(value)]
-
-
-def _merge_row(index: int, items: list[dict], step: int, grid: Grid) -> list[dict]:
-    step_ms = step / 1000
-    segments: list[dict] = []
-    for item in sorted(items, key=lambda i: i["t"]):
-        start, end = max(item["t"], grid.start / 1000), min(item["end_t"], grid.end / 1000)
-        last = segments[-1] if segments else None
-        if last is not None and start - last["end"] < step_ms:
-            last["end"] = max(last["end"], end)
-            last["count"] += 1
-            last.pop("event", None)
-            continue
-        segments.append({"row": index, "start": start, "end": end, "count": 1, "event": item})
-    return segments
 
 
 def _event_group(scope: Scope, spec: LaneSpec) -> Group:
