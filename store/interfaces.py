@@ -20,14 +20,15 @@ if TYPE_CHECKING:
     from store.frames import BucketFrame
     from store.hints import EventCounts, EventMatches, EventOrder, ReadHints
     from store.retention import PartitionSize
+    from store.span_columns import SpanColumns
     from timeline.models import Event, Series
 
 
 class Querier(Protocol):
     """What the read side asks of the store: which of some series a scope may read, bucketed and raw
     samples, minute rows where they pay (the read plan is the store's), fleet statistics, and events as
-    rows and counts. Every read takes the scope first and answers only what it may read; none returns a
-    QuerySet."""
+    rows, as columns (a spans lane's) and as counts. Every read takes the scope first and answers only
+    what it may read; none returns a QuerySet."""
 
     def readable_series(self, scope: Scope, series_ids: list[int]) -> dict[int, Series]: ...
     def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame: ...
@@ -59,6 +60,9 @@ class Querier(Protocol):
         limit: int | None = None,
         offset: int = 0,
     ) -> list[Event]: ...
+    def span_columns(
+        self, scope: Scope, hints: ReadHints, *, match: EventMatches, labels: tuple[str, ...], limit: int
+    ) -> SpanColumns: ...
     def first_event(
         self, scope: Scope, hints: ReadHints, *, match: EventMatches | None = None, order: EventOrder = "time"
     ) -> Event | None: ...
