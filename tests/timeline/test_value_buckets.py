@@ -140,7 +140,7 @@ def test_a_read_expected_to_send_too_many_rows_is_grouped_by_the_database(org_a,
     write(org_a, block(ts, [float(i % 50) for i in range(len(ts))]))
     scope = own_scope(org_a)
     (sid,) = Series.objects.scoped(scope).values_list("pk", flat=True)
-    hints = ReadHints(start=T0, end=T0 + 4 * HOUR, step=20 * S)  # raw samples: 961 rows expected
+    hints = ReadHints(start=T0, end=T0 + 4 * HOUR, step=20 * S, ordered=True)  # raw samples: 961 rows
     for limit, reduced_here in ((961, True), (960, False)):
         monkeypatch.setattr(postgres_buckets, "MAX_ROWS", limit)
         with CaptureQueriesContext(connection) as queries:
