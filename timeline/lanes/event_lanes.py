@@ -150,11 +150,8 @@ def build_spans_lane(scope: Scope, spec: LaneSpec, grid: Grid) -> SpansLane:
     key = spec.row_key or row_key(spans)
     rows = span_rows(scope, spans, key)
     ordered = sorted(rows.names, key=natural_key)[:MAX_SPAN_ROWS]
-    rank = np.full(len(rows.names), -1, dtype=np.int64)
     drawn_at = {name: index for index, name in enumerate(ordered)}
-    rank[[i for i, name in enumerate(rows.names) if name in drawn_at]] = [
-        drawn_at[name] for name in rows.names if name in drawn_at
-    ]
+    rank = np.array([drawn_at.get(name, -1) for name in rows.names], dtype=np.int64)  # -1: not drawn
     bars = merge_bars(spans, rows, rank, step / 1000, (grid.start / 1000, grid.end / 1000))
     alone = sorted({int(spans.ids[i]) for i in bars.span if i >= 0})
     if alone:
