@@ -210,8 +210,9 @@ class Scope:
     # Organisations whose ingest journal (batch status) this scope may read. A push token's scope has
     # its organisation here and nothing in ``own_org_ids``: it reads no series, event or incident.
     journal_org_ids: frozenset[int] = field(default_factory=frozenset)
-    # Decisions worked out once per scope (a scope lives for one request): the fleet policy. Not an
-    # argument, so a copy made with other rules (``dataclasses.replace``) decides afresh.
+    # Decisions worked out once per scope (a scope lives for one request): the fleet policy, each
+    # stored series' level. Not an argument, so a copy made with other rules (``dataclasses.replace``)
+    # decides afresh.
     _decided: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     # -- construction ---------------------------------------------------------
@@ -479,8 +480,16 @@ class Scope:
         """``full``, ``redacted``, ``aggregate`` or None. Per-series reads need :meth:`readable_alone`."""
         if self.is_system or series.org_id in self.own_org_ids:
             return LEVEL_FULL
-        rule = self._best_rule(lambda r: r.matches_series(series))
-        return rule.level if rule else None
+        if series.pk is None:
+            rule = self._best_rule(lambda r: r.matches_series(series))
+            return rule.level if rule else None
+        # A stored series' organisation, signal, name and labels never change: decided once a request
+        # (a lane of a few hundred series asks for each of them twice, through readable_alone too).
+        levels = self._decided.setdefault("series_level", {})
+        if series.pk not in levels:
+            rule = self._best_rule(lambda r: r.matches_series(series))
+            levels[series.pk] = rule.level if rule else None
+        return levels[series.pk]
 
     def fleet_policy(self) -> FleetPolicy:
         """What this scope's aggregate grants allow per series (:class:`FleetPolicy`), worked out on
