@@ -71,8 +71,9 @@ class PointsTemplate:
     a text rewritten per value."""
 
     def __init__(self, times: np.ndarray):
-        seconds = _encoder.encode(_seconds_list(times))[1:-1].split(b",")
-        self.template = b"[" + b",".join(b"[" + t + b',"%b"]' for t in seconds) + b"]"
+        # [t,t] -> [[t,"%b"],[t,"%b"]]: the times' text holds no comma or "%" of its own
+        seconds = _encoder.encode(_seconds_list(times))[1:-1]
+        self.template = b"[[" + seconds.replace(b",", b',"%b"],[') + b',"%b"]]'
 
     def points(self, values: np.ndarray) -> msgspec.Raw | None:
         """The points of ``values`` (one per time, all finite); None where one would be written with an

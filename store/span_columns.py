@@ -120,10 +120,13 @@ def span_columns_of_queryset(
     found = (
         dict(zip(names, map(list, zip(*rows, strict=True)), strict=True)) if rows else {n: [] for n in names}
     )
-    return _columns(clock, found, labels)
+    return columns_of(clock, found, labels)
 
 
-def _columns(clock: ClockModel, found: dict, labels: tuple[str, ...]) -> SpanColumns:
+def columns_of(clock: ClockModel, found: dict, labels: tuple[str, ...]) -> SpanColumns:
+    """:class:`SpanColumns` from the lists (or arrays) of ``found``: ``id``, ``org_id``, ``signal``,
+    ``name``, ``ts``, ``end_ts``, ``full``, per label ``r{i}``, ``a{i}`` (JSON text, None or ``""``
+    when absent) and ``m{i}``, per correction of ``clock`` ``c{i}`` (whether it applies)."""
     ts = np.array(found["ts"], dtype=np.int64)
     end_ts = np.array(found["end_ts"], dtype=np.int64)
     applies = [np.array(found[f"c{i}"], dtype=bool) for i in range(len(clock.corrections))]
@@ -171,4 +174,4 @@ def span_columns_of_events(
         source_id = getattr(event, "source_id", None)
         for i, correction in enumerate(clock.corrections):
             found[f"c{i}"].append(correction.matches(event.org_id, source_id, event.resource or {}))
-    return _columns(clock, found, labels)
+    return columns_of(clock, found, labels)

@@ -12,6 +12,10 @@ What changed, the onsets, and PromQL's selector, ``*_over_time`` and ``rate``. F
 fixed: the lanes' min/max lines, change points and bucket times, each a loop over buckets, and the
 spans lane's presenting, row assignment and merge, each a loop over spans.
 
+The file runs again with samples and events in ClickHouse (tests/timeline/test_store_clickhouse.py):
+there the spans lane's columns, the logs lane's counts and PromQL's points come back from ClickHouse as
+columns, not rows.
+
 Reads inside the test's transaction run in this thread (``store.reads`` runs them inline there), so one
 tracer sees all of their work.
 """

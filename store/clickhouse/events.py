@@ -22,7 +22,7 @@ from store.clickhouse.event_sql import aligned_sql, gate_sql, match_sql, window_
 from store.clickhouse.sql import Params
 from store.event_reads import count_keys
 from store.hints import EventCounts, EventMatches, EventOrder, ReadHints, match_alternatives
-from store.span_columns import SpanColumns, span_columns_of_events
+from store.span_columns import SpanColumns, columns_of
 from timeline.models import Event, Source
 
 EVENT_TABLE = "timeline_event"
@@ -72,10 +72,30 @@ class ClickHouseEventReads:
     def span_columns(
         self, scope: Scope, hints: ReadHints, *, match: EventMatches, labels: tuple[str, ...], limit: int
     ) -> SpanColumns:
-        """:meth:`store.event_reads.EventReads.span_columns`, from the rows :meth:`select_events` reads
-        (the gate asked per event)."""
-        events = self.select_events(scope, hints, match=match, overlapping=True, order="stored", limit=limit)
-        return span_columns_of_events(scope, hints.clock, events, labels)
+        """:meth:`store.event_reads.EventReads.span_columns` in one statement answered as columns
+        (``JSONCompactColumns``): what the viewer reads at full level, the labels it sees pseudonymised
+        and the corrections that apply to each span are the gate's conditions in ClickHouse, as
+        PostgreSQL's are in its SQL; no step per span in Python."""
+        scope = require_scope(scope)
+        p = Params()
+        where = None if limit <= 0 else self._where(scope, hints, match, p, overlapping=True)
+        columns = {name: name for name in ("id", "org_id", "signal", "name", "ts", "end_ts")}
+        columns["full"] = gate_sql(scope.body_readable_q(), p)
+        masking = scope.redacted_label_names()
+        for i, label in enumerate(labels):
+            key = p(label, "String")
+            columns[f"r{i}"] = f"JSONExtractRaw(resource, {key})"  # "" when absent
+            columns[f"a{i}"] = f"JSONExtractRaw(attributes, {key})"
+            columns[f"m{i}"] = gate_sql(scope.pseudonymised_events_q(label), p) if label in masking else "0"
+        for i, correction in enumerate(hints.clock.corrections):
+            columns[f"c{i}"] = gate_sql(correction.q("resource"), p)
+        found: dict[str, list] = {name: [] for name in columns}
+        if where is not None:
+            select = ", ".join(f"{sql} AS {name}" for name, sql in columns.items())
+            sql = f"SELECT {select} FROM {EVENT_TABLE} FINAL WHERE {where} ORDER BY ts, id LIMIT {p(limit)}"
+            raw = self.engine.query(sql + JSON_SETTINGS, p.values, fmt="JSONCompactColumns")
+            found.update(zip(columns, _rows.decode(raw), strict=False))
+        return columns_of(hints.clock, found, labels)
 
     def select_events(
         self,
@@ -126,7 +146,7 @@ class ClickHouseEventReads:
         limit: int | None = None,
     ) -> EventCounts:
         """Counted in ClickHouse: one GROUP BY over the keys (``bucket``: ``(aligned - origin) // step``,
-        rounded down), its groups returned as one row of arrays, a column each."""
+        rounded down), its groups in the keys' order, answered as columns (``JSONCompactColumns``)."""
         keys = count_keys(by, bucket, hints)
         if limit is not None and keys:
             raise ValueError("a count up to a limit has no groups")
@@ -154,13 +174,11 @@ class ClickHouseEventReads:
             f"SELECT {', '.join([*columns, 'toInt64(count()) AS n'])} FROM {EVENT_TABLE} FINAL WHERE {where}"
         )
         if keys:
-            sql += " GROUP BY " + ", ".join(f"k{i}" for i in range(len(keys)))
-        arrays = ", ".join([*(f"groupArray(k{i})" for i in range(len(keys))), "groupArray(n)"])
-        raw = self.engine.query(
-            f"SELECT {arrays} FROM ({sql})" + JSON_SETTINGS, p.values, fmt="JSONCompactEachRow"
-        )
-        *found, count = decode_rows(raw)[0]
-        return EventCounts.from_rows(keys, zip(*found, count, strict=True))
+            grouped = ", ".join(f"k{i}" for i in range(len(keys)))
+            sql += f" GROUP BY {grouped} ORDER BY {grouped}"  # text in byte order: UTF-8's code points
+        found = _rows.decode(self.engine.query(sql + JSON_SETTINGS, p.values, fmt="JSONCompactColumns"))
+        *columns, count = found or [[] for _ in range(len(keys) + 1)]
+        return EventCounts.from_columns(keys, columns, count)
 
     def event_families(self, scope: Scope, hints: ReadHints) -> list[dict]:
         p = Params()

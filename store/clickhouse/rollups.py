@@ -12,15 +12,30 @@ docs/decisions/0013-clickhouse-rollups.md says why this and not a materialised v
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+
+import numpy as np
 
 from store.clickhouse.sql import SAMPLE_TABLE, Params
-from store.rollups import HOUR_US, MINUTE_US, ROLLUPS, RollupRead, ceil_to, floor_to
+from store.rollups import (
+    HOUR_US,
+    MINUTE_US,
+    ROLLUPS,
+    ROW,
+    LevelRanges,
+    RollupRead,
+    ceil_to,
+    combine,
+    combine_rows,
+    floor_to,
+    outside,
+)
 
 ROLLUP_COLUMNS = (
     "series_id, bucket, n, total, vmin, vmax, first_ts, first_value, last_ts, last_value, "
     "increase, deltas, rate_min, rate_max, version"
 )
+ROLLUP_NAMES = tuple(ROLLUP_COLUMNS.split(", "))
 
 
 def schema(table: str) -> str:
@@ -147,6 +162,90 @@ def combine_sql(read: RollupRead, p: Params) -> str | None:
     )
 
 
+RAW = np.dtype([("series_id", "<i8"), ("ts", "<i8"), ("value", "<f8")])
+READ_SERIES = 500  # series per read of the raw samples a refresh recomputes from
+READ_US = 6 * HOUR_US  # and time per read (at least one bucket of the coarsest level)
+
+# One rollup row as RowBinary: the fixed-width columns of ROW, then each Nullable rate as a null flag and
+# its value, then the version; the value bytes of a NULL rate are cut out (RowBinary sends none).
+_WIRE = np.dtype(
+    [
+        *((name, ROW.fields[name][0]) for name in ROW.names if name not in ("rate_min", "rate_max")),
+        ("rate_min_null", "u1"),
+        ("rate_min", "<f8"),
+        ("rate_max_null", "u1"),
+        ("rate_max", "<f8"),
+        ("version", "<u8"),
+    ]
+)
+
+
+def raw_read_sql(series_ids: Sequence[int], lo: int, hi: int, p: Params) -> str:
+    """The raw samples (:data:`RAW`, one per key: ``FINAL``) of ``series_ids`` in ``[lo, hi)``, sorted by
+    series and time."""
+    return f"""SELECT series_id, ts, value FROM {SAMPLE_TABLE} FINAL
+        WHERE series_id IN {p(list(series_ids), "Array(Int64)")} AND ts >= {p(lo)} AND ts < {p(hi)}
+        ORDER BY series_id, ts"""
+
+
+def read_spans(plan: Sequence[LevelRanges]) -> Iterator[tuple[list[int], int, int]]:
+    """``(series ids, lo, hi)`` reads covering the buckets of the coarsest level of ``plan`` (each
+    ``[lo, hi)`` whole buckets of it), at most :data:`READ_SERIES` series and about :data:`READ_US`
+    apart."""
+    width = plan[-1].width
+    span = max(width, READ_US - READ_US % width)
+    for (lo, hi), ids in grouped_ranges(plan[-1].ranges).items():
+        for first in range(0, len(ids), READ_SERIES):
+            for start in range(lo, hi, span):
+                yield ids[first : first + READ_SERIES], start, min(start + span, hi)
+
+
+def level_rows(samples: np.ndarray, plan: Sequence[LevelRanges]) -> Iterator[tuple[str, np.ndarray]]:
+    """``(table, rows)`` of each level of ``plan`` from ``samples`` (:data:`RAW`, sorted, every sample of
+    whole buckets of the coarsest level): the first level's rows combined from the samples, each next
+    one's from all the rows of the level before, each kept to the buckets its level recomputes.
+
+    ``vmax`` ignores a NaN as ClickHouse's ``max`` does (NaN only if every value is), so the rows
+    read as the raw samples read here; ``store.rollups.combine`` orders NaN as PostgreSQL does."""
+    rows = None
+    for level in plan:
+        if rows is None:
+            rows = combine(samples["series_id"], samples["ts"], samples["value"], width=level.width)
+            rows["vmax"] = _bucket_fmax(samples["series_id"], samples["ts"], samples["value"], level.width)
+        else:
+            vmax = _bucket_fmax(rows["series_id"], rows["bucket"], rows["vmax"], level.width)
+            rows = combine_rows(rows, level.width)
+            rows["vmax"] = vmax
+        kept = rows[~outside(rows, level.ranges)]
+        if len(kept):
+            yield level.table, kept
+
+
+def _bucket_fmax(series_id: np.ndarray, ts: np.ndarray, values: np.ndarray, width: int) -> np.ndarray:
+    """The greatest of ``values`` other than NaN per series and bucket of ``width`` (inputs sorted)."""
+    if not len(values):
+        return values
+    bucket = ts - ts % width
+    start = np.ones(len(values), dtype=bool)
+    start[1:] = (series_id[1:] != series_id[:-1]) | (bucket[1:] != bucket[:-1])
+    return np.fmax.reduceat(values, np.flatnonzero(start))
+
+
+def row_binary(rows: np.ndarray, version: int) -> bytes:
+    """``rows`` (:data:`ROW`) as RowBinary of :data:`ROLLUP_COLUMNS`, a NaN rate sent as NULL."""
+    wire = np.empty(len(rows), dtype=_WIRE)
+    for name in ROW.names:
+        wire[name] = rows[name]
+    keep = np.ones((len(rows), _WIRE.itemsize), dtype=bool)
+    for name in ("rate_min", "rate_max"):
+        null = np.isnan(rows[name])
+        wire[f"{name}_null"] = null
+        offset = _WIRE.fields[name][1]
+        keep[null, offset : offset + 8] = False
+    wire["version"] = version
+    return wire.view(np.uint8).reshape(len(rows), _WIRE.itemsize)[keep].tobytes()
+
+
 def grouped_ranges(ranges: Sequence[tuple[int, int, int]]) -> dict[tuple[int, int], list[int]]:
     """``(series id, lo, hi)`` ranges as the series of each distinct ``[lo, hi)``: a batch usually covers
     one span for all its series, which one statement then recomputes."""
@@ -156,4 +255,16 @@ def grouped_ranges(ranges: Sequence[tuple[int, int, int]]) -> dict[tuple[int, in
     return groups
 
 
-__all__ = ["HOUR_US", "MINUTE_US", "ROLLUPS", "combine_sql", "grouped_ranges", "refresh_sql", "schema"]
+__all__ = [
+    "HOUR_US",
+    "MINUTE_US",
+    "ROLLUPS",
+    "combine_sql",
+    "grouped_ranges",
+    "level_rows",
+    "raw_read_sql",
+    "read_spans",
+    "refresh_sql",
+    "row_binary",
+    "schema",
+]

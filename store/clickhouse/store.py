@@ -136,20 +136,29 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
         return 0
 
     def refresh_rollups(self, series_ts=(), *, ranges: list | None = None) -> int:
-        """Recompute from the raw samples the minute rows holding the given ``(series id, sample
-        times)`` (or ``ranges``), then level by level the rows of the coarser buckets holding those
-        from the rows of the level below. Not undone by a rollback of the Django transaction;
-        recomputing again gives the same rows."""
+        """Recompute the rows of every level holding the given ``(series id, sample times)`` (or minute
+        ``ranges``) from the raw samples of the coarsest level's buckets around them, read back once
+        (``FINAL``) and combined level by level in numpy (``store.rollups.combine``, as PostgreSQL's
+        refresh combines), then inserted as RowBinary. Not undone by a rollback of the Django
+        transaction; recomputing again gives the same rows.
+
+        ``version`` is the engine's clock before the reads: of two recomputes of one bucket, the one
+        that read later has the greater version and saw every sample the other saw
+        (docs/decisions/0046-clickhouse-rollups-in-numpy.md)."""
         levels = sorted(self.rollup_levels)
         ranges = ranges if ranges is not None else rollups.touched_ranges(series_ts, rollups.MINUTE_US)
-        finer = None
-        for width, table in levels:
-            for (lo, hi), ids in ch_rollups.grouped_ranges(rollups.coarser_ranges(ranges, width)).items():
-                p = Params()
-                self.engine.command(
-                    ch_rollups.refresh_sql(table, width, ids, lo, hi, p, finer=finer), p.values
-                )
-            finer = table
+        if not levels or not ranges:
+            return len(ranges)
+        plan = rollups.level_ranges(levels, ranges)
+        raw = self.engine.query("SELECT toUInt64(toUnixTimestamp64Nano(now64(9)))")
+        version = int(np.frombuffer(raw, dtype=np.uint64)[0])
+        for ids, lo, hi in ch_rollups.read_spans(plan):
+            p = Params()
+            samples = np.frombuffer(
+                self.engine.query(ch_rollups.raw_read_sql(ids, lo, hi, p), p.values), dtype=ch_rollups.RAW
+            )
+            for table, rows in ch_rollups.level_rows(samples, plan):
+                self.engine.insert(table, ch_rollups.ROLLUP_NAMES, ch_rollups.row_binary(rows, version))
         return len(ranges)
 
     def derive_rollup_levels(self, widths: Sequence[int]) -> int:

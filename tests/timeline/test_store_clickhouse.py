@@ -1,5 +1,5 @@
-"""The store contract, the engine-sensitive suites, the lanes and the leak test run again with samples and
-events in ClickHouse (the embedded ``chdb`` engine, in a subprocess with
+"""The store contract, the engine-sensitive suites, the lanes, the loop-free read paths and the leak test
+run again with samples and events in ClickHouse (the embedded ``chdb`` engine, in a subprocess with
 ``JOINTLINE_STORE_BACKEND=clickhouse``), and what only this backend has to show: one copy of every
 sample and event after a re-applied batch, a write that died after its insert, a partial insert and
 two writers racing; event filters reading as the Django database reads them; month retention; the
@@ -43,6 +43,7 @@ ON_CLICKHOUSE_TESTS = [
     "tests/timeline/test_clickhouse_copy.py",
     "tests/timeline/test_store_equivalence.py",
     "tests/timeline/test_spans_lane_arrays.py",
+    "tests/test_read_paths_loop_free.py",
 ]
 
 
