@@ -35,15 +35,18 @@ def cusum_scores(z: np.ndarray, *, slack: float, limit: float = np.inf) -> np.nd
 
 def gap_scores(counts: np.ndarray, peers_present: np.ndarray, *, buckets: int) -> np.ndarray:
     """1 where a series that had data has none for ``buckets`` buckets in a row while most of its peers
-    report (``peers_present``: the share of peers with data), else 0."""
+    report (``peers_present``: the share of peers with data) and did so at every bucket since it fell
+    silent, else 0. A series that stopped when its peers did (a job ending on all of them) and is not
+    among them when they start again (not picked for the next job) did not stop while they went on."""
     out = np.zeros(counts.shape)
-    seen, missing = False, 0
+    seen, missing, alone = False, 0, False
     for i, count in enumerate(counts):
         if count > 0:
             seen, missing = True, 0
             continue
+        alone = (alone or missing == 0) and peers_present[i] >= 0.5
         missing += 1
-        if seen and missing >= buckets and peers_present[i] >= 0.5:
+        if seen and alone and missing >= buckets:
             out[i] = 1.0
     return out
 
@@ -181,9 +184,10 @@ def regime_drift(
     ``window`` back when it had none. A drift — a temperature climbing for twenty minutes in steps
     no bigger than the noise — adds up, where a window's median and MAD would take it in as spread;
     a step scores for ``settle`` buckets and is then the new regime. ``away`` is how much farther
-    from the peers' median the row is now than over those same reference buckets (positive when it
-    moved away from them in the direction of its sign): an entity catching up with its peers, or one
-    left behind when they all change phase, has not moved away from them. NaN where the window
+    from the peers' median the row is now than over those same reference buckets, signed by the side
+    of them it is on, and 0 where it is no farther: an entity catching up with its peers (whichever
+    side of their median it lands on), or one left behind when they all change phase, has not moved
+    away from them. NaN where the window
     holds less than a third of data."""
     n_rows, n = rows.shape
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -207,7 +211,10 @@ def regime_drift(
         level_residual = _forward_median(residual, settle)
         index = np.arange(n_rows)[:, None]
         own = (rows - level[index, reference]) / noise[:, None]
-        away = (np.abs(residual) - np.abs(level_residual[index, reference])) * np.sign(residual)
+        # farther from the peers than over the reference, or not away at all: a row coming back to
+        # them that lands a little on the other side of its way is not moving away
+        farther = np.abs(residual) - np.abs(level_residual[index, reference])
+        away = np.fmax(farther, 0) * np.sign(residual)
         away = away / noise_residual[:, None]
         seen = np.concatenate([np.zeros((n_rows, 1)), np.cumsum(~np.isnan(rows), axis=1)], axis=1)
         enough = seen[:, t] - seen[:, np.maximum(t - window, 0)] >= window // 3
