@@ -35,18 +35,15 @@ def cusum_scores(z: np.ndarray, *, slack: float, limit: float = np.inf) -> np.nd
 
 def gap_scores(counts: np.ndarray, peers_present: np.ndarray, *, buckets: int) -> np.ndarray:
     """1 where a series that had data has none for ``buckets`` buckets in a row while most of its peers
-    report (``peers_present``: the share of peers with data) and did so at every bucket since it fell
-    silent, else 0. A series that stopped when its peers did (a job ending on all of them) and is not
-    among them when they start again (not picked for the next job) did not stop while they went on."""
+    report (``peers_present``: the share of peers with data), else 0."""
     out = np.zeros(counts.shape)
-    seen, missing, alone = False, 0, False
+    seen, missing = False, 0
     for i, count in enumerate(counts):
         if count > 0:
             seen, missing = True, 0
             continue
-        alone = (alone or missing == 0) and peers_present[i] >= 0.5
         missing += 1
-        if seen and alone and missing >= buckets:
+        if seen and missing >= buckets and peers_present[i] >= 0.5:
             out[i] = 1.0
     return out
 

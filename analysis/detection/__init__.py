@@ -33,8 +33,7 @@ one series per entity), over buckets of ``step_s``:
   cohort or the fleet moves; a counter of rare events summed over ``count_window`` buckets. Its limit
   is the group's own: the held level its members reach ``fp_per_day`` times a day, shared by the
   groups, extrapolated from the window's tail, never below ``threshold``;
-* :func:`gap_scores` — a series that stops reporting while its peers go on (not one that stopped with
-  them and is left out when they start again: a job's membership, not a fault);
+* :func:`gap_scores` — a series that stops reporting while its peers go on;
 * :func:`outages` — where most of an entity's series stop at once, the entity is down (a reboot): its
   series' layers do not count there (one fact, not one signal per series).
 

@@ -1,6 +1,6 @@
-"""The detector and the consequences of what it already knows: a series left out of the next job is
-not a series that stopped, an entity coming back to its peers has not moved away from them, and what a
-job logs on one entity as it fails because of another is the job's report, not a fault of the first."""
+"""The detector and the consequences of what it already knows: an entity coming back to its peers has
+not moved away from them, and what a job logs on one entity as it fails because of another is the
+job's report, not a fault of the first."""
 
 from __future__ import annotations
 
@@ -14,18 +14,6 @@ from tests.factories import log_line, write
 S = 1_000_000
 START = 1_781_481_600 * S  # 2026-06-15 00:00 UTC
 STEP = 60 * S
-
-
-# ----------------------------------------------------------------------------- gaps
-
-
-def test_a_series_that_stopped_with_its_peers_and_is_left_out_when_they_resume_is_no_gap():
-    counts = np.array([1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0])
-    peers = np.array([1, 1, 1, 0, 0, 0, 0, 0, 0.95, 0.95, 0.95, 0.95])  # a job ends on all, the next starts
-    assert layers.gap_scores(counts, peers, buckets=3).max() == 0
-    # one that stopped while they went on is a gap, as long as they go on
-    alone = np.array([1, 1, 1, 0.95, 0.95, 0.95, 0.95, 0, 0, 0.95, 0.95, 0.95])
-    assert layers.gap_scores(counts, alone, buckets=3).tolist() == [0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0]
 
 
 # ----------------------------------------------------------------------------- the drift layer
