@@ -181,9 +181,10 @@ def regime_drift(
     ``window`` back when it had none. A drift — a temperature climbing for twenty minutes in steps
     no bigger than the noise — adds up, where a window's median and MAD would take it in as spread;
     a step scores for ``settle`` buckets and is then the new regime. ``away`` is how much farther
-    from the peers' median the row is now than over those same reference buckets (positive when it
-    moved away from them in the direction of its sign): an entity catching up with its peers, or one
-    left behind when they all change phase, has not moved away from them. NaN where the window
+    from the peers' median the row is now than over those same reference buckets, signed by the side
+    of them it is on, and 0 where it is no farther: an entity catching up with its peers (whichever
+    side of their median it lands on), or one left behind when they all change phase, has not moved
+    away from them. NaN where the window
     holds less than a third of data."""
     n_rows, n = rows.shape
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -207,7 +208,10 @@ def regime_drift(
         level_residual = _forward_median(residual, settle)
         index = np.arange(n_rows)[:, None]
         own = (rows - level[index, reference]) / noise[:, None]
-        away = (np.abs(residual) - np.abs(level_residual[index, reference])) * np.sign(residual)
+        # farther from the peers than over the reference, or not away at all: a row coming back to
+        # them that lands a little on the other side of its way is not moving away
+        farther = np.abs(residual) - np.abs(level_residual[index, reference])
+        away = np.fmax(farther, 0) * np.sign(residual)
         away = away / noise_residual[:, None]
         seen = np.concatenate([np.zeros((n_rows, 1)), np.cumsum(~np.isnan(rows), axis=1)], axis=1)
         enough = seen[:, t] - seen[:, np.maximum(t - window, 0)] >= window // 3

@@ -37,6 +37,10 @@ one series per entity), over buckets of ``step_s``:
 * :func:`outages` — where most of an entity's series stop at once, the entity is down (a reboot): its
   series' layers do not count there (one fact, not one signal per series).
 
+An event logged on an entity within ``report_s`` of the end of a job that ended well there but failed
+on another entity (:func:`job_reports`: the scheduler named its culprit elsewhere) is the job's report
+of that failure — the rank that logs a peer's timeout — and does not count for the entity.
+
 A family's score at a bucket is the largest layer score of its series divided by ``threshold``; it
 *fires* at 1. :func:`fuse` declares a detection on an entity when at least ``k_of_n`` families fired
 within ``fusion_s`` (event families counting as one: the logs of one incident repeat each other), or
@@ -76,9 +80,11 @@ from analysis.detection.fusion import (
     without_fleet_events,
 )
 from analysis.detection.reads import (
+    JobSpan,
     Member,
     Observations,
     event_families,
+    job_reports,
     observe,
     read_matrix,
     readable_members,
@@ -106,6 +112,7 @@ __all__ = [
     "Detection",
     "DetectionConfig",
     "Firing",
+    "JobSpan",
     "Member",
     "Observations",
     "S",
@@ -121,6 +128,7 @@ __all__ = [
     "event_families",
     "fuse",
     "held_for",
+    "job_reports",
     "observe",
     "read_hints",
     "read_matrix",

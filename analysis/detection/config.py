@@ -37,6 +37,7 @@ class DetectionConfig:
     drift_settle: int = 3  # buckets that make a regime's reference (and that a step scores for)
     count_window: int = 10  # a counter's rate is summed over this many buckets for the drift layer
     transition_min_s: int = 300  # a job (span) on an entity at least this long explains its steps
+    report_s: int = 120  # error events this near the end of a job that failed elsewhere are its report
     outage_share: float = 0.5  # an entity with this share of its series silent at once is down
     event_severity: str = "error"
     event_score: float = 2.0

@@ -125,12 +125,22 @@ def event_families(
     return out
 
 
-def entity_transitions(
-    scope: Scope, config: DetectionConfig, *, start: int, n: int, step: int
-) -> dict[str, np.ndarray]:
-    """Per entity, the buckets where a job of its own started or ended: the start and end of each
-    readable span with the entity label lasting at least ``transition_min_s`` (a scheduler's session,
-    a burn-in), whatever its outcome. A step in the entity's series there is the job's, not a fault."""
+@dataclass(frozen=True)
+class JobSpan:
+    """One job of an entity (a span with the entity label lasting at least ``transition_min_s``), in
+    buckets: where it started and ended, its name, and whether it ended in failure on this entity."""
+
+    entity: str
+    start: int
+    end: int
+    name: str
+    failed: bool
+
+
+def job_spans(scope: Scope, config: DetectionConfig, *, start: int, n: int, step: int) -> list[JobSpan]:
+    """The jobs of each entity (:class:`JobSpan`): every readable span with the entity label lasting at
+    least ``transition_min_s`` (a scheduler's session, a burn-in), failed where its severity is at
+    least ``event_severity`` (a span's severity is its outcome)."""
     spans = get_store().select_events(
         scope,
         read_hints(scope, start=start, end=start + n * step),
@@ -138,20 +148,54 @@ def entity_transitions(
         overlapping=True,
         limit=100_000,
     )
+    severe = set(SEVERITIES[SEVERITIES.index(config.event_severity) :])
     clock = clock_for(scope)
-    marks: dict[str, set[int]] = defaultdict(set)
+    out = []
     for span in spans:
         if span.end_ts - span.ts < config.transition_min_s * S:
             continue
-        entity = present_event(scope, span)["resource"].get(config.entity_label)
+        shown = present_event(scope, span)
+        entity = shown["resource"].get(config.entity_label)
         if entity is None:
             continue
         shift, end_shift, _applied = clock.event_shift(span)
-        for when in (span.ts + shift, span.end_ts + end_shift):
-            bucket = (when - start) // step
-            if 0 <= bucket < n:
-                marks[entity].add(int(bucket))
+        out.append(
+            JobSpan(
+                entity,
+                int((span.ts + shift - start) // step),
+                int((span.end_ts + end_shift - start) // step),
+                f"{shown['org']}/{shown['name']}",
+                span.severity in severe,
+            )
+        )
+    return out
+
+
+def entity_transitions(jobs: list[JobSpan], n: int) -> dict[str, np.ndarray]:
+    """Per entity, the buckets (of ``n``) where a job of its own started or ended, whatever its
+    outcome. A step in the entity's series there is the job's, not a fault."""
+    marks: dict[str, set[int]] = defaultdict(set)
+    for job in jobs:
+        marks[job.entity].update(b for b in (job.start, job.end) if 0 <= b < n)
     return {entity: np.asarray(sorted(buckets), dtype=np.int64) for entity, buckets in marks.items()}
+
+
+def job_reports(jobs: list[JobSpan], *, spread: int) -> dict[str, np.ndarray]:
+    """Per entity, the buckets where a job ended well on it but failed on another entity (a span of
+    the same name ending in failure within ``spread`` buckets): the job's failure has its culprit
+    elsewhere, and what the job logs on this entity as it ends (the rank that reports a peer's
+    timeout) is the job's report of that failure, not a fault of this entity."""
+    failed: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for job in jobs:
+        if job.failed:
+            failed[job.name].append((job.end, job.entity))
+    out: dict[str, set[int]] = defaultdict(set)
+    for job in jobs:
+        if not job.failed and any(
+            abs(end - job.end) <= spread and entity != job.entity for end, entity in failed[job.name]
+        ):
+            out[job.entity].add(job.end)
+    return {entity: np.asarray(sorted(buckets), dtype=np.int64) for entity, buckets in out.items()}
 
 
 @dataclass
@@ -159,7 +203,9 @@ class Observations:
     """What the detector reads through a scope, bucketed: one row of ``means``/``counts`` per member
     series over ``n`` buckets from ``origin``; ``events[entity][family]`` the (event name, per-bucket
     0/1 hits) of the readable severe events; scoring starts at bucket ``first``; ``transitions``
-    per entity the buckets where a job of its own started or ended (:func:`entity_transitions`)."""
+    per entity the buckets where a job of its own started or ended (:func:`entity_transitions`);
+    ``reports`` per entity the buckets where a job ended well on it and failed elsewhere
+    (:func:`job_reports`)."""
 
     members: list[Member]
     means: np.ndarray
@@ -168,6 +214,7 @@ class Observations:
     origin: int
     first: int
     transitions: dict[str, np.ndarray] = field(default_factory=dict)
+    reports: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def observe(
@@ -192,7 +239,9 @@ def observe(
         entity: dict(families)
         for entity, families in event_families(scope, config, start=origin, n=n, step=step).items()
     }
-    transitions = (
-        entity_transitions(scope, config, start=origin, n=n, step=step) if config.drift and members else {}
+    jobs = job_spans(scope, config, start=origin, n=n, step=step) if members else []
+    transitions = entity_transitions(jobs, n) if config.drift else {}
+    reports = job_reports(jobs, spread=max(0, config.report_s // config.step_s))
+    return Observations(
+        members, means, counts, events, origin, (start - origin) // step, transitions, reports
     )
-    return Observations(members, means, counts, events, origin, (start - origin) // step, transitions)

@@ -191,9 +191,11 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
                 },
             )
     for entity, families in observed.events.items():
+        reported = job_report_mask(observed.reports.get(entity), observed.means.shape[1], config)
         for family, items in families.items():
             layers[entity][family].extend(
-                (hits * config.event_score * config.threshold, name, "event") for hits, name in items
+                (np.where(reported, 0.0, hits) * config.event_score * config.threshold, name, "event")
+                for hits, name in items
             )
     detections = []
     for entity, families in sorted(layers.items()):
@@ -214,3 +216,14 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
         )
     entities = len({m.entity for m in members}) or 1
     return without_fleet_events(sorted(detections, key=lambda d: (d.ts, d.entity)), entities, config)
+
+
+def job_report_mask(ends: np.ndarray | None, n: int, config: DetectionConfig) -> np.ndarray:
+    """True within ``report_s`` of the ``ends`` of jobs that ended well on an entity and failed on
+    another (:func:`.reads.job_reports`): the events logged there are the job's report of a failure whose
+    culprit is elsewhere."""
+    out = np.zeros(n, dtype=bool)
+    reach = max(0, config.report_s // config.step_s)
+    for end in ends if ends is not None else ():
+        out[max(0, end - reach) : max(0, end + reach + 1)] = True
+    return out
