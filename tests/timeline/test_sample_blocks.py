@@ -5,6 +5,7 @@ again with other values, a time-windowed grant, clock corrections, one organisat
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import numpy as np
@@ -202,3 +203,19 @@ def test_every_read_over_blocks_and_head_rows_answers_as_the_reference(seed, org
                 )
         assert sorted(compared.sample_counts()) == sorted(reference.sample_counts())
     assert len(expected) == len(ids)  # the reads were not all empty
+
+
+def test_month_partitions_of_an_old_import_are_compacted_day_by_day(org_a, settings):
+    settings.JOINTLINE_DAY_PARTITIONS_DAYS = 30
+    first_day = int(time.time() // 86_400) - 700
+    ts = [first_day * DAY + hour * HOUR for hour in range(25 * 24)]
+    write(org_a, series=[node_gauge([float(i) for i in range(len(ts))], ts=ts)])
+    assert any("_p" in name and name.count("_") >= 3 for name in sample_partitions())  # month partitions
+    (series_id,) = Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True)
+    window = (first_day * DAY, (first_day + 25) * DAY)
+    before = arrays(org_a, [series_id], *window)[series_id]
+    result = get_store().compact_settled_samples()
+    assert (result.samples, result.blocks) == (600, 25)
+    assert not sample_partitions()
+    after = arrays(org_a, [series_id], *window)[series_id]
+    assert after[0].tolist() == before[0].tolist() and after[1].tolist() == before[1].tolist()
