@@ -16,9 +16,11 @@ Invariants the reads rely on:
 - A block only ever holds days that ended at least :data:`MIN_SETTLED_DAYS` days before it was
   written, whatever the setting: a read wholly in stored time after ``now - MIN_SETTLED_DAYS`` days
   needs no look at the blocks (:meth:`PostgresSampleBlocks._blocks_may_hold`).
-- A time is in the blocks or in the rows, not both: the write path drops the samples whose time its
-  series' block of that day holds (:meth:`PostgresSampleBlocks._drop_stored_in_blocks`). The numpy
-  merges keep the block's sample should one slip through anyway.
+- A time is in the blocks or in the rows, not both: the write path locks the partitions of the
+  settled days it writes (so no compaction of them runs until it commits), then drops the samples
+  whose time its series' block of that day holds
+  (:meth:`PostgresSampleBlocks._drop_stored_in_blocks`). The numpy merges keep the block's sample
+  should one be in both anyway.
 
 Reads of raw samples get the blocks of their ranges decoded (:meth:`_block_samples_in_ranges`) and
 merged with the rows by time in numpy; reads whose SQL applies grant bounds, clock corrections, rates
@@ -126,6 +128,7 @@ class PostgresSampleBlocks:
 
     connection: BaseDatabaseWrapper
     note_samples_deleted: Callable[[], None]
+    lock_sample_partitions: Callable[[Sequence[int]], None]
 
     def create_block_schema(self) -> None:
         with self.connection.cursor() as cursor:
@@ -323,6 +326,9 @@ class PostgresSampleBlocks:
         if not len(samples.ts) or not self._blocks_may_hold(int(samples.ts.min())):
             return keep
         day = samples.ts // DAY_US
+        # held until the write commits: no compaction of these days starts between this look at the
+        # blocks and the copy into the rows (one that committed before is seen here)
+        self.lock_sample_partitions(np.unique(day).tolist())
         pairs = np.unique(np.stack([samples.series_id, day], axis=1), axis=0)
         ranges = [(int(sid), int(d) * DAY_US, (int(d) + 1) * DAY_US) for sid, d in pairs.tolist()]
         stored = self._block_samples_in_ranges(ranges)

@@ -219,3 +219,19 @@ def test_month_partitions_of_an_old_import_are_compacted_day_by_day(org_a, setti
     assert not sample_partitions()
     after = arrays(org_a, [series_id], *window)[series_id]
     assert after[0].tolist() == before[0].tolist() and after[1].tolist() == before[1].tolist()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_reaching_a_compacted_day_holds_its_partition_until_it_commits(org_a):
+    import psycopg
+
+    from tests.processes import own_connection
+
+    write(org_a, series=[node_gauge([1, 2, 3])])
+    get_store().compact_settled_samples()
+    get_store().ensure_partitions(T0 // DAY, T0 // DAY)  # as the journal does before its transaction
+    (name,) = sample_partitions()
+    with transaction.atomic():
+        assert write(org_a, series=[node_gauge([1, 2, 3])]).samples_stored == 0  # copies no row
+        with own_connection() as other, pytest.raises(psycopg.errors.LockNotAvailable), other.transaction():
+            other.execute(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE NOWAIT")  # as a compaction would
