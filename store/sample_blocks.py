@@ -194,6 +194,13 @@ class PostgresSampleBlocks:
                 stored = self._block_samples_in_ranges([(sid, first * DAY_US, end * DAY_US) for sid in chunk])
                 samples += len(rows.ts)
                 blocks += self._write_blocks(merge_first_wins(stored, rows))
+            # dropping a partition locks the parent table: wait for it as retention does, at most
+            # JOINTLINE_RETENTION_LOCK_TIMEOUT_S (a long read holds it), else all this rolls back and
+            # the next run compacts the partition
+            cursor.execute(
+                "SELECT set_config('lock_timeout', %s, true)",
+                [f"{settings.JOINTLINE_RETENTION_LOCK_TIMEOUT_S}s"],
+            )
             cursor.execute(f"DROP TABLE {name}")
         return samples, blocks
 
