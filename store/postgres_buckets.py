@@ -102,7 +102,7 @@ class PostgresBucketReads:
             for row in found
             if row[1] is not None
         }
-        merged = self._arrays_with_blocks(raw, ranges)
+        merged = self._arrays_with_blocks(raw, ranges, blocks=blocks)
         rolled = {int(row[0]): row[3:] for row in found}
         out = []
         for series_id in sorted(set(merged) | set(rolled)):
@@ -126,7 +126,7 @@ class PostgresBucketReads:
                 b = min(b, floor_to(stale, read.width))
             if a < b:
                 return read.origin, read.lo, read.hi, (read.table, read.width, a, b)
-        _source, _params, origin, lo, hi = self._source(key, ids, hints, lookback=0)
+        _source, _params, origin, lo, hi = self._source(key, ids, hints, lookback=0, bounds_only=True)
         return origin, lo, hi, None
 
 

@@ -296,10 +296,15 @@ class PostgresSampleBlocks:
         return merge_first_wins(blocks, rows)
 
     def _arrays_with_blocks(
-        self, arrays: dict[int, tuple[np.ndarray, np.ndarray]], ranges: Sequence[tuple[int, int, int]]
+        self,
+        arrays: dict[int, tuple[np.ndarray, np.ndarray]],
+        ranges: Sequence[tuple[int, int, int]],
+        *,
+        blocks: SampleArrays | None = None,
     ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """:meth:`_with_block_samples` of samples as ``{series id: (times, values)}``."""
-        blocks = self._block_samples_in_ranges(ranges)
+        """:meth:`_with_block_samples` of samples as ``{series id: (times, values)}`` (``blocks``: the
+        blocks' samples of ``ranges`` where the caller has them already)."""
+        blocks = self._block_samples_in_ranges(ranges) if blocks is None else blocks
         if not len(blocks.ts):
             return arrays
         ids = list(arrays)

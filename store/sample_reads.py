@@ -241,11 +241,12 @@ class SampleReads:
         return groups
 
     def _source(
-        self, key: tuple, ids: list[int], hints: ReadHints, *, lookback: int
+        self, key: tuple, ids: list[int], hints: ReadHints, *, lookback: int, bounds_only: bool = False
     ) -> tuple[str, list, int, int, int]:
         """The rows of one group as a subquery ``(series_id, ts, value)`` with corrected ``ts``, its
         parameters, the grid origin, and the corrected-time bounds ``[lo, hi)`` the result keeps.
-        ``lookback``: how far before ``lo`` stored rows are read as previous samples (rates)."""
+        ``lookback``: how far before ``lo`` stored rows are read as previous samples (rates).
+        ``bounds_only``: for the bounds alone (the subquery reads the rows without any blocks)."""
         lo, hi, bounded, corrections = key
         start, end = hints.start, hints.end
         placeholders = ",".join(["%s"] * len(ids))
@@ -260,7 +261,8 @@ class SampleReads:
             raw_lo, raw_hi = start - high - lookback, end - low
             raw_lo = max(raw_lo, lo) if lo is not None else raw_lo
             raw_hi = min(raw_hi, hi) if hi is not None else raw_hi
-            stored, stored_params = self._sample_relation(ids, [(raw_lo, raw_hi)])
+            spans = [] if bounds_only else [(raw_lo, raw_hi)]
+            stored, stored_params = self._sample_relation(ids, spans)
             source = f"""(SELECT series_id, ts + {" + ".join(terms)} AS ts, value FROM {stored} AS stored
                 WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS aligned"""
             return source, [*shift_params, *stored_params, *ids, raw_lo, raw_hi], start, start, end
@@ -271,7 +273,7 @@ class SampleReads:
             shift = sum(c.offset_us for c in corrections)
             origin, end = start - shift, end - shift
             lo, hi = max(origin, lo if lo is not None else origin), min(end, hi if hi is not None else end)
-        stored, stored_params = self._sample_relation(ids, [(lo - lookback, hi)])
+        stored, stored_params = self._sample_relation(ids, [] if bounds_only else [(lo - lookback, hi)])
         source = f"""(SELECT series_id, ts, value FROM {stored} AS stored
                 WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS raw"""
         return source, [*stored_params, *ids, lo - lookback, hi], origin, lo, hi
