@@ -235,3 +235,13 @@ def test_a_write_reaching_a_compacted_day_holds_its_partition_until_it_commits(o
         assert write(org_a, series=[node_gauge([1, 2, 3])]).samples_stored == 0  # copies no row
         with own_connection() as other, pytest.raises(psycopg.errors.LockNotAvailable), other.transaction():
             other.execute(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE NOWAIT")  # as a compaction would
+
+
+def test_the_beat_task_compacts_only_when_compaction_is_on(org_a, settings):
+    from store.tasks import compact_samples
+
+    write(org_a, series=[node_gauge([1, 2, 3])])
+    settings.JOINTLINE_SAMPLE_COMPACTION = False
+    assert compact_samples() == 0 and sample_partitions()
+    settings.JOINTLINE_SAMPLE_COMPACTION = True
+    assert compact_samples() == 3 and not sample_partitions()
