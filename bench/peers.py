@@ -96,7 +96,8 @@ WINDOWS = {
     "24 d": 24 * DAY_US,
     "55 d": 55 * DAY_US,
 }
-SIDES = ("jointline", "baseline", "prometheus", "victoriametrics")
+SIDES = ("jointline", "baseline", "blocks", "prometheus", "victoriametrics")
+JOINTLINE_SIDES = ("jointline", "baseline", "blocks")
 PEERS = ("prometheus", "victoriametrics")
 VM_PACKAGE = "victoria-metrics"
 IMPORT_CHUNK_BYTES = 32 * 2**20
@@ -283,10 +284,11 @@ def measure(windows: list[Window], series_ids: list[int], clients: dict[str, pro
         first_bucket_ms = min(lane["t"][0] for lane in first["lanes"] if lane["t"])
         window.peer_paths = peer_paths(first_bucket_ms, window.end_us, window.step_ms / 1000)
         checks = []
-        if "baseline" in clients:
-            _, before = clients["baseline"].get(jointline_path(series_ids, window, args.width))
-            same = before["lanes"] == first["lanes"]
-            checks.append(f"baseline {'the same lanes' if same else 'OTHER LANES'}")
+        for side in ("baseline", "blocks"):
+            if side in clients:
+                _, other = clients[side].get(jointline_path(series_ids, window, args.width))
+                same = other["lanes"] == first["lanes"]
+                checks.append(f"{side} {'the same lanes' if same else 'OTHER LANES'}")
         for side in PEERS:
             if side in clients:
                 _, answer = time_peer(clients[side], window.peer_paths, NOCACHE[side])  # warm-up
@@ -302,7 +304,7 @@ def measure(windows: list[Window], series_ids: list[int], clients: dict[str, pro
         for window in windows:
             shift = round_ % len(sides)
             for side in sides[shift:] + sides[:shift]:
-                if side in ("jointline", "baseline"):
+                if side in JOINTLINE_SIDES:
                     spent = clients[side].get(jointline_path(series_ids, window, args.width))[0]
                 else:
                     spent = time_peer(clients[side], window.peer_paths, NOCACHE[side])[0]
@@ -316,12 +318,14 @@ NOCACHE = {"prometheus": "", "victoriametrics": "&nocache=1"}
 def report(windows: list[Window], sides: list[str], load_before: str, load_after: str) -> None:
     has_vm = "victoriametrics" in sides
     print(f"\nload average before: {load_before}; after: {load_after} (2 cores)")
-    if "baseline" in sides:
-        print("| window | Jointline ms | baseline ms | Jointline / baseline |")
+    for side in ("baseline", "blocks"):
+        if side not in sides:
+            continue
+        print(f"| window | Jointline ms | {side} ms | Jointline / {side} |")
         print("|---|---|---|---|")
         for window in windows:
-            ours, before = window.median_ms("jointline"), window.median_ms("baseline")
-            print(f"| {window.name} | {ours:,.0f} | {before:,.0f} | {ours / before:.2f}x |")
+            ours, other = window.median_ms("jointline"), window.median_ms(side)
+            print(f"| {window.name} | {ours:,.0f} | {other:,.0f} | {ours / other:.2f}x |")
     header = "| window | buckets x step | Jointline ms | Prometheus ms |"
     header += (
         " VictoriaMetrics ms | Jointline / Prometheus | Jointline / VM |"
@@ -364,6 +368,59 @@ def closing(windows: list[Window], sides: list[str]) -> str:
 
 
 # --------------------------------------------------------------------------- running it
+
+
+def compacted_copy(database_url: str, samples: int) -> str:
+    """A copy of the loaded database (``CREATE DATABASE … TEMPLATE``, named ``<name>_blocks``) whose
+    settled days ``manage.py compact_samples`` has compacted into blocks (every day ended a day ago or
+    more: ``JOINTLINE_SAMPLE_COMPACT_AFTER_DAYS=1``); prints the bytes per sample on disk of both after
+    VACUUM (indexes and TOAST included): the sample rows or blocks and each rollup level."""
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()  # a template may have no other session
+    base, name = database_url.rsplit("/", 1)
+    copy = f"{name}_blocks"
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')
+        admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
+    env = {**os.environ, "DATABASE_URL": f"{base}/{copy}", "JOINTLINE_SAMPLE_COMPACT_AFTER_DAYS": "1"}
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "manage.py", "compact_samples", "--no-progress"], cwd=ROOT, env=env, check=True
+    )
+    print(f"  compacted a copy in {time.perf_counter() - started:.0f} s", flush=True)
+    for label, url in (("rows", database_url), ("blocks", f"{base}/{copy}")):
+        print(f"  bytes/sample on disk, {label}: {_bytes_per_sample(url, samples)}", flush=True)
+    return f"{base}/{copy}"
+
+
+def _bytes_per_sample(database_url: str, samples: int) -> str:
+    import psycopg
+
+    from store.rollups import ROLLUPS
+    from store.sample_blocks import BLOCK_TABLE
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+        sizes = {}
+        (rows,) = conn.execute(
+            """SELECT COALESCE(SUM(pg_total_relation_size(inhrelid)), 0) FROM pg_inherits
+               WHERE inhparent = 'timeline_sample'::regclass"""
+        ).fetchone()
+        sizes["sample rows"] = rows
+        (sizes["blocks"],) = conn.execute(
+            "SELECT pg_total_relation_size(%s::regclass)", [BLOCK_TABLE]
+        ).fetchone()
+        for width, table in ROLLUPS:
+            (sizes[f"{width // 60_000_000} min"],) = conn.execute(
+                "SELECT pg_total_relation_size(%s::regclass)", [table]
+            ).fetchone()
+    total = sum(sizes.values())
+    return (
+        ", ".join(f"{key} {value / samples:.2f}" for key, value in sizes.items())
+        + f"; all {total / samples:.2f}"
+    )
 
 
 def load_average() -> str:
@@ -409,6 +466,11 @@ def run(args: argparse.Namespace, work: Path, programs: dict[str, Path]) -> str:
         loaded.openmetrics_path.unlink()
         jointline, jl_port = start_jointline(args.database_url, work / "data", work)
         processes.append(jointline)
+        if args.blocks:
+            compacted = compacted_copy(args.database_url, loaded.samples)
+            blocks, blocks_port = prom.start_jointline(compacted, work / "data", work)
+            processes.append(blocks)
+            clients["blocks"] = prom.Timed(blocks_port, {"Authorization": f"Bearer {token}"})
         if args.baseline:
             baseline, baseline_port = start_jointline(args.database_url, work / "data", work, args.baseline)
             processes.append(baseline)
@@ -502,6 +564,11 @@ def parse_args() -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="the remote_write side by side after the reads (default: on)",
+    )
+    parser.add_argument(
+        "--blocks",
+        action="store_true",
+        help="also serve a compacted copy of the database (settled days in blocks) as a side of its own",
     )
     parser.add_argument("--ingest-only", action="store_true", help="the remote_write side by side alone")
     parser.add_argument(

@@ -227,6 +227,7 @@ CELERY_BEAT_SCHEDULE = {
     "create-partitions-ahead": {"task": "store.tasks.create_partitions_ahead", "schedule": 3600.0},
     "apply-retention": {"task": "ops.tasks.apply_retention", "schedule": 3600.0},
     "refresh-rollups": {"task": "store.tasks.refresh_rollups", "schedule": 60.0},
+    "compact-samples": {"task": "store.tasks.compact_samples", "schedule": 3600.0},
     "detect-latest": {"task": "analysis.tasks.detect_latest", "schedule": 600.0},
     # each organisation's configured detector over new data, from its watermark, at most
     # JOINTLINE_DETECTOR_MAX_SPAN_S of data per run (analysis.tasks.detect_continuous)
@@ -407,6 +408,11 @@ JOINTLINE_MAX_NEW_SERIES_PER_PUSH = env_int("JOINTLINE_MAX_NEW_SERIES_PER_PUSH",
 JOINTLINE_IMPORT_MAX_AGE_DAYS = env_int("JOINTLINE_IMPORT_MAX_AGE_DAYS", 10_958, minimum=1)
 # On PostgreSQL, days older than this when first written get month partitions instead of day partitions.
 JOINTLINE_DAY_PARTITIONS_DAYS = env_int("JOINTLINE_DAY_PARTITIONS_DAYS", 400, minimum=1)
+# PostgreSQL: beat compacts each sample partition whose days all ended this many days ago (at least 1)
+# into per-series blocks (store/sample_blocks.py, docs/decisions/0043-sample-blocks-in-the-store.md);
+# `manage.py compact_samples` runs it by hand whatever JOINTLINE_SAMPLE_COMPACTION says.
+JOINTLINE_SAMPLE_COMPACTION = env_bool("JOINTLINE_SAMPLE_COMPACTION", False)
+JOINTLINE_SAMPLE_COMPACT_AFTER_DAYS = env_int("JOINTLINE_SAMPLE_COMPACT_AFTER_DAYS", 2, minimum=1)
 # A compressed push body may inflate to at most this many times its size (never limited below 1 MiB).
 JOINTLINE_PUSH_MAX_DECOMPRESSION_RATIO = env_float(
     "JOINTLINE_PUSH_MAX_DECOMPRESSION_RATIO", 100.0, minimum=1.0

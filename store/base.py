@@ -279,6 +279,16 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
                 found.update(int(row[0]) for row in cursor.fetchall())
         return found
 
+    def _with_block_samples(self, rows: SampleArrays, ranges: Sequence[tuple[int, int, int]]) -> SampleArrays:
+        """``rows`` read from the ``(series id, lo, hi)`` ranges with the samples the engine keeps
+        elsewhere in them (PostgreSQL's blocks, :mod:`store.sample_blocks`); here ``rows``."""
+        return rows
+
+    def _sample_relation(self, ids: Sequence[int], spans: Sequence[tuple[int, int]]) -> tuple[str, list]:
+        """The relation ``(series_id, ts, value)`` a read of ``ids`` in the stored ``[lo, hi)`` spans
+        takes its samples from, and its parameters (PostgreSQL adds its blocks' samples)."""
+        return "timeline_sample", []
+
     def _sampled_between(self, ids: list[int], lo: int, hi: int) -> set[int]:
         """The series of ``ids`` with a stored sample in ``[lo, hi)``: constant bounds, so the planner
         opens only the partitions of those times."""
@@ -295,7 +305,9 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
                     [*chunk, lo, hi],
                 )
                 found.update(int(row[0]) for row in cursor.fetchall())
-        return found
+        nothing = SampleArrays(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
+        blocks = self._with_block_samples(nothing, [(sid, lo, hi) for sid in ids if sid not in found])
+        return found | set(np.unique(blocks.series_id).tolist())
 
     rollups_from_batch = False
     """Whether :meth:`_store_samples` can hand back the samples a write stored, so that their rollups

@@ -277,7 +277,8 @@ class Capabilities:
     rollup refresh), which event count reads over long windows use; without, they count raw events.
     ``sample_cache``: bulk sample reads may serve hours decoded before from this process's memory,
     checked against the hour rollups and the deletion count of the same database
-    (:mod:`store.sample_cache`).
+    (:mod:`store.sample_cache`). ``sample_blocks``: settled days may be compacted into per-series blocks
+    (:mod:`store.sample_blocks`); every read merges them with the rows.
     """
 
     partitions: bool = False
@@ -287,6 +288,7 @@ class Capabilities:
     text_index: bool = False
     event_rollups: bool = False
     sample_cache: bool = False
+    sample_blocks: bool = False
 
 
 EventOrder = Literal["time", "stored", "latest", "severity", "id", "any"]

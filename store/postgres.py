@@ -16,6 +16,7 @@ from django.db import DatabaseError, transaction
 
 from store import rollups
 from store.base import StoreBackend
+from store.batches import SampleArrays
 from store.hints import Capabilities, ReadHints
 from store.postgres_buckets import PostgresBucketReads
 from store.postgres_partitions import (
@@ -37,6 +38,7 @@ from store.postgres_writes import (
     STAGED_ROW,
     PostgresWrites,
 )
+from store.sample_blocks import PostgresSampleBlocks
 from store.sample_cache import GENERATION, HOUR_ROW, HOUR_TABLE
 from timeline.models import Series
 
@@ -82,7 +84,12 @@ SCHEMA = [
 
 
 class PostgresStore(
-    PostgresBucketReads, PostgresRollupRefresh, PostgresWrites, PostgresPartitions, StoreBackend
+    PostgresSampleBlocks,
+    PostgresBucketReads,
+    PostgresRollupRefresh,
+    PostgresWrites,
+    PostgresPartitions,
+    StoreBackend,
 ):
     vendor = "postgresql"
     capabilities = Capabilities(
@@ -93,6 +100,7 @@ class PostgresStore(
         lateral_joins=True,
         event_rollups=True,
         sample_cache=True,
+        sample_blocks=True,
     )
 
     def create_schema(self) -> None:
@@ -100,6 +108,7 @@ class PostgresStore(
             for statement in SCHEMA:
                 cursor.execute(statement)
         self.create_rollup_schema()
+        self.create_block_schema()
 
     # -- reads the engine does better ------------------------------------------
     def _bucket_matrix(self, cursor, sql: str, params: list) -> np.ndarray:
@@ -165,7 +174,8 @@ class PostgresStore(
                        WHERE samples.pairs IS NOT NULL""",
                     [ids, lo, hi],
                 )
-                return {int(series_id): sample_pairs(pairs) for series_id, pairs in cursor.fetchall()}
+                rows = {int(series_id): sample_pairs(pairs) for series_id, pairs in cursor.fetchall()}
+                return self._arrays_with_blocks(rows, [(sid, lo, hi) for sid in ids])
             sql, params = self._sample_sql(key, ids, hints)
             cursor.execute(
                 f"""SELECT string_agg(int8send(series_id), ''), string_agg(int8send(ts), ''),
@@ -217,10 +227,12 @@ class PostgresStore(
             )
             found = cursor.fetchall()
         if not found:
-            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
+            return self._block_samples_in_ranges(ranges)
         counts = [len(pairs) // 16 for _, pairs in found]
         series = np.repeat(np.array([series_id for series_id, _ in found], dtype=np.int64), counts)
-        return (series, *sample_pairs(b"".join(pairs for _, pairs in found)))
+        return self._with_block_samples(
+            SampleArrays(series, *sample_pairs(b"".join(pairs for _, pairs in found))), ranges
+        )
 
     def _hour_facts(self, ids, first, last):
         """The check's three reads as one statement, the queue entries and hour rows as binary strings

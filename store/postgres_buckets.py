@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from store.hints import ReadHints
+from store.postgres_wire import big_endian
 from store.rollups import ceil_to, floor_to
 
 _RAW = """SELECT string_agg(int8send(ts), ''), string_agg(float8send(value), '')
@@ -62,6 +63,8 @@ class PostgresBucketReads:
         ids = sorted(ids)
         with self._bulk_cursor() as bulk:  # the binary columns as bytes, not hex
             found = self._value_columns(bulk, ids, lo, hi, rolled)
+        spans = [(lo, hi)] if rolled is None else [(lo, rolled[2]), (rolled[3], hi)]
+        found = self._value_columns_with_blocks(found, [(sid, a, b) for sid in ids for a, b in spans])
         return reduce_rows(found, origin=origin, step=hints.step, width=rolled[1] if rolled else 0)
 
     @staticmethod
@@ -86,6 +89,30 @@ class PostgresBucketReads:
         )
         return cursor.fetchall()
 
+    def _value_columns_with_blocks(
+        self, found: list[tuple], ranges: list[tuple[int, int, int]]
+    ) -> list[tuple]:
+        """:meth:`_value_columns`' rows with the raw samples the blocks hold in ``ranges`` merged into
+        each series' raw columns (a series with blocks only gets a row of its own)."""
+        blocks = self._block_samples_in_ranges(ranges)
+        if not len(blocks.ts):
+            return found
+        raw = {
+            int(row[0]): (big_endian(row[1], ">i8"), big_endian(row[2], ">f8"))
+            for row in found
+            if row[1] is not None
+        }
+        merged = self._arrays_with_blocks(raw, ranges, blocks=blocks)
+        rolled = {int(row[0]): row[3:] for row in found}
+        out = []
+        for series_id in sorted(set(merged) | set(rolled)):
+            ts, values = merged.get(series_id, (None, None))
+            columns = (
+                (None, None) if ts is None else (ts.astype(">i8").tobytes(), values.astype(">f8").tobytes())
+            )
+            out.append((series_id, *columns, *rolled.get(series_id, (None,) * 5)))
+        return out
+
     def _value_rows(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple:
         """``(origin, lo, hi, rolled)`` of one group in stored time: the grid's origin, the window cut by
         the grant's, and ``(table, width, a, b)`` where rollup rows serve ``[a, b)`` (the raw samples
@@ -99,7 +126,7 @@ class PostgresBucketReads:
                 b = min(b, floor_to(stale, read.width))
             if a < b:
                 return read.origin, read.lo, read.hi, (read.table, read.width, a, b)
-        _source, _params, origin, lo, hi = self._source(key, ids, hints, lookback=0)
+        _source, _params, origin, lo, hi = self._source(key, ids, hints, lookback=0, bounds_only=True)
         return origin, lo, hi, None
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import logging
 import time
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 
 import psycopg
@@ -103,8 +104,12 @@ class _Ranges:
         self.firsts = [first for first, _ in self.ranges]
 
     def covers(self, day: int) -> bool:
+        return self.around(day) is not None
+
+    def around(self, day: int) -> tuple[int, int] | None:
+        """The range ``[first, end)`` holding ``day``, if any."""
         at = bisect.bisect_right(self.firsts, day) - 1
-        return at >= 0 and self.ranges[at][1] > day
+        return self.ranges[at] if at >= 0 and self.ranges[at][1] > day else None
 
     def free_around(self, day: int, first: int, end: int) -> tuple[int, int]:
         """``[first, end)`` cut short so that it overlaps no partition (``day`` being in none)."""
@@ -282,6 +287,18 @@ class PostgresPartitions:
                     if deleted and table == "timeline_sample":
                         self.note_samples_deleted()
         return dropped
+
+    def lock_sample_partitions(self, days: Sequence[int]) -> None:
+        """Lock the sample partitions holding ``days`` ``ROW EXCLUSIVE`` until the transaction ends (as
+        a write into them would), in name order: a compaction of them (which locks a partition ``ACCESS
+        EXCLUSIVE``) waits for this transaction, or has dropped it already (``UndefinedTable``)."""
+        with self.connection.cursor() as cursor:
+            ranges = _partition_ranges(cursor, ("timeline_sample",))["timeline_sample"]
+            names = {
+                partition_name("timeline_sample", *found) for day in days if (found := ranges.around(day))
+            }
+            for name in sorted(names):
+                cursor.execute(f"LOCK TABLE {name} IN ROW EXCLUSIVE MODE")
 
     def partition_sizes(self) -> list[PartitionSize]:
         with self.connection.cursor() as cursor:

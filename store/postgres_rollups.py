@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from store import rollups
+from store.batches import SampleArrays
 from store.frames import SAMPLE_ROW
 from store.postgres_wire import arrays_decode, copy_encode
 
@@ -42,7 +43,7 @@ class PostgresRollupRefresh:
     def _rollup_samples(self, ranges):
         """By one index scan per range (:func:`rows_in_ranges`)."""
         rows = self._arrays_in_ranges("timeline_sample", "ts", SAMPLE_ROW, ranges)
-        return rows["series_id"], rows["ts"], rows["value"]
+        return self._with_block_samples(SampleArrays(rows["series_id"], rows["ts"], rows["value"]), ranges)
 
     def _rollup_rows(self, table, ranges):
         return self._arrays_in_ranges(table, "bucket", rollups.ROW, ranges)

@@ -479,6 +479,8 @@ class RollupRefresh:
                 [*series_ids, start, end],
             )
             rows = np.asarray(cursor.fetchall(), dtype=np.int64).reshape(-1, 2)
-        for series_id in np.unique(rows[:, 0]).tolist():
-            out[int(series_id)] = rows[rows[:, 0] == series_id, 1]
+        ranges = [(sid, start, end) for sid in series_ids]
+        stored = self._with_block_samples(SampleArrays(rows[:, 0], rows[:, 1], np.zeros(len(rows))), ranges)
+        for series_id in np.unique(stored.series_id).tolist():
+            out[int(series_id)] = stored.ts[stored.series_id == series_id]
         return out

@@ -241,11 +241,12 @@ class SampleReads:
         return groups
 
     def _source(
-        self, key: tuple, ids: list[int], hints: ReadHints, *, lookback: int
+        self, key: tuple, ids: list[int], hints: ReadHints, *, lookback: int, bounds_only: bool = False
     ) -> tuple[str, list, int, int, int]:
         """The rows of one group as a subquery ``(series_id, ts, value)`` with corrected ``ts``, its
         parameters, the grid origin, and the corrected-time bounds ``[lo, hi)`` the result keeps.
-        ``lookback``: how far before ``lo`` stored rows are read as previous samples (rates)."""
+        ``lookback``: how far before ``lo`` stored rows are read as previous samples (rates).
+        ``bounds_only``: for the bounds alone (the subquery reads the rows without any blocks)."""
         lo, hi, bounded, corrections = key
         start, end = hints.start, hints.end
         placeholders = ",".join(["%s"] * len(ids))
@@ -260,9 +261,11 @@ class SampleReads:
             raw_lo, raw_hi = start - high - lookback, end - low
             raw_lo = max(raw_lo, lo) if lo is not None else raw_lo
             raw_hi = min(raw_hi, hi) if hi is not None else raw_hi
-            source = f"""(SELECT series_id, ts + {" + ".join(terms)} AS ts, value FROM timeline_sample
+            spans = [] if bounds_only else [(raw_lo, raw_hi)]
+            stored, stored_params = self._sample_relation(ids, spans)
+            source = f"""(SELECT series_id, ts + {" + ".join(terms)} AS ts, value FROM {stored} AS stored
                 WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS aligned"""
-            return source, [*shift_params, *ids, raw_lo, raw_hi], start, start, end
+            return source, [*shift_params, *stored_params, *ids, raw_lo, raw_hi], start, start, end
         origin = start
         if corrections:
             # A constant shift k moves the grid instead of every row: bucket (ts + k - start) / step is
@@ -270,9 +273,10 @@ class SampleReads:
             shift = sum(c.offset_us for c in corrections)
             origin, end = start - shift, end - shift
             lo, hi = max(origin, lo if lo is not None else origin), min(end, hi if hi is not None else end)
-        source = f"""(SELECT series_id, ts, value FROM timeline_sample
+        stored, stored_params = self._sample_relation(ids, [] if bounds_only else [(lo - lookback, hi)])
+        source = f"""(SELECT series_id, ts, value FROM {stored} AS stored
                 WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS raw"""
-        return source, [*ids, lo - lookback, hi], origin, lo, hi
+        return source, [*stored_params, *ids, lo - lookback, hi], origin, lo, hi
 
     def _bucket_sql(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple[str, list]:
         lookback = self.rate_lookback_us if hints.rate else 0
@@ -339,7 +343,13 @@ class SampleReads:
         stale = self.stale_from(ids, start=read.lo, end=read.hi)
         # raw from the first bucket waiting for its refresh on (combine_sql: None if no whole bucket is left)
         rolled_until = None if stale is None else rollups.floor_to(stale, read.width)
-        return rollups.combine_sql(read, least=self.least, greatest=self.greatest, rolled_until=rolled_until)
+        return rollups.combine_sql(
+            read,
+            least=self.least,
+            greatest=self.greatest,
+            rolled_until=rolled_until,
+            relation=self._sample_relation,
+        )
 
     def _sample_sql(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple[str, list]:
         source, params, origin, lo, hi = self._source(key, ids, hints, lookback=0)

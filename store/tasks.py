@@ -27,6 +27,17 @@ def create_partitions_ahead() -> int:
     return get_store().ensure_partitions(today, today + settings.JOINTLINE_PARTITION_DAYS_AHEAD)
 
 
+@shared_task
+def compact_samples() -> int:
+    """Compact the settled sample partitions into per-series blocks where the engine keeps blocks and
+    ``JOINTLINE_SAMPLE_COMPACTION`` is on (``PostgresSampleBlocks.compact_settled_samples``: one
+    transaction per partition, a crash is "run again"); returns how many samples were compacted."""
+    store = get_store()
+    if not settings.JOINTLINE_SAMPLE_COMPACTION or not store.capabilities.sample_blocks:
+        return 0
+    return store.compact_settled_samples().samples
+
+
 REFRESH_PENDING = "jointline:rollups:refresh-pending"
 
 

@@ -8,6 +8,7 @@ to another organisation (``storage``) with no grant, ``anonymous`` to none;
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from django.conf import settings
@@ -52,6 +53,28 @@ def _empty_store_after_transactional_tests(request):
         from tests.store_rows import empty_store_tables
 
         empty_store_tables()
+
+
+@pytest.fixture(autouse=True)
+def _compact_after_writes(monkeypatch):
+    """With ``JOINTLINE_TEST_COMPACT_AFTER_WRITES=1`` (tests/timeline/test_store_on_blocks.py), every
+    store write on PostgreSQL is followed by the compaction of every settled sample partition into
+    blocks, in the same transaction: each later read reads blocks and head rows, and each later write
+    meets the blocks."""
+    if os.environ.get("JOINTLINE_TEST_COMPACT_AFTER_WRITES") != "1":
+        yield
+        return
+    from store.postgres import PostgresStore
+
+    write_batches = PostgresStore.write_batches
+
+    def write_then_compact(self, batches):
+        results = write_batches(self, batches)
+        self.compact_settled_samples()
+        return results
+
+    monkeypatch.setattr(PostgresStore, "write_batches", write_then_compact)
+    yield
 
 
 @pytest.fixture

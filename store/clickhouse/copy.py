@@ -79,7 +79,8 @@ def org_series(org_id: int) -> list[int]:
 
 
 def postgres_counts(connection, org_id: int, series_ids: list[int], window: Window) -> dict[str, int]:
-    """Rows per table of the organisation in the window in the Django database's tables."""
+    """Rows per table of the organisation in the window in the Django database's tables (samples: rows,
+    and the samples of the blocks PostgreSQL keeps)."""
     bounds = [window.start, window.end]
     out = {}
     with connection.cursor() as cursor:
@@ -88,6 +89,13 @@ def postgres_counts(connection, org_id: int, series_ids: list[int], window: Wind
             [series_ids, *bounds],
         )
         out[SAMPLE_TABLE] = int(cursor.fetchone()[0])
+        if connection.vendor == "postgresql":
+            from store.postgres import PostgresStore
+
+            blocks = PostgresStore(connection)._block_samples_in_ranges(
+                [(sid, *bounds) for sid in series_ids]
+            )
+            out[SAMPLE_TABLE] += len(blocks.ts)
         cursor.execute(
             f"SELECT COUNT(*) FROM {EVENT_TABLE} WHERE org_id = %s AND ts >= %s AND ts < %s",
             [org_id, *bounds],
@@ -140,9 +148,13 @@ def sample_chunks(
 ) -> Iterator[np.ndarray]:
     """The organisation's samples in the window, ``rows`` at a time, as :data:`ROW` records sorted by
     series and time: keyset pages over the primary key (series_id, ts), one day at a time (a day
-    partition each on PostgreSQL)."""
+    partition each on PostgreSQL), then that day's samples PostgreSQL keeps in blocks
+    (store/sample_blocks.py; a time is in the rows or in the blocks, never both)."""
     if not series_ids:
         return
+    from store.postgres import PostgresStore
+
+    blocks = PostgresStore(connection) if connection.vendor == "postgresql" else None
     day_us = 86_400_000_000
     for day in range(window.start - window.start % day_us, window.end, day_us):
         lo, hi = max(day, window.start), min(day + day_us, window.end)
@@ -167,6 +179,21 @@ def sample_chunks(
             if len(found) < rows:
                 break
             after = (int(keys[-1, 0]), int(keys[-1, 1]))
+        if blocks is not None:
+            yield from _block_chunks(blocks, org_id, series_ids, lo, hi, rows=rows)
+
+
+def _block_chunks(
+    store, org_id: int, series_ids: list[int], lo: int, hi: int, *, rows: int
+) -> Iterator[np.ndarray]:
+    kept = store._block_samples_in_ranges([(sid, lo, hi) for sid in series_ids])
+    for start in range(0, len(kept.ts), rows):
+        chunk = np.empty(min(rows, len(kept.ts) - start), dtype=ROW)
+        chunk["org_id"] = org_id
+        chunk["series_id"] = kept.series_id[start : start + rows]
+        chunk["ts"] = kept.ts[start : start + rows]
+        chunk["value"] = kept.value[start : start + rows]
+        yield chunk
 
 
 def event_chunks(connection, org_id: int, window: Window, *, rows: int) -> Iterator[list[dict]]:

@@ -200,12 +200,13 @@ def stored_rows(table):
 
 
 def raw_samples():
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT series_id, ts, value FROM timeline_sample")
-        out = {}
-        for sid, ts, value in cursor.fetchall():
-            out.setdefault(sid, {})[ts] = value
-        return out
+    """Every stored sample of the reference day and those around it, read through the store (rows,
+    and blocks where the engine keeps them)."""
+    ids = list(Series.unscoped.values_list("pk", flat=True))
+    found = get_store().select_sample_arrays(
+        Scope.system(), ids, ReadHints(start=T0 - DAY_US, end=T0 + 2 * DAY_US)
+    )
+    return {sid: dict(zip(ts.tolist(), values.tolist(), strict=True)) for sid, (ts, values) in found.items()}
 
 
 def assert_rows_match_raw():
