@@ -44,7 +44,9 @@ of that failure — the rank that logs a peer's timeout — and does not count f
 A family's score at a bucket is the largest layer score of its series divided by ``threshold``; it
 *fires* at 1. :func:`fuse` declares a detection on an entity when at least ``k_of_n`` families fired
 within ``fusion_s`` (event families counting as one: the logs of one incident repeat each other), or
-one family stayed at ``strong`` or more for ``persist`` buckets, or one series' ``drift`` layer
+one family stayed at ``strong`` or more for ``persist`` buckets (its ``peer+self`` layers read there in
+units of their group's own limit, as the drift layer's: the level the group's members hold ``persist``
+buckets ``fp_per_day`` times a day, never below ``threshold``), or one series' ``drift`` layer
 stayed at ``strong`` times its limit for ``persist`` buckets (alone: no second family needed, the
 confidence says it stands alone); after a detection the entity is quiet
 for ``cooldown_s``, and a series counts again only once it starts firing anew (a gauge that stays

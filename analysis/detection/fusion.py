@@ -38,7 +38,8 @@ def fuse(
 
     A detection needs ``k_of_n`` families firing within ``fusion_s`` (event families counting as one
     with ``events_as_one``: logs of one incident repeat each other), or one family at ``strong`` or more
-    for ``persist`` buckets. After a detection the entity is quiet for ``cooldown_s``, and afterwards a
+    for ``persist`` buckets (:func:`one_family_scores`: its ``peer+self`` layers in units of their
+    group's own limit). After a detection the entity is quiet for ``cooldown_s``, and afterwards a
     series counts again only once it has *started* firing anew after the cooldown: one deviation that
     goes on (a gauge that stays raised until the node is repaired), or what follows it within the
     cooldown, is one detection, not one per cooldown."""
@@ -52,6 +53,9 @@ def fuse(
     moved = np.zeros(scores.shape, dtype=bool)  # a series moved away (not a gap, not an event)
     drifted = np.zeros(scores.shape, dtype=bool)  # a series' drift layer held ``persist`` buckets
     drift_starts = []
+    alone_scores = one_family_scores(scores, names, firings, config)
+    # ``strong`` layers are the one-family rule's view of ``peer+self``: not votes, not firings shown
+    firings = {f: [x for x in items if x[2] != "strong"] for f, items in firings.items()}
     for index, family in enumerate(names):
         per_series: dict[str, np.ndarray] = {}
         held = []
@@ -88,7 +92,7 @@ def fuse(
         recent = np.asarray([(s[:, lo : t + 1] > last).any() for s in starts])
         strong = np.zeros(len(names), dtype=bool)
         if t + 1 >= config.persist:
-            held = (scores[:, t + 1 - config.persist : t + 1] >= config.strong).all(axis=1)
+            held = (alone_scores[:, t + 1 - config.persist : t + 1] >= config.strong).all(axis=1)
             strong = held & np.asarray([(s[:, t + 1 - config.persist : t + 1] > last).any() for s in starts])
         count = int(recent[~is_event].sum()) + int(recent[is_event].any())
         # corroboration is a confidence, not a precondition: one series that moved away is enough
@@ -110,6 +114,26 @@ def fuse(
             # what starts firing during the cooldown belongs to this detection's incident too
             quiet_until = t + cooldown
             last = quiet_until - 1
+    return out
+
+
+def one_family_scores(
+    scores: np.ndarray, names: list[str], firings: dict[str, list[tuple[np.ndarray, str, str]]], config
+) -> np.ndarray:
+    """``scores[family, bucket]`` as the one-family rule of :func:`fuse` reads them: where a family
+    has ``strong`` layers (its ``peer+self`` layers in units of their group's limit,
+    :func:`score_group`), those stand for its ``peer+self`` layers."""
+    out = scores.copy()
+    for index, family in enumerate(names):
+        items = firings.get(family, [])
+        if not any(layer == "strong" for _raw, _series, layer in items):
+            continue
+        rows = [
+            np.nan_to_num(scaled_scores(raw, layer, config), nan=0.0)
+            for raw, _series, layer in items
+            if layer not in ("drift", "peer+self")
+        ]
+        out[index] = np.vstack(rows).max(axis=0)
     return out
 
 
@@ -161,14 +185,20 @@ def scaled_scores(scores: np.ndarray, layer: str, config: DetectionConfig) -> np
         return scores
     if layer == "cusum":
         return scores / config.cusum_limit
+    # ``strong`` is ``peer+self`` in units of its group's limit times ``threshold`` (:func:`score_group`)
     return scores / config.threshold
 
 
 def score_group(members, rows, means, counts, first, config, layers, transitions=None, groups=1) -> None:
     """The layers of one group of peers (one metric and other labels, one row per entity);
     ``transitions``: per entity the buckets where a job of its own started or ended; ``groups``: how
-    many groups share the drift layer's false-detection budget."""
-    both = deviation(means[rows], config)
+    many groups share the false-detection budget of the drift layer and of the one-family rule (the
+    ``strong`` layer: ``peer+self`` in units of the group's :func:`drift_limit`)."""
+    both, spread = deviation_parts(means[rows], config)
+    # the one-family rule of :func:`fuse` reads ``peer+self`` in units of the group's own limit: from
+    # the tail of its change before the masks, as the masked layer is 0 in most buckets of any group
+    limit = drift_limit(spread, config, groups=groups, tail=(0.99, 0.999), from_zero=False)
+    calibrated = both * (config.threshold / limit)
     present = np.mean(counts[rows] > 0, axis=0)
     moved = None
     if config.drift:
@@ -178,6 +208,7 @@ def score_group(members, rows, means, counts, first, config, layers, transitions
         member = members[i]
         family = layers[member.entity][member.family]
         family.append((both[j], member.name, "peer+self"))
+        family.append((calibrated[j], member.name, "strong"))
         capped = np.minimum(both[j], config.threshold)
         drift = cusum_scores(capped, slack=config.cusum_slack * config.threshold, limit=config.cusum_limit)
         family.append((drift, member.name, "cusum"))
@@ -229,13 +260,23 @@ def regime_layer(
     return score * (threshold / drift_limit(score, config, groups=groups))
 
 
-def drift_limit(score: np.ndarray, config: DetectionConfig, *, groups: int = 1) -> float:
-    """The drift level the group's members may hold for ``persist`` buckets at most ``fp_per_day``
+def drift_limit(
+    score: np.ndarray,
+    config: DetectionConfig,
+    *,
+    groups: int = 1,
+    tail: tuple[float, float] = (0.9, 0.99),
+    from_zero: bool = True,
+) -> float:
+    """The level of a layer (``drift``, or ``peer+self`` for the one-family rule of :func:`fuse`)
+    the group's members may hold for ``persist`` buckets at most ``fp_per_day``
     times a day between them and the other ``groups - 1`` groups, never below ``threshold``: the
     level held (the least of ``persist`` buckets in a row) over the window read, its tail
     extrapolated as exponential from its 90th and 99th percentiles to the share of buckets that
     budget allows (a shallow decade, not the deepest: the deepest buckets of a window are the
-    anomalies it holds, a few in a hundred at most)."""
+    anomalies it holds, a few in a hundred at most). ``tail``: the two percentiles; without
+    ``from_zero``, a group at 0 at the lower one has no ordinary tail to extrapolate and its limit is
+    ``threshold`` (the ``peer+self`` change, 0 in most buckets of a gauge that only moves on failure)."""
     held = score.copy()
     for lag in range(1, config.persist):
         held[:, lag:] = np.minimum(held[:, lag:], score[:, :-lag])  # NaN breaks the hold
@@ -244,13 +285,23 @@ def drift_limit(score: np.ndarray, config: DetectionConfig, *, groups: int = 1) 
     if finite.size < 1000:
         return config.threshold
     share = config.fp_per_day * config.step_s / 86_400 / max(1, score.shape[0] * groups)
-    q90, q99 = np.quantile(finite, [0.9, 0.99])
-    decades = max(0.0, np.log10(1e-2 / share))
-    return max(config.threshold, float(q99 + (q99 - q90) * decades))
+    low, high = np.quantile(finite, tail)
+    if low <= 0 and not from_zero:
+        return config.threshold
+    decades = max(0.0, np.log10((1 - tail[1]) / share))
+    return max(config.threshold, float(high + (high - low) * decades))
 
 
 def deviation(matrix: np.ndarray, config: DetectionConfig) -> np.ndarray:
-    """``matrix[entity, bucket]`` of one group of peers → the ``peer+self`` layer, in robust units.
+    """``matrix[entity, bucket]`` of a group of peers → the ``peer+self`` layer (:func:`deviation_parts`)."""
+    return deviation_parts(matrix, config)[0]
+
+
+def deviation_parts(matrix: np.ndarray, config: DetectionConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``matrix[entity, bucket]`` of one group of peers → ``(layer, spread)``: the ``peer+self`` layer,
+    in robust units, and the same change before any mask (the smaller of the change of the distance
+    to the peers and of the own value, kept where it lasts): the group's ordinary spread of it, whose
+    tail sets the one-family rule's limit (:func:`score_group`).
 
     An entity counts as deviating where it moved away from its peers *and* from its own recent past:
     a spare left behind when the fleet changes phase has not moved from its own past, and a fleet-wide
@@ -264,8 +315,9 @@ def deviation(matrix: np.ndarray, config: DetectionConfig) -> np.ndarray:
         residual = matrix - np.nanmedian(matrix, axis=0)
         floor = group_scale(residual)
         peer = rolling_change(residual, window=window, floor=floor)
-        peer[np.abs(residual) < config.threshold * floor] = np.nan
         peer[:, np.sum(~np.isnan(matrix), axis=0) < config.min_peers] = np.nan
+        unmasked = peer.copy()
+        peer[np.abs(residual) < config.threshold * floor] = np.nan
         own = rolling_change(
             matrix,
             window=window,
@@ -277,5 +329,6 @@ def deviation(matrix: np.ndarray, config: DetectionConfig) -> np.ndarray:
     shared = shared_onsets(
         own, threshold=config.threshold, min_entities=config.cohort_min, spread=config.cohort_buckets
     )
+    spread = persistent(np.minimum(unmasked, np.abs(own)), config.persist_buckets)
     own = np.where(fleet_wide[None, :] | shared, np.nan, np.abs(own))
-    return persistent(np.fmax(np.minimum(peer, own), 0), config.persist_buckets)
+    return persistent(np.fmax(np.minimum(peer, own), 0), config.persist_buckets), spread

@@ -205,7 +205,11 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
             family_scores = {
                 family: np.nanmax(
                     np.vstack(
-                        [scaled_scores(s, layer, config) for s, _n, layer in items if layer != "drift"]
+                        [
+                            scaled_scores(s, layer, config)
+                            for s, _n, layer in items
+                            if layer not in ("drift", "strong")
+                        ]
                     ),
                     axis=0,
                 )
