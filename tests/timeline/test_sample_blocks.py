@@ -6,17 +6,13 @@ again with other values, a time-windowed grant, clock corrections, one organisat
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from orgs.access import Scope
-from orgs.services import grant_create
 from store import ReadHints, get_store
-from store.hints import ClockModel, Correction
 from store.memory import MemoryStore
 from store.sample_blocks import BLOCK_TABLE
 from tests.factories import DAY, HOUR, MINUTE, T0, S, node_gauge, own_scope, write
@@ -25,9 +21,9 @@ from tests.timeline.test_store_equivalence import (
     SPAN,
     assert_same_buckets,
     assert_same_fleet,
-    hints_to_compare,
     random_batches,
     random_blocks,
+    viewers_and_reads,
 )
 from timeline.models import Series
 
@@ -153,22 +149,7 @@ def test_every_read_over_blocks_and_head_rows_answers_as_the_reference(seed, org
         if index in compact_after:
             compared.compact_settled_samples()
     assert block_rows() and sample_partitions()  # blocks, and late rows beside them
-    grant_create(
-        owner=org_a,
-        grantee=org_b,
-        name="an hour and a half",
-        signals=["storage"],
-        data_from=datetime.fromtimestamp((T0 + 20 * MINUTE + 7 * S) / S, tz=UTC),
-        data_to=datetime.fromtimestamp((T0 + 110 * MINUTE) / S, tz=UTC),
-    )
-    ids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
-    viewers = {"owner": own_scope(org_a), "grantee": Scope.dangerously_as_org(org_b.pk, "test")}
-    clocks = {
-        "no correction": ClockModel(),
-        "constant shift": ClockModel((Correction(1, org_a.pk, None, None, -45 * S, 0, T0, None, None),)),
-        "drift": ClockModel((Correction(2, org_a.pk, None, None, 2 * S, 500_000, T0, None, None),)),
-    }
-    reads = hints_to_compare(rng, clocks)
+    ids, viewers, clocks, reads = viewers_and_reads(rng, org_a, org_b)
     cut = T0 + 47 * MINUTE + 3 * S
     for step in ("refreshed", "retention"):
         if step == "refreshed":

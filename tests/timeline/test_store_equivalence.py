@@ -114,6 +114,30 @@ def hints_to_compare(rng: np.random.Generator, clocks: dict[str, ClockModel]) ->
     return out
 
 
+def viewers_and_reads(
+    rng: np.random.Generator, org_a, org_b
+) -> tuple[list[int], dict, dict, list[tuple[str, ReadHints]]]:
+    """After A's writes: A's series ids, the viewers to compare (A, and B through a grant of an hour
+    and a half cut inside minutes), the clocks (no, a constant and a drifting correction) and random
+    reads under each."""
+    grant_create(
+        owner=org_a,
+        grantee=org_b,
+        name="an hour and a half",
+        signals=["storage"],
+        data_from=datetime.fromtimestamp((T0 + 20 * MINUTE + 7 * S) / S, tz=UTC),
+        data_to=datetime.fromtimestamp((T0 + 110 * MINUTE) / S, tz=UTC),
+    )
+    ids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
+    viewers = {"owner": own_scope(org_a), "grantee": Scope.dangerously_as_org(org_b.pk, "test")}
+    clocks = {
+        "no correction": ClockModel(),
+        "constant shift": ClockModel((Correction(1, org_a.pk, None, None, -45 * S, 0, T0, None, None),)),
+        "drift": ClockModel((Correction(2, org_a.pk, None, None, 2 * S, 500_000, T0, None, None),)),
+    }
+    return ids, viewers, clocks, hints_to_compare(rng, clocks)
+
+
 def assert_same_buckets(reference, other, where: str) -> None:
     for column in ("series_id", "bucket", "count"):
         assert reference[column].tolist() == other[column].tolist(), f"{column} differs: {where}"
@@ -146,22 +170,7 @@ def test_the_store_answers_every_read_as_the_in_memory_reference_does(seed, org_
             stored = compared.write_batch(org_id=org_a.pk, batch=batch).samples_stored
         with transaction.atomic():
             assert reference.write_batch(org_id=org_a.pk, batch=batch).samples_stored == stored
-    grant_create(
-        owner=org_a,
-        grantee=org_b,
-        name="an hour and a half",
-        signals=["storage"],
-        data_from=datetime.fromtimestamp((T0 + 20 * MINUTE + 7 * S) / S, tz=UTC),
-        data_to=datetime.fromtimestamp((T0 + 110 * MINUTE) / S, tz=UTC),
-    )
-    ids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
-    viewers = {"owner": own_scope(org_a), "grantee": Scope.dangerously_as_org(org_b.pk, "test")}
-    clocks = {
-        "no correction": ClockModel(),
-        "constant shift": ClockModel((Correction(1, org_a.pk, None, None, -45 * S, 0, T0, None, None),)),
-        "drift": ClockModel((Correction(2, org_a.pk, None, None, 2 * S, 500_000, T0, None, None),)),
-    }
-    reads = hints_to_compare(rng, clocks)
+    ids, viewers, clocks, reads = viewers_and_reads(rng, org_a, org_b)
     for refreshed in (False, True):
         if refreshed:
             compared.refresh_stale_rollups()
