@@ -8,17 +8,12 @@ import pytest
 from django.conf import settings
 
 from tests.processes import pytest_in_subprocess
+from tests.timeline.test_store_on_sqlite import ENGINE_SENSITIVE_TESTS
 
+# the suites whose SQL differs by engine, and the reads that merge blocks in numpy
 ON_BLOCKS_TESTS = [
-    "tests/timeline/test_store_contract.py",
-    "tests/timeline/test_read_api.py",
-    "tests/ingest/test_push_api.py",
-    "tests/timeline/test_alignment_store.py",
-    "tests/timeline/test_alignment_api.py",
-    "tests/timeline/test_rollups.py",
-    "tests/timeline/test_store_equivalence.py",
+    *ENGINE_SENSITIVE_TESTS,
     "tests/timeline/test_store_sample_arrays.py",
-    "tests/timeline/test_spans_lane_arrays.py",
     "tests/timeline/test_value_buckets.py",
 ]
 
