@@ -315,6 +315,9 @@ JOINTLINE_ANALYSES_FILE = env_str("JOINTLINE_ANALYSES_FILE", "")
 JOINTLINE_DETECTOR_FP_PER_DAY = env_float("JOINTLINE_DETECTOR_FP_PER_DAY", 0.2, minimum=0.001)
 # A deployment's topology rules replacing sections of analysis/topology_rules.json.
 JOINTLINE_TOPOLOGY_RULES_FILE = env_str("JOINTLINE_TOPOLOGY_RULES_FILE", "")
+# A deployment's metric kinds (which way is worse for a health metric) replacing sections of
+# analysis/metric_kinds.json.
+JOINTLINE_METRIC_KINDS_FILE = env_str("JOINTLINE_METRIC_KINDS_FILE", "")
 JOINTLINE_IMPORT_MAX_BYTES = env_int("JOINTLINE_IMPORT_MAX_BYTES", 64 * 2**20, minimum=1024)
 # How many distinct UTC days one push may span, and how far into the past it may reach (the push
 # APIs refuse more; imports and the scenario loader are not bound by them).

@@ -19,6 +19,7 @@ import numpy as np
 from analysis.changes.entries import Entry, least_change, safe_spec
 from analysis.changes.periods import Grid
 from analysis.changes.reads import READ_CHUNK, fleet_median, read_both_periods, read_buckets
+from analysis.polarity import health_score, metric_polarity
 from analysis.scoring import Change, compare, compare_rows
 from orgs.access import LEVEL_AGGREGATE, Scope, is_known_entity_label
 from store.reads import run_reads
@@ -172,15 +173,19 @@ def _baseline_rows(rows: SeriesRows, kind: str) -> np.ndarray:
 def _group_entry(rows: SeriesRows, indexes: list[int], changes: list[Change | None]) -> Entry:
     """The entry of one group; its lane and examples are filled in by :func:`present_entry` if it is shown.
     A group of several changed members is explained on their per-bucket median against the baseline
-    most of them kept."""
-    scores = np.array([changes[i].score for i in indexes])
+    most of them kept. A health metric's changes are scored by which way they went
+    (:func:`analysis.polarity.health_score`)."""
+    first = rows.members[indexes[0]].series
+    polarity = metric_polarity(first.metric, first.unit)
+    score_of = {i: health_score(changes[i], polarity) for i in indexes}
+    scores = np.array([score_of[i] for i in indexes])
     best = float(scores.max())
     changed = [i for i, score in zip(indexes, scores, strict=True) if score >= CHANGED_SHARE * best]
-    changed.sort(key=lambda i: -changes[i].score)
+    changed.sort(key=lambda i: -score_of[i])
     head = rows.members[changed[0]]
     s = head.series
     capacity = rows.capacity_metric[changed[0]]
-    changed_scores = np.array([changes[i].score for i in changed])
+    changed_scores = np.array([score_of[i] for i in changed])
     breadth = len(changed) / len(indexes)
     typical = float(np.median(changed_scores))
     before = fleet_median(rows.before[changed])
@@ -201,7 +206,7 @@ def _group_entry(rows: SeriesRows, indexes: list[int], changes: list[Change | No
         change = changes[changed[0]] if change is None else replace(change, baseline=kind)
         # members moving together: their per-bucket median, where the members' own noise averages
         # out, is as much evidence as a typical member
-        typical = max(typical, change.score)
+        typical = max(typical, health_score(change, polarity))
     score = typical * (0.85 + 0.15 * breadth) if len(indexes) > 1 else best
     return Entry(
         kind="series" if len(indexes) == 1 else "group",
@@ -303,7 +308,7 @@ def fleet_entries(
                 title=metric,
                 unit=s.unit,
                 change=change,
-                score=change.score,
+                score=health_score(change, metric_polarity(metric, s.unit)),
                 lane=safe_spec(spec),
                 members=len(fleet[key]),
                 changed=len(fleet[key]),
