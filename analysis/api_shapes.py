@@ -174,6 +174,7 @@ class BaselineShape(serializers.Serializer):
 
 class MethodShape(serializers.Serializer):
     score = serializers.CharField()
+    health = serializers.CharField(help_text="how a metric with a worse direction is scored instead")
     effect = serializers.CharField()
     probability = serializers.CharField()
     baselines = serializers.CharField()

@@ -11,7 +11,8 @@ import math
 
 from analysis.changes import Baseline, Entry, Period, Ranking
 from analysis.onsets import Onset
-from analysis.scoring import KS_WEIGHT, SURPRISE_FULL, TAIL_DF, Change, Summary
+from analysis.polarity import FULL_EVIDENCE, FULL_SCORE, HEALTHY_SHARE
+from analysis.scoring import KS_WEIGHT, STEADY_WEIGHT, SURPRISE_FULL, TAIL_DF, Change, Summary
 from analysis.selection import StretchStats
 from core.timeparse import format_rfc3339
 from timeline.api_shapes import window_bounds
@@ -108,8 +109,13 @@ def baseline_json(baseline: Baseline) -> dict:
 def method_json(ranking: Ranking) -> dict:
     """How the ranking scored: what a reader needs to weigh its numbers (the same for every entry)."""
     return {
-        "score": f"min(1, -log10(probability) / {SURPRISE_FULL:g}) + {KS_WEIGHT:g} x KS"
-        " + |saturation change|",
+        "score": f"min(1, -log10(probability) / {SURPRISE_FULL:g}) + {STEADY_WEIGHT:g} x min(1, log10(1 +"
+        f" steadiness) / 3) + {KS_WEIGHT:g} x KS + |saturation change|, steadiness the median shift over the"
+        " larger of the baseline's spread and the window's MAD",
+        "health": "a metric whose name or unit says which way is worse (latency, availability, errors):"
+        f" (min(1, -log10(probability) / {SURPRISE_FULL:g}) + {KS_WEIGHT:g} x KS)"
+        f" x {FULL_SCORE / FULL_EVIDENCE:.2f} + |saturation change| when it moved the worse way,"
+        f" {HEALTHY_SHARE:g} of that the other way",
         "effect": "max(|median shift|, the tails' move beyond the baseline's p5/p95 and half beyond its "
         "min/max) over the baseline's own robust spread (1.4826 MAD; Poisson at least for counts)",
         "probability": f"two-sided tail probability of the effect under a Student t with {TAIL_DF} degrees "

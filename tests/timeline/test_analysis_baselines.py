@@ -169,7 +169,9 @@ def test_a_default_baseline_with_data_is_the_stretch_just_before(client_b, org_b
 def test_every_entry_carries_its_evidence_and_the_answer_its_method(client_b, org_b):
     _from_t0(org_b)
     body = client_b.get(f"{URL}?from={T0 + HOUR}&to={T0 + 2 * HOUR}").json()
-    assert {"score", "effect", "probability", "baselines", "novelty", "step_ms"} <= set(body["method"])
+    assert {"score", "health", "effect", "probability", "baselines", "novelty", "step_ms"} <= set(
+        body["method"]
+    )
     top = body["entries"][0]
     evidence = top["evidence"]
     assert evidence["baseline"] == "before" and evidence["effect"] >= evidence["level_shift"] > 3
