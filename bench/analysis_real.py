@@ -81,8 +81,11 @@ class Tally:
     floor1: int = 0
     floor3: int = 0
     lines: list[str] = field(default_factory=list)
+    parts: dict[str, Tally] = field(default_factory=dict)  # the same counts per scenario, when kept
 
-    def add(self, rank: int | None, floor_rank: int | None) -> None:
+    def add(self, rank: int | None, floor_rank: int | None, part: str = "") -> None:
+        if part:
+            self.parts.setdefault(part, Tally()).add(rank, floor_rank)
         self.cases += 1
         self.top1 += rank == 1
         self.top3 += rank is not None and rank <= 3
@@ -94,6 +97,9 @@ class Tally:
         return (
             f"top1 {self.top1}/{n} top3 {self.top3}/{n} (floor top1 {self.floor1}/{n} top3 {self.floor3}/{n})"
         )
+
+    def split(self) -> str:
+        return "; ".join(f"{part} {tally.text()}" for part, tally in sorted(self.parts.items()))
 
 
 # --------------------------------------------------------------------------- the naive floor
@@ -384,7 +390,7 @@ def rank_petshop(files: list[PetshopFile], viewers: dict) -> Tally:
                 score = floor_score(f.times, f.values[:, j], start, end, baseline)
                 scores[component] = max(scores.get(component, 0.0), score)
         naive = floor_rank(scores, {cause})
-        tally.add(rank, naive)
+        tally.add(rank, naive, issue.scenario)
         kinds = "+".join(b.kind for b in ranking.baselines)
         top = order[:3]
         line = f"  petshop {issue.scenario}/{issue.path.parent.name}: rank {rank} (floor {naive}) vs {kinds}"
@@ -445,7 +451,9 @@ def main() -> None:
     without_graph = rank_petshop(petshop, petshop_viewers)
     edges = push_call_graphs(petshop_folder, petshop_viewers)
     print(f"petshop without the call graph: {without_graph.text()}; {edges} call-graph edges pushed")
+    print(f"petshop without the call graph by scenario: {without_graph.split()}")
     petshop_tally = rank_petshop(petshop, petshop_viewers) if edges else without_graph
+    print(f"petshop by scenario: {petshop_tally.split()}")
     detection = "nab detection not measured" if args.only else detection_text(nab_folder, smoke=args.smoke)
     print(f"analysis-real: {detection} | nab ranking {nab_tally.text()} | petshop {petshop_tally.text()}")
 
