@@ -160,7 +160,9 @@ class PostgresBlockRollups:
         spans = self.compacted_spans(a, b)
         if not spans:
             return found
-        computed = self.fine_rows_of(ids, spans, width)
+        computed = value_rows(
+            *self._rollup_samples([(int(sid), a, b) for sid in ids for a, b in spans]), width
+        )
         names = ("bucket", "n", "total", "vmin", "vmax")
         kinds = (">i8", ">i8", ">f8", ">f8", ">f8")
         counts = [len(row[3]) // 8 if row[3] is not None else 0 for row in found]
@@ -261,6 +263,37 @@ class PostgresBlockRollups:
             )
             stored = int(cursor.fetchone()[0])
         return stored + len(self.fine_rows_of(ids, spans, width))
+
+
+VALUE_ROW = np.dtype(
+    [(name, rollups.ROW[name]) for name in ("series_id", "bucket", "n", "total", "vmin", "vmax")]
+)
+
+
+def value_rows(series_id: np.ndarray, ts: np.ndarray, value: np.ndarray, width: int) -> np.ndarray:
+    """The value columns of :func:`rollups.combine`'s rows of width ``width`` (1 or 5 min) of samples
+    sorted by series and time, reduced as it reduces them (minute rows from the samples, five-minute
+    rows from those), so bit for bit the same; without the rate columns a value read does not need."""
+    rows = _reduced(series_id, ts, np.ones(len(ts), np.int64), value, value, value, rollups.MINUTE_US)
+    if width == rollups.MINUTE_US:
+        return rows
+    return _reduced(
+        rows["series_id"], rows["bucket"], rows["n"], rows["total"], rows["vmin"], rows["vmax"], width
+    )
+
+
+def _reduced(series_id, at, n, total, vmin, vmax, width: int) -> np.ndarray:
+    if not len(at):
+        return np.empty(0, dtype=VALUE_ROW)
+    bucket = at - at % width
+    starts = np.flatnonzero(np.r_[True, (series_id[1:] != series_id[:-1]) | (bucket[1:] != bucket[:-1])])
+    out = np.empty(len(starts), dtype=VALUE_ROW)
+    out["series_id"], out["bucket"] = series_id[starts], bucket[starts]
+    out["n"] = np.add.reduceat(n, starts)
+    out["total"] = np.add.reduceat(total, starts)
+    out["vmin"] = np.fmin.reduceat(vmin, starts)  # as combine: a NaN only where all are
+    out["vmax"] = np.maximum.reduceat(vmax, starts)
+    return out
 
 
 def _series_times(samples: SampleArrays):
