@@ -27,7 +27,7 @@ from django.db import transaction
 
 from store import rollups
 from store.batches import DAY_US, SampleArrays
-from store.sample_blocks import COMPACTION_TABLE
+from store.sample_blocks import BLOCK_TABLE, COMPACTION_TABLE
 
 FINE_LEVELS = {rollups.MINUTE_US: "timeline_rollup_1m", rollups.FIVE_MINUTES_US: "timeline_rollup_5m"}
 """The rollup levels whose rows compacted days do not keep (width → table)."""
@@ -138,6 +138,31 @@ class PostgresBlockRollups:
             ranges = rollups.touched_ranges(_series_times(samples), rollups.MINUTE_US)
             self.refresh_rollups(ranges=ranges)
             return len(ranges)
+
+    # -- retention ------------------------------------------------------------------------
+    def drop_partitions_before(self, day: int, *, lock_timeout_s: float | None = None) -> list[str]:
+        """The samples of days before ``day`` go (partitions and blocks), but rollup rows outlive them
+        (their own retention): the fine rows of those compacted days are written back from their
+        samples first, a day at a time, and the days are no longer compacted."""
+        self._keep_fine_rollups_before(day)
+        return super().drop_partitions_before(day, lock_timeout_s=lock_timeout_s)
+
+    def _keep_fine_rollups_before(self, day: int) -> None:
+        kept_from = rollups.first_kept(self.rollups_kept_from(), rollups.MINUTE_US, 0)
+        days = self.compacted_days(max(kept_from, 0), day * DAY_US)
+        refresh = super()._write_rollup_rows  # past this module's rule: the day stops being compacted
+        for compacted in days.tolist():
+            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+                self._begin_refresh()
+                cursor.execute(f"SELECT DISTINCT series_id FROM {BLOCK_TABLE} WHERE day = %s", [compacted])
+                ids = [row[0] for row in cursor.fetchall()]
+                span = [(compacted * DAY_US, (compacted + 1) * DAY_US)]
+                minutes = self.fine_rows_of(ids, span, rollups.MINUTE_US)
+                for width, table in FINE_LEVELS.items():
+                    rows = minutes if width == rollups.MINUTE_US else rollups.combine_rows(minutes, width)
+                    cursor.execute(f"DELETE FROM {table} WHERE bucket >= %s AND bucket < %s", list(span[0]))
+                    refresh(table, rows, stored=np.zeros(len(rows), dtype=bool))
+                cursor.execute(f"DELETE FROM {COMPACTION_TABLE} WHERE day = %s", [compacted])
 
     # -- reads ---------------------------------------------------------------------------
     def fine_rows_of(self, ids, spans: list[tuple[int, int]], width: int) -> np.ndarray:

@@ -261,3 +261,34 @@ def test_a_block_derived_bucket_holds_exactly_its_samples(org_a):
         [64.0, 69.0, 74.0],
         [62.0, 67.0, 72.0],
     ]
+
+
+def fine_rows() -> dict[str, list[tuple]]:
+    with connection.cursor() as cursor:
+        out = {}
+        for table in FINE_LEVELS.values():
+            cursor.execute(store_sql("SELECT * FROM {} ORDER BY series_id, bucket", table))
+            out[table] = [tuple(map(repr, row)) for row in cursor.fetchall()]  # NaN equal to NaN
+        return out
+
+
+def test_retention_of_compacted_days_keeps_their_fine_rollups_as_rows(org_a, org_b):
+    """Rollups outlive the samples (their own retention): dropping the samples of compacted days writes
+    their 1 and 5 min rows back, the same rows the refresh had written, and reads at those levels
+    answer as before."""
+    store = get_store()
+    write(org_a, series=random_series(np.random.default_rng(51), 4, nan=True))
+    store.refresh_stale_rollups()
+    ids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
+    scopes = {"owner": own_scope(org_a)}
+    reads = [hints for hints in fine_reads(org_a) if hints.fn == "value" and not hints.clock.corrections]
+    before, rows = every_read(store, scopes, ids, reads)[0], fine_rows()
+    store.compact_settled_samples(before_day=COMPACTED_DAY + 2)
+    assert fine_row_days() == {table: [] for table in FINE_LEVELS.values()}
+    store.drop_partitions_before(COMPACTED_DAY + 1)
+    assert fine_rows() == {
+        table: [row for row in found if int(row[1]) < T0 + DAY] for table, found in rows.items()
+    }
+    compacted_day_reads = [i for i, hints in enumerate(reads) if hints.end <= T0 + DAY]
+    after = every_read(store, scopes, ids, reads)[0]
+    assert compacted_day_reads and all(after["owner", i] == before["owner", i] for i in compacted_day_reads)
