@@ -313,6 +313,10 @@ def _reduced(series_id, at, n, total, vmin, vmax, width: int) -> np.ndarray:
     bucket = at - at % width
     starts = np.flatnonzero(np.r_[True, (series_id[1:] != series_id[:-1]) | (bucket[1:] != bucket[:-1])])
     out = np.empty(len(starts), dtype=VALUE_ROW)
+    if len(starts) == len(at):  # one input a bucket (a scrape a minute or slower): each is its row
+        out["series_id"], out["bucket"], out["n"] = series_id, bucket, n
+        out["total"], out["vmin"], out["vmax"] = total, vmin, vmax
+        return out
     out["series_id"], out["bucket"] = series_id[starts], bucket[starts]
     out["n"] = np.add.reduceat(n, starts)
     out["total"] = np.add.reduceat(total, starts)
