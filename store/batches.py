@@ -199,7 +199,14 @@ class SampleArrays(NamedTuple):
     value: np.ndarray
 
     def sorted(self) -> SampleArrays:
-        """The same samples ordered by series and time."""
+        """The same samples ordered by series and time (themselves where they are: a stable sort would
+        not move them)."""
+        series, ts = self.series_id, self.ts
+        if (
+            len(ts) < 2
+            or ((series[1:] > series[:-1]) | ((series[1:] == series[:-1]) & (ts[1:] >= ts[:-1]))).all()
+        ):
+            return self
         order = np.lexsort((self.ts, self.series_id))
         return SampleArrays(self.series_id[order], self.ts[order], self.value[order])
 

@@ -65,6 +65,7 @@ class PostgresBucketReads:
             found = self._value_columns(bulk, ids, lo, hi, rolled)
         spans = [(lo, hi)] if rolled is None else [(lo, rolled[2]), (rolled[3], hi)]
         found = self._value_columns_with_blocks(found, [(sid, a, b) for sid in ids for a, b in spans])
+        found = self._rolled_with_compacted(found, ids, rolled)
         return reduce_rows(found, origin=origin, step=hints.step, width=rolled[1] if rolled else 0)
 
     @staticmethod

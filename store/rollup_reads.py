@@ -37,13 +37,15 @@ def combine_sql(
     greatest: str,
     rolled_until: int | None = None,
     relation: Callable[[Sequence[int], Sequence[tuple[int, int]]], tuple[str, list]] | None = None,
+    rolled: tuple[str, list] | None = None,
 ) -> tuple[str, list] | None:
     """The bucket query of :meth:`StoreBackend._bucket_query` (same columns, same values) over the rollup
     rows of ``read.table`` inside ``[a, b)`` (``[lo, hi)`` rounded inwards to whole buckets, and ``b`` at
     most ``rolled_until``, where rollups wait for a refresh) and the raw samples outside it, each raw
     sample as a one-sample row. None when no whole bucket fits. ``relation(ids, spans)``: where the
     raw samples of the stored-time spans are read from, and its parameters (default
-    ``timeline_sample``)."""
+    ``timeline_sample``). ``rolled``: where the rollup rows are read from, and its parameters (default
+    ``read.table``)."""
     table, width, ids, origin, step, lo, hi, lookback, rate, ordered = read
     a, b = ceil_to(lo, width), floor_to(hi, width)
     if rolled_until is not None:
@@ -53,19 +55,20 @@ def combine_sql(
     placeholders = ",".join(["%s"] * len(ids))
     raw_lo = lo - lookback
     stored, stored_params = relation(ids, [(raw_lo, a), (b, hi)]) if relation else ("timeline_sample", [])
+    table, table_params = rolled if rolled is not None else (table, [])
     # A row stands at the middle of its bucket: a constant shift of less than half a bucket then leaves
     # it in the step bucket its unshifted start is in, whichever the shift's sign (at its start, a
     # negative shift would move the whole row into the step bucket before).
     rows = f"""rows AS (
         SELECT series_id, bucket + %s AS bucket, first_ts, first_value, last_ts, last_value, n, total,
                vmin, vmax, increase, deltas, rate_min, rate_max
-        FROM {table} WHERE series_id IN ({placeholders}) AND bucket >= %s AND bucket < %s
+        FROM {table} AS rolled WHERE series_id IN ({placeholders}) AND bucket >= %s AND bucket < %s
         UNION ALL
         SELECT series_id, ts, ts, value, ts, value, 1, value, value, value, 0.0, 0,
                CAST(NULL AS DOUBLE PRECISION), CAST(NULL AS DOUBLE PRECISION)
         FROM {stored} AS stored WHERE series_id IN ({placeholders})
           AND ((ts >= %s AND ts < %s) OR (ts >= %s AND ts < %s)))"""
-    params: list = [width // 2, *ids, a, b, *stored_params, *ids, raw_lo, a, b, hi]
+    params: list = [width // 2, *table_params, *ids, a, b, *stored_params, *ids, raw_lo, a, b, hi]
     order = " ORDER BY series_id, bucket" if ordered else ""
     if not rate:
         sql = f"""WITH {rows}

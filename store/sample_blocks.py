@@ -129,6 +129,8 @@ class PostgresSampleBlocks:
     connection: BaseDatabaseWrapper
     note_samples_deleted: Callable[[], None]
     lock_sample_partitions: Callable[[Sequence[int]], None]
+    _begin_refresh: Callable[[], None]
+    _drop_fine_rollups: Callable[..., None]
 
     def create_block_schema(self) -> None:
         with self.connection.cursor() as cursor:
@@ -184,6 +186,9 @@ class PostgresSampleBlocks:
             )
             if cursor.fetchone() is None or not self._partition_exists(cursor, name):
                 return None, 0
+            # the refresh lock before the partition's, as a refresh takes them: no refresh derives
+            # coarser rows from the fine rows this deletes (store/block_rollups.py)
+            self._begin_refresh()
             cursor.execute(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE")
             cursor.execute(f"SELECT DISTINCT series_id FROM {name} ORDER BY series_id")
             series_ids = [row[0] for row in cursor.fetchall()]
@@ -202,6 +207,7 @@ class PostgresSampleBlocks:
                 [f"{settings.JOINTLINE_RETENTION_LOCK_TIMEOUT_S}s"],
             )
             cursor.execute(f"DROP TABLE {name}")
+            self._drop_fine_rollups(cursor, first, end)
         return samples, blocks
 
     @staticmethod

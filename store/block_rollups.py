@@ -1,0 +1,332 @@
+"""The 1 and 5 minute rollup levels of compacted days, served from the blocks (docs/decisions/0039-sample-
+chunks.md option 3, 0049-fine-rollups-from-blocks.md): compaction of a day deletes that day's rows of
+those two levels, and every read of them over a compacted day computes the same rows from the day's
+samples (blocks and head rows) with the refresh's own :func:`store.rollups.combine`; the 30 min and
+1 h levels are kept for every day.
+
+Invariants:
+
+- A day is compacted when ``timeline_sample_compaction`` holds it (each day of a compacted partition,
+  written in the transaction that drops the partition). Its 1 and 5 minute rows are deleted in that
+  transaction, under the refresh lock, and no refresh writes them again: a write or refresh reaching
+  a compacted day recomputes whole hours of it from the raw samples (so no coarser row is derived
+  from minute rows that are not there) and writes only its 30 min and 1 h rows. A stray fine row of
+  a compacted day (one written before this rule) is never read: reads over compacted days ignore
+  stored fine rows and compute them.
+- A read of fine rows reads the stored rows first, then which days are compacted, then the samples
+  of those days: a compaction that commits between two of these statements either left the stored
+  rows the read saw intact or is seen by it (it then reads the day's samples instead).
+
+Mixed into :class:`~store.postgres.PostgresStore` before the refresh and bucket reads it extends.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from django.db import transaction
+
+from store import rollups
+from store.batches import DAY_US, SampleArrays
+from store.sample_blocks import BLOCK_TABLE, COMPACTION_TABLE
+
+FINE_LEVELS = {rollups.MINUTE_US: "timeline_rollup_1m", rollups.FIVE_MINUTES_US: "timeline_rollup_5m"}
+"""The rollup levels whose rows compacted days do not keep (width → table)."""
+FINE_TABLES = {table: width for width, table in FINE_LEVELS.items()}
+_FIELDS = (
+    "series_id, bucket, n, total, vmin, vmax, first_ts, first_value, last_ts, last_value, "
+    "increase, deltas, rate_min, rate_max"
+)
+
+
+def day_spans(days: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The runs of consecutive ``days`` (sorted) as ``[a, b)`` time spans cut to ``[lo, hi)``."""
+    if not len(days):
+        return []
+    starts = np.flatnonzero(np.r_[True, np.diff(days) > 1])
+    ends = np.r_[starts[1:], len(days)] - 1
+    spans = [
+        (max(lo, int(days[s]) * DAY_US), min(hi, (int(days[e]) + 1) * DAY_US))
+        for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
+    return [(a, b) for a, b in spans if a < b]
+
+
+def in_spans(ts: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+    """Which of ``ts`` lie in one of the sorted, disjoint ``[a, b)`` spans."""
+    if not spans:
+        return np.zeros(len(ts), dtype=bool)
+    bounds = np.array(spans, dtype=np.int64).reshape(-1)
+    return np.searchsorted(bounds, ts, side="right") % 2 == 1
+
+
+class PostgresBlockRollups:
+    """Compaction's delete of the fine rollup rows, the refresh's rule for compacted days, and the fine
+    rows of compacted days for every read of those levels."""
+
+    # -- compaction ------------------------------------------------------------------
+    def _drop_fine_rollups(self, cursor, first: int, end: int) -> None:
+        """Record days ``[first, end)`` as compacted and delete their 1 and 5 minute rollup rows, in
+        the compaction's transaction; the caller holds the refresh lock (taken before the partition's,
+        as a refresh takes them)."""
+        cursor.execute(
+            f"""INSERT INTO {COMPACTION_TABLE} (day, compacted_at)
+                SELECT generate_series(%s::int, %s::int), now()
+                ON CONFLICT (day) DO UPDATE SET compacted_at = EXCLUDED.compacted_at""",
+            [first, end - 1],
+        )
+        for table in FINE_LEVELS.values():
+            cursor.execute(
+                f"DELETE FROM {table} WHERE bucket >= %s AND bucket < %s", [first * DAY_US, end * DAY_US]
+            )
+
+    def compacted_days(self, lo: int, hi: int) -> np.ndarray:
+        """The compacted days (sorted) that meet stored time ``[lo, hi)``."""
+        if lo >= hi or not self._blocks_may_hold(lo):
+            return np.empty(0, dtype=np.int64)
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"""SELECT day FROM {COMPACTION_TABLE}
+                    WHERE day >= %s AND day <= %s AND compacted_at IS NOT NULL ORDER BY day""",
+                [lo // DAY_US, (hi - 1) // DAY_US],
+            )
+            return np.array([row[0] for row in cursor.fetchall()], dtype=np.int64)
+
+    def compacted_spans(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The parts of ``[lo, hi)`` in compacted days, as sorted disjoint spans."""
+        return day_spans(self.compacted_days(lo, hi), lo, hi)
+
+    # -- the refresh -------------------------------------------------------------------
+    def _refresh_ranges(self, ranges: list[tuple[int, int, int]]) -> None:
+        """Ranges that reach a compacted day widened to whole hours there: its fine rows are not
+        stored, so every coarser row of such an hour is derived from fresh rows alone."""
+        super()._refresh_ranges(self._widened_for_compacted(ranges))
+
+    def _widened_for_compacted(self, ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        if not ranges:
+            return ranges
+        bounds = np.array(ranges, dtype=np.int64).reshape(-1, 3)
+        days = self.compacted_days(int(bounds[:, 1].min()), int(bounds[:, 2].max()))
+        if not len(days):
+            return ranges
+        hour = rollups.HOUR_US
+        lo, hi = bounds[:, 1].copy(), bounds[:, 2].copy()
+        widen_lo = np.isin(lo // DAY_US, days)
+        widen_hi = np.isin((hi - 1) // DAY_US, days)
+        lo[widen_lo] -= lo[widen_lo] % hour
+        hi[widen_hi] = -((-hi[widen_hi]) // hour) * hour
+        widened = list(zip(bounds[:, 0].tolist(), lo.tolist(), hi.tolist(), strict=True))
+        return rollups.coarser_ranges(widened, rollups.MINUTE_US)
+
+    def _write_rollup_rows(self, table: str, rows: np.ndarray, *, stored: np.ndarray) -> None:
+        """The fine rows of compacted days are left out (:data:`FINE_LEVELS`)."""
+        if table in FINE_TABLES and len(rows):
+            days = self.compacted_days(int(rows["bucket"].min()), int(rows["bucket"].max()) + 1)
+            if len(days):
+                kept = ~np.isin(rows["bucket"] // DAY_US, days)
+                rows, stored = rows[kept], stored[kept]
+        super()._write_rollup_rows(table, rows, stored=stored)
+
+    def roll_up_samples(self, samples: SampleArrays) -> int:
+        """A write reaching a compacted day has no stored fine rows to merge with: its buckets are
+        refreshed from the raw samples instead (whole hours there, :meth:`_refresh_ranges`)."""
+        if not len(samples.ts) or not self._blocks_may_hold(int(samples.ts.min())):
+            return super().roll_up_samples(samples)
+        with transaction.atomic(using=self.connection.alias):
+            self._begin_refresh()  # before the look: no compaction commits between it and the merge
+            if not len(self.compacted_days(int(samples.ts.min()), int(samples.ts.max()) + 1)):
+                return super().roll_up_samples(samples)
+            ranges = rollups.touched_ranges(_series_times(samples), rollups.MINUTE_US)
+            self.refresh_rollups(ranges=ranges)
+            return len(ranges)
+
+    # -- retention ------------------------------------------------------------------------
+    def drop_partitions_before(self, day: int, *, lock_timeout_s: float | None = None) -> list[str]:
+        """The samples of days before ``day`` go (partitions and blocks), but rollup rows outlive them
+        (their own retention): the fine rows of those compacted days are written back from their
+        samples first, a day at a time, and the days are no longer compacted."""
+        self._keep_fine_rollups_before(day)
+        return super().drop_partitions_before(day, lock_timeout_s=lock_timeout_s)
+
+    def _keep_fine_rollups_before(self, day: int) -> None:
+        kept_from = rollups.first_kept(self.rollups_kept_from(), rollups.MINUTE_US, 0)
+        days = self.compacted_days(max(kept_from, 0), day * DAY_US)
+        refresh = super()._write_rollup_rows  # past this module's rule: the day stops being compacted
+        for compacted in days.tolist():
+            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+                self._begin_refresh()
+                cursor.execute(f"SELECT DISTINCT series_id FROM {BLOCK_TABLE} WHERE day = %s", [compacted])
+                ids = [row[0] for row in cursor.fetchall()]
+                span = [(compacted * DAY_US, (compacted + 1) * DAY_US)]
+                minutes = self.fine_rows_of(ids, span, rollups.MINUTE_US)
+                for width, table in FINE_LEVELS.items():
+                    rows = minutes if width == rollups.MINUTE_US else rollups.combine_rows(minutes, width)
+                    cursor.execute(f"DELETE FROM {table} WHERE bucket >= %s AND bucket < %s", list(span[0]))
+                    refresh(table, rows, stored=np.zeros(len(rows), dtype=bool))
+                cursor.execute(f"DELETE FROM {COMPACTION_TABLE} WHERE day = %s", [compacted])
+
+    # -- reads ---------------------------------------------------------------------------
+    def fine_rows_of(self, ids, spans: list[tuple[int, int]], width: int) -> np.ndarray:
+        """The rollup rows (:data:`rollups.ROW`) of width ``width`` (1 or 5 min) of ``ids`` over the
+        ``spans`` (whole buckets), from their samples (head rows, then blocks) as the refresh makes
+        them: minute rows by :func:`rollups.combine`, five-minute rows combined from those."""
+        if not spans or not len(ids):
+            return np.empty(0, dtype=rollups.ROW)
+        series_id, ts, value = self._rollup_samples([(int(sid), a, b) for sid in ids for a, b in spans])
+        rows = rollups.combine(series_id, ts, value, width=rollups.MINUTE_US)
+        return rows if width == rollups.MINUTE_US else rollups.combine_rows(rows, width)
+
+    def _rolled_with_compacted(self, found: list[tuple], ids: list[int], rolled: tuple | None) -> list[tuple]:
+        """The value columns of :meth:`_value_columns` (rows read already) with the rollup rows of the
+        compacted days of ``rolled``'s span computed from their samples, in place of any stored there;
+        each series' rows by bucket, as the stored ones come."""
+        if rolled is None or rolled[1] not in FINE_LEVELS:
+            return found
+        _table, width, a, b = rolled
+        spans = self.compacted_spans(a, b)
+        if not spans:
+            return found
+        computed = value_rows(
+            *self._rollup_samples([(int(sid), a, b) for sid in ids for a, b in spans]), width
+        )
+        names = ("bucket", "n", "total", "vmin", "vmax")
+        kinds = (">i8", ">i8", ">f8", ">f8", ">f8")
+        counts = [len(row[3]) // 8 if row[3] is not None else 0 for row in found]
+        series = np.repeat(np.array([row[0] for row in found], dtype=np.int64), counts)
+        stored = {
+            name: np.frombuffer(b"".join(bytes(row[3 + i]) for row in found if row[3] is not None), kind)
+            for i, (name, kind) in enumerate(zip(names, kinds, strict=True))
+        }
+        kept = ~in_spans(stored["bucket"], spans)
+        series = np.concatenate([series[kept], computed["series_id"]])
+        columns = {name: np.concatenate([stored[name][kept], computed[name]]) for name in names}
+        order = np.lexsort((columns["bucket"], series))
+        series = series[order]
+        columns = {
+            name: column[order].astype(kind)
+            for (name, column), kind in zip(columns.items(), kinds, strict=True)
+        }
+        cuts = (
+            np.flatnonzero(np.r_[True, series[1:] != series[:-1]]) if len(series) else np.empty(0, np.int64)
+        )
+        ends = np.r_[cuts[1:], len(series)]
+        raw = {int(row[0]): row[1:3] for row in found}
+        out = {
+            int(series[s]): (
+                *raw.get(int(series[s]), (None, None)),
+                *(columns[n][s:e].tobytes() for n in names),
+            )
+            for s, e in zip(cuts.tolist(), ends.tolist(), strict=True)
+        }
+        for series_id, columns_raw in raw.items():
+            if series_id not in out and columns_raw[0] is not None:
+                out[series_id] = (*columns_raw, None, None, None, None, None)
+        return [(series_id, *out[series_id]) for series_id in sorted(out)]
+
+    def _rollup_sql(self, key: tuple, ids: list[int], hints, *, lookback: int) -> tuple[str, list] | None:
+        """The bucket query over rollups (:meth:`SampleReads._rollup_sql`), the fine rows of compacted
+        days bound as arrays in place of the stored ones."""
+        read = self._rollup_plan(key, ids, hints, lookback=lookback)
+        if read is None:
+            return None
+        stale = self.stale_from(ids, start=read.lo, end=read.hi)
+        rolled_until = None if stale is None else rollups.floor_to(stale, read.width)
+        relation = None
+        if read.width in FINE_LEVELS:
+            a, b = rollups.ceil_to(read.lo, read.width), rollups.floor_to(read.hi, read.width)
+            b = b if rolled_until is None else min(b, rolled_until)
+            spans = self.compacted_spans(a, b) if a < b else []
+            if spans:
+                relation = self._fine_relation(read.table, ids, spans, read.width)
+        return rollups.combine_sql(
+            read,
+            least=self.least,
+            greatest=self.greatest,
+            rolled_until=rolled_until,
+            relation=self._sample_relation,
+            rolled=relation,
+        )
+
+    def _fine_relation(self, table: str, ids, spans: list[tuple[int, int]], width: int) -> tuple[str, list]:
+        """A relation of ``table``'s columns: its stored rows outside ``spans`` and the rows of ``spans``
+        computed from the samples (:meth:`fine_rows_of`), bound as one array a column."""
+        rows = self.fine_rows_of(ids, spans, width)
+        outside = " AND ".join(["NOT (bucket >= %s AND bucket < %s)"] * len(spans))
+        arrays, params = [], []
+        for name in rollups.ROW.names:
+            column = rows[name]
+            if column.dtype.kind == "f":
+                arrays.append("%s::float8[]")
+                params.append(
+                    [None if v != v else v for v in column.tolist()]
+                    if name in rollups.RATE_FIELDS
+                    else column.tolist()
+                )
+            else:
+                arrays.append("%s::bigint[]")
+                params.append(column.tolist())
+        sql = f"""(SELECT {_FIELDS} FROM {table} WHERE {outside}
+            UNION ALL SELECT * FROM unnest({", ".join(arrays)}) AS computed ({_FIELDS}))"""
+        return sql, [*(bound for span in spans for bound in span), *params]
+
+    def select_rollup_rows(self, scope, series_ids, hints, columns):
+        """None (read the samples) where fine rows would be read over a compacted day."""
+        found = super().select_rollup_rows(scope, series_ids, hints, columns)
+        if found is not None and hints.step in FINE_LEVELS and self.compacted_spans(hints.start, hints.end):
+            return None
+        return found
+
+    def rollup_row_count(self, width: int, table: str, ids: list[int], lo: int, hi: int) -> int:
+        """How many rollup rows of ``table`` ``ids`` have with bucket in ``[lo, hi)`` (whole buckets),
+        the fine rows of compacted days counted as computed (for ``copy_store``'s comparison)."""
+        spans = self.compacted_spans(lo, hi) if width in FINE_LEVELS else []
+        outside = "".join(" AND NOT (bucket >= %s AND bucket < %s)" for _span in spans)
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"""SELECT COUNT(*) FROM {table}
+                    WHERE series_id = ANY(%s) AND bucket >= %s AND bucket < %s{outside}""",
+                [ids, lo, hi, *(bound for span in spans for bound in span)],
+            )
+            stored = int(cursor.fetchone()[0])
+        return stored + len(self.fine_rows_of(ids, spans, width))
+
+
+VALUE_ROW = np.dtype(
+    [(name, rollups.ROW[name]) for name in ("series_id", "bucket", "n", "total", "vmin", "vmax")]
+)
+
+
+def value_rows(series_id: np.ndarray, ts: np.ndarray, value: np.ndarray, width: int) -> np.ndarray:
+    """The value columns of :func:`rollups.combine`'s rows of width ``width`` (1 or 5 min) of samples
+    sorted by series and time, reduced as it reduces them (minute rows from the samples, five-minute
+    rows from those), so bit for bit the same; without the rate columns a value read does not need."""
+    rows = _reduced(series_id, ts, np.ones(len(ts), np.int64), value, value, value, rollups.MINUTE_US)
+    if width == rollups.MINUTE_US:
+        return rows
+    return _reduced(
+        rows["series_id"], rows["bucket"], rows["n"], rows["total"], rows["vmin"], rows["vmax"], width
+    )
+
+
+def _reduced(series_id, at, n, total, vmin, vmax, width: int) -> np.ndarray:
+    if not len(at):
+        return np.empty(0, dtype=VALUE_ROW)
+    bucket = at - at % width
+    starts = np.flatnonzero(np.r_[True, (series_id[1:] != series_id[:-1]) | (bucket[1:] != bucket[:-1])])
+    out = np.empty(len(starts), dtype=VALUE_ROW)
+    if len(starts) == len(at):  # one input a bucket (a scrape a minute or slower): each is its row
+        out["series_id"], out["bucket"], out["n"] = series_id, bucket, n
+        out["total"], out["vmin"], out["vmax"] = total, vmin, vmax
+        return out
+    out["series_id"], out["bucket"] = series_id[starts], bucket[starts]
+    out["n"] = np.add.reduceat(n, starts)
+    out["total"] = np.add.reduceat(total, starts)
+    out["vmin"] = np.fmin.reduceat(vmin, starts)  # as combine: a NaN only where all are
+    out["vmax"] = np.maximum.reduceat(vmax, starts)
+    return out
+
+
+def _series_times(samples: SampleArrays):
+    """``(series id, times)`` per series of samples sorted by series."""
+    cuts = np.flatnonzero(np.diff(samples.series_id)) + 1
+    for ids, ts in zip(np.split(samples.series_id, cuts), np.split(samples.ts, cuts), strict=True):
+        yield int(ids[0]), ts
