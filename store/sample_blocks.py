@@ -42,7 +42,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from store.batches import DAY_US, SampleArrays
-from store.postgres_wire import big_endian, binary_cursor
+from store.postgres_wire import Float8Array, Int8Array, big_endian, binary_cursor
 from store.rollup_rows import keys_of, lookup
 from store.sample_codec import decode_block, encode_block
 
@@ -327,7 +327,7 @@ class PostgresSampleBlocks:
         return (
             """(SELECT series_id, ts, value FROM timeline_sample UNION ALL
                 SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]))""",
-            [blocks.series_id.tolist(), blocks.ts.tolist(), blocks.value.tolist()],
+            [Int8Array(blocks.series_id), Int8Array(blocks.ts), Float8Array(blocks.value)],
         )
 
     # -- the write path's "stored once" ------------------------------------------------

@@ -42,6 +42,7 @@ class SampleReads:
     vendor: str
     least: str
     greatest: str
+    round_half_away: str
     rollup_levels: tuple[tuple[int, str], ...]
     _cached_sample_arrays: Callable[[int, int, list[int]], dict[int, tuple] | None]
     cached_sample_count: Callable[[Sequence[int], int, int], int | None]
@@ -155,7 +156,7 @@ class SampleReads:
         out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         if not readable or hints.empty:
             return out
-        with self.connection.cursor() as cursor:
+        with self._bulk_cursor() as cursor:
             for key, ids in self._bucket_groups(scope, readable, hints).items():
                 sql, params = self._sample_sql(key, ids, hints)
                 cursor.execute(sql, params)
@@ -254,13 +255,10 @@ class SampleReads:
         if corrections and not all(c.constant for c in corrections):
             terms, shift_params = [], []
             for correction in corrections:
-                term, params = correction.sql()
+                term, params = correction.sql(self.round_half_away)
                 terms.append(term)
                 shift_params.extend(params)
-            low, high = hints.clock.shift_bounds(corrections, start, end)
-            raw_lo, raw_hi = start - high - lookback, end - low
-            raw_lo = max(raw_lo, lo) if lo is not None else raw_lo
-            raw_hi = min(raw_hi, hi) if hi is not None else raw_hi
+            raw_lo, raw_hi = self._shifted_span(key, hints, lookback=lookback)
             spans = [] if bounds_only else [(raw_lo, raw_hi)]
             stored, stored_params = self._sample_relation(ids, spans)
             source = f"""(SELECT series_id, ts + {" + ".join(terms)} AS ts, value FROM {stored} AS stored
@@ -277,6 +275,18 @@ class SampleReads:
         source = f"""(SELECT series_id, ts, value FROM {stored} AS stored
                 WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS raw"""
         return source, [*stored_params, *ids, lo - lookback, hi], origin, lo, hi
+
+    @staticmethod
+    def _shifted_span(key: tuple, hints: ReadHints, *, lookback: int) -> tuple[int, int]:
+        """The stored times ``[raw_lo, raw_hi)`` whose rows a group with drifting clock corrections
+        reads for the corrected window ``[hints.start, hints.end)`` (``lookback`` before it, unless the
+        group is bounded by a grant), cut by the grant's bounds."""
+        lo, hi, bounded, corrections = key
+        low, high = hints.clock.shift_bounds(corrections, hints.start, hints.end)
+        raw_lo, raw_hi = hints.start - high - (0 if bounded else lookback), hints.end - low
+        raw_lo = max(raw_lo, lo) if lo is not None else raw_lo
+        raw_hi = min(raw_hi, hi) if hi is not None else raw_hi
+        return raw_lo, raw_hi
 
     def _bucket_sql(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple[str, list]:
         lookback = self.rate_lookback_us if hints.rate else 0
