@@ -26,7 +26,7 @@ from store.postgres_partitions import (
     partition_name,
 )
 from store.postgres_rollups import LEVEL_ROW, ROLLUP_LOCK, ROLLUP_STAGE, PostgresRollupRefresh
-from store.postgres_shifted import PostgresShiftedBuckets
+from store.postgres_sample_buckets import PostgresSampleBuckets
 from store.postgres_wire import big_endian, binary_cursor, sample_pairs
 from store.postgres_writes import (
     EVENT_LIST,
@@ -86,7 +86,7 @@ SCHEMA = [
 
 class PostgresStore(
     PostgresSampleBlocks,
-    PostgresShiftedBuckets,
+    PostgresSampleBuckets,
     PostgresBucketReads,
     PostgresRollupRefresh,
     PostgresWrites,
