@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.db import connection, transaction
+from psycopg import sql
 
 from orgs.access import Scope
 from store import ReadHints, get_store
@@ -46,19 +47,19 @@ class DatabaseBucketStore(PostgresStore):
     def _fleet_matrix(self, groups, readable, hints):
         parts, params = [], []
         for key, ids in groups.items():
-            sql, group_params = self._bucket_sql(key, ids, hints)
-            parts.append(f"({sql})")
+            part, group_params = self._bucket_sql(key, ids, hints)
+            parts.append(sql.SQL("({})").format(sql.SQL(part)))
             params.extend(group_params)
         with binary_cursor(self.connection) as cursor:
-            cursor.execute(
-                f"""SELECT bucket, MIN(vmin), MAX(vmax),
+            query = sql.SQL(
+                """SELECT bucket, MIN(vmin), MAX(vmax),
                        percentile_cont(0.5) WITHIN GROUP (ORDER BY vmean),
                        percentile_cont(0.05) WITHIN GROUP (ORDER BY vmean),
                        percentile_cont(0.95) WITHIN GROUP (ORDER BY vmean), SUM(vmean), COUNT(*)
-                    FROM ({" UNION ALL ".join(parts)}) AS s (series_id, bucket, vmin, vmax, vmean, n)
-                    GROUP BY bucket""",
-                params,
-            )
+                    FROM ({}) AS s (series_id, bucket, vmin, vmax, vmean, n)
+                    GROUP BY bucket"""
+            ).format(sql.SQL(" UNION ALL ").join(parts))
+            cursor.execute(query.as_string(), params)
             return np.asarray(cursor.fetchall(), dtype=np.float64).reshape(-1, 8)
 
 
@@ -155,8 +156,9 @@ def test_a_correction_shifts_each_time_as_the_database_and_shift_at_do(org_a):
         expected = [correction.shift_at(t) for t in ts.tolist()]
         assert correction.shifts(ts).tolist() == expected
         term, params = correction.sql(store.round_half_away)
-        sql = f"SELECT {term} FROM unnest(%s::bigint[]) WITH ORDINALITY AS x (ts, i) ORDER BY i"
+        query = sql.SQL("SELECT {} FROM unnest(%s::bigint[]) WITH ORDINALITY AS x (ts, i) ORDER BY i")
+        text_of_query = query.format(sql.SQL(term)).as_string()
         with connection.cursor() as text, binary_cursor(connection) as binary:
             for cursor in (text, binary):  # parameters bound on the client, and by the server
-                cursor.execute(sql, [*params, ts.tolist()])
+                cursor.execute(text_of_query, [*params, ts.tolist()])
                 assert [row[0] for row in cursor.fetchall()] == expected
