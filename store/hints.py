@@ -9,8 +9,8 @@ rollups, one query or several, sorted or not); the caller never writes SQL.
 
 Clock corrections arrive as data (:class:`ClockModel`, a tuple of :class:`Correction`): which
 corrections are in force for a request is decided by ``clock.model`` (per scope, per request);
-how a correction turns into SQL is the store's business (:meth:`Correction.sql`). Stored timestamps
-are never changed: a correction shifts what is read.
+how a correction turns into SQL or shifts an array is the store's business
+(:mod:`store.clock_shifts`). Stored timestamps are never changed: a correction shifts what is read.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from orgs.grants import label_q
 from store.rollups import ROLLUPS
 
 HOUR_US = 3_600_000_000
-HOUR_FLOAT = 3_600_000_000.0
 
 Function = Literal["value", "rate"]
 
@@ -102,46 +101,6 @@ class Correction:
     def constant(self) -> bool:
         """Whether the shift is the same for every row (no drift, no validity bounds)."""
         return not (self.drift_us_per_hour or self.valid_from is not None or self.valid_to is not None)
-
-    def shifts(self, ts: np.ndarray) -> np.ndarray:
-        """This correction's shift of each stored time of ``ts`` (int64 µs), by the arithmetic of
-        :meth:`sql` (the drift term in float64, rounded half away from zero): the same microsecond as
-        the SQL, and as :meth:`shift_at` wherever ``|ts - reference| * drift`` is below 2**53."""
-        if self.drift_us_per_hour:
-            drift = (ts - self.reference_us).astype(np.float64) * float(self.drift_us_per_hour) / HOUR_FLOAT
-            rounded = np.where(drift >= 0, np.floor(drift + 0.5), -np.floor(0.5 - drift))
-            shift = self.offset_us + rounded.astype(np.int64)
-        else:
-            shift = np.full(len(ts), self.offset_us, dtype=np.int64)
-        if self.valid_from is not None:
-            shift[ts < self.valid_from] = 0
-        if self.valid_to is not None:
-            shift[ts >= self.valid_to] = 0
-        return shift
-
-    def sql(self, round_half_away: str = "ROUND({x})") -> tuple[str, list]:
-        """SQL of this correction's shift of the column ``ts``, and its parameters: the drift term in
-        float64 whatever the parameters are bound as (so no product can overflow, and the engine's
-        arithmetic is :meth:`shifts`'), rounded by ``round_half_away`` (a template of ``{x}``: SQL that
-        rounds a float half away from zero, as :meth:`shift_at` does; SQLite's ``ROUND`` does,
-        PostgreSQL's rounds half to even)."""
-        if self.drift_us_per_hour:
-            drift = "(CAST(ts - %s AS DOUBLE PRECISION) * CAST(%s AS DOUBLE PRECISION) / 3600000000.0)"
-            uses = round_half_away.count("{x}")
-            term = f"(%s + CAST({round_half_away.format(x=drift)} AS BIGINT))"
-            params: list = [self.offset_us, *[self.reference_us, float(self.drift_us_per_hour)] * uses]
-        else:
-            term, params = "%s", [self.offset_us]
-        bounds, bound_params = [], []
-        if self.valid_from is not None:
-            bounds.append("ts >= %s")
-            bound_params.append(self.valid_from)
-        if self.valid_to is not None:
-            bounds.append("ts < %s")
-            bound_params.append(self.valid_to)
-        if not bounds:
-            return term, params
-        return f"(CASE WHEN {' AND '.join(bounds)} THEN {term} ELSE 0 END)", [*bound_params, *params]
 
     def expression(self, condition: Q):
         """Django expression of this correction's shift of ``ts`` for rows matching ``condition``."""

@@ -4,8 +4,8 @@ with drifting clock corrections, over the rows and the compacted days' blocks al
 Each series' stored samples of the span a group reads come in binary by their own index scans, merged
 with the samples its blocks hold there (:meth:`_samples_in_ranges`); numpy then does what the bucket
 query (:meth:`~store.sample_reads.SampleReads._bucket_query`) does in the database, by the same
-rules: a drifting correction shifts each time by :meth:`store.hints.Correction.shifts` (the arithmetic
-and rounding of :meth:`~store.hints.Correction.sql`) and the shifted times are kept in the window; a
+rules: a drifting correction shifts each time by :func:`store.clock_shifts.shift_array` (the arithmetic
+and rounding of :func:`~store.clock_shifts.shift_sql`) and the shifted times are kept in the window; a
 rate is the increase between consecutive samples of a series (in corrected time), a decrease a counter
 reset (the increase is the new value), compared as PostgreSQL compares (a NaN is larger than any
 number and equal to a NaN), over the elapsed microseconds; each step bucket is reduced as ``MIN``,
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from store.clock_shifts import shift_array, shifted_span
 from store.hints import ReadHints
 from store.postgres_buckets import SAMPLE_EVERY_US
 from store.sample_reads import FLEET_COLUMNS
@@ -47,7 +48,7 @@ class PostgresSampleBuckets:
             return super()._bucket_part(cursor, key, ids, hints)
         if drifting:
             origin, lo, hi = hints.start, hints.start, hints.end
-            raw_lo, raw_hi = self._shifted_span(key, hints, lookback=self.rate_lookback_us * hints.rate)
+            raw_lo, raw_hi = shifted_span(key, hints, lookback=self.rate_lookback_us * hints.rate)
         else:
             _source, _params, origin, lo, hi = self._source(key, ids, hints, lookback=0, bounds_only=True)
             raw_lo, raw_hi = lo - (0 if key[2] else self.rate_lookback_us), hi
@@ -58,7 +59,7 @@ class PostgresSampleBuckets:
         samples = self._samples_in_ranges([(sid, raw_lo, raw_hi) for sid in sorted(ids)])
         series, at, values = samples.series_id, samples.ts, samples.value
         if drifting:
-            at = at + sum(correction.shifts(samples.ts) for correction in key[3])
+            at = at + sum(shift_array(correction, samples.ts) for correction in key[3])
         if hints.rate:
             return rate_statistics(series, at, values, origin=origin, step=hints.step, lo=lo, hi=hi)
         inside = (at >= lo) & (at < hi)

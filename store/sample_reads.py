@@ -19,6 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from orgs.access import Scope, require_scope
 from orgs.read_context import current_read
 from store import rollups
+from store.clock_shifts import shift_sql, shifted_span
 from store.frames import SAMPLE_ROW, BucketFrame, samples_by_series
 from store.hints import Capabilities, ReadHints
 from timeline.models import Series
@@ -255,10 +256,10 @@ class SampleReads:
         if corrections and not all(c.constant for c in corrections):
             terms, shift_params = [], []
             for correction in corrections:
-                term, params = correction.sql(self.round_half_away)
+                term, params = shift_sql(correction, self.round_half_away)
                 terms.append(term)
                 shift_params.extend(params)
-            raw_lo, raw_hi = self._shifted_span(key, hints, lookback=lookback)
+            raw_lo, raw_hi = shifted_span(key, hints, lookback=lookback)
             spans = [] if bounds_only else [(raw_lo, raw_hi)]
             stored, stored_params = self._sample_relation(ids, spans)
             source = f"""(SELECT series_id, ts + {" + ".join(terms)} AS ts, value FROM {stored} AS stored
@@ -275,18 +276,6 @@ class SampleReads:
         source = f"""(SELECT series_id, ts, value FROM {stored} AS stored
                 WHERE series_id IN ({placeholders}) AND ts >= %s AND ts < %s) AS raw"""
         return source, [*stored_params, *ids, lo - lookback, hi], origin, lo, hi
-
-    @staticmethod
-    def _shifted_span(key: tuple, hints: ReadHints, *, lookback: int) -> tuple[int, int]:
-        """The stored times ``[raw_lo, raw_hi)`` whose rows a group with drifting clock corrections
-        reads for the corrected window ``[hints.start, hints.end)`` (``lookback`` before it, unless the
-        group is bounded by a grant), cut by the grant's bounds."""
-        lo, hi, bounded, corrections = key
-        low, high = hints.clock.shift_bounds(corrections, hints.start, hints.end)
-        raw_lo, raw_hi = hints.start - high - (0 if bounded else lookback), hints.end - low
-        raw_lo = max(raw_lo, lo) if lo is not None else raw_lo
-        raw_hi = min(raw_hi, hi) if hi is not None else raw_hi
-        return raw_lo, raw_hi
 
     def _bucket_sql(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple[str, list]:
         lookback = self.rate_lookback_us if hints.rate else 0

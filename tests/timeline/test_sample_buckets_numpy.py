@@ -15,6 +15,7 @@ from psycopg import sql
 
 from orgs.access import Scope
 from store import ReadHints, get_store
+from store.clock_shifts import shift_array, shift_sql
 from store.hints import ClockModel, Correction
 from store.memory import MemoryStore
 from store.postgres import PostgresStore
@@ -154,8 +155,8 @@ def test_a_correction_shifts_each_time_as_the_database_and_shift_at_do(org_a):
     store = get_store()
     for correction in corrections:
         expected = [correction.shift_at(t) for t in ts.tolist()]
-        assert correction.shifts(ts).tolist() == expected
-        term, params = correction.sql(store.round_half_away)
+        assert shift_array(correction, ts).tolist() == expected
+        term, params = shift_sql(correction, store.round_half_away)
         query = sql.SQL("SELECT {} FROM unnest(%s::bigint[]) WITH ORDINALITY AS x (ts, i) ORDER BY i")
         text_of_query = query.format(sql.SQL(term)).as_string()
         with connection.cursor() as text, binary_cursor(connection) as binary:
