@@ -122,20 +122,16 @@ class PostgresStore(
         aggregated in the order the query gives them (``BucketFrame.of`` checks it where it matters).
         Run by a :func:`binary_cursor`: the query may bind the blocks' samples as binary arrays."""
         with binary_cursor(self.connection) as bulk:
-            return self._bucket_rows(bulk, sql, params)
-
-    @staticmethod
-    def _bucket_rows(cursor, sql: str, params: list) -> np.ndarray:
-        cursor.execute(
-            f"""SELECT string_agg(
-                    int8send(r.series_id::int8) || int8send(r.bucket::int8)
-                    || float8send(COALESCE(r.vmin::float8, 'NaN'))
-                    || float8send(COALESCE(r.vmax::float8, 'NaN'))
-                    || float8send(COALESCE(r.vmean::float8, 'NaN')) || int8send(r.n::int8), '')
-                FROM ({sql}) AS r (series_id, bucket, vmin, vmax, vmean, n)""",
-            params,
-        )
-        data = cursor.fetchone()[0]
+            bulk.execute(
+                f"""SELECT string_agg(
+                        int8send(r.series_id::int8) || int8send(r.bucket::int8)
+                        || float8send(COALESCE(r.vmin::float8, 'NaN'))
+                        || float8send(COALESCE(r.vmax::float8, 'NaN'))
+                        || float8send(COALESCE(r.vmean::float8, 'NaN')) || int8send(r.n::int8), '')
+                    FROM ({sql}) AS r (series_id, bucket, vmin, vmax, vmean, n)""",
+                params,
+            )
+            data = bulk.fetchone()[0]
         if data is None:
             return np.empty((0, 6), dtype=np.float64)
         rows = np.frombuffer(data, dtype=BUCKET_WIRE)

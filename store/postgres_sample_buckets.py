@@ -84,8 +84,8 @@ def rate_statistics(
     the order of ``at``), for the later sample of each pair in ``[lo, hi)``: min and max of the pairs'
     rates, the bucket's increase over its elapsed time, and the pairs counted; rows by series and
     bucket."""
-    order = np.lexsort((at, series))
-    if not (order == np.arange(len(order))).all():
+    if not in_order(series, at):
+        order = np.lexsort((at, series))
         series, at, values = series[order], at[order], values[order]
     paired = np.flatnonzero(series[1:] == series[:-1]) + 1  # each sample with one before it
     previous = values[paired - 1]
@@ -110,14 +110,19 @@ def rate_statistics(
     return matrix
 
 
+def in_order(series: np.ndarray, at: np.ndarray) -> bool:
+    """Whether rows are sorted by series, then by ``at``."""
+    same = series[1:] == series[:-1]
+    return bool(((series[1:] > series[:-1]) | (same & (at[1:] >= at[:-1]))).all())
+
+
 def bucket_statistics(series: np.ndarray, bucket: np.ndarray, values: np.ndarray) -> np.ndarray:
     """The (n x 6) bucket matrix (series, bucket, min, max, mean, count) of samples, rows sorted by
     series and bucket, with PostgreSQL's rules: ``MIN`` leaves a NaN out unless all are NaN, ``MAX`` is
     NaN if one is, the mean is the sum over the count."""
     if not len(series):
         return np.empty((0, 6), dtype=np.float64)
-    later = (series[1:] > series[:-1]) | ((series[1:] == series[:-1]) & (bucket[1:] >= bucket[:-1]))
-    if not later.all():
+    if not in_order(series, bucket):
         order = np.lexsort((bucket, series))
         series, bucket, values = series[order], bucket[order], values[order]
     starts = np.flatnonzero(np.r_[True, (series[1:] != series[:-1]) | (bucket[1:] != bucket[:-1])])
