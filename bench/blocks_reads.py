@@ -175,7 +175,7 @@ def measure(
 
 
 def report(figures: dict[str, dict[str, float]], samples: int, loads: tuple[str, str]) -> str:
-    print(f"\n{samples:,} samples, 63 series; load average {loads[0]} -> {loads[1]}")
+    print(f"\n~{samples:,} samples, 63 series; load average {loads[0]} -> {loads[1]}")
     print("| read | rows ms | blocks ms | blocks / rows |")
     print("|---|---|---|---|")
     parts = []
