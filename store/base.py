@@ -57,6 +57,7 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
     vendor = ""
     capabilities = Capabilities()
     least, greatest = "LEAST", "GREATEST"  # two-argument minimum and maximum in this engine's SQL
+    round_half_away = "ROUND({x})"  # SQL of {x} rounded half away from zero (store.clock_shifts)
 
     def __init__(self, connection: BaseDatabaseWrapper):
         self.connection = connection

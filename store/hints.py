@@ -9,8 +9,8 @@ rollups, one query or several, sorted or not); the caller never writes SQL.
 
 Clock corrections arrive as data (:class:`ClockModel`, a tuple of :class:`Correction`): which
 corrections are in force for a request is decided by ``clock.model`` (per scope, per request);
-how a correction turns into SQL is the store's business (:meth:`Correction.sql`). Stored timestamps
-are never changed: a correction shifts what is read.
+how a correction turns into SQL or shifts an array is the store's business
+(:mod:`store.clock_shifts`). Stored timestamps are never changed: a correction shifts what is read.
 """
 
 from __future__ import annotations
@@ -101,25 +101,6 @@ class Correction:
     def constant(self) -> bool:
         """Whether the shift is the same for every row (no drift, no validity bounds)."""
         return not (self.drift_us_per_hour or self.valid_from is not None or self.valid_to is not None)
-
-    def sql(self) -> tuple[str, list]:
-        """SQL of this correction's shift of the column ``ts``, and its parameters (same rounding as
-        :meth:`shift_at`; the drift term in floating point, so no product can overflow)."""
-        if self.drift_us_per_hour:
-            term = "(%s + CAST(ROUND((ts - %s) * %s / 3600000000.0) AS BIGINT))"
-            params: list = [self.offset_us, self.reference_us, float(self.drift_us_per_hour)]
-        else:
-            term, params = "%s", [self.offset_us]
-        bounds, bound_params = [], []
-        if self.valid_from is not None:
-            bounds.append("ts >= %s")
-            bound_params.append(self.valid_from)
-        if self.valid_to is not None:
-            bounds.append("ts < %s")
-            bound_params.append(self.valid_to)
-        if not bounds:
-            return term, params
-        return f"(CASE WHEN {' AND '.join(bounds)} THEN {term} ELSE 0 END)", [*bound_params, *params]
 
     def expression(self, condition: Q):
         """Django expression of this correction's shift of ``ts`` for rows matching ``condition``."""

@@ -27,6 +27,7 @@ from store.postgres_partitions import (
     partition_name,
 )
 from store.postgres_rollups import LEVEL_ROW, ROLLUP_LOCK, ROLLUP_STAGE, PostgresRollupRefresh
+from store.postgres_sample_buckets import PostgresSampleBuckets
 from store.postgres_wire import big_endian, binary_cursor, sample_pairs
 from store.postgres_writes import (
     EVENT_LIST,
@@ -87,6 +88,7 @@ SCHEMA = [
 class PostgresStore(
     PostgresBlockRollups,
     PostgresSampleBlocks,
+    PostgresSampleBuckets,
     PostgresBucketReads,
     PostgresRollupRefresh,
     PostgresWrites,
@@ -105,6 +107,9 @@ class PostgresStore(
         sample_blocks=True,
     )
 
+    # ROUND of a float rounds half to even here (rint): half away from zero as Correction.shift_at does
+    round_half_away = "(CASE WHEN {x} >= 0 THEN floor({x} + 0.5) ELSE -floor(0.5 - {x}) END)"
+
     def create_schema(self) -> None:
         with self.connection.cursor() as cursor:
             for statement in SCHEMA:
@@ -116,17 +121,19 @@ class PostgresStore(
     def _bucket_matrix(self, cursor, sql: str, params: list) -> np.ndarray:
         """The bucket query's rows as one binary string, each row its six numbers big-endian
         (``int8send``/``float8send``), taken apart by numpy: no Python object per row. The rows are
-        aggregated in the order the query gives them (``BucketFrame.of`` checks it where it matters)."""
-        cursor.execute(
-            f"""SELECT string_agg(
-                    int8send(r.series_id::int8) || int8send(r.bucket::int8)
-                    || float8send(COALESCE(r.vmin::float8, 'NaN'))
-                    || float8send(COALESCE(r.vmax::float8, 'NaN'))
-                    || float8send(COALESCE(r.vmean::float8, 'NaN')) || int8send(r.n::int8), '')
-                FROM ({sql}) AS r (series_id, bucket, vmin, vmax, vmean, n)""",
-            params,
-        )
-        data = cursor.fetchone()[0]
+        aggregated in the order the query gives them (``BucketFrame.of`` checks it where it matters).
+        Run by a :func:`binary_cursor`: the query may bind the blocks' samples as binary arrays."""
+        with binary_cursor(self.connection) as bulk:
+            bulk.execute(
+                f"""SELECT string_agg(
+                        int8send(r.series_id::int8) || int8send(r.bucket::int8)
+                        || float8send(COALESCE(r.vmin::float8, 'NaN'))
+                        || float8send(COALESCE(r.vmax::float8, 'NaN'))
+                        || float8send(COALESCE(r.vmean::float8, 'NaN')) || int8send(r.n::int8), '')
+                    FROM ({sql}) AS r (series_id, bucket, vmin, vmax, vmean, n)""",
+                params,
+            )
+            data = bulk.fetchone()[0]
         if data is None:
             return np.empty((0, 6), dtype=np.float64)
         rows = np.frombuffer(data, dtype=BUCKET_WIRE)
@@ -134,26 +141,6 @@ class PostgresStore(
         for i, name in enumerate(BUCKET_WIRE.names):
             matrix[:, i] = rows[name]
         return matrix
-
-    def _fleet_matrix(self, groups, readable, hints) -> np.ndarray:
-        """The groups' bucket queries as one union, aggregated per bucket with ``percentile_cont``."""
-        parts, params = [], []
-        for key, ids in groups.items():
-            sql, group_params = self._bucket_sql(key, ids, hints)
-            parts.append(f"({sql})")
-            params.extend(group_params)
-        sql = f"""
-            SELECT bucket, MIN(vmin), MAX(vmax),
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY vmean),
-                   percentile_cont(0.05) WITHIN GROUP (ORDER BY vmean),
-                   percentile_cont(0.95) WITHIN GROUP (ORDER BY vmean),
-                   SUM(vmean), COUNT(*)
-            FROM ({" UNION ALL ".join(parts)}) AS per_series (series_id, bucket, vmin, vmax, vmean, samples)
-            GROUP BY bucket"""
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-        return np.asarray(rows, dtype=np.float64).reshape(-1, 8)
 
     def _bulk_cursor(self):
         return binary_cursor(self.connection)

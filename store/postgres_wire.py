@@ -74,16 +74,62 @@ def arrays_decode(columns: Sequence[bytes | None], dtype: np.dtype) -> np.ndarra
     return rows
 
 
+class BoundArray:
+    """A numpy column bound as one PostgreSQL array parameter in binary (``int8[]`` or ``float8[]``):
+    numpy writes the array's wire format at once, where a list would be turned into text element by
+    element on the client and parsed again by the server. Only a :func:`binary_cursor` binds it."""
+
+    __slots__ = ("values",)
+    element_oid = 0
+    dtype = ""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+
+class Int8Array(BoundArray):
+    element_oid, dtype = 20, ">i8"
+
+
+class Float8Array(BoundArray):
+    element_oid, dtype = 701, ">f8"
+
+
+class _BoundArrayDumper(psycopg.adapt.Dumper):
+    """The binary array format :func:`arrays_decode` reads: dimensions, NULL flag, element type,
+    length and lower bound, then each element as its byte length and its big-endian value."""
+
+    format = psycopg.pq.Format.BINARY
+    oids = {20: 1016, 701: 1022}  # bigint[], double precision[]
+
+    def __init__(self, cls: type, context=None) -> None:
+        super().__init__(cls, context)
+        self.oid = self.oids[cls.element_oid]
+
+    def dump(self, obj: BoundArray) -> bytes:
+        values = np.asarray(obj.values)
+        if not len(values):
+            return np.array([0, 0, obj.element_oid], dtype=">i4").tobytes()
+        header = np.array([1, 0, obj.element_oid, len(values), 1], dtype=">i4").tobytes()
+        cells = np.empty(len(values), dtype=[("length", ">i4"), ("value", obj.dtype)])
+        cells["length"] = 8
+        cells["value"] = values
+        return header + cells.tobytes()
+
+
 def binary_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     """A cursor of ``connection`` whose results come in PostgreSQL's binary format: a ``bytea`` as its
     bytes, not as hex text twice as long that the client then decodes (5.5 MB of samples for 24 h of
-    60 series at 15 s: 50 ms against 62 ms). Its parameters are bound by the server. Wrapped as
-    Django wraps its own cursors, so execute wrappers (a request's read budget), query logging and
-    error translation apply as to any other statement."""
+    60 series at 15 s: 50 ms against 62 ms). Its parameters are bound by the server, a
+    :class:`BoundArray` among them in binary. Wrapped as Django wraps its own cursors, so execute
+    wrappers (a request's read budget), query logging and error translation apply as to any other
+    statement."""
     connection.ensure_connection()
     connection.validate_thread_sharing()
     cursor = psycopg.Cursor(connection.connection)
     cursor.format = psycopg.pq.Format.BINARY
+    for array in (Int8Array, Float8Array):
+        cursor.adapters.register_dumper(array, _BoundArrayDumper)
     return (
         connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
     )

@@ -23,9 +23,11 @@ Invariants the reads rely on:
   should one be in both anyway.
 
 Reads of raw samples get the blocks of their ranges decoded (:meth:`_block_samples_in_ranges`) and
-merged with the rows by time in numpy; reads whose SQL applies grant bounds, clock corrections, rates
-or fleet statistics over rows read a relation of the rows and the decoded samples (as arrays bound as
-parameters, :meth:`_sample_relation`), so the same SQL applies the same rules to both.
+merged with the rows by time in numpy, and so do rates, drifting clock corrections and fleet
+statistics, computed from those arrays (:mod:`store.postgres_sample_buckets`, decision 0048); the
+reads whose SQL still applies its rules to samples (rates over rollup rows' raw edges, ``select_samples``
+with corrections, very large reads) read a relation of the rows and the decoded samples (bound as
+binary arrays, :meth:`_sample_relation`), so the same SQL applies the same rules to both.
 
 Mixed into :class:`~store.postgres.PostgresStore`.
 """
@@ -42,7 +44,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from store.batches import DAY_US, SampleArrays
-from store.postgres_wire import big_endian, binary_cursor
+from store.postgres_wire import Float8Array, Int8Array, big_endian, binary_cursor
 from store.rollup_rows import keys_of, lookup
 from store.sample_codec import decode_block, encode_block
 
@@ -326,14 +328,15 @@ class PostgresSampleBlocks:
         """A relation ``(series_id, ts, value)`` the samples of ``ids`` whose stored time is in one of
         the ``[lo, hi)`` spans may be read from (named by the caller: ``FROM {relation} AS x``), and
         its parameters: ``timeline_sample`` where no block holds any of them, else the rows and the
-        blocks' samples of the spans (bound as three arrays) together."""
+        blocks' samples of the spans (bound as three binary arrays: the statement must run on a
+        :func:`~store.postgres_wire.binary_cursor`) together."""
         blocks = self._block_samples_in_ranges([(sid, lo, hi) for sid in ids for lo, hi in spans])
         if not len(blocks.ts):
             return "timeline_sample", []
         return (
             """(SELECT series_id, ts, value FROM timeline_sample UNION ALL
                 SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]))""",
-            [blocks.series_id.tolist(), blocks.ts.tolist(), blocks.value.tolist()],
+            [Int8Array(blocks.series_id), Int8Array(blocks.ts), Float8Array(blocks.value)],
         )
 
     # -- the write path's "stored once" ------------------------------------------------

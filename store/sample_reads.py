@@ -19,6 +19,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from orgs.access import Scope, require_scope
 from orgs.read_context import current_read
 from store import rollups
+from store.clock_shifts import shift_sql, shifted_span
 from store.frames import SAMPLE_ROW, BucketFrame, samples_by_series
 from store.hints import Capabilities, ReadHints
 from timeline.models import Series
@@ -42,6 +43,7 @@ class SampleReads:
     vendor: str
     least: str
     greatest: str
+    round_half_away: str
     rollup_levels: tuple[tuple[int, str], ...]
     _cached_sample_arrays: Callable[[int, int, list[int]], dict[int, tuple] | None]
     cached_sample_count: Callable[[Sequence[int], int, int], int | None]
@@ -155,7 +157,7 @@ class SampleReads:
         out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         if not readable or hints.empty:
             return out
-        with self.connection.cursor() as cursor:
+        with self._bulk_cursor() as cursor:
             for key, ids in self._bucket_groups(scope, readable, hints).items():
                 sql, params = self._sample_sql(key, ids, hints)
                 cursor.execute(sql, params)
@@ -254,13 +256,10 @@ class SampleReads:
         if corrections and not all(c.constant for c in corrections):
             terms, shift_params = [], []
             for correction in corrections:
-                term, params = correction.sql()
+                term, params = shift_sql(correction, self.round_half_away)
                 terms.append(term)
                 shift_params.extend(params)
-            low, high = hints.clock.shift_bounds(corrections, start, end)
-            raw_lo, raw_hi = start - high - lookback, end - low
-            raw_lo = max(raw_lo, lo) if lo is not None else raw_lo
-            raw_hi = min(raw_hi, hi) if hi is not None else raw_hi
+            raw_lo, raw_hi = shifted_span(key, hints, lookback=lookback)
             spans = [] if bounds_only else [(raw_lo, raw_hi)]
             stored, stored_params = self._sample_relation(ids, spans)
             source = f"""(SELECT series_id, ts + {" + ".join(terms)} AS ts, value FROM {stored} AS stored
