@@ -414,7 +414,7 @@ JOINTLINE_DAY_PARTITIONS_DAYS = env_int("JOINTLINE_DAY_PARTITIONS_DAYS", 400, mi
 # PostgreSQL: beat compacts each sample partition whose days all ended this many days ago (at least 1)
 # into per-series blocks (store/sample_blocks.py, docs/decisions/0043-sample-blocks-in-the-store.md);
 # `manage.py compact_samples` runs it by hand whatever JOINTLINE_SAMPLE_COMPACTION says.
-JOINTLINE_SAMPLE_COMPACTION = env_bool("JOINTLINE_SAMPLE_COMPACTION", False)
+JOINTLINE_SAMPLE_COMPACTION = env_bool("JOINTLINE_SAMPLE_COMPACTION", True)
 JOINTLINE_SAMPLE_COMPACT_AFTER_DAYS = env_int("JOINTLINE_SAMPLE_COMPACT_AFTER_DAYS", 2, minimum=1)
 # A compressed push body may inflate to at most this many times its size (never limited below 1 MiB).
 JOINTLINE_PUSH_MAX_DECOMPRESSION_RATIO = env_float(
