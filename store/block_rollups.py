@@ -7,8 +7,9 @@ samples (blocks and head rows) with the refresh's own :func:`store.rollups.combi
 Invariants:
 
 - A day is compacted when ``timeline_sample_compaction`` holds it (each day of a compacted partition,
-  written in the transaction that drops the partition). Its 1 and 5 minute rows are deleted in that
-  transaction, under the refresh lock, and no refresh writes them again: a write or refresh reaching
+  written in the transaction that drops the partition). Its 1 and 5 minute rows of the buckets its
+  blocks hold samples of are deleted in that transaction, under the refresh lock, and no refresh
+  writes them again: a write or refresh reaching
   a compacted day recomputes whole hours of it from the raw samples (so no coarser row is derived
   from minute rows that are not there) and writes only its 30 min and 1 h rows.
 - Over a compacted day, a (series, bucket) with samples there is served its row computed from them,
@@ -17,7 +18,8 @@ Invariants:
   own sample retention writes back before it deletes its samples of compacted days (those samples
   are gone; the rows outlive them, as rows of days in rows do), under the refresh lock, in the
   transaction of the delete, computed by :meth:`PostgresBlockRollups.fine_rows_of` as the refresh
-  computes them.
+  computes them; and the rows compaction keeps of a series' day without samples (that retention
+  ran before the day was compacted).
 - A read of fine rows reads the stored rows first, then which days are compacted, then the samples
   of those days: a compaction that commits between two of these statements either left the stored
   rows the read saw intact or is seen by it (it then reads the day's samples instead).
@@ -72,18 +74,23 @@ class PostgresBlockRollups:
 
     # -- compaction ------------------------------------------------------------------
     def _drop_fine_rollups(self, cursor, first: int, end: int) -> None:
-        """Record days ``[first, end)`` as compacted and delete their 1 and 5 minute rollup rows, in
-        the compaction's transaction; the caller holds the refresh lock (taken before the partition's,
-        as a refresh takes them)."""
+        """Record days ``[first, end)`` as compacted and delete their 1 and 5 minute rollup rows of
+        buckets a block may hold samples of (from its first sample on), in the compaction's
+        transaction, after its blocks are written; the caller holds the refresh lock (taken before the
+        partition's, as a refresh takes them). The rows of a series' day without samples stay (one
+        organisation's retention deleted those samples and the rows outlive them)."""
         cursor.execute(
             f"""INSERT INTO {COMPACTION_TABLE} (day, compacted_at)
                 SELECT generate_series(%s::int, %s::int), now()
                 ON CONFLICT (day) DO UPDATE SET compacted_at = EXCLUDED.compacted_at""",
             [first, end - 1],
         )
-        for table in FINE_LEVELS.values():
+        for width, table in FINE_LEVELS.items():
             cursor.execute(
-                f"DELETE FROM {table} WHERE bucket >= %s AND bucket < %s", [first * DAY_US, end * DAY_US]
+                f"""DELETE FROM {table} AS fine USING {BLOCK_TABLE} AS block
+                    WHERE fine.bucket >= %s AND fine.bucket < %s AND block.series_id = fine.series_id
+                    AND block.day = fine.bucket / %s AND fine.bucket > block.first_ts - %s""",
+                [first * DAY_US, end * DAY_US, DAY_US, width],
             )
 
     def compacted_days(self, lo: int, hi: int) -> np.ndarray:
@@ -248,10 +255,8 @@ class PostgresBlockRollups:
             name: column[order].astype(kind)
             for (name, column), kind in zip(columns.items(), kinds, strict=True)
         }
-        cuts = (
-            np.flatnonzero(np.r_[True, series[1:] != series[:-1]]) if len(series) else np.empty(0, np.int64)
-        )
-        ends = np.r_[cuts[1:], len(series)]
+        cuts = np.flatnonzero(np.r_[True, series[1:] != series[:-1]])[: len(series)]  # none where no rows
+        ends = np.r_[cuts[1:], len(series)][: len(cuts)]
         raw = {int(row[0]): row[1:3] for row in found}
         out = {
             int(series[s]): (
