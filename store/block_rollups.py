@@ -7,12 +7,19 @@ samples (blocks and head rows) with the refresh's own :func:`store.rollups.combi
 Invariants:
 
 - A day is compacted when ``timeline_sample_compaction`` holds it (each day of a compacted partition,
-  written in the transaction that drops the partition). Its 1 and 5 minute rows are deleted in that
-  transaction, under the refresh lock, and no refresh writes them again: a write or refresh reaching
+  written in the transaction that drops the partition). Its 1 and 5 minute rows of the buckets its
+  blocks hold samples of are deleted in that transaction, under the refresh lock, and no refresh
+  writes them again: a write or refresh reaching
   a compacted day recomputes whole hours of it from the raw samples (so no coarser row is derived
-  from minute rows that are not there) and writes only its 30 min and 1 h rows. A stray fine row of
-  a compacted day (one written before this rule) is never read: reads over compacted days ignore
-  stored fine rows and compute them.
+  from minute rows that are not there) and writes only its 30 min and 1 h rows.
+- Over a compacted day, a (series, bucket) with samples there is served its row computed from them,
+  whatever row is stored: a stored fine row (a stray one, written before this rule) never wins over
+  samples. A stored fine row is served only where no row is computed: the rows one organisation's
+  own sample retention writes back before it deletes its samples of compacted days (those samples
+  are gone; the rows outlive them, as rows of days in rows do), under the refresh lock, in the
+  transaction of the delete, computed by :meth:`PostgresBlockRollups.fine_rows_of` as the refresh
+  computes them; and the rows compaction keeps of a series' day without samples (that retention
+  ran before the day was compacted).
 - A read of fine rows reads the stored rows first, then which days are compacted, then the samples
   of those days: a compaction that commits between two of these statements either left the stored
   rows the read saw intact or is seen by it (it then reads the day's samples instead).
@@ -27,6 +34,8 @@ from django.db import transaction
 
 from store import rollups
 from store.batches import DAY_US, SampleArrays
+from store.postgres_wire import Float8Array, Int8Array
+from store.rollup_rows import keys_of, lookup
 from store.sample_blocks import BLOCK_TABLE, COMPACTION_TABLE
 
 FINE_LEVELS = {rollups.MINUTE_US: "timeline_rollup_1m", rollups.FIVE_MINUTES_US: "timeline_rollup_5m"}
@@ -65,18 +74,23 @@ class PostgresBlockRollups:
 
     # -- compaction ------------------------------------------------------------------
     def _drop_fine_rollups(self, cursor, first: int, end: int) -> None:
-        """Record days ``[first, end)`` as compacted and delete their 1 and 5 minute rollup rows, in
-        the compaction's transaction; the caller holds the refresh lock (taken before the partition's,
-        as a refresh takes them)."""
+        """Record days ``[first, end)`` as compacted and delete their 1 and 5 minute rollup rows of
+        buckets a block may hold samples of (from its first sample on), in the compaction's
+        transaction, after its blocks are written; the caller holds the refresh lock (taken before the
+        partition's, as a refresh takes them). The rows of a series' day without samples stay (one
+        organisation's retention deleted those samples and the rows outlive them)."""
         cursor.execute(
             f"""INSERT INTO {COMPACTION_TABLE} (day, compacted_at)
                 SELECT generate_series(%s::int, %s::int), now()
                 ON CONFLICT (day) DO UPDATE SET compacted_at = EXCLUDED.compacted_at""",
             [first, end - 1],
         )
-        for table in FINE_LEVELS.values():
+        for width, table in FINE_LEVELS.items():
             cursor.execute(
-                f"DELETE FROM {table} WHERE bucket >= %s AND bucket < %s", [first * DAY_US, end * DAY_US]
+                f"""DELETE FROM {table} AS fine USING {BLOCK_TABLE} AS block
+                    WHERE fine.bucket >= %s AND fine.bucket < %s AND block.series_id = fine.series_id
+                    AND block.day = fine.bucket / %s AND fine.bucket > block.first_ts - %s""",
+                [first * DAY_US, end * DAY_US, DAY_US, width],
             )
 
     def compacted_days(self, lo: int, hi: int) -> np.ndarray:
@@ -143,7 +157,8 @@ class PostgresBlockRollups:
     def drop_partitions_before(self, day: int, *, lock_timeout_s: float | None = None) -> list[str]:
         """The samples of days before ``day`` go (partitions and blocks), but rollup rows outlive them
         (their own retention): the fine rows of those compacted days are written back from their
-        samples first, a day at a time, and the days are no longer compacted."""
+        samples first, a day at a time (over any stored there: those without samples, which one
+        organisation's retention wrote back, stay), and the days are no longer compacted."""
         self._keep_fine_rollups_before(day)
         return super().drop_partitions_before(day, lock_timeout_s=lock_timeout_s)
 
@@ -160,9 +175,41 @@ class PostgresBlockRollups:
                 minutes = self.fine_rows_of(ids, span, rollups.MINUTE_US)
                 for width, table in FINE_LEVELS.items():
                     rows = minutes if width == rollups.MINUTE_US else rollups.combine_rows(minutes, width)
-                    cursor.execute(f"DELETE FROM {table} WHERE bucket >= %s AND bucket < %s", list(span[0]))
-                    refresh(table, rows, stored=np.zeros(len(rows), dtype=bool))
+                    refresh(table, rows, stored=np.ones(len(rows), dtype=bool))  # upserted
                 cursor.execute(f"DELETE FROM {COMPACTION_TABLE} WHERE day = %s", [compacted])
+
+    def delete_org_blocks_before(self, org_id: int, before_ts: int) -> int:
+        """One organisation's block samples before ``before_ts`` go, but its rollup rows outlive them:
+        its 1 and 5 min rows of the compacted days still within the minute rows' retention are
+        written from those samples first (the part before the cut), in the delete's transaction."""
+        with transaction.atomic(using=self.connection.alias):
+            self._keep_org_fine_rollups_before(org_id, before_ts)
+            return super().delete_org_blocks_before(org_id, before_ts)
+
+    def _keep_org_fine_rollups_before(self, org_id: int, before_ts: int) -> None:
+        from timeline.models import Series
+
+        kept_from = rollups.first_kept(self.rollups_kept_from(), rollups.MINUTE_US, 0)
+        lo = rollups.floor_to(max(kept_from, 0), rollups.FIVE_MINUTES_US)
+        if lo >= before_ts or not len(self.compacted_days(lo, before_ts)):
+            return
+        self._begin_refresh()  # before the look: no compaction commits between it and the write
+        spans = self.compacted_spans(lo, before_ts)
+        if not spans:
+            return
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"""SELECT DISTINCT series_id FROM {BLOCK_TABLE} WHERE day >= %s AND day <= %s
+                    AND series_id IN (SELECT id FROM {Series._meta.db_table} WHERE org_id = %s)
+                    ORDER BY series_id""",
+                [spans[0][0] // DAY_US, (spans[-1][1] - 1) // DAY_US, org_id],
+            )
+            ids = [row[0] for row in cursor.fetchall()]
+        minutes = self.fine_rows_of(ids, spans, rollups.MINUTE_US)
+        write = super()._write_rollup_rows  # past this module's rule: these rows are to be stored
+        for width, table in FINE_LEVELS.items():
+            rows = minutes if width == rollups.MINUTE_US else rollups.combine_rows(minutes, width)
+            write(table, rows, stored=np.ones(len(rows), dtype=bool))  # upserted over any stray row
 
     # -- reads ---------------------------------------------------------------------------
     def fine_rows_of(self, ids, spans: list[tuple[int, int]], width: int) -> np.ndarray:
@@ -177,8 +224,9 @@ class PostgresBlockRollups:
 
     def _rolled_with_compacted(self, found: list[tuple], ids: list[int], rolled: tuple | None) -> list[tuple]:
         """The value columns of :meth:`_value_columns` (rows read already) with the rollup rows of the
-        compacted days of ``rolled``'s span computed from their samples, in place of any stored there;
-        each series' rows by bucket, as the stored ones come."""
+        compacted days of ``rolled``'s span computed from their samples, in place of any stored row
+        of the same series and bucket (stored ones without a computed row stay); each series' rows
+        by bucket, as the stored ones come."""
         if rolled is None or rolled[1] not in FINE_LEVELS:
             return found
         _table, width, a, b = rolled
@@ -196,7 +244,9 @@ class PostgresBlockRollups:
             name: np.frombuffer(b"".join(bytes(row[3 + i]) for row in found if row[3] is not None), kind)
             for i, (name, kind) in enumerate(zip(names, kinds, strict=True))
         }
-        kept = ~in_spans(stored["bucket"], spans)
+        inside = in_spans(stored["bucket"], spans)
+        kept = ~inside
+        kept[inside] = ~computed_at(series[inside], stored["bucket"][inside], computed)
         series = np.concatenate([series[kept], computed["series_id"]])
         columns = {name: np.concatenate([stored[name][kept], computed[name]]) for name in names}
         order = np.lexsort((columns["bucket"], series))
@@ -205,10 +255,8 @@ class PostgresBlockRollups:
             name: column[order].astype(kind)
             for (name, column), kind in zip(columns.items(), kinds, strict=True)
         }
-        cuts = (
-            np.flatnonzero(np.r_[True, series[1:] != series[:-1]]) if len(series) else np.empty(0, np.int64)
-        )
-        ends = np.r_[cuts[1:], len(series)]
+        cuts = np.flatnonzero(np.r_[True, series[1:] != series[:-1]])[: len(series)]  # none where no rows
+        ends = np.r_[cuts[1:], len(series)][: len(cuts)]
         raw = {int(row[0]): row[1:3] for row in found}
         out = {
             int(series[s]): (
@@ -247,26 +295,29 @@ class PostgresBlockRollups:
         )
 
     def _fine_relation(self, table: str, ids, spans: list[tuple[int, int]], width: int) -> tuple[str, list]:
-        """A relation of ``table``'s columns: its stored rows outside ``spans`` and the rows of ``spans``
-        computed from the samples (:meth:`fine_rows_of`), bound as one array a column."""
+        """A relation of ``table``'s columns: the rows of ``spans`` computed from the samples
+        (:meth:`fine_rows_of`, bound as one binary array a column: the statement runs on a
+        :func:`~store.postgres_wire.binary_cursor`), and its stored rows of any other series and
+        bucket."""
         rows = self.fine_rows_of(ids, spans, width)
-        outside = " AND ".join(["NOT (bucket >= %s AND bucket < %s)"] * len(spans))
-        arrays, params = [], []
-        for name in rollups.ROW.names:
-            column = rows[name]
-            if column.dtype.kind == "f":
-                arrays.append("%s::float8[]")
-                params.append(
-                    [None if v != v else v for v in column.tolist()]
-                    if name in rollups.RATE_FIELDS
-                    else column.tolist()
-                )
-            else:
-                arrays.append("%s::bigint[]")
-                params.append(column.tolist())
-        sql = f"""(SELECT {_FIELDS} FROM {table} WHERE {outside}
-            UNION ALL SELECT * FROM unnest({", ".join(arrays)}) AS computed ({_FIELDS}))"""
-        return sql, [*(bound for span in spans for bound in span), *params]
+        inside = " OR ".join(["(stored.bucket >= %s AND stored.bucket < %s)"] * len(spans))
+        arrays = ", ".join(
+            "%s::float8[]" if rows[name].dtype.kind == "f" else "%s::bigint[]" for name in rollups.ROW.names
+        )
+        params = [
+            Float8Array(rows[name]) if rows[name].dtype.kind == "f" else Int8Array(rows[name])
+            for name in rollups.ROW.names
+        ]
+        columns = ", ".join(  # a NaN rate bound in binary is the NULL the refresh stores
+            f"NULLIF({name}, 'NaN'::float8)" if name in rollups.RATE_FIELDS else name
+            for name in rollups.ROW.names
+        )
+        sql = f"""(WITH computed AS (SELECT * FROM unnest({arrays}) AS computed ({_FIELDS}))
+            SELECT {_FIELDS} FROM {table} AS stored WHERE NOT ({inside}) OR NOT EXISTS (
+                SELECT 1 FROM computed WHERE computed.series_id = stored.series_id
+                AND computed.bucket = stored.bucket)
+            UNION ALL SELECT {columns} FROM computed)"""
+        return sql, [*params, *(bound for span in spans for bound in span)]
 
     def select_rollup_rows(self, scope, series_ids, hints, columns):
         """None (read the samples) where fine rows would be read over a compacted day."""
@@ -277,17 +328,28 @@ class PostgresBlockRollups:
 
     def rollup_row_count(self, width: int, table: str, ids: list[int], lo: int, hi: int) -> int:
         """How many rollup rows of ``table`` ``ids`` have with bucket in ``[lo, hi)`` (whole buckets),
-        the fine rows of compacted days counted as computed (for ``copy_store``'s comparison)."""
+        the fine rows of compacted days counted as they are read (for ``copy_store``'s comparison):
+        the computed ones, and the stored ones of a series and bucket with none computed."""
         spans = self.compacted_spans(lo, hi) if width in FINE_LEVELS else []
+        bounds = [bound for span in spans for bound in span]
         outside = "".join(" AND NOT (bucket >= %s AND bucket < %s)" for _span in spans)
+        inside = " OR ".join(["(bucket >= %s AND bucket < %s)"] * len(spans))
         with self.connection.cursor() as cursor:
             cursor.execute(
                 f"""SELECT COUNT(*) FROM {table}
                     WHERE series_id = ANY(%s) AND bucket >= %s AND bucket < %s{outside}""",
-                [ids, lo, hi, *(bound for span in spans for bound in span)],
+                [ids, lo, hi, *bounds],
             )
             stored = int(cursor.fetchone()[0])
-        return stored + len(self.fine_rows_of(ids, spans, width))
+            if not spans:
+                return stored
+            cursor.execute(
+                f"SELECT series_id, bucket FROM {table} WHERE series_id = ANY(%s) AND ({inside})",
+                [ids, *bounds],
+            )
+            found = np.array(cursor.fetchall(), dtype=np.int64).reshape(-1, 2)
+        computed = self.fine_rows_of(ids, spans, width)
+        return stored + len(computed) + int((~computed_at(found[:, 0], found[:, 1], computed)).sum())
 
 
 VALUE_ROW = np.dtype(
@@ -305,6 +367,14 @@ def value_rows(series_id: np.ndarray, ts: np.ndarray, value: np.ndarray, width: 
     return _reduced(
         rows["series_id"], rows["bucket"], rows["n"], rows["total"], rows["vmin"], rows["vmax"], width
     )
+
+
+def computed_at(series_id: np.ndarray, bucket: np.ndarray, computed: np.ndarray) -> np.ndarray:
+    """Which of the (``series_id``, ``bucket``) keys have a row among the ``computed`` rows."""
+    if not len(series_id) or not len(computed):
+        return np.zeros(len(series_id), dtype=bool)
+    keys = np.sort(keys_of(computed["series_id"], computed["bucket"]))
+    return lookup(keys, keys_of(series_id, bucket))[1]
 
 
 def _reduced(series_id, at, n, total, vmin, vmax, width: int) -> np.ndarray:

@@ -16,13 +16,15 @@ import pytest
 from django.db import connection, transaction
 
 from core.records import Batch, SeriesBlock
+from ops.services import retention_apply, retention_policy_set
 from orgs.access import Scope
 from orgs.services import grant_create
 from store import ReadHints, get_store
-from store.block_rollups import FINE_LEVELS
+from store.block_rollups import FINE_LEVELS, PostgresBlockRollups
 from store.hints import ClockModel, Correction, grid_origin
 from store.memory import MemoryStore
 from store.rollups import ROLLUPS
+from store.sample_blocks import BLOCK_TABLE
 from tests.factories import DAY, HOUR, MINUTE, T0, S, node_gauge, own_scope, write
 from tests.store_rows import store_sql
 from tests.timeline.test_store_equivalence import assert_same_buckets, assert_same_fleet
@@ -292,3 +294,136 @@ def test_retention_of_compacted_days_keeps_their_fine_rollups_as_rows(org_a, org
     compacted_day_reads = [i for i, hints in enumerate(reads) if hints.end <= T0 + DAY]
     after = every_read(store, scopes, ids, reads)[0]
     assert compacted_day_reads and all(after["owner", i] == before["owner", i] for i in compacted_day_reads)
+
+
+def block_samples(ids: list[int], day: int) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            store_sql(
+                "SELECT COALESCE(SUM(n), 0) FROM {} WHERE day = %s AND series_id = ANY(%s)", BLOCK_TABLE
+            ),
+            [day, ids],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_one_organisations_retention_keeps_its_fine_rollups_of_compacted_days(org_a, org_b):
+    """Rollups outlive the samples for one organisation's own, shorter retention too: its cut of
+    compacted days writes their 1 and 5 min rows back first, and every read of its series answers bit
+    for bit as before, its samples before the cut gone; the other organisation (a longer retention) is
+    untouched; a stray fine row where samples are never wins over them; and the global retention of
+    those days afterwards keeps the rows written back."""
+    store = get_store()
+    write(org_a, series=random_series(np.random.default_rng(61), 4, nan=True))
+    write(org_b, series=random_series(np.random.default_rng(62), 4, nan=True))
+    store.refresh_stale_rollups()
+    assert store.compact_settled_samples(before_day=COMPACTED_DAY + 2).partitions == 2
+    assert fine_row_days() == {table: [] for table in FINE_LEVELS.values()}
+    orgs = {"a": org_a, "b": org_b}
+    ids = {
+        name: sorted(Series.objects.scoped(own_scope(org)).values_list("pk", flat=True))
+        for name, org in orgs.items()
+    }
+    # a rate across the cut loses the raw sample before it at every level (30 and 60 min as well, and
+    # as over days in rows): the rates compared are those wholly on one side of it
+    cut = T0 + DAY
+    reads = [
+        hints
+        for hints in fine_reads(org_a)
+        if not hints.clock.corrections and (hints.fn == "value" or not hints.start < cut < hints.end)
+    ]
+
+    def read_all() -> dict[str, dict]:
+        return {
+            name: every_read(store, {"owner": own_scope(org)}, ids[name], reads)[0]
+            for name, org in orgs.items()
+        }
+
+    before = read_all()
+    counted = {
+        name: store.rollup_row_count(MINUTE, "timeline_rollup_1m", ids[name], FIRST, LAST) for name in orgs
+    }
+    samples_b = {day: block_samples(ids["b"], day) for day in (COMPACTED_DAY, COMPACTED_DAY + 1)}
+    samples_a = block_samples(ids["a"], COMPACTED_DAY)
+    assert samples_a > 0
+    retention_policy_set(org=org_a, samples_days=10, events_days=0, journal_days=0)
+    retention_policy_set(org=org_b, samples_days=30, events_days=0, journal_days=0)
+
+    result = retention_apply(now_us=(COMPACTED_DAY + 11) * DAY + 12 * HOUR)  # org A keeps from the cut
+
+    assert result.samples_deleted == {org_a.slug: samples_a}
+    assert block_samples(ids["a"], COMPACTED_DAY) == 0 and block_samples(ids["a"], COMPACTED_DAY + 1) > 0
+    assert {day: block_samples(ids["b"], day) for day in samples_b} == samples_b
+    assert fine_row_days() == {table: [COMPACTED_DAY] for table in FINE_LEVELS.values()}
+    assert read_all() == before
+    assert {
+        name: store.rollup_row_count(MINUTE, "timeline_rollup_1m", ids[name], FIRST, LAST) for name in orgs
+    } == counted
+
+    stray = store.fine_rows_of(ids["b"][:1], [(T0 + 22 * HOUR, T0 + 23 * HOUR)], MINUTE)
+    stray["n"] += 1000
+    stray["total"] += 1e9
+    super(PostgresBlockRollups, store)._write_rollup_rows(
+        "timeline_rollup_1m", stray, stored=np.zeros(len(stray), dtype=bool)
+    )
+    assert read_all() == before
+    assert {
+        name: store.rollup_row_count(MINUTE, "timeline_rollup_1m", ids[name], FIRST, LAST) for name in orgs
+    } == counted
+
+    store.drop_partitions_before(COMPACTED_DAY + 1)
+    before_cut = [i for i, hints in enumerate(reads) if hints.end <= cut]
+    after = read_all()
+    assert before_cut and all(
+        after[name]["owner", i] == before[name]["owner", i] for name in orgs for i in before_cut
+    )
+
+
+def test_compaction_after_one_organisations_retention_keeps_its_fine_rollups(org_a, org_b):
+    """One organisation's cut of a day still in rows leaves its 1 and 5 min rows (they outlive the
+    samples); compacting that day afterwards deletes the fine rows of the buckets its blocks hold
+    samples of, not those: every value read of both answers bit for bit as before."""
+    store = get_store()
+    write(org_a, series=random_series(np.random.default_rng(71), 3, nan=True))
+    write(org_b, series=random_series(np.random.default_rng(72), 3, nan=True))
+    store.refresh_stale_rollups()
+    orgs = {"a": org_a, "b": org_b}
+    ids = {
+        name: sorted(Series.objects.scoped(own_scope(org)).values_list("pk", flat=True))
+        for name, org in orgs.items()
+    }
+    reads = [hints for hints in fine_reads(org_a) if hints.fn == "value" and not hints.clock.corrections]
+
+    def read_all() -> dict[str, dict]:
+        return {
+            name: every_read(store, {"owner": own_scope(org)}, ids[name], reads)[0]
+            for name, org in orgs.items()
+        }
+
+    assert store.delete_org_rows_before("samples", org_a.pk, T0 + DAY) > 0
+    before = read_all()
+    assert store.compact_settled_samples(before_day=COMPACTED_DAY + 2).partitions == 2
+    assert block_samples(ids["a"], COMPACTED_DAY) == 0 and block_samples(ids["b"], COMPACTED_DAY) > 0
+    assert read_all() == before
+    with connection.cursor() as cursor:
+        cursor.execute(
+            store_sql(
+                "SELECT DISTINCT series_id FROM {} WHERE bucket >= %s AND bucket < %s", "timeline_rollup_1m"
+            ),
+            [T0, T0 + 2 * DAY],
+        )
+        assert sorted(row[0] for row in cursor.fetchall()) == ids["a"]  # org B's rows: computed
+
+
+def test_a_minute_read_of_series_without_rows_over_a_compacted_day_is_empty(org_a):
+    """A series with no samples and no fine rows over a compacted day reads as no buckets there."""
+    write(org_a, series=[node_gauge([1.0, 2.0], ts=[T0 + HOUR, T0 + DAY + HOUR])])
+    write(org_a, series=[node_gauge([3.0], ts=[T0 + DAY + HOUR], node="node-2")])
+    store = get_store()
+    store.refresh_stale_rollups()
+    assert store.compact_settled_samples(before_day=COMPACTED_DAY + 1).partitions == 1
+    sids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
+    frame = store.select_buckets(
+        own_scope(org_a), sids[1:], ReadHints(start=T0 + 2 * HOUR, end=T0 + 3 * HOUR, step=MINUTE)
+    )
+    assert frame["bucket"].tolist() == []
