@@ -28,9 +28,9 @@ Per window and round, each side answers once, in an order that turns from round 
 Before anything is timed, every bucket of every series of every window is compared with Prometheus's
 and with VictoriaMetrics's answer (min, max, mean to 1e-9 relative; a bucket one side lacks differs).
 With ``--baseline DIR``, a second gunicorn serves another checkout of the project (the code before a
-change) from the same database, timed as one more side of each round and its lanes compared with
-this checkout's. Printed: the table of medians per window, the ratios, and the load average before
-and after.
+change) from the same database (with ``--blocks --baseline-on-blocks``, from the compacted copy),
+timed as one more side of each round and its lanes compared with this checkout's. Printed: the
+table of medians per window, the ratios, and the load average before and after.
 
 Then (``--ingest``, on unless ``--no-ingest``; ``--ingest-only`` skips the reads) the remote_write
 side by side of ``bench/_peers_ingest.py``: the same snappy-compressed protobuf ``WriteRequest`` bodies,
@@ -478,7 +478,8 @@ def run(args: argparse.Namespace, work: Path, programs: dict[str, Path]) -> str:
             processes.append(blocks)
             clients["blocks"] = prom.Timed(blocks_port, {"Authorization": f"Bearer {token}"})
         if args.baseline:
-            baseline, baseline_port = start_jointline(args.database_url, work / "data", work, args.baseline)
+            served = compacted if args.blocks and args.baseline_on_blocks else args.database_url
+            baseline, baseline_port = start_jointline(served, work / "data", work, args.baseline)
             processes.append(baseline)
             clients["baseline"] = prom.Timed(baseline_port, {"Authorization": f"Bearer {token}"})
         prometheus, prom_port = prom.start_prometheus(tsdb, work)
@@ -553,6 +554,11 @@ def parse_args() -> argparse.Namespace:
         "--baseline",
         type=Path,
         help="another checkout of the project (e.g. from git archive) timed beside this one, same database",
+    )
+    parser.add_argument(
+        "--baseline-on-blocks",
+        action="store_true",
+        help="with --blocks: the baseline serves the compacted copy (times a change of reads over blocks)",
     )
     parser.add_argument(
         "--peers-dir",

@@ -360,13 +360,15 @@ VALUE_ROW = np.dtype(
 def value_rows(series_id: np.ndarray, ts: np.ndarray, value: np.ndarray, width: int) -> np.ndarray:
     """The value columns of :func:`rollups.combine`'s rows of width ``width`` (1 or 5 min) of samples
     sorted by series and time, reduced as it reduces them (minute rows from the samples, five-minute
-    rows from those), so bit for bit the same; without the rate columns a value read does not need."""
-    rows = _reduced(series_id, ts, np.ones(len(ts), np.int64), value, value, value, rollups.MINUTE_US)
-    if width == rollups.MINUTE_US:
-        return rows
-    return _reduced(
-        rows["series_id"], rows["bucket"], rows["n"], rows["total"], rows["vmin"], rows["vmax"], width
-    )
+    rows from those), so bit for bit the same; without the rate columns a value read does not need.
+    The columns stay plain arrays until the last level's rows are packed."""
+    columns = _reduced(series_id, ts, np.ones(len(ts), np.int64), value, value, value, rollups.MINUTE_US)
+    if width != rollups.MINUTE_US:
+        columns = _reduced(*columns, width)
+    out = np.empty(len(columns[0]), dtype=VALUE_ROW)
+    for name, column in zip(VALUE_ROW.names, columns, strict=True):
+        out[name] = column
+    return out
 
 
 def computed_at(series_id: np.ndarray, bucket: np.ndarray, computed: np.ndarray) -> np.ndarray:
@@ -377,22 +379,21 @@ def computed_at(series_id: np.ndarray, bucket: np.ndarray, computed: np.ndarray)
     return lookup(keys, keys_of(series_id, bucket))[1]
 
 
-def _reduced(series_id, at, n, total, vmin, vmax, width: int) -> np.ndarray:
-    if not len(at):
-        return np.empty(0, dtype=VALUE_ROW)
+def _reduced(series_id, at, n, total, vmin, vmax, width: int) -> tuple[np.ndarray, ...]:
     bucket = at - at % width
+    if not len(at):
+        return series_id, bucket, n, total, vmin, vmax
     starts = np.flatnonzero(np.r_[True, (series_id[1:] != series_id[:-1]) | (bucket[1:] != bucket[:-1])])
-    out = np.empty(len(starts), dtype=VALUE_ROW)
     if len(starts) == len(at):  # one input a bucket (a scrape a minute or slower): each is its row
-        out["series_id"], out["bucket"], out["n"] = series_id, bucket, n
-        out["total"], out["vmin"], out["vmax"] = total, vmin, vmax
-        return out
-    out["series_id"], out["bucket"] = series_id[starts], bucket[starts]
-    out["n"] = np.add.reduceat(n, starts)
-    out["total"] = np.add.reduceat(total, starts)
-    out["vmin"] = np.fmin.reduceat(vmin, starts)  # as combine: a NaN only where all are
-    out["vmax"] = np.maximum.reduceat(vmax, starts)
-    return out
+        return series_id, bucket, n, total, vmin, vmax
+    return (
+        series_id[starts],
+        bucket[starts],
+        np.add.reduceat(n, starts),
+        np.add.reduceat(total, starts),
+        np.fmin.reduceat(vmin, starts),  # as combine: a NaN only where all are
+        np.maximum.reduceat(vmax, starts),
+    )
 
 
 def _series_times(samples: SampleArrays):

@@ -46,7 +46,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from store.batches import DAY_US, SampleArrays
 from store.postgres_wire import Float8Array, Int8Array, big_endian, binary_cursor
 from store.rollup_rows import keys_of, lookup
-from store.sample_codec import decode_block, encode_block
+from store.sample_codec import decode_blocks, encode_block
 
 BLOCK_TABLE = "timeline_sample_block"
 COMPACTION_TABLE = "timeline_sample_compaction"
@@ -110,11 +110,6 @@ def by_series(samples: SampleArrays) -> dict[int, tuple[np.ndarray, np.ndarray]]
         for a, b in zip(starts, ends, strict=True)
         if b > a
     }
-
-
-def _cut(ts: np.ndarray, lo: int, hi: int) -> slice:
-    start, end = np.searchsorted(ts, [lo, hi])
-    return slice(int(start), int(end))
 
 
 def settled_before_day(now_s: float | None = None) -> int:
@@ -286,14 +281,12 @@ class PostgresSampleBlocks:
             found = cursor.fetchall()
         if not found:
             return _EMPTY
-        series, times, values = [], [], []
-        for series_id, lo, hi, ts_blob, value_blob in found:
-            ts, value = decode_block(ts_blob, value_blob)
-            cut = _cut(ts, lo, hi)
-            times.append(ts[cut])
-            values.append(value[cut])
-            series.append(np.full(len(times[-1]), series_id, dtype=np.int64))
-        return SampleArrays(np.concatenate(series), np.concatenate(times), np.concatenate(values)).sorted()
+        ts, values, counts = decode_blocks([(row[3], row[4]) for row in found])
+        series, lo, hi = (
+            np.repeat(np.array([row[column] for row in found], dtype=np.int64), counts) for column in range(3)
+        )
+        inside = (ts >= lo) & (ts < hi)
+        return SampleArrays(series[inside], ts[inside], values[inside]).sorted()
 
     def _with_block_samples(self, rows: SampleArrays, ranges: Sequence[tuple[int, int, int]]) -> SampleArrays:
         """``rows`` read from the ranges merged with the blocks' samples of the same ranges (sorted by

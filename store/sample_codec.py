@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Sequence
 
 import cramjam
 import numpy as np
@@ -90,6 +91,13 @@ def _pack(kind: int, words: np.ndarray, compressor: int) -> bytes:
 
 
 def _unpack(blob: bytes | memoryview, kind: int) -> np.ndarray:
+    planes, count = _checked_planes(blob, kind)
+    return _unshuffle(planes, count) if count else np.empty(0, dtype=np.uint64)
+
+
+def _checked_planes(blob: bytes | memoryview, kind: int) -> tuple[memoryview | bytes, int]:
+    """The decompressed byte planes of a string of ``kind`` and its sample count, its header and
+    checksum checked (ValueError)."""
     blob = memoryview(blob)
     if blob.nbytes < HEADER.size:
         raise ValueError(f"sample block: {blob.nbytes} bytes, shorter than its {HEADER.size}-byte header")
@@ -101,12 +109,11 @@ def _unpack(blob: bytes | memoryview, kind: int) -> np.ndarray:
     if not count:
         if blob.nbytes != HEADER.size:
             raise ValueError("sample block: an empty block with a body")
-        return np.empty(0, dtype=np.uint64)
+        return b"", 0
     body = blob[HEADER.size :]
     if zlib.crc32(body) != checksum:
         raise ValueError("sample block: the body's checksum differs from its header's (damaged)")
-    planes = _decompress(body, compressor, 8 * count)
-    return _unshuffle(planes, count)
+    return _decompress(body, compressor, 8 * count), count
 
 
 def encode_times(ts: np.ndarray, *, compressor: int = LZ4) -> bytes:
@@ -157,3 +164,43 @@ def decode_block(times: bytes | memoryview, values: bytes | memoryview) -> tuple
     if len(ts) != len(found):
         raise ValueError(f"sample block: {len(ts)} times and {len(found)} values")
     return ts, found
+
+
+def decode_blocks(blocks: Sequence[tuple[bytes | memoryview, bytes | memoryview]]) -> tuple[np.ndarray, ...]:
+    """The samples of many blocks (``(times, values)`` strings of :func:`encode_block`) end to end:
+    ``(ts int64, values float64, counts int64)``, ``counts`` the samples of each block in order; the
+    same numbers as :func:`decode_block` of each, ValueError on a damaged one.
+
+    Each string is checked and inflated into its slice of one array (one copy a string); the deltas,
+    the zigzag and the XOR chains are then undone for all blocks in one pass each: a running sum (or
+    XOR) over every block minus its value before the block's first word, exact modulo 2**64."""
+    times = [_checked_planes(blob, TIMES) for blob, _values in blocks]
+    values = [_checked_planes(blob, VALUES) for _times, blob in blocks]
+    counts = np.array([count for _planes, count in times], dtype=np.int64)
+    if any(t[1] != v[1] for t, v in zip(times, values, strict=True)):
+        raise ValueError("sample block: its times and values differ in number")
+    zigzag, words = _unshuffled(times, counts), _unshuffled(values, counts)
+    starts = np.r_[0, np.cumsum(counts)[:-1]][counts > 0]
+    ts = ((zigzag >> np.uint64(1)) ^ (np.uint64(0) - (zigzag & np.uint64(1)))).view(np.int64)
+    if len(ts):
+        first = ts[starts].copy()  # each block's first time; its second word is the first delta
+        ts[starts] = 0
+        deltas = _running(np.cumsum(ts), starts, counts)  # deltas of deltas -> deltas (0 at each start)
+        ts = _running(np.cumsum(deltas), starts, counts) + np.repeat(first, counts[counts > 0])
+        bits = np.bitwise_xor.accumulate(words)
+        words = bits ^ np.repeat(bits[starts] ^ words[starts], counts[counts > 0])
+    return ts, words.view(np.float64), counts
+
+
+def _running(totals: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """A running sum over all blocks made each block's own: minus the total at its first word."""
+    return totals - np.repeat(totals[starts], counts[counts > 0])
+
+
+def _unshuffled(planes: list[tuple[memoryview | bytes, int]], counts: np.ndarray) -> np.ndarray:
+    words = np.empty((int(counts.sum()), 8), dtype=np.uint8)
+    at = 0
+    for body, count in planes:
+        np.copyto(words[at : at + count].T, np.frombuffer(body, dtype=np.uint8).reshape(8, count))
+        at += count
+    return words.view("<u8")[:, 0]

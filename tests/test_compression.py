@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.test import override_settings
@@ -237,3 +238,36 @@ def test_push_endpoints_still_accept_gzip_bodies(pusher_a, read_token_a, org_a):
         HTTP_ACCEPT_ENCODING="gzip",
     )
     assert sum(json.loads(_decoded(lanes))["lanes"][0]["count"]) == 40
+
+
+def test_json_answers_carry_a_random_length_name_in_their_gzip_header(read_token_a, slots):
+    """The BREACH mitigation of Django's compression is kept at the faster level: the compressed length
+    varies from answer to answer of the same body."""
+    reader = bearer_client(read_token_a)
+    params = {**WINDOW, "series": ",".join(map(str, slots)), "width": 400}
+    answers = [reader.get("/api/v1/lanes", params, HTTP_ACCEPT_ENCODING="gzip") for _ in range(6)]
+    assert all(answer.content[3] & 0x08 for answer in answers)  # FNAME set
+    assert len({len(answer.content) for answer in answers}) > 1
+    bodies = [json.loads(gzip.decompress(answer.content)) for answer in answers]
+    for body in bodies:
+        body.pop("server_ms", None)
+    assert all(body == bodies[0] for body in bodies)
+
+
+def test_answers_from_a_mebibyte_on_are_compressed_faster_smaller_ones_smaller():
+    """Level 6 below LARGE_ANSWER_BYTES (the war room's first answers stay small on the wire), level 1 from
+    it on (a long window's lanes answer): each answer decompresses to its body either way."""
+    from config import compression
+
+    rng = np.random.default_rng(5)
+    row = json.dumps([round(float(v), 3) for v in rng.normal(50, 3, 64)]).encode()
+    small = row * (compression.LARGE_ANSWER_BYTES // len(row) - 1)
+    large = row * (compression.LARGE_ANSWER_BYTES // len(row) + 1)
+    assert len(small) < compression.LARGE_ANSWER_BYTES <= len(large)
+    for body in (small, large):
+        assert gzip.decompress(compression.compress_answer(body, max_random_bytes=8)) == body
+    level = {body: len(compression.compress_answer(body, max_random_bytes=1)) for body in (small, large)}
+    for body in (small, large):  # the two levels are told apart by length on these bodies
+        assert len(gzip.compress(body, compresslevel=6)) != len(gzip.compress(body, compresslevel=1))
+    assert level[small] == len(gzip.compress(small, compresslevel=6, mtime=0)) + 2
+    assert level[large] == len(gzip.compress(large, compresslevel=1, mtime=0)) + 2

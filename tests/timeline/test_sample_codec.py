@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store import sample_codec
-from store.sample_codec import decode_block, decode_times, decode_values, encode_block
+from store.sample_codec import decode_block, decode_blocks, decode_times, decode_values, encode_block
 
 T0 = 1_781_481_600_000_000  # 2026-06-15T00:00:00Z
 MINUTE_US = 60_000_000
@@ -135,6 +135,45 @@ def test_damaged_block_raises_value_error():
         decode_times(bytes(damaged))
     with pytest.raises(ValueError, match="kind"):
         decode_times(values_blob)  # values where times are expected
+
+
+block_lists = st.lists(
+    st.tuples(
+        st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40).map(lambda xs: np.array(xs, dtype=np.int64)),
+        st.integers(0, 2**32),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(blocks=block_lists)
+def test_many_blocks_decode_at_once_as_each_decodes_alone(blocks):
+    """Any times (wrapping deltas included) and any value bits: the batched decode gives each block's
+    own numbers end to end, and its counts."""
+    rng = np.random.default_rng(0)
+    encoded, expected = [], []
+    for ts, seed in blocks:
+        bits = np.random.default_rng(seed).integers(0, 2**64 - 1, len(ts), dtype=np.uint64, endpoint=True)
+        encoded.append(encode_block(ts, bits.view(np.float64), compressor=int(rng.choice([0, 1, 2]))))
+        expected.append(decode_block(*encoded[-1]))
+    ts, values, counts = decode_blocks(encoded)
+    assert counts.tolist() == [len(one) for one, _values in expected]
+    assert (ts == np.concatenate([np.empty(0, np.int64), *(one for one, _values in expected)])).all()
+    assert same_bits(values, np.concatenate([np.empty(0), *(one for _ts, one in expected)]))
+
+
+def test_many_blocks_with_one_damaged_or_uneven_raise_value_error():
+    ts = T0 + MINUTE_US * np.arange(50)
+    good = encode_block(ts, np.arange(50.0))
+    damaged = bytearray(good[1])
+    damaged[-1] ^= 0x10
+    with pytest.raises(ValueError, match="checksum"):
+        decode_blocks([good, (good[0], bytes(damaged)), good])
+    with pytest.raises(ValueError, match="differ in number"):
+        decode_blocks([good, (good[0], encode_block(ts[:49], np.arange(49.0))[1])])
+    with pytest.raises(ValueError, match="kind"):
+        decode_blocks([(good[1], good[0])])
 
 
 def bytes_per_sample(ts: np.ndarray, values: np.ndarray) -> float:
