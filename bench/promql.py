@@ -190,17 +190,13 @@ def compare(jointline_url: str, prometheus_url: str, token: str, rounds: int) ->
 
 
 def compact() -> None:
-    """The store's compaction of every settled day (``manage.py compact_samples``): the rows become
-    per-series day blocks."""
-    from store import get_store
+    """The store's compaction of every settled day, as an operator runs it (``manage.py
+    compact_samples``): the rows become per-series day blocks."""
+    from django.core.management import call_command
 
     started = time.perf_counter()
-    done = get_store().compact_settled_samples()
-    print(
-        f"compacted {done.samples:,} samples into {done.blocks:,} blocks "
-        f"in {time.perf_counter() - started:.1f} s",
-        file=sys.stderr,
-    )
+    call_command("compact_samples", "--no-progress", stdout=sys.stderr)
+    print(f"compacted in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
 
 def measured(args: argparse.Namespace, prometheus_url: str, token: str, cache_mb: str | None) -> list:
