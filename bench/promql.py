@@ -23,10 +23,16 @@ minutes read 1-minute rollups where that is exact (docs/decisions/0007-promql-ap
 ``JOINTLINE_ROLLUPS=false`` measures the raw-sample evaluation. ``--reuse`` measures again on the loaded
 database with a fresh read token.
 
+``--blocks`` measures four ways in one run, on the same samples: the head (rows of ``timeline_sample``)
+with each worker's sample cache off (``JOINTLINE_SAMPLE_CACHE_MB=0``) and on, then the same day
+compacted into per-series day blocks by the store's own compaction (its day is long settled: the
+samples are from 2026-06-15), cache off and on again, one ``placement/cache: p50`` line each.
+
 Needs PostgreSQL (trust auth) on 127.0.0.1 and Debian's ``prometheus`` package. Run from the root::
 
     python bench/promql.py
     python bench/promql.py --reuse --rounds 9 --corpus
+    python bench/promql.py --blocks
 """
 
 from __future__ import annotations
@@ -183,6 +189,27 @@ def compare(jointline_url: str, prometheus_url: str, token: str, rounds: int) ->
     return ratios
 
 
+def compact() -> None:
+    """The store's compaction of every settled day, as an operator runs it (``manage.py
+    compact_samples``): the rows become per-series day blocks."""
+    from django.core.management import call_command
+
+    started = time.perf_counter()
+    call_command("compact_samples", "--no-progress", stdout=sys.stderr)
+    print(f"compacted in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+
+
+def measured(args: argparse.Namespace, prometheus_url: str, token: str, cache_mb: str | None) -> list:
+    """:func:`compare` against a fresh gunicorn whose workers' sample cache holds ``cache_mb`` MB
+    (``"0"``: off; None: the setting's default)."""
+    if cache_mb is None:
+        os.environ.pop("JOINTLINE_SAMPLE_CACHE_MB", None)
+    else:
+        os.environ["JOINTLINE_SAMPLE_CACHE_MB"] = cache_mb
+    with _harness.Stack(args.database_url, args.redis_url, workers=0) as stack:
+        return compare(f"http://127.0.0.1:{stack.port}", prometheus_url, token, args.rounds)
+
+
 def corpus(workdir: Path) -> tuple[int, int]:
     """The compliance corpus on its own data: (queries that match, queries)."""
     from orgs.services import organization_create
@@ -221,14 +248,20 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    parser.add_argument("--redis-url", default=_harness.DEFAULT_REDIS_URL)
     parser.add_argument("--series", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reuse", action="store_true", help="measure again on the loaded database")
     parser.add_argument("--corpus", action="store_true", help="also run the compliance corpus")
-    args = _harness.parse_with_smoke(parser, series=6, rounds=1)
+    parser.add_argument(
+        "--blocks", action="store_true", help="rows, then compacted blocks, each with the cache off and on"
+    )
+    args = _harness.parse_with_smoke(parser, series=6, rounds=1, blocks=True)
     for binary in ("prometheus", "promtool"):
         if not shutil.which(binary):
             raise SystemExit(f"{binary} is not installed: apt-get install prometheus")
+    if args.blocks and args.reuse:
+        raise SystemExit("--blocks measures rows before compacting them: run it without --reuse")
     _harness.require_loopback(args.database_url)
     _harness.exclusive()
     _harness.setup_django(args.database_url, "promql")
@@ -246,11 +279,21 @@ def main() -> None:
         token = load(args.database_url, series)
     with tempfile.TemporaryDirectory(prefix="jointline-bench-promql-") as workdir:
         (Path(workdir) / "day").mkdir()
-        with (
-            _harness.Stack(args.database_url, workers=0) as stack,
-            prometheus_with(series, Path(workdir) / "day") as url,
-        ):
-            ratios = compare(f"http://127.0.0.1:{stack.port}", url, token, args.rounds)
+        with prometheus_with(series, Path(workdir) / "day") as url:
+            if not args.blocks:
+                ratios = measured(args, url, token, os.environ.get("JOINTLINE_SAMPLE_CACHE_MB"))
+            else:
+                ratios, lines = [], []
+                for placement in ("rows", "blocks"):
+                    if placement == "blocks":
+                        compact()
+                    for cache, cache_mb in (("cache off", "0"), ("cache on", None)):
+                        print(f"-- {placement}, {cache}")
+                        found = measured(args, url, token, cache_mb)
+                        lines.append(f"{placement}/{cache}: p50 {statistics.median(found):.2f}x")
+                        ratios.extend(found)
+                for line in lines:
+                    print(line)
         agreed, total = (len(QUERIES), len(QUERIES))
         if args.corpus:
             (Path(workdir) / "corpus").mkdir()

@@ -57,11 +57,12 @@ def read_samples(
     (:func:`store.reads.run_reads`: PostgreSQL, outside a transaction), each on its own
     connection; never a fleet read, whose group rule holds for the group as a whole, and never where
     the store keeps decoded samples in this process (``caches_samples``: one read checks every hour
-    at once, and the reads on their own connections would each pay for a connection)."""
+    at once, and the reads on their own connections would each pay for a connection), nor where the
+    store's plan says the split does not pay (``reads_apart_pay``: PostgreSQL over compacted days)."""
     hints = ReadHints(start=start, end=end, clock=clock_for(scope), fleet=fleet_only)
     store = get_store()
     parts = 1 if fleet_only else min(settings.JOINTLINE_PARALLEL_READS, len(series_ids) // SERIES_PER_READ)
-    if parts <= 1 or store.caches_samples():
+    if parts <= 1 or store.caches_samples() or not store.reads_apart_pay(start, end):
         return store.select_sample_arrays(scope, series_ids, hints)
     jobs = [partial(_read, scope, series_ids[part::parts], hints) for part in range(parts)]
     return {series_id: arrays for result in run_reads(jobs) for series_id, arrays in result.items()}

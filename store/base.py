@@ -215,6 +215,13 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
             for index, (_, batch) in enumerate(batches)
         ]
 
+    # -- reads: the read plan -------------------------------------------------------------------
+    def reads_apart_pay(self, start: int, end: int) -> bool:
+        """Whether a bulk sample read of many series over ``[start, end)`` (µs) pays split into a few
+        reads side by side, each on its own connection (:func:`store.reads.run_reads`); PostgreSQL
+        says no where the window is all compacted days (:mod:`store.block_reads`)."""
+        return start < end
+
     # -- reads: which series hold data in a window -----------------------------------------------
     def series_with_samples(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> set[int]:
         """The series of ``series_ids`` the scope may read one by one that hold a sample in
