@@ -216,6 +216,12 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
         ]
 
     # -- reads: the read plan -------------------------------------------------------------------
+    def _rolled_relation(self, read, ids: list[int], rolled_until: int | None) -> tuple[str, list] | None:
+        """A relation the rollup bucket query (:meth:`SampleReads._rollup_sql`) reads ``read``'s rows from
+        instead of its table, or None (the table); PostgreSQL computes the fine rows of compacted days
+        (:mod:`store.block_rollups`)."""
+        return None
+
     def reads_apart_pay(self, start: int, end: int) -> bool:
         """Whether a bulk sample read of many series over ``[start, end)`` (µs) pays split into a few
         reads side by side, each on its own connection (:func:`store.reads.run_reads`); PostgreSQL

@@ -270,29 +270,15 @@ class PostgresBlockRollups:
                 out[series_id] = (*columns_raw, None, None, None, None, None)
         return [(series_id, *out[series_id]) for series_id in sorted(out)]
 
-    def _rollup_sql(self, key: tuple, ids: list[int], hints, *, lookback: int) -> tuple[str, list] | None:
-        """The bucket query over rollups (:meth:`SampleReads._rollup_sql`), the fine rows of compacted
-        days bound as arrays in place of the stored ones."""
-        read = self._rollup_plan(key, ids, hints, lookback=lookback)
-        if read is None:
+    def _rolled_relation(self, read, ids: list[int], rolled_until: int | None) -> tuple[str, list] | None:
+        """The bucket query's rollup rows (:meth:`SampleReads._rollup_sql`) with the fine rows of
+        compacted days computed and bound as arrays (:meth:`_fine_relation`); None elsewhere."""
+        if read.width not in FINE_LEVELS:
             return None
-        stale = self.stale_from(ids, start=read.lo, end=read.hi)
-        rolled_until = None if stale is None else rollups.floor_to(stale, read.width)
-        relation = None
-        if read.width in FINE_LEVELS:
-            a, b = rollups.ceil_to(read.lo, read.width), rollups.floor_to(read.hi, read.width)
-            b = b if rolled_until is None else min(b, rolled_until)
-            spans = self.compacted_spans(a, b) if a < b else []
-            if spans:
-                relation = self._fine_relation(read.table, ids, spans, read.width)
-        return rollups.combine_sql(
-            read,
-            least=self.least,
-            greatest=self.greatest,
-            rolled_until=rolled_until,
-            relation=self._sample_relation,
-            rolled=relation,
-        )
+        a, b = rollups.ceil_to(read.lo, read.width), rollups.floor_to(read.hi, read.width)
+        b = b if rolled_until is None else min(b, rolled_until)
+        spans = self.compacted_spans(a, b) if a < b else []
+        return self._fine_relation(read.table, ids, spans, read.width) if spans else None
 
     def _fine_relation(self, table: str, ids, spans: list[tuple[int, int]], width: int) -> tuple[str, list]:
         """A relation of ``table``'s columns: the rows of ``spans`` computed from the samples
@@ -320,11 +306,12 @@ class PostgresBlockRollups:
         return sql, [*params, *(bound for span in spans for bound in span)]
 
     def select_rollup_rows(self, scope, series_ids, hints, columns):
-        """None (read the samples) where fine rows would be read over a compacted day."""
-        found = super().select_rollup_rows(scope, series_ids, hints, columns)
-        if found is not None and hints.step in FINE_LEVELS and self.compacted_spans(hints.start, hints.end):
+        """None (read the samples) where fine rows would be read over a compacted day, before any row
+        is read."""
+        fine = hints.step in FINE_LEVELS and hints.start < hints.end
+        if fine and self.compacted_spans(hints.start, hints.end):
             return None
-        return found
+        return super().select_rollup_rows(scope, series_ids, hints, columns)
 
     def rollup_row_count(self, width: int, table: str, ids: list[int], lo: int, hi: int) -> int:
         """How many rollup rows of ``table`` ``ids`` have with bucket in ``[lo, hi)`` (whole buckets),

@@ -334,8 +334,7 @@ class SampleReads:
     def _rollup_sql(
         self, key: tuple, ids: list[int], hints: ReadHints, *, lookback: int
     ) -> tuple[str, list] | None:
-        """The bucket query of one group over rollups, where :meth:`_rollup_plan` finds one; None:
-        read raw."""
+        """The bucket query of one group over rollups, where :meth:`_rollup_plan` finds one; None: raw."""
         read = self._rollup_plan(key, ids, hints, lookback=lookback)
         if read is None:
             return None
@@ -348,6 +347,7 @@ class SampleReads:
             greatest=self.greatest,
             rolled_until=rolled_until,
             relation=self._sample_relation,
+            rolled=self._rolled_relation(read, ids, rolled_until),
         )
 
     def _sample_sql(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple[str, list]:
