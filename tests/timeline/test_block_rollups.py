@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import msgspec
 import numpy as np
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from core.records import Batch, SeriesBlock
 from ops.services import retention_apply, retention_policy_set
@@ -27,7 +27,7 @@ from store.rollups import ROLLUPS
 from store.sample_blocks import BLOCK_TABLE
 from tests.factories import DAY, HOUR, MINUTE, T0, S, node_gauge, own_scope, write
 from tests.store_rows import store_sql
-from tests.timeline.test_store_equivalence import assert_same_buckets, assert_same_fleet
+from tests.timeline.test_store_equivalence import assert_same_buckets, assert_same_fleet, write_both
 from timeline.models import Series
 
 pytestmark = pytest.mark.skipif(
@@ -194,11 +194,7 @@ def test_late_samples_into_a_compacted_day_write_no_fine_rows_and_read_as_the_re
     series = random_series(rng, 6, nan=False)
 
     def both(blocks: list[SeriesBlock]) -> None:
-        batch = Batch(source="random", series=blocks)
-        with transaction.atomic():
-            stored = store.write_batch(org_id=org_a.pk, batch=batch).samples_stored
-        with transaction.atomic():
-            assert reference.write_batch(org_id=org_a.pk, batch=batch).samples_stored == stored
+        write_both(store, reference, org_a.pk, Batch(source="random", series=blocks))
 
     def part(block: SeriesBlock, ts: list[int], values: list[float]) -> SeriesBlock:
         return msgspec.structs.replace(block, ts=ts, values=values)

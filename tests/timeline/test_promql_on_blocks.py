@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import override_settings
 
 from core.records import Batch, SeriesBlock
@@ -25,6 +25,7 @@ from tests.timeline.test_block_rollups import (
     random_series,
     viewers,
 )
+from tests.timeline.test_store_equivalence import write_both
 from timeline.models import Series
 
 pytestmark = pytest.mark.skipif(
@@ -69,11 +70,7 @@ def test_promql_reads_over_compacted_days_lose_no_sample(seed, org_a, org_b, rea
     series = random_series(rng, 18, nan=False)  # 18: more than one read a part, were it split
 
     def both(blocks: list[SeriesBlock]) -> None:
-        batch = Batch(source="random", series=blocks)
-        with transaction.atomic():
-            stored = store.write_batch(org_id=org_a.pk, batch=batch).samples_stored
-        with transaction.atomic():
-            assert reference.write_batch(org_id=org_a.pk, batch=batch).samples_stored == stored
+        write_both(store, reference, org_a.pk, Batch(source="random", series=blocks))
 
     def part(block: SeriesBlock, keep: slice, shift: float = 0.0) -> SeriesBlock:
         return msgspec.structs.replace(

@@ -24,6 +24,7 @@ from tests.timeline.test_store_equivalence import (
     random_batches,
     random_blocks,
     viewers_and_reads,
+    write_both,
 )
 from timeline.models import Series
 
@@ -152,10 +153,7 @@ def test_every_read_over_blocks_and_head_rows_answers_as_the_reference(seed, org
     batches = random_batches(rng, random_blocks(rng, 6))
     compact_after = set(rng.choice(len(batches), size=max(2, len(batches) // 3), replace=False).tolist())
     for index, batch in enumerate(batches):
-        with transaction.atomic():
-            stored = compared.write_batch(org_id=org_a.pk, batch=batch).samples_stored
-        with transaction.atomic():
-            assert reference.write_batch(org_id=org_a.pk, batch=batch).samples_stored == stored, index
+        write_both(compared, reference, org_a.pk, batch, index)
         if index in compact_after:
             compared.compact_settled_samples()
     assert block_rows() and sample_partitions()  # blocks, and late rows beside them

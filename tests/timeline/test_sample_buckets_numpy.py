@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from psycopg import sql
 
 from orgs.access import Scope
@@ -29,6 +29,7 @@ from tests.timeline.test_store_equivalence import (
     random_batches,
     random_blocks,
     viewers_and_reads,
+    write_both,
 )
 
 pytestmark = pytest.mark.skipif(
@@ -103,10 +104,7 @@ def test_numpy_bucket_reads_answer_as_the_database_and_the_reference(seed, org_a
     batches = random_batches(rng, random_blocks(rng, 6))
     compact_after = set(rng.choice(len(batches), size=max(2, len(batches) // 3), replace=False).tolist())
     for index, batch in enumerate(batches):
-        with transaction.atomic():
-            stored = compared.write_batch(org_id=org_a.pk, batch=batch).samples_stored
-        with transaction.atomic():
-            assert reference.write_batch(org_id=org_a.pk, batch=batch).samples_stored == stored
+        write_both(compared, reference, org_a.pk, batch)
         if index in compact_after:
             compared.compact_settled_samples()
     ids, viewers, clocks, reads = viewers_and_reads(rng, org_a, org_b)

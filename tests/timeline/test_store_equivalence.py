@@ -72,6 +72,16 @@ def random_blocks(rng: np.random.Generator, count: int) -> list[SeriesBlock]:
     return blocks
 
 
+def write_both(store, reference, org_id: int, batch: Batch, where: object = "") -> int:
+    """Write ``batch`` to ``store`` and to the in-memory ``reference``, each in a transaction of its own;
+    both must store the same number of samples (returned)."""
+    with transaction.atomic():
+        stored = store.write_batch(org_id=org_id, batch=batch).samples_stored
+    with transaction.atomic():
+        assert reference.write_batch(org_id=org_id, batch=batch).samples_stored == stored, where
+    return stored
+
+
 def random_batches(rng: np.random.Generator, blocks: list[SeriesBlock]) -> list[Batch]:
     """The samples of ``blocks`` cut into pieces written in a random order (so many arrive late), a
     quarter of the pieces sent again, half of those with other values."""
@@ -166,10 +176,7 @@ def test_the_store_answers_every_read_as_the_in_memory_reference_does(seed, org_
     compared = get_store()
     reference = MemoryStore(connection, relational=getattr(compared, "relational", compared))
     for batch in random_batches(rng, random_blocks(rng, 6)):
-        with transaction.atomic():
-            stored = compared.write_batch(org_id=org_a.pk, batch=batch).samples_stored
-        with transaction.atomic():
-            assert reference.write_batch(org_id=org_a.pk, batch=batch).samples_stored == stored
+        write_both(compared, reference, org_a.pk, batch)
     ids, viewers, clocks, reads = viewers_and_reads(rng, org_a, org_b)
     for refreshed in (False, True):
         if refreshed:
