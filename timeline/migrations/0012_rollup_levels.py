@@ -14,6 +14,8 @@ def create_levels(apps, schema_editor):
 
     store = get_store(schema_editor.connection)
     store.create_rollup_schema()  # every table IF NOT EXISTS: only the new levels are created
+    if store.capabilities.sample_blocks:  # the rollup writes ask which days are compacted (0013's
+        store.create_block_schema()  # tables, created IF NOT EXISTS there too)
     store.derive_rollup_levels(NEW_LEVELS_US)
 
 
