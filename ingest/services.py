@@ -249,6 +249,11 @@ def _groups_here(store: StoreBackend, entry: _Entry, size: int) -> bool:
     )
 
 
+def journal_waiting() -> bool:
+    """Whether any journal entry waits to be applied (accepted, not claimed by a worker yet)."""
+    return IngestBatch.objects.filter(status=BatchStatus.ACCEPTED).exists()
+
+
 def _accepted_whole():
     """Accepted entries not partly applied: the ones a group may take."""
     return IngestBatch.objects.filter(status=BatchStatus.ACCEPTED, resume_day__isnull=True)

@@ -7,9 +7,10 @@ import threading
 
 from celery import shared_task
 from celery.signals import task_postrun
+from django.conf import settings
 from django.db import close_old_connections, connections
 
-from ingest.services import ApplyRetryLater, batch_apply, journal_sweep
+from ingest.services import ApplyRetryLater, batch_apply, journal_sweep, journal_waiting
 from store.tasks import refresh_rollups_soon
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def apply_batch(self, batch_id: str) -> dict | None:
     if applied is None:
         return None
     if applied.samples_stored or applied.events_stored:
-        refresh_rollups_soon()
+        refresh_rollups_after_apply()
     if applied.series_dropped:
         _count_dropped(applied.series_dropped, applied.samples_dropped)
     return {
@@ -47,6 +48,13 @@ def apply_batch(self, batch_id: str) -> dict | None:
         "series_dropped": applied.series_dropped,
         "samples_dropped": applied.samples_dropped,
     }
+
+
+def refresh_rollups_after_apply() -> None:
+    """Queue the refresh of what an apply wrote: at once when no journal entry waits (later writes
+    would add nothing to coalesce), else after the delay (``refresh_rollups_soon``; decision 0054)."""
+    idle = settings.JOINTLINE_ROLLUP_REFRESH_WHEN_IDLE and not journal_waiting()
+    refresh_rollups_soon(at_once=idle)
 
 
 def _count_dropped(series: int, samples: int) -> None:

@@ -39,13 +39,14 @@ def compact_samples() -> int:
 
 
 REFRESH_PENDING = "jointline:rollups:refresh-pending"
+REFRESH_NOW = "jointline:rollups:refresh-now"
 
 
 @shared_task
 def refresh_rollups() -> int:
     """Work off the rollup refresh queue (``StoreBackend.refresh_stale_rollups``); returns how many
     queued ranges it refreshed. Writes made while it runs enqueue the next one."""
-    cache.delete(settings.REDIS_KEY_PREFIX + REFRESH_PENDING)
+    cache.delete_many([settings.REDIS_KEY_PREFIX + REFRESH_PENDING, settings.REDIS_KEY_PREFIX + REFRESH_NOW])
     store = get_store()
     total = 0
     while True:
@@ -58,16 +59,30 @@ def refresh_rollups() -> int:
 ROLLUP_REFRESH_BATCH = 20_000
 
 
-def refresh_rollups_soon() -> None:
+def refresh_rollups_soon(*, at_once: bool = False) -> None:
     """Have the rollups of what was just written refreshed a little later, once for many applies: one
     task is pending at a time (a cache flag), JOINTLINE_ROLLUP_REFRESH_DELAY_S from the first write
-    after the last refresh. Beat runs the task every minute besides, should a flag outlive its task."""
+    after the last refresh. Beat runs the task every minute besides, should a flag outlive its task.
+
+    ``at_once``: the writer has nothing else waiting (the journal is drained), so waiting would
+    coalesce this write with none and only leave the rollups stale longer; the refresh is sent now
+    (one such task pending at a time, a flag of its own). Under a backlog writers pass False and the
+    delay keeps coalescing (decision 0054)."""
     if rollup_refresh_is_deferred():
         return
+    if at_once:
+        if _flag_first(REFRESH_NOW, timeout=60):
+            refresh_rollups.apply_async()
+        return
     delay = settings.JOINTLINE_ROLLUP_REFRESH_DELAY_S
-    try:
-        first = cache.add(settings.REDIS_KEY_PREFIX + REFRESH_PENDING, 1, timeout=int(delay) + 60)
-    except Exception:  # no cache: refresh anyway rather than leave it to beat
-        first = True
-    if first:
+    if _flag_first(REFRESH_PENDING, timeout=int(delay) + 60):
         refresh_rollups.apply_async(countdown=delay)
+
+
+def _flag_first(key: str, *, timeout: int) -> bool:
+    """Set the cache flag ``key`` unless it is set; whether this call set it (True without a cache:
+    refresh anyway rather than leave it to beat)."""
+    try:
+        return bool(cache.add(settings.REDIS_KEY_PREFIX + key, 1, timeout=timeout))
+    except Exception:
+        return True
