@@ -34,6 +34,7 @@ from django.db import transaction
 
 from store import rollups
 from store.batches import DAY_US, SampleArrays
+from store.postgres_buckets import rolled_columns
 from store.postgres_wire import Float8Array, Int8Array
 from store.rollup_rows import keys_of, lookup
 from store.sample_blocks import BLOCK_TABLE, COMPACTION_TABLE
@@ -222,53 +223,33 @@ class PostgresBlockRollups:
         rows = rollups.combine(series_id, ts, value, width=rollups.MINUTE_US)
         return rows if width == rollups.MINUTE_US else rollups.combine_rows(rows, width)
 
-    def _rolled_with_compacted(self, found: list[tuple], ids: list[int], rolled: tuple | None) -> list[tuple]:
-        """The value columns of :meth:`_value_columns` (rows read already) with the rollup rows of the
-        compacted days of ``rolled``'s span computed from their samples, in place of any stored row
-        of the same series and bucket (stored ones without a computed row stay); each series' rows
-        by bucket, as the stored ones come."""
+    def _rolled_with_compacted(
+        self, found: list[tuple], ids: list[int], rolled: tuple | None
+    ) -> tuple[list[tuple], tuple[np.ndarray, ...] | None]:
+        """The value columns of :meth:`_value_columns` (rows read already, sorted by series) and, where
+        ``rolled``'s span meets compacted days, the rollup rows to reduce in place of their rollup
+        columns (:func:`~store.postgres_buckets.reduce_rows`' ``rolled``): the stored ones with the
+        rows of the compacted days computed from their samples in place of any stored row of the same
+        series and bucket (stored ones without a computed row stay), sorted by series and bucket, as
+        native arrays; None where the stored rows are all there is."""
         if rolled is None or rolled[1] not in FINE_LEVELS:
-            return found
+            return found, None
         _table, width, a, b = rolled
         spans = self.compacted_spans(a, b)
         if not spans:
-            return found
+            return found, None
         computed = value_rows(
             *self._rollup_samples([(int(sid), a, b) for sid in ids for a, b in spans]), width
         )
-        names = ("bucket", "n", "total", "vmin", "vmax")
-        kinds = (">i8", ">i8", ">f8", ">f8", ">f8")
-        counts = [len(row[3]) // 8 if row[3] is not None else 0 for row in found]
-        series = np.repeat(np.array([row[0] for row in found], dtype=np.int64), counts)
-        stored = {
-            name: np.frombuffer(b"".join(bytes(row[3 + i]) for row in found if row[3] is not None), kind)
-            for i, (name, kind) in enumerate(zip(names, kinds, strict=True))
-        }
+        names = ("series_id", "bucket", "n", "total", "vmin", "vmax")
+        stored = dict(zip(names, rolled_columns(found), strict=True))
         inside = in_spans(stored["bucket"], spans)
         kept = ~inside
-        kept[inside] = ~computed_at(series[inside], stored["bucket"][inside], computed)
-        series = np.concatenate([series[kept], computed["series_id"]])
-        columns = {name: np.concatenate([stored[name][kept], computed[name]]) for name in names}
-        order = np.lexsort((columns["bucket"], series))
-        series = series[order]
-        columns = {
-            name: column[order].astype(kind)
-            for (name, column), kind in zip(columns.items(), kinds, strict=True)
-        }
-        cuts = np.flatnonzero(np.r_[True, series[1:] != series[:-1]])[: len(series)]  # none where no rows
-        ends = np.r_[cuts[1:], len(series)][: len(cuts)]
-        raw = {int(row[0]): row[1:3] for row in found}
-        out = {
-            int(series[s]): (
-                *raw.get(int(series[s]), (None, None)),
-                *(columns[n][s:e].tobytes() for n in names),
-            )
-            for s, e in zip(cuts.tolist(), ends.tolist(), strict=True)
-        }
-        for series_id, columns_raw in raw.items():
-            if series_id not in out and columns_raw[0] is not None:
-                out[series_id] = (*columns_raw, None, None, None, None, None)
-        return [(series_id, *out[series_id]) for series_id in sorted(out)]
+        if inside.any():
+            kept[inside] = ~computed_at(stored["series_id"][inside], stored["bucket"][inside], computed)
+        columns = [np.concatenate([stored[name][kept], computed[name]]) for name in names]
+        order = np.lexsort((columns[1], columns[0]))
+        return sorted(found, key=lambda row: row[0]), tuple(column[order] for column in columns)
 
     def _rolled_relation(self, read, ids: list[int], rolled_until: int | None) -> tuple[str, list] | None:
         """The bucket query's rollup rows (:meth:`SampleReads._rollup_sql`) with the fine rows of

@@ -65,8 +65,9 @@ class PostgresBucketReads:
             found = self._value_columns(bulk, ids, lo, hi, rolled)
         spans = [(lo, hi)] if rolled is None else [(lo, rolled[2]), (rolled[3], hi)]
         found = self._value_columns_with_blocks(found, [(sid, a, b) for sid in ids for a, b in spans])
-        found = self._rolled_with_compacted(found, ids, rolled)
-        return reduce_rows(found, origin=origin, step=hints.step, width=rolled[1] if rolled else 0)
+        found, computed = self._rolled_with_compacted(found, ids, rolled)
+        width = rolled[1] if rolled else 0
+        return reduce_rows(found, origin=origin, step=hints.step, width=width, rolled=computed)
 
     @staticmethod
     def _value_columns(cursor, ids: list[int], lo: int, hi: int, rolled: tuple | None) -> list[tuple]:
@@ -139,26 +140,43 @@ def _column(blobs: list, dtype: str) -> np.ndarray:
     )
 
 
-def reduce_rows(found: list[tuple], *, origin: int, step: int, width: int) -> np.ndarray:
+def rolled_columns(found: list[tuple]) -> tuple[np.ndarray, ...]:
+    """The rollup rows of ``found`` (:func:`reduce_rows`) as native arrays ``(series, bucket, n, total,
+    vmin, vmax)``, in the order they come."""
+    series_ids = np.array([row[0] for row in found], dtype=np.int64)
+    counts = np.array([len(row[3]) // 8 if row[3] is not None else 0 for row in found], dtype=np.int64)
+    kinds = (">i8", ">i8", ">f8", ">f8", ">f8")
+    return (
+        np.repeat(series_ids, counts),
+        *(_column([row[3 + i] for row in found], kind) for i, kind in enumerate(kinds)),
+    )
+
+
+def reduce_rows(
+    found: list[tuple], *, origin: int, step: int, width: int, rolled: tuple[np.ndarray, ...] | None = None
+) -> np.ndarray:
     """The (n x 6) bucket matrix (series, bucket, min, max, mean, count) of ``found``: per series its id,
     its raw samples (times, values) and its rollup rows of ``width`` (bucket starts, counts, totals,
-    minima, maxima), as binary columns; a row stands at the middle of its bucket. Rows sorted by series
+    minima, maxima), as binary columns; or, given ``rolled`` (:func:`rolled_columns`' arrays), those
+    rollup rows instead of ``found``'s. A row stands at the middle of its bucket. Rows sorted by series
     and bucket."""
-    if not found:
+    if rolled is None:
+        if not found:
+            return np.empty((0, 6), dtype=np.float64)
+        rolled = rolled_columns(found)
+    if not found and not len(rolled[0]):
         return np.empty((0, 6), dtype=np.float64)
     series_ids = np.array([row[0] for row in found], dtype=np.int64)
     raw_counts = np.array([len(row[1]) // 8 if row[1] is not None else 0 for row in found], dtype=np.int64)
-    rolled_counts = np.array([len(row[3]) // 8 if row[3] is not None else 0 for row in found], dtype=np.int64)
     values = _column([row[2] for row in found], ">f8")
-    series = np.concatenate([np.repeat(series_ids, raw_counts), np.repeat(series_ids, rolled_counts)])
-    at = np.concatenate(
-        [_column([row[1] for row in found], ">i8"), _column([row[3] for row in found], ">i8")]
-    )
+    rolled_series, rolled_at, rolled_n, rolled_total, rolled_low, rolled_high = rolled
+    series = np.concatenate([np.repeat(series_ids, raw_counts), rolled_series])
+    at = np.concatenate([_column([row[1] for row in found], ">i8"), rolled_at])
     at[len(values) :] += width // 2
-    count = np.concatenate([np.ones(len(values), dtype=np.int64), _column([row[4] for row in found], ">i8")])
-    total = np.concatenate([values, _column([row[5] for row in found], ">f8")])
-    low = np.concatenate([values, _column([row[6] for row in found], ">f8")])
-    high = np.concatenate([values, _column([row[7] for row in found], ">f8")])
+    count = np.concatenate([np.ones(len(values), dtype=np.int64), rolled_n])
+    total = np.concatenate([values, rolled_total])
+    low = np.concatenate([values, rolled_low])
+    high = np.concatenate([values, rolled_high])
     bucket = (at - origin) // step
     if len(series) > 1:
         later = (series[1:] > series[:-1]) | ((series[1:] == series[:-1]) & (bucket[1:] >= bucket[:-1]))

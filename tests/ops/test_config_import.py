@@ -35,3 +35,18 @@ def test_the_wsgi_application_loads_its_views_before_the_first_request():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
+
+
+def test_a_worker_collects_young_objects_less_often_than_python_by_default():
+    """A long lanes request's young lists are not walked again by a collection every 700 objects."""
+    probe = (
+        "import gc\nbefore = gc.get_threshold()[0]\n"
+        "import config.wsgi\nprint(before, gc.get_threshold()[0])\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    before, after = map(int, result.stdout.split())
+    assert after >= 50 * before

@@ -148,3 +148,35 @@ def test_a_read_expected_to_send_too_many_rows_is_grouped_by_the_database(org_a,
         # the store's read of rows is first (the blocks' table, where they are kept, is read apart)
         mine = next(q["sql"] for q in queries if "FROM timeline_sample " in q["sql"])
         assert ("CROSS JOIN LATERAL" in mine) == reduced_here and ("GROUP BY" in mine) != reduced_here
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rollup_rows_given_as_arrays_reduce_bit_for_bit_as_the_same_rows_as_binary_columns(seed):
+    rng = np.random.default_rng(seed)
+    choices = np.array([np.nan, -0.0, 0.0, 1.5, -2.25, 1e300, -1e-300, 7.0])
+    found, rolled = [], [[] for _ in range(6)]
+    for series in sorted(rng.choice(1000, size=6, replace=False).tolist()):
+        raw_ts = np.sort(rng.choice(3 * HOUR, size=int(rng.integers(0, 30)), replace=False)).astype(np.int64)
+        raw_values = rng.choice(choices, size=len(raw_ts)) * rng.random(len(raw_ts))
+        buckets = (
+            np.sort(rng.choice(180, size=int(rng.integers(0, 40)), replace=False)).astype(np.int64) * MINUTE
+        )
+        n = rng.integers(1, 5, size=len(buckets))
+        total, vmin, vmax = (rng.choice(choices, size=len(buckets)) for _ in range(3))
+        columns = (buckets, n, total, vmin, vmax)
+        blobs = [
+            c.astype(">i8" if c.dtype.kind == "i" else ">f8").tobytes() if len(c) else None for c in columns
+        ]
+        raw = (
+            (raw_ts.astype(">i8").tobytes(), raw_values.astype(">f8").tobytes())
+            if len(raw_ts)
+            else (None, None)
+        )
+        found.append((series, *raw, *blobs))
+        for into, column in zip(rolled, (np.full(len(buckets), series), *columns), strict=True):
+            into.append(column)
+    arrays = tuple(np.concatenate(parts) for parts in rolled)
+    as_columns = reduce_rows(found, origin=7 * S, step=5 * MINUTE, width=MINUTE)
+    raw_only = [(*row[:3], None, None, None, None, None) for row in found]
+    as_arrays = reduce_rows(raw_only, origin=7 * S, step=5 * MINUTE, width=MINUTE, rolled=arrays)
+    assert as_columns.shape == as_arrays.shape and as_columns.tobytes() == as_arrays.tobytes()
