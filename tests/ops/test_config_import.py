@@ -5,9 +5,12 @@ its own requests on /metrics (a Celery setting read at import did exactly that).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,3 +53,28 @@ def test_a_worker_collects_young_objects_less_often_than_python_by_default():
     assert result.returncode == 0, result.stderr
     before, after = map(int, result.stdout.split())
     assert after >= 50 * before
+
+
+def test_the_wsgi_application_imports_its_store_and_connects_before_the_first_request():
+    """A worker imports its database engine's store and opens its connection when it starts, not while
+    its first request waits."""
+    from tests.settings import SERVICES_AVAILABLE, SERVICES_PROBLEM, TEST_DATABASE_URL
+
+    if not SERVICES_AVAILABLE:
+        pytest.skip(SERVICES_PROBLEM)
+    probe = (
+        "import sys, config.wsgi\n"
+        "from django.db import connection\n"
+        "print('store.postgres' in sys.modules, connection.connection is not None)\n"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "JOINTLINE_TEST_DATABASE_URL": TEST_DATABASE_URL,
+        **{name: os.environ[name] for name in ("JOINTLINE_TEST_REDIS_URL",) if name in os.environ},
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True True"
