@@ -40,6 +40,7 @@ class DetectionConfig:
     burst_window: int = 15  # ... events counted over this many buckets
     burst_history_s: int = 6 * 3600  # ... against the rates of this much history before them
     burst_prior: int = 120  # ... buckets of history that weigh as much as the peers' rates
+    burst_rare: float = 0.9  # ... in groups of counters whose rate is zero in this share of buckets
     transition_min_s: int = 300  # a job (span) on an entity at least this long explains its steps
     report_s: int = 120  # error events this near the end of a job that failed elsewhere are its report
     outage_share: float = 0.5  # an entity with this share of its series silent at once is down

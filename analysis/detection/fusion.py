@@ -225,16 +225,20 @@ def score_group(members, rows, means, counts, first, config, layers, transitions
 
 
 def score_bursts(members, groups: list[list[int]], means, config, layers) -> None:
-    """The ``burst`` layer of every group of counters of rare events (their rate zero in most
-    buckets: errors): :func:`burst_surprise` of each row's count over ``burst_window`` buckets,
-    against its own and its peers' rates over the ``burst_history_s`` before it. Its limit is the
-    surprise one window of any of these rows reaches ``fp_per_day`` times a day between them all:
-    ``-log10`` of ``fp_per_day`` times the window's share of a day over the number of rows. Returned
-    in units of that limit times ``threshold`` (1 after :func:`scaled_scores`); a row at its limit is
-    a detection of its own (:func:`fuse`)."""
+    """The ``burst`` layer of every group of counters of rare events (their rate zero in a share
+    ``burst_rare`` of the buckets: errors, not a busy counter's quiet spells): :func:`burst_surprise`
+    of each row's count over ``burst_window`` buckets, against its own and its peers' rates over the
+    ``burst_history_s`` before it. Not where ``cohort_min`` rows of the group reach their limit within
+    ``burst_window`` buckets of one another (an event of what they share: a storage server's, not one
+    entity's). Its limit is the surprise one window of any of these rows reaches ``fp_per_day`` times
+    a day between them all: ``-log10`` of ``fp_per_day`` times the window's share of a day over the
+    number of rows. Returned in units of that limit times ``threshold`` (1 after
+    :func:`scaled_scores`); a row at its limit is a detection of its own (:func:`fuse`)."""
     with np.errstate(invalid="ignore"):
         sparse = [
-            rows for rows in groups if members[rows[0]].counter and float(np.nanmean(means[rows] == 0)) >= 0.5
+            rows
+            for rows in groups
+            if members[rows[0]].counter and float(np.nanmean(means[rows] == 0)) >= config.burst_rare
         ]
     if not sparse:
         return
@@ -248,6 +252,11 @@ def score_bursts(members, groups: list[list[int]], means, config, layers) -> Non
             history=max(1, config.burst_history_s // config.step_s),
             prior=config.burst_prior,
         )
+        fired = np.nan_to_num(surprise) >= limit
+        # rows that burst within a window of one another: an event of what they share, not one's fault
+        padded = np.concatenate([fired, np.zeros((fired.shape[0], width), dtype=bool)], axis=1)
+        near = window_sums(padded.astype(float), 2 * width + 1)[:, width:]  # within ±width buckets
+        surprise[:, (near > 0).sum(axis=0) >= config.cohort_min] = np.nan
         for j, i in enumerate(rows):
             member = members[i]
             layers[member.entity][member.family].append(
