@@ -5,8 +5,9 @@ Each function turns bucketed values into scores in robust units or masks of buck
 (:func:`rolling_change`), the smallest spread a group is measured in (:func:`group_scale`), a
 persistence filter (:func:`persistent`), CUSUM for small lasting drifts (:func:`cusum_scores`), a
 series that stops while its peers go on (:func:`gap_scores`), an entity whose series all stop at once
-(:func:`outages`), changes that start on several entities together (:func:`shared_onsets`), and runs of
-firing buckets (:func:`runs`, :func:`run_starts`).
+(:func:`outages`), changes that start on several entities together (:func:`shared_onsets`), runs of
+firing buckets (:func:`runs`, :func:`run_starts`), and how surprising a count of rare events is
+against its own and its peers' history (:func:`burst_surprise`).
 """
 
 from __future__ import annotations
@@ -270,3 +271,55 @@ def window_sums(rows: np.ndarray, width: int) -> np.ndarray:
         out = np.nansum(views, axis=2)
     out[np.all(np.isnan(views), axis=2)] = np.nan
     return out
+
+
+def burst_surprise(counts: np.ndarray, *, width: int, history: int, prior: int) -> np.ndarray:
+    """``counts[entity, bucket]`` of one group of peers (events per bucket: errors) → how surprising
+    the count over each bucket and the ``width - 1`` before it is, as ``-log10`` of its Poisson tail
+    probability given the ``history`` buckets before that window.
+
+    The expected count mixes two readings of that history: the row's own rate (weight ``span /
+    (span + prior)`` after ``span`` buckets of its own data) and its peers' rates, each peer as likely
+    as another — a row quiet so far is judged as any of its peers might be (most quiet, a few
+    trickling), so a peer that trickles makes one or two events ordinary and a counter that starts
+    moving stands out by how many events it shows. Rates are shrunk towards the group's. A bounded
+    ``history`` lets a peer's failure of hours ago leave the mixture. NaN where the row holds data for
+    less than half of ``history`` or none in the window; 0 where the window holds no event."""
+    n_rows, n = counts.shape
+    width = max(1, width)
+    seen = ~np.isnan(counts)
+    total = np.concatenate([np.zeros((n_rows, 1)), np.cumsum(np.nan_to_num(counts), axis=1)], axis=1)
+    observed = np.concatenate([np.zeros((n_rows, 1)), np.cumsum(seen, axis=1)], axis=1)
+    t = np.arange(1, n + 1)
+    lo = np.maximum(t - width, 0)
+    back = np.maximum(lo - history, 0)
+    k = np.round(total[:, t] - total[:, lo])
+    past, span = total[:, lo] - total[:, back], observed[:, lo] - observed[:, back]
+    group = past.sum(axis=0) / np.maximum(span.sum(axis=0), 1)
+    rates = (past + group * prior) / (span + prior)
+    weight = span / (span + prior)
+    out = np.zeros((n_rows, n))
+    rows, cols = np.nonzero(k >= 1)  # rare in a group of error counters: only those are scored
+    if rows.size:
+        hits = k[rows, cols]
+        own = _poisson_tail(hits, rates[rows, cols] * width)
+        peers = _poisson_tail(np.broadcast_to(hits, (n_rows, hits.size)), rates[:, cols] * width).mean(axis=0)
+        mixed = weight[rows, cols] * own + (1 - weight[rows, cols]) * peers
+        out[rows, cols] = -np.log10(np.maximum(mixed, 1e-300))
+    out[(span < history / 2) | (observed[:, t] == observed[:, lo])] = np.nan
+    return out
+
+
+def _poisson_tail(k: np.ndarray, lam: np.ndarray, terms: int = 40) -> np.ndarray:
+    """P(N ≥ k) for N Poisson with mean ``lam``, summed from the tail's first terms (exact where the
+    tail is tiny, which is where it matters)."""
+    from math import lgamma
+
+    k = np.clip(k, 0, 10_000).astype(np.int64)
+    lam = np.broadcast_to(np.maximum(lam, 1e-12), k.shape)
+    log_factorial = np.asarray([lgamma(i + 1) for i in range(int(k.max(initial=0)) + terms + 1)])
+    out = np.zeros(k.shape)
+    for d in range(terms):
+        i = k + d
+        out += np.exp(i * np.log(lam) - lam - log_factorial[i])
+    return np.minimum(out, 1.0)

@@ -36,6 +36,11 @@ class DetectionConfig:
     drift_jump: float = 6.0  # a step of this many noise units starts a new regime
     drift_settle: int = 3  # buckets that make a regime's reference (and that a step scores for)
     count_window: int = 10  # a counter's rate is summed over this many buckets for the drift layer
+    bursts: bool = True  # the burst layer: a counter of rare events showing more than its history allows
+    burst_window: int = 15  # ... events counted over this many buckets
+    burst_history_s: int = 6 * 3600  # ... against the rates of this much history before them
+    burst_prior: int = 120  # ... buckets of history that weigh as much as the peers' rates
+    burst_rare: float = 0.9  # ... in groups of counters whose rate is zero in this share of buckets
     transition_min_s: int = 300  # a job (span) on an entity at least this long explains its steps
     report_s: int = 120  # error events this near the end of a job that failed elsewhere are its report
     outage_share: float = 0.5  # an entity with this share of its series silent at once is down

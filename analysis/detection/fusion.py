@@ -11,6 +11,7 @@ import numpy as np
 
 from analysis.detection.config import Detection, DetectionConfig, Firing, S
 from analysis.layers import (
+    burst_surprise,
     cusum_scores,
     explained_runs,
     gap_scores,
@@ -22,6 +23,9 @@ from analysis.layers import (
     shared_onsets,
     window_sums,
 )
+
+# layers that are a detection of their own (:func:`fuse`), not a family's vote
+ALONE_LAYERS = ("drift", "burst")
 
 
 def fuse(
@@ -63,6 +67,9 @@ def fuse(
             scaled = np.nan_to_num(scaled_scores(raw, layer, config), nan=0.0)
             if layer == "drift":  # a detection of its own when held, not a family's vote
                 held.append(held_for(scaled >= config.strong, config.persist))
+                continue
+            if layer == "burst":  # calibrated on its own: a detection of its own at its limit
+                held.append(scaled >= 1.0)
                 continue
             per_series[series] = np.fmax(per_series.get(series, scaled), scaled)
             if layer not in ("gap", "event"):
@@ -131,7 +138,7 @@ def one_family_scores(
         rows = [
             np.nan_to_num(scaled_scores(raw, layer, config), nan=0.0)
             for raw, _series, layer in items
-            if layer not in ("drift", "peer+self")
+            if layer not in (*ALONE_LAYERS, "peer+self")
         ]
         out[index] = np.vstack(rows).max(axis=0)
     return out
@@ -215,6 +222,46 @@ def score_group(members, rows, means, counts, first, config, layers, transitions
         family.append((gap_scores(counts[i], present, buckets=config.gap_buckets), member.name, "gap"))
         if moved is not None:
             family.append((moved[j], member.name, "drift"))
+
+
+def score_bursts(members, groups: list[list[int]], means, config, layers) -> None:
+    """The ``burst`` layer of every group of counters of rare events (their rate zero in a share
+    ``burst_rare`` of the buckets: errors, not a busy counter's quiet spells): :func:`burst_surprise`
+    of each row's count over ``burst_window`` buckets, against its own and its peers' rates over the
+    ``burst_history_s`` before it. Not where ``cohort_min`` rows of the group reach their limit within
+    ``burst_window`` buckets of one another (an event of what they share: a storage server's, not one
+    entity's). Its limit is the surprise one window of any of these rows reaches ``fp_per_day`` times
+    a day between them all: ``-log10`` of ``fp_per_day`` times the window's share of a day over the
+    number of rows. Returned in units of that limit times ``threshold`` (1 after
+    :func:`scaled_scores`); a row at its limit is a detection of its own (:func:`fuse`)."""
+    with np.errstate(invalid="ignore"):
+        sparse = [
+            rows
+            for rows in groups
+            if members[rows[0]].counter and float(np.nanmean(means[rows] == 0)) >= config.burst_rare
+        ]
+    if not sparse:
+        return
+    width = max(1, config.burst_window)
+    share = config.fp_per_day * width * config.step_s / 86_400 / sum(len(rows) for rows in sparse)
+    limit = -np.log10(min(share, 0.1))
+    for rows in sparse:
+        surprise = burst_surprise(
+            means[rows] * config.step_s,
+            width=width,
+            history=max(1, config.burst_history_s // config.step_s),
+            prior=config.burst_prior,
+        )
+        fired = np.nan_to_num(surprise) >= limit
+        # rows that burst within a window of one another: an event of what they share, not one's fault
+        padded = np.concatenate([fired, np.zeros((fired.shape[0], width), dtype=bool)], axis=1)
+        near = window_sums(padded.astype(float), 2 * width + 1)[:, width:]  # within ±width buckets
+        surprise[:, (near > 0).sum(axis=0) >= config.cohort_min] = np.nan
+        for j, i in enumerate(rows):
+            member = members[i]
+            layers[member.entity][member.family].append(
+                (surprise[j] * (config.threshold / limit), member.name, "burst")
+            )
 
 
 def regime_layer(

@@ -14,8 +14,10 @@ from django.db.models import Q
 from analysis import seasonal
 from analysis.detection.config import Detection, DetectionConfig, Firing, S
 from analysis.detection.fusion import (
+    ALONE_LAYERS,
     fuse,
     scaled_scores,
+    score_bursts,
     score_group,
     with_confidence,
     without_fleet_events,
@@ -177,6 +179,8 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
             observed.transitions,
             groups=len(groups),
         )
+    if config.bursts:
+        score_bursts(members, list(groups.values()), observed.means, config, layers)
     by_entity: dict[str, list[int]] = defaultdict(list)
     for i, member in enumerate(members):
         by_entity[member.entity].append(i)
@@ -208,7 +212,7 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
                         [
                             scaled_scores(s, layer, config)
                             for s, _n, layer in items
-                            if layer not in ("drift", "strong")
+                            if layer not in (*ALONE_LAYERS, "strong")
                         ]
                     ),
                     axis=0,
