@@ -15,29 +15,31 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def run_probe(probe: str, settings_module: str, **extra_env: str) -> str:
+    """What ``probe`` prints, run by a fresh interpreter in the project's root (fails on its errors)."""
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": settings_module, **extra_env}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
 def test_importing_config_does_not_load_the_django_settings():
     probe = (
         "import config, config.env\n"
         "from django.conf import settings\n"
         "print('configured' if settings.configured else 'lazy')\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "config.settings"}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "lazy"
+    output = run_probe(probe, "config.settings")
+    assert output == "lazy"
 
 
 def test_the_wsgi_application_loads_its_views_before_the_first_request():
     """A worker imports its views when it starts, not while its first request waits."""
     probe = "import sys, config.wsgi\nprint(all(m in sys.modules for m in ('promql.api', 'warroom.api')))\n"
-    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "True"
+    output = run_probe(probe, "tests.settings")
+    assert output == "True"
 
 
 def test_a_worker_collects_young_objects_less_often_than_python_by_default():
@@ -46,12 +48,8 @@ def test_a_worker_collects_young_objects_less_often_than_python_by_default():
         "import gc\nbefore = gc.get_threshold()[0]\n"
         "import config.wsgi\nprint(before, gc.get_threshold()[0])\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    before, after = map(int, result.stdout.split())
+    output = run_probe(probe, "tests.settings")
+    before, after = map(int, output.split())
     assert after >= 50 * before
 
 
@@ -67,14 +65,6 @@ def test_the_wsgi_application_imports_its_store_and_connects_before_the_first_re
         "from django.db import connection\n"
         "print('store.postgres' in sys.modules, connection.connection is not None)\n"
     )
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "JOINTLINE_TEST_DATABASE_URL": TEST_DATABASE_URL,
-        **{name: os.environ[name] for name in ("JOINTLINE_TEST_REDIS_URL",) if name in os.environ},
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "True True"
+    redis = {name: os.environ[name] for name in ("JOINTLINE_TEST_REDIS_URL",) if name in os.environ}
+    output = run_probe(probe, "tests.settings", JOINTLINE_TEST_DATABASE_URL=TEST_DATABASE_URL, **redis)
+    assert output == "True True"
