@@ -9,26 +9,23 @@ Each worker imports this module when it starts (no ``preload_app``: after the ma
 * imports the store of its database engine (``get_store``; eleven modules on PostgreSQL, which the
   views import only when they first read): 100-130 ms of a worker's first query at load 4, the
   modules compiled from source;
-* opens its database connection (16-20 ms at load 4), kept as any other (``DATABASE_CONN_MAX_AGE``),
-  where a worker answers in its main thread (``JOINTLINE_WEB_THREADS`` 1, the default); a database
-  not reachable yet is left to the first request, which reports it as usual.
 
-It then raises the collector's first threshold (:data:`YOUNG_OBJECTS`): a long lanes request keeps
+and gunicorn's ``post_worker_init`` (``config/gunicorn.py``) then opens the worker's database
+connection (16-20 ms at load 4), not here: whatever imports this module (a test, another server)
+must not connect at import.
+
+This module also raises the collector's first threshold (:data:`YOUNG_OBJECTS`): a long lanes request keeps
 large lists young (a lane's buckets as numbers, the rows of a read), and with Python's default of
 700 each of its 3-6 young collections walked them again: 6-7 ms of the request at 24 h to 24 d,
 none with the threshold raised (docs/decisions/0053-no-covering-rollup-index-and-fewer-young-collections.md).
 Cycles are still collected, every :data:`YOUNG_OBJECTS` objects made and not freed.
 """
 
-import contextlib
 import gc
 import os
 
 from django.core.wsgi import get_wsgi_application
-from django.db import DatabaseError, connection
 from django.urls import get_resolver
-
-from config.env import env_int
 
 YOUNG_OBJECTS = 50_000
 
@@ -39,7 +36,4 @@ get_resolver().url_patterns  # noqa: B018 - imports every view module now, not o
 from store import get_store  # noqa: E402 - needs the settings loaded above
 
 get_store()
-if env_int("JOINTLINE_WEB_THREADS", 1, minimum=1) == 1:
-    with contextlib.suppress(DatabaseError):
-        connection.ensure_connection()
 gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])

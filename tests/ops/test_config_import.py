@@ -53,9 +53,10 @@ def test_a_worker_collects_young_objects_less_often_than_python_by_default():
     assert after >= 50 * before
 
 
-def test_the_wsgi_application_imports_its_store_and_connects_before_the_first_request():
-    """A worker imports its database engine's store and opens its connection when it starts, not while
-    its first request waits."""
+def test_a_worker_imports_its_store_at_import_and_connects_in_gunicorns_worker_hook():
+    """A worker imports its database engine's store when it loads the application, and opens its
+    connection in gunicorn's ``post_worker_init``, not while its first request waits; importing the
+    application alone (a test collecting it, another server) does not connect."""
     from tests.settings import SERVICES_AVAILABLE, SERVICES_PROBLEM, TEST_DATABASE_URL
 
     if not SERVICES_AVAILABLE:
@@ -63,8 +64,11 @@ def test_the_wsgi_application_imports_its_store_and_connects_before_the_first_re
     probe = (
         "import sys, config.wsgi\n"
         "from django.db import connection\n"
-        "print('store.postgres' in sys.modules, connection.connection is not None)\n"
+        "imported = connection.connection is not None\n"
+        "import config.gunicorn\n"
+        "config.gunicorn.post_worker_init(None)\n"
+        "print('store.postgres' in sys.modules, imported, connection.connection is not None)\n"
     )
     redis = {name: os.environ[name] for name in ("JOINTLINE_TEST_REDIS_URL",) if name in os.environ}
     output = run_probe(probe, "tests.settings", JOINTLINE_TEST_DATABASE_URL=TEST_DATABASE_URL, **redis)
-    assert output == "True True"
+    assert output == "True False True"
