@@ -69,6 +69,8 @@ def test_a_worker_imports_its_store_at_import_and_connects_in_gunicorns_worker_h
         "config.gunicorn.post_worker_init(None)\n"
         "print('store.postgres' in sys.modules, imported, connection.connection is not None)\n"
     )
+    # the server's maintenance database: the test settings' own database may exist only as pytest's copy
+    server = TEST_DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
     redis = {name: os.environ[name] for name in ("JOINTLINE_TEST_REDIS_URL",) if name in os.environ}
-    output = run_probe(probe, "tests.settings", JOINTLINE_TEST_DATABASE_URL=TEST_DATABASE_URL, **redis)
+    output = run_probe(probe, "tests.settings", JOINTLINE_TEST_DATABASE_URL=server, **redis)
     assert output == "True False True"
