@@ -38,7 +38,7 @@ from django.db import transaction
 from store import rollups
 from store.batches import DAY_US, SampleArrays
 from store.postgres_buckets import rolled_columns
-from store.postgres_wire import Float8Array, Int8Array
+from store.postgres_wire import Float8Array, Int8Array, binary_cursor
 from store.rollup_blocks import STORED_WIDTH, decode_rows, value_rows
 from store.rollup_rows import keys_of, lookup
 from store.sample_blocks import BLOCK_TABLE, COMPACTION_TABLE
@@ -271,6 +271,7 @@ class PostgresBlockRollups:
                 [DAY_US, ids, *(bound for span in spans for bound in span)],
             )
             head = np.array(cursor.fetchall(), dtype=np.int64).reshape(-1, 2)
+        with binary_cursor(self.connection) as cursor:  # the strings as bytes, not hex
             cursor.execute(
                 f"""SELECT series_id, day, rollup_5m FROM {BLOCK_TABLE} WHERE series_id = ANY(%s)
                     AND day >= %s AND day <= %s AND rollup_5m IS NOT NULL ORDER BY series_id, day""",
@@ -283,7 +284,9 @@ class PostgresBlockRollups:
             [row[0] for row, use in zip(found, usable.tolist(), strict=True) if use],
             [row[2] for row, use in zip(found, usable.tolist(), strict=True) if use],
         )
-        stored = stored[in_spans(stored["bucket"], spans)]
+        inside = in_spans(stored["bucket"], spans)
+        if not inside.all():
+            stored = stored[inside]
         covered = _day_keys(keys[usable])
         pieces = [
             (int(sid), max(a, day * DAY_US), min(b, (day + 1) * DAY_US))
@@ -295,6 +298,8 @@ class PostgresBlockRollups:
         rest = ~computed_at(wanted[:, 0], wanted[:, 1] // DAY_US, covered)
         rest_ranges = [pieces[i] for i in np.flatnonzero(rest).tolist()]
         computed = value_rows(*self._rollup_samples(rest_ranges), width)
+        if not len(computed):
+            return stored  # in the blocks' order: by series, then bucket
         rows = np.concatenate([stored, computed])
         return rows[np.lexsort((rows["bucket"], rows["series_id"]))]
 

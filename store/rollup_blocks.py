@@ -13,9 +13,11 @@ Invariants:
 - A read uses them only for a series and day without head rows (late samples not yet compacted in):
   there it computes the rows from the samples as before.
 
-Encoding: a header (:data:`HEADER`: version and the byte lengths of the first four strings), then the
-buckets and counts as :func:`~store.sample_codec.encode_times` strings and the totals, minima and
-maxima as :func:`~store.sample_codec.encode_values` strings (exact bits: NaN, -0.0).
+Encoding: a header (:data:`HEADER`: version and the byte lengths of the first two strings), then the
+buckets as an :func:`~store.sample_codec.encode_times` string, the totals as an
+:func:`~store.sample_codec.encode_values` string, and the counts (their int64 bits), minima and maxima
+end to end as one more (exact bits: NaN, -0.0); three strings, so a read checks and inflates three a
+block.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ import numpy as np
 
 from store import rollups
 from store.batches import DAY_US
-from store.sample_codec import decode_blocks, encode_times, encode_values
+from store.sample_codec import decode_blocks, decode_values_many, encode_times, encode_values
 
 VERSION = 1
-HEADER = struct.Struct("<BIIII")
+HEADER = struct.Struct("<BII")
 VALUE_ROW = np.dtype(
     [(name, rollups.ROW[name]) for name in ("series_id", "bucket", "n", "total", "vmin", "vmax")]
 )
@@ -71,14 +73,9 @@ def _reduced(series_id, at, n, total, vmin, vmax, width: int) -> tuple[np.ndarra
 
 def encode_rows(rows: np.ndarray) -> bytes:
     """One series and day's :data:`VALUE_ROW` rows as one string (:func:`decode_rows`)."""
-    parts = [
-        encode_times(rows["bucket"]),
-        encode_times(rows["n"]),
-        encode_values(rows["total"]),
-        encode_values(rows["vmin"]),
-        encode_values(rows["vmax"]),
-    ]
-    return HEADER.pack(VERSION, *(len(part) for part in parts[:4])) + b"".join(parts)
+    rest = np.concatenate([rows["n"].astype(np.int64).view(np.float64), rows["vmin"], rows["vmax"]])
+    parts = [encode_times(rows["bucket"]), encode_values(rows["total"]), encode_values(rest)]
+    return HEADER.pack(VERSION, *(len(part) for part in parts[:2])) + b"".join(parts)
 
 
 def _parts(blob) -> list[memoryview]:
@@ -86,23 +83,33 @@ def _parts(blob) -> list[memoryview]:
     version, *lengths = HEADER.unpack_from(view)
     if version != VERSION:
         raise ValueError(f"rollup block: format version {version}, this code reads {VERSION}")
-    bounds = np.cumsum([HEADER.size, *lengths]).tolist()
-    return [view[a:b] for a, b in zip(bounds, [*bounds[1:], view.nbytes], strict=True)]
+    first, second = HEADER.size + lengths[0], HEADER.size + lengths[0] + lengths[1]
+    return [view[HEADER.size : first], view[first:second], view[second:]]
 
 
 def decode_rows(series_ids: Sequence[int], blobs: Sequence) -> np.ndarray:
     """The :data:`VALUE_ROW` rows of many strings of :func:`encode_rows` end to end, each tagged with
-    its series (``series_ids``, one a string)."""
+    its series (``series_ids``, one a string); ValueError on a damaged one. The third string of each
+    (counts, minima, maxima end to end) is decoded for all at once
+    (:func:`~store.sample_codec.decode_values_many`) and cut into its three columns by index."""
     parts = [_parts(blob) for blob in blobs]
-    out = np.empty(0, dtype=VALUE_ROW)
-    if not parts:
-        return out
-    bucket, total, counts = decode_blocks([(p[0], p[2]) for p in parts])
-    n, vmin, _counts = decode_blocks([(p[1], p[3]) for p in parts])
-    _bucket, vmax, _counts = decode_blocks([(p[0], p[4]) for p in parts])
+    bucket, total, counts = decode_blocks([(p[0], p[1]) for p in parts])
+    words, found = decode_values_many([p[2] for p in parts])
+    if not np.array_equal(found, 3 * counts):
+        raise ValueError("rollup block: its strings differ in rows")
+    words = words.view(np.uint64)
     out = np.empty(len(bucket), dtype=VALUE_ROW)
     out["series_id"] = np.repeat(np.asarray(series_ids, dtype=np.int64), counts)
-    out["bucket"], out["n"], out["total"], out["vmin"], out["vmax"] = bucket, n, total, vmin, vmax
+    out["bucket"], out["total"] = bucket, total
+    if not len(bucket):
+        return out
+    first = np.r_[0, np.cumsum(3 * counts)[:-1]]  # each block's first word of the third string
+    block = np.repeat(np.arange(len(counts)), counts)
+    at = first[block] + np.arange(len(bucket)) - np.repeat(np.r_[0, np.cumsum(counts)[:-1]], counts)
+    size = counts[block]
+    out["n"] = words[at].view(np.int64)
+    out["vmin"] = words[at + size].view(np.float64)
+    out["vmax"] = words[at + 2 * size].view(np.float64)
     return out
 
 
