@@ -20,6 +20,9 @@ Invariants:
   transaction of the delete, computed by :meth:`PostgresBlockRollups.fine_rows_of` as the refresh
   computes them; and the rows compaction keeps of a series' day without samples (that retention
   ran before the day was compacted).
+- The 5 min value rows of a series and day without head rows are those its block carries
+  (:mod:`store.rollup_blocks`, decision 0056), decoded instead of computed: written from the block's
+  own samples with it, so the same rows bit for bit.
 - A read of fine rows reads the stored rows first, then which days are compacted, then the samples
   of those days: a compaction that commits between two of these statements either left the stored
   rows the read saw intact or is seen by it (it then reads the day's samples instead).
@@ -35,7 +38,8 @@ from django.db import transaction
 from store import rollups
 from store.batches import DAY_US, SampleArrays
 from store.postgres_buckets import rolled_columns
-from store.postgres_wire import Float8Array, Int8Array
+from store.postgres_wire import Float8Array, Int8Array, binary_cursor
+from store.rollup_blocks import STORED_WIDTH, decode_rows, value_rows
 from store.rollup_rows import keys_of, lookup
 from store.sample_blocks import BLOCK_TABLE, COMPACTION_TABLE
 
@@ -238,9 +242,7 @@ class PostgresBlockRollups:
         spans = self.compacted_spans(a, b)
         if not spans:
             return found, None
-        computed = value_rows(
-            *self._rollup_samples([(int(sid), a, b) for sid in ids for a, b in spans]), width
-        )
+        computed = self._fine_value_rows(ids, spans, width)
         names = ("series_id", "bucket", "n", "total", "vmin", "vmax")
         stored = dict(zip(names, rolled_columns(found), strict=True))
         inside = in_spans(stored["bucket"], spans)
@@ -250,6 +252,56 @@ class PostgresBlockRollups:
         columns = [np.concatenate([stored[name][kept], computed[name]]) for name in names]
         order = np.lexsort((columns[1], columns[0]))
         return sorted(found, key=lambda row: row[0]), tuple(column[order] for column in columns)
+
+    def _fine_value_rows(self, ids: list[int], spans: list[tuple[int, int]], width: int) -> np.ndarray:
+        """:func:`value_rows` of ``ids`` over the compacted ``spans`` (whole buckets of ``width``): at
+        the level the blocks carry (:mod:`store.rollup_blocks`), a block's stored rows where its
+        series has no head rows that day, computed from the samples elsewhere; sorted by series and
+        bucket. First which series and days have head rows, then the blocks: a compaction committing
+        in between merged rows this read then reads from samples."""
+        if width != STORED_WIDTH:
+            ranges = [(int(sid), a, b) for sid in ids for a, b in spans]
+            return value_rows(*self._rollup_samples(ranges), width)
+        first, last = spans[0][0] // DAY_US, (spans[-1][1] - 1) // DAY_US
+        inside = " OR ".join(["(ts >= %s AND ts < %s)"] * len(spans))
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"""SELECT DISTINCT series_id, ts / %s FROM timeline_sample
+                    WHERE series_id = ANY(%s) AND ({inside})""",
+                [DAY_US, ids, *(bound for span in spans for bound in span)],
+            )
+            head = np.array(cursor.fetchall(), dtype=np.int64).reshape(-1, 2)
+        with binary_cursor(self.connection) as cursor:  # the strings as bytes, not hex
+            cursor.execute(
+                f"""SELECT series_id, day, rollup_5m FROM {BLOCK_TABLE} WHERE series_id = ANY(%s)
+                    AND day >= %s AND day <= %s AND rollup_5m IS NOT NULL ORDER BY series_id, day""",
+                [ids, first, last],
+            )
+            found = cursor.fetchall()
+        keys = np.array([(row[0], row[1]) for row in found], dtype=np.int64).reshape(-1, 2)
+        usable = ~computed_at(keys[:, 0], keys[:, 1], _day_keys(head))
+        stored = decode_rows(
+            [row[0] for row, use in zip(found, usable.tolist(), strict=True) if use],
+            [row[2] for row, use in zip(found, usable.tolist(), strict=True) if use],
+        )
+        inside = in_spans(stored["bucket"], spans)
+        if not inside.all():
+            stored = stored[inside]
+        covered = _day_keys(keys[usable])
+        pieces = [
+            (int(sid), max(a, day * DAY_US), min(b, (day + 1) * DAY_US))
+            for sid in ids
+            for a, b in spans
+            for day in range(a // DAY_US, (b - 1) // DAY_US + 1)
+        ]
+        wanted = np.array(pieces, dtype=np.int64).reshape(-1, 3)
+        rest = ~computed_at(wanted[:, 0], wanted[:, 1] // DAY_US, covered)
+        rest_ranges = [pieces[i] for i in np.flatnonzero(rest).tolist()]
+        computed = value_rows(*self._rollup_samples(rest_ranges), width)
+        if not len(computed):
+            return stored  # in the blocks' order: by series, then bucket
+        rows = np.concatenate([stored, computed])
+        return rows[np.lexsort((rows["bucket"], rows["series_id"]))]
 
     def _rolled_relation(self, read, ids: list[int], rolled_until: int | None) -> tuple[str, list] | None:
         """The bucket query's rollup rows (:meth:`SampleReads._rollup_sql`) with the fine rows of
@@ -320,25 +372,6 @@ class PostgresBlockRollups:
         return stored + len(computed) + int((~computed_at(found[:, 0], found[:, 1], computed)).sum())
 
 
-VALUE_ROW = np.dtype(
-    [(name, rollups.ROW[name]) for name in ("series_id", "bucket", "n", "total", "vmin", "vmax")]
-)
-
-
-def value_rows(series_id: np.ndarray, ts: np.ndarray, value: np.ndarray, width: int) -> np.ndarray:
-    """The value columns of :func:`rollups.combine`'s rows of width ``width`` (1 or 5 min) of samples
-    sorted by series and time, reduced as it reduces them (minute rows from the samples, five-minute
-    rows from those), so bit for bit the same; without the rate columns a value read does not need.
-    The columns stay plain arrays until the last level's rows are packed."""
-    columns = _reduced(series_id, ts, np.ones(len(ts), np.int64), value, value, value, rollups.MINUTE_US)
-    if width != rollups.MINUTE_US:
-        columns = _reduced(*columns, width)
-    out = np.empty(len(columns[0]), dtype=VALUE_ROW)
-    for name, column in zip(VALUE_ROW.names, columns, strict=True):
-        out[name] = column
-    return out
-
-
 def computed_at(series_id: np.ndarray, bucket: np.ndarray, computed: np.ndarray) -> np.ndarray:
     """Which of the (``series_id``, ``bucket``) keys have a row among the ``computed`` rows."""
     if not len(series_id) or not len(computed):
@@ -347,21 +380,11 @@ def computed_at(series_id: np.ndarray, bucket: np.ndarray, computed: np.ndarray)
     return lookup(keys, keys_of(series_id, bucket))[1]
 
 
-def _reduced(series_id, at, n, total, vmin, vmax, width: int) -> tuple[np.ndarray, ...]:
-    bucket = at - at % width
-    if not len(at):
-        return series_id, bucket, n, total, vmin, vmax
-    starts = np.flatnonzero(np.r_[True, (series_id[1:] != series_id[:-1]) | (bucket[1:] != bucket[:-1])])
-    if len(starts) == len(at):  # one input a bucket (a scrape a minute or slower): each is its row
-        return series_id, bucket, n, total, vmin, vmax
-    return (
-        series_id[starts],
-        bucket[starts],
-        np.add.reduceat(n, starts),
-        np.add.reduceat(total, starts),
-        np.fmin.reduceat(vmin, starts),  # as combine: a NaN only where all are
-        np.maximum.reduceat(vmax, starts),
-    )
+def _day_keys(pairs: np.ndarray) -> np.ndarray:
+    """(series id, day) pairs as rows :func:`computed_at` looks keys up in (the day as the bucket)."""
+    rows = np.empty(len(pairs), dtype=[("series_id", np.int64), ("bucket", np.int64)])
+    rows["series_id"], rows["bucket"] = pairs[:, 0], pairs[:, 1]
+    return rows
 
 
 def _series_times(samples: SampleArrays):

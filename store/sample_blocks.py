@@ -45,6 +45,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from store.batches import DAY_US, SampleArrays
 from store.postgres_wire import Float8Array, Int8Array, big_endian, binary_cursor
+from store.rollup_blocks import STORED_WIDTH, rows_by_block, value_rows
 from store.rollup_rows import keys_of, lookup
 from store.sample_codec import decode_blocks, encode_block
 
@@ -69,6 +70,9 @@ BLOCK_SCHEMA = [
     f"""ALTER TABLE {BLOCK_TABLE} ALTER COLUMN ts SET STORAGE EXTERNAL,
         ALTER COLUMN value SET STORAGE EXTERNAL""",
     f"CREATE INDEX IF NOT EXISTS {BLOCK_TABLE}_day ON {BLOCK_TABLE} (day)",
+    # the block's 5 min value rows (store/rollup_blocks.py, decision 0056), compressed already too
+    f"ALTER TABLE {BLOCK_TABLE} ADD COLUMN IF NOT EXISTS rollup_5m bytea",
+    f"ALTER TABLE {BLOCK_TABLE} ALTER COLUMN rollup_5m SET STORAGE EXTERNAL",
     f"""CREATE TABLE IF NOT EXISTS {COMPACTION_TABLE} (
         day integer PRIMARY KEY,
         compacted_at timestamptz)""",
@@ -237,20 +241,21 @@ class PostgresSampleBlocks:
             np.r_[True, (samples.series_id[1:] != samples.series_id[:-1]) | (day[1:] != day[:-1])]
         )
         ends = np.r_[starts[1:], len(day)]
+        # each block's 5 min value rows, made from its own samples (store/rollup_blocks.py)
+        rolled = rows_by_block(value_rows(samples.series_id, samples.ts, samples.value, STORED_WIDTH))
         rows = []
-        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        for a, b, rows_5m in zip(starts.tolist(), ends.tolist(), rolled, strict=True):
             ts, values = samples.ts[a:b], samples.value[a:b]
             times, encoded = encode_block(ts, values)
-            rows.append(
-                (int(samples.series_id[a]), int(day[a]), int(ts[0]), int(ts[-1]), b - a, times, encoded)
-            )
+            first, last = int(ts[0]), int(ts[-1])
+            rows.append((int(samples.series_id[a]), int(day[a]), first, last, b - a, times, encoded, rows_5m))
         with binary_cursor(self.connection) as cursor:
             cursor.executemany(
-                f"""INSERT INTO {BLOCK_TABLE} (series_id, day, first_ts, last_ts, n, ts, value)
-                    VALUES (%s, %s, %s, %s, %s, %s, %s)
+                f"""INSERT INTO {BLOCK_TABLE} (series_id, day, first_ts, last_ts, n, ts, value, rollup_5m)
+                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
                     ON CONFLICT (series_id, day) DO UPDATE SET first_ts = EXCLUDED.first_ts,
                         last_ts = EXCLUDED.last_ts, n = EXCLUDED.n, ts = EXCLUDED.ts,
-                        value = EXCLUDED.value""",
+                        value = EXCLUDED.value, rollup_5m = EXCLUDED.rollup_5m""",
                 rows,
             )
         return len(rows)

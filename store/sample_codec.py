@@ -192,6 +192,19 @@ def decode_blocks(blocks: Sequence[tuple[bytes | memoryview, bytes | memoryview]
     return ts, words.view(np.float64), counts
 
 
+def decode_values_many(blobs: Sequence[bytes | memoryview]) -> tuple[np.ndarray, np.ndarray]:
+    """The values of many :func:`encode_values` strings end to end and each one's count, as
+    :func:`decode_blocks` decodes its values (one array, the XOR chains undone in one pass)."""
+    planes = [_checked_planes(blob, VALUES) for blob in blobs]
+    counts = np.array([count for _planes, count in planes], dtype=np.int64)
+    words = _unshuffled(planes, counts)
+    if len(words):
+        starts = np.r_[0, np.cumsum(counts)[:-1]][counts > 0]
+        bits = np.bitwise_xor.accumulate(words)
+        words = bits ^ np.repeat(bits[starts] ^ words[starts], counts[counts > 0])
+    return words.view(np.float64), counts
+
+
 def _running(totals: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """A running sum over all blocks made each block's own: minus the total at its first word."""
     return totals - np.repeat(totals[starts], counts[counts > 0])
