@@ -264,3 +264,21 @@ def test_a_late_minute_between_stored_minutes_of_a_coarser_bucket_is_merged_from
     write_batch(org_a, series=[block(late, [9.0, 1.0, 7.0, 2.0])], source="agent")
     assert answers == [True, False]  # the 5 min bucket interleaves: the write took the path of the edges
     assert_same_as_full_refresh()
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_in_order_writes_with_late_and_retried_ones_among_them_equal_the_full_refresh(
+    org_a, monkeypatch, seed
+):
+    answers = merges_taken(monkeypatch)
+    rng = random.Random(seed)
+    points = random_points(rng)
+    in_order = [{name: pts[at : at + 60]} for name, pts in points.items() for at in range(0, len(pts), 60)]
+    in_order.sort(key=lambda batch: next(iter(batch.values()))[0][0])
+    late = random_batches(rng, points)[:12]
+    for index, batch in enumerate(in_order):
+        write_batch(org_a, series=blocks_of(batch), source="agent")
+        if index % 4 == 3 and late:
+            write_batch(org_a, series=blocks_of(late.pop()), source="agent")
+    assert True in answers and False in answers  # both the merge of every level and the edges' path
+    assert_same_as_full_refresh()
