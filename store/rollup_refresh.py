@@ -7,6 +7,9 @@ rollup retention.
 Mixed into :class:`~store.base.StoreBackend`; it uses the store's ``connection`` and
 ``capabilities``, and the engine's own ``_begin_refresh`` (the refresh lock), ``skip_locked`` and
 queue table DDL where they differ from the SQL both SQLite and PostgreSQL run.
+
+Size: the refresh and the write-time merge share the level plan, the stored-row reads and the row
+writers; split, each half would call the other's private steps.
 """
 
 from __future__ import annotations
@@ -261,9 +264,11 @@ class RollupRefresh:
 
     def roll_up_samples(self, samples: SampleArrays) -> int:
         """Merge the rollups of ``samples`` (every one of them stored just now, none before) into the
-        stored rollups, in the caller's transaction, under the refresh lock: the finest level's rows of
-        the buckets they fall in from the samples in memory and the stored rows of those buckets
-        (:func:`rollups.merge`), each coarser level's from the level below, as a refresh does. Only a
+        stored rollups, in the caller's transaction, under the refresh lock: every level's rows of the
+        buckets they fall in from the samples in memory, each merged with the stored row of its bucket
+        (:meth:`_merge_every_level`). Where at some level a bucket's new samples interleave with its
+        stored ones, the finest level's rows are merged so and each coarser level's derived from the
+        level below and the stored rows at the edges, as a refresh does. Only a
         bucket whose new samples interleave in time with its stored ones (a late sample inside a
         stored minute) is recomputed from its raw samples. Nothing is queued: the rows commit with the
         samples. Returns how many buckets of the finest level it wrote.
@@ -284,8 +289,10 @@ class RollupRefresh:
             series_ts = zip(np.split(samples.series_id, cuts), np.split(samples.ts, cuts), strict=True)
             self.mark_rollups_stale((int(ids[0]), ts) for ids, ts in series_ts)
             return 0
-        plan = rollups.level_ranges(levels, rollups.bucket_ranges(batch_rows, width))
         self._begin_refresh()
+        if self._merge_every_level(samples, levels, batch_rows):
+            return len(batch_rows)
+        plan = rollups.level_ranges(levels, rollups.bucket_ranges(batch_rows, width))
         stored = [rollups.sorted_rows(rows) for rows in self._rollup_rows_of(plan)]
         fresh, interleaved = rollups.merge(batch_rows, stored[0], width)
         if interleaved.any():
@@ -295,6 +302,34 @@ class RollupRefresh:
             fresh = rollups.sorted_rows(np.concatenate([fresh, recomputed]))
         self._write_levels(plan, fresh, stored)
         return len(batch_rows)
+
+    def _merge_every_level(
+        self, samples: SampleArrays, levels: list[tuple[int, str]], finest: np.ndarray
+    ) -> bool:
+        """Each level's rows of ``samples`` computed from the samples in memory (``finest``: those of
+        the first level) and merged with the stored row of the same bucket alone
+        (:func:`rollups.merge`): no finer rows at the edges are read, one stored row a touched bucket
+        and level. Writes them and returns True when at no level the new samples of a bucket
+        interleave with its stored ones; else writes nothing and returns False (the caller merges
+        level by level from the edges and recomputes the interleaved minutes from raw samples)."""
+        batch = [finest] + [
+            rollups.combine(samples.series_id, samples.ts, samples.value, width=width)
+            for width, _ in levels[1:]
+        ]
+        plan = []
+        for (width, table), rows in zip(levels, batch, strict=True):
+            keys = rollups.bucket_ranges(rows, width)
+            plan.append(rollups.LevelRanges(width, table, keys, keys, width))
+        stored = [rollups.sorted_rows(rows) for rows in self._rollup_rows_of(plan)]
+        merged = []
+        for level, rows, level_stored in zip(plan, batch, stored, strict=True):
+            fresh, interleaved = rollups.merge(rows, level_stored, level.width)
+            if interleaved.any():
+                return False
+            merged.append((level.table, fresh, rollups.present(fresh, level_stored)))
+        for table, fresh, present in merged:
+            self._write_rollup_rows(table, fresh, stored=present)
+        return True
 
     rollups_from_batch_min_buckets = 4
     """The finest-level buckets a series a write must hold on average for :meth:`roll_up_samples` to

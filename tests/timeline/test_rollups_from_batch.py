@@ -229,3 +229,56 @@ def test_by_default_a_large_write_queues_its_minutes_for_the_refresh(org_a, sett
     assert get_store().stale_count() == 1
     get_store().refresh_stale_rollups()
     assert_same_as_full_refresh()
+
+
+def merges_taken(monkeypatch) -> list[bool]:
+    """What each write's merge of every level from its samples answered (True: it wrote them all)."""
+    answers: list[bool] = []
+    original = type(get_store())._merge_every_level
+
+    def spy(self, *args):
+        answers.append(original(self, *args))
+        return answers[-1]
+
+    monkeypatch.setattr(type(get_store()), "_merge_every_level", spy)
+    return answers
+
+
+def test_an_appended_write_merges_every_level_with_the_stored_rows_of_its_buckets(org_a, monkeypatch):
+    answers = merges_taken(monkeypatch)
+    ts = [T0 + 10 * MINUTE + i * 15 * S for i in range(400)]  # 100 minutes, cut mid-minute below
+    values = [float(i % 11) if i % 37 else math.nan for i in range(400)]
+    for lo, hi in [(0, 123), (123, 250), (250, 400)]:
+        write_batch(org_a, series=[block(ts[lo:hi], values[lo:hi], kind="counter")], source="agent")
+    assert answers == [True, True, True]
+    assert_same_as_full_refresh()
+
+
+def test_a_late_minute_between_stored_minutes_of_a_coarser_bucket_is_merged_from_the_edges(
+    org_a, monkeypatch
+):
+    answers = merges_taken(monkeypatch)
+    ts = [T0 + i * 15 * S for i in range(240) if not 8 <= i < 12]  # an hour without its third minute
+    write_batch(org_a, series=[block(ts, [float(i % 5) for i in range(len(ts))])], source="agent")
+    late = [T0 + 2 * MINUTE + i * 15 * S for i in range(4)]  # a new minute, inside the stored 5 min row
+    write_batch(org_a, series=[block(late, [9.0, 1.0, 7.0, 2.0])], source="agent")
+    assert answers == [True, False]  # the 5 min bucket interleaves: the write took the path of the edges
+    assert_same_as_full_refresh()
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_in_order_writes_with_late_and_retried_ones_among_them_equal_the_full_refresh(
+    org_a, monkeypatch, seed
+):
+    answers = merges_taken(monkeypatch)
+    rng = random.Random(seed)
+    points = random_points(rng)
+    in_order = [{name: pts[at : at + 60]} for name, pts in points.items() for at in range(0, len(pts), 60)]
+    in_order.sort(key=lambda batch: next(iter(batch.values()))[0][0])
+    late = random_batches(rng, points)[:12]
+    for index, batch in enumerate(in_order):
+        write_batch(org_a, series=blocks_of(batch), source="agent")
+        if index % 4 == 3 and late:
+            write_batch(org_a, series=blocks_of(late.pop()), source="agent")
+    assert True in answers and False in answers  # both the merge of every level and the edges' path
+    assert_same_as_full_refresh()
