@@ -180,7 +180,7 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
             groups=len(groups),
         )
     if config.bursts:
-        score_bursts(members, list(groups.values()), observed.means, config, layers)
+        score_bursts(members, list(groups.values()), observed.means, config, layers, lead=observed.lead)
     by_entity: dict[str, list[int]] = defaultdict(list)
     for i, member in enumerate(members):
         by_entity[member.entity].append(i)
