@@ -206,7 +206,7 @@ class Observations:
     per entity the buckets where a job of its own started or ended (:func:`entity_transitions`);
     ``reports`` per entity the buckets where a job ended well on it and failed elsewhere
     (:func:`job_reports`); ``lead`` per counter row its rates over the buckets before ``origin`` that
-    the burst layer's history needs (:func:`burst_lead`)."""
+    the burst layer's history needs (:func:`burst_lead`), for the rows it scores (:func:`rare_counters`)."""
 
     members: list[Member]
     means: np.ndarray
@@ -250,7 +250,7 @@ def observe(
     reports = job_reports(jobs, spread=max(0, config.report_s // config.step_s))
     lead = {}
     extra = burst_lead(config, start=start, origin=origin)
-    counters = [i for i, m in enumerate(members) if m.counter] if extra else []
+    counters = rare_counters(members, means, config) if extra else []
     if counters:
         past, _counts = read_matrix(
             scope, [members[i] for i in counters], start=origin - extra * step, n=extra, step=step
@@ -259,6 +259,23 @@ def observe(
     return Observations(
         members, means, counts, events, origin, (start - origin) // step, transitions, reports, lead
     )
+
+
+def rare_counters(members: list[Member], means: np.ndarray, config: DetectionConfig) -> list[int]:
+    """The rows of the groups of counters the burst layer scores (their rate zero in a share
+    ``burst_rare`` of the buckets read, as :func:`.fusion.score_bursts` decides): only these need its
+    longer history."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, member in enumerate(members):
+        if member.counter:
+            groups[member.group].append(i)
+    with np.errstate(invalid="ignore"):
+        return sorted(
+            i
+            for rows in groups.values()
+            if float(np.nanmean(means[rows] == 0)) >= config.burst_rare
+            for i in rows
+        )
 
 
 def burst_lead(config: DetectionConfig, *, start: int, origin: int) -> int:
