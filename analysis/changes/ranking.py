@@ -37,7 +37,10 @@ def rank_changes(
     ``baseline`` None: :func:`default_baseline`, and each signal is also compared with the window's
     hours a day and a week before where they hold data (:func:`seasonal_baselines`), keeping its
     least change — so a daily or weekly rhythm is not a change. A ``baseline`` named by the caller is
-    the only one. ``Ranking.baselines`` says which were used."""
+    the only one. ``Ranking.baselines`` says which were used. Against a baseline that is not the
+    stretch just before the window (one that ends earlier, or starts after it), a series' change
+    already there just before the window (a stretch as long as it, at most) ranks below the changes
+    that began in it (:func:`.series.changed_before`)."""
     scope = require_scope(scope)
     if window.length <= 0 or (baseline is not None and baseline.length <= 0):
         raise ValueError("the window and the baseline must each have a positive length")
@@ -61,8 +64,13 @@ def rank_changes(
         for b in baselines[1:]
     )
     kind = baselines[0].kind
+    lead = None  # a baseline from another day or month: what was so just before the window
+    if baseline.end < window.start or baseline.start >= window.end:
+        start = window.start - window.length
+        start = max(start, baseline.end) if baseline.end < window.start else start
+        lead = Grid(Period(start, window.start), step, lattice + (start - lattice) // step * step)
     pairs = capacity_pairs(alone, fleet)
-    series_rows = read_alone(scope, alone, grids, pairs, kind=kind, seasonal=seasonal)
+    series_rows = read_alone(scope, alone, grids, pairs, kind=kind, seasonal=seasonal, lead=lead)
     entries = series_entries(scope, series_rows)
     fleet_found = [marked(e, kind) for e in fleet_entries(scope, fleet, grids, pairs)]
     orgs = {org.pk: org for org in scope.organizations()}

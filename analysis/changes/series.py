@@ -10,6 +10,7 @@ only the series an entry shows are presented.
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -28,6 +29,8 @@ from timeline.models import Series
 from timeline.presenters import present_series
 
 CHANGED_SHARE = 0.5  # a member of a group counts as changed from half the group's best score
+ALREADY_SHARE = 0.5  # data just before the window this far from the baseline towards it: changed earlier
+ALREADY_WEIGHT = 0.5  # ... and its score counts this much: a change that began inside the window first
 MAX_EXAMPLES = 3
 
 
@@ -60,6 +63,7 @@ class SeriesRows:
     capacity_metric: list[str]
     kind: str = "given"  # the kind of baseline ``before`` is
     seasonal: list[tuple[str, np.ndarray]] = field(default_factory=list)  # other baselines' rows
+    lead: np.ndarray | None = None  # the stretch just before the window, after a baseline that ends earlier
 
 
 def capacity_pairs(members: list[Member], fleet: dict[tuple, list[Series]]) -> dict[tuple[str, str], str]:
@@ -87,13 +91,15 @@ def read_alone(
     *,
     kind: str = "given",
     seasonal: tuple[tuple[str, Grid], ...] = (),
+    lead: Grid | None = None,
 ) -> SeriesRows:
     """Both periods of every alone series (rates of counters, values of gauges), and the ``seasonal``
-    baselines (kind, grid) too, read in chunks that run concurrently where the store can
-    (``store.reads.start_reads``)."""
+    baselines (kind, grid) and the ``lead`` (the stretch just before the window) too, read in chunks
+    that run concurrently where the store can (``store.reads.start_reads``)."""
     before = np.full((len(members), grids[0].buckets), np.nan)
     during = np.full((len(members), grids[1].buckets), np.nan)
-    others = [np.full((len(members), grid.buckets), np.nan) for _kind, grid in seasonal]
+    extra = (*seasonal, *((("lead", lead),) if lead is not None else ()))
+    others = [np.full((len(members), grid.buckets), np.nan) for _kind, grid in extra]
     jobs, places = [], []
     for rate in (True, False):
         rows = [i for i, m in enumerate(members) if (m.series.kind == "counter") == rate]
@@ -102,7 +108,7 @@ def read_alone(
             ids = [members[i].series.pk for i in chunk]
             jobs.append(partial(read_both_periods, scope, ids, grids, rate=rate))
             places.append((chunk, None))
-            for k, (_kind, grid) in enumerate(seasonal):
+            for k, (_kind, grid) in enumerate(extra):
                 jobs.append(partial(read_buckets, scope, ids, grid, rate=rate))
                 places.append((chunk, k))
     for (chunk, k), found in zip(places, run_reads(jobs), strict=True):
@@ -131,7 +137,8 @@ def read_alone(
         capacity_row,
         capacity_metric,
         kind=kind,
-        seasonal=[(name, matrix) for (name, _grid), matrix in zip(seasonal, others, strict=True)],
+        seasonal=[(name, matrix) for (name, _grid), matrix in zip(seasonal, others, strict=False)],
+        lead=others[-1] if lead is not None else None,
     )
 
 
@@ -160,24 +167,57 @@ def series_entries(scope: Scope, rows: SeriesRows) -> list[Entry]:
     for i, member in enumerate(rows.members):
         if changes[i] is not None:
             groups[_group_key(scope, member)].append(i)
+    already, lead = changed_before(rows, changes)
+    row_of = {id(member): i for i, member in enumerate(rows.members)}
     entries = []
     for indexes in groups.values():
-        entries.append(_group_entry(rows, indexes, changes))
+        entry = _group_entry(rows, indexes, changes, already)
+        head = row_of[id(entry.changed_members[0])]
+        if already[head]:
+            text = f"already so just before the window: median {lead[head]:.3g} there"
+            entry.explanations.append({"text": f"{text}, {entry.change.before.median:.3g} in the baseline"})
+        entries.append(entry)
     return entries
+
+
+def changed_before(rows: SeriesRows, changes: list[Change | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Per series, whether its change was already there before the window began: after a baseline
+    that ends before the window (one picked from another day or month), the data just before the
+    window (``rows.lead``) sit at least ``ALREADY_SHARE`` of the way from the baseline's median to the
+    window's, on the same side. The window shows an older change (a new steady state since the
+    baseline), not one that began in it. Returns that mask and each series' median just before."""
+    out = np.zeros(len(rows.members), dtype=bool)
+    if rows.lead is None:
+        return out, np.full(len(rows.members), np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a series with no data just before: NaN
+        lead = np.nanmedian(rows.lead, axis=1)
+    for i, change in enumerate(changes):
+        if change is None or change.novelty or np.isnan(lead[i]):
+            continue
+        shift = change.during.median - change.before.median
+        if shift != 0 and (lead[i] - change.before.median) / shift >= ALREADY_SHARE:
+            out[i] = True
+    return out, lead
 
 
 def _baseline_rows(rows: SeriesRows, kind: str) -> np.ndarray:
     return rows.before if kind == rows.kind else dict(rows.seasonal)[kind]
 
 
-def _group_entry(rows: SeriesRows, indexes: list[int], changes: list[Change | None]) -> Entry:
+def _group_entry(
+    rows: SeriesRows, indexes: list[int], changes: list[Change | None], already: np.ndarray
+) -> Entry:
     """The entry of one group; its lane and examples are filled in by :func:`present_entry` if it is shown.
     A group of several changed members is explained on their per-bucket median against the baseline
     most of them kept. A health metric's changes are scored by which way they went
-    (:func:`analysis.polarity.health_score`)."""
+    (:func:`analysis.polarity.health_score`); a change already there before the window
+    (:func:`changed_before`) counts ``ALREADY_WEIGHT`` of its score."""
     first = rows.members[indexes[0]].series
     polarity = metric_polarity(first.metric, first.unit)
-    score_of = {i: health_score(changes[i], polarity) for i in indexes}
+    score_of = {
+        i: health_score(changes[i], polarity) * (ALREADY_WEIGHT if already[i] else 1.0) for i in indexes
+    }
     scores = np.array([score_of[i] for i in indexes])
     best = float(scores.max())
     changed = [i for i, score in zip(indexes, scores, strict=True) if score >= CHANGED_SHARE * best]

@@ -224,7 +224,7 @@ def score_group(members, rows, means, counts, first, config, layers, transitions
             family.append((moved[j], member.name, "drift"))
 
 
-def score_bursts(members, groups: list[list[int]], means, config, layers) -> None:
+def score_bursts(members, groups: list[list[int]], means, config, layers, lead=None) -> None:
     """The ``burst`` layer of every group of counters of rare events (their rate zero in a share
     ``burst_rare`` of the buckets: errors, not a busy counter's quiet spells): :func:`burst_surprise`
     of each row's count over ``burst_window`` buckets, against its own and its peers' rates over the
@@ -233,7 +233,20 @@ def score_bursts(members, groups: list[list[int]], means, config, layers) -> Non
     entity's). Its limit is the surprise one window of any of these rows reaches ``fp_per_day`` times
     a day between them all: ``-log10`` of ``fp_per_day`` times the window's share of a day over the
     number of rows. Returned in units of that limit times ``threshold`` (1 after
-    :func:`scaled_scores`); a row at its limit is a detection of its own (:func:`fuse`)."""
+    :func:`scaled_scores`); a row at its limit is a detection of its own (:func:`fuse`).
+
+    ``lead``: per row, its rates over the buckets before ``means`` (:func:`.reads.burst_lead`, the
+    same length for every row), read as history only: which groups are rare and what is returned
+    are of the buckets of ``means``."""
+    lead = lead or {}
+    skip = len(next(iter(lead.values()))) if lead else 0
+
+    def rates(rows: list[int]) -> np.ndarray:
+        if not skip:
+            return means[rows]
+        before = np.vstack([lead.get(i, np.full(skip, np.nan)) for i in rows])
+        return np.concatenate([before, means[rows]], axis=1)
+
     with np.errstate(invalid="ignore"):
         sparse = [
             rows
@@ -247,7 +260,7 @@ def score_bursts(members, groups: list[list[int]], means, config, layers) -> Non
     limit = -np.log10(min(share, 0.1))
     for rows in sparse:
         surprise = burst_surprise(
-            means[rows] * config.step_s,
+            rates(rows) * config.step_s,
             width=width,
             history=max(1, config.burst_history_s // config.step_s),
             prior=config.burst_prior,
@@ -257,6 +270,7 @@ def score_bursts(members, groups: list[list[int]], means, config, layers) -> Non
         padded = np.concatenate([fired, np.zeros((fired.shape[0], width), dtype=bool)], axis=1)
         near = window_sums(padded.astype(float), 2 * width + 1)[:, width:]  # within ±width buckets
         surprise[:, (near > 0).sum(axis=0) >= config.cohort_min] = np.nan
+        surprise = surprise[:, skip:]
         for j, i in enumerate(rows):
             member = members[i]
             layers[member.entity][member.family].append(

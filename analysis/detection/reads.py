@@ -205,7 +205,8 @@ class Observations:
     0/1 hits) of the readable severe events; scoring starts at bucket ``first``; ``transitions``
     per entity the buckets where a job of its own started or ended (:func:`entity_transitions`);
     ``reports`` per entity the buckets where a job ended well on it and failed elsewhere
-    (:func:`job_reports`)."""
+    (:func:`job_reports`); ``lead`` per counter row its rates over the buckets before ``origin`` that
+    the burst layer's history needs (:func:`burst_lead`), for the rows it scores (:func:`rare_counters`)."""
 
     members: list[Member]
     means: np.ndarray
@@ -215,6 +216,9 @@ class Observations:
     first: int
     transitions: dict[str, np.ndarray] = field(default_factory=dict)
     reports: dict[str, np.ndarray] = field(default_factory=dict)
+    # the burst layer's longer history: per counter member (by row) its rates over the buckets
+    # before ``origin`` (:func:`burst_lead`), so a row early in the window is scored as in a longer run
+    lead: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 def observe(
@@ -227,7 +231,9 @@ def observe(
     members: list[Member] | None = None,
 ) -> Observations:
     """Read what ``scope`` may read of ``members`` (default: every series with peers) for a run over
-    ``[start, end)``, with the ``baseline_s`` before it."""
+    ``[start, end)``, with the ``baseline_s`` before it, and for counters (with ``bursts`` on) the
+    history the burst layer needs before that (:func:`burst_lead`): a window split into consecutive
+    runs is scored as one run over the whole span."""
     step = config.step_s * S
     origin = start - config.baseline_s * S
     origin -= origin % step
@@ -242,6 +248,42 @@ def observe(
     jobs = job_spans(scope, config, start=origin, n=n, step=step) if members else []
     transitions = entity_transitions(jobs, n) if config.drift else {}
     reports = job_reports(jobs, spread=max(0, config.report_s // config.step_s))
+    lead = {}
+    extra = burst_lead(config, start=start, origin=origin)
+    counters = rare_counters(members, means, config) if extra else []
+    if counters:
+        past, _counts = read_matrix(
+            scope, [members[i] for i in counters], start=origin - extra * step, n=extra, step=step
+        )
+        lead = dict(zip(counters, past, strict=True))
     return Observations(
-        members, means, counts, events, origin, (start - origin) // step, transitions, reports
+        members, means, counts, events, origin, (start - origin) // step, transitions, reports, lead
     )
+
+
+def rare_counters(members: list[Member], means: np.ndarray, config: DetectionConfig) -> list[int]:
+    """The rows of the groups of counters the burst layer scores (their rate zero in a share
+    ``burst_rare`` of the buckets read, as :func:`.fusion.score_bursts` decides): only these need its
+    longer history."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, member in enumerate(members):
+        if member.counter:
+            groups[member.group].append(i)
+    with np.errstate(invalid="ignore"):
+        return sorted(
+            i
+            for rows in groups.values()
+            if float(np.nanmean(means[rows] == 0)) >= config.burst_rare
+            for i in rows
+        )
+
+
+def burst_lead(config: DetectionConfig, *, start: int, origin: int) -> int:
+    """Buckets to read before ``origin`` for the burst layer: its first scored bucket (``start``) needs
+    the ``burst_window`` buckets that end there and the ``burst_history_s`` before them (6 h 15 min at
+    the defaults, of which ``baseline_s`` is read anyway); 0 with ``bursts`` off."""
+    if not config.bursts:
+        return 0
+    step = config.step_s * S
+    need = config.burst_window + -(-config.burst_history_s // config.step_s)
+    return max(0, need - (start - origin) // step)

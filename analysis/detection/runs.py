@@ -49,10 +49,14 @@ def detect(
     microseconds of each chunk done.
 
     The window is read and scored ``chunk_s`` at a time: series with peers (:func:`split_members`)
-    with the ``baseline_s`` before each chunk, series judged alone with a carried history of at most
-    ``SeasonalSettings.history_buckets`` buckets each (primed from the ``history_s`` before
-    ``start``). Memory is bounded by the series count times (chunk + baseline + history) buckets,
-    whatever the window's length; a detection in one chunk keeps its entity quiet into the next."""
+    with the ``baseline_s`` before each chunk, and counters of rare events with the history the burst
+    layer needs (``burst_window`` buckets and ``burst_history_s`` before each chunk, 6 h 15 min at the
+    defaults: :func:`.reads.burst_lead`), so a window split into consecutive runs is scored as one;
+    series judged alone with a carried history of at most ``SeasonalSettings.history_buckets``
+    buckets each (primed from the ``history_s`` before ``start``). Memory is bounded by the series
+    count times (chunk + baseline + history) buckets, plus the rare counters times the burst
+    layer's history, whatever the window's length; a detection in one chunk keeps its entity quiet
+    into the next."""
     config = config or DetectionConfig.load()
     found: list[Detection] = []
     last: dict[str, int] = {}
@@ -180,7 +184,7 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
             groups=len(groups),
         )
     if config.bursts:
-        score_bursts(members, list(groups.values()), observed.means, config, layers)
+        score_bursts(members, list(groups.values()), observed.means, config, layers, lead=observed.lead)
     by_entity: dict[str, list[int]] = defaultdict(list)
     for i, member in enumerate(members):
         by_entity[member.entity].append(i)

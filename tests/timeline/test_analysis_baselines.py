@@ -196,3 +196,48 @@ def test_an_export_of_a_window_where_the_data_starts_compares_with_the_nearest_d
     exported = export_ranking(own_scope(org_b), T0, T0 + HOUR)
     assert exported["baseline"]["kind"] == "nearest_with_data"
     assert exported["entries"] and not any(e["figures"]["novelty"] for e in exported["entries"])
+
+
+# ----------------------------------------------------------------------------- a baseline from another day
+
+
+@pytest.mark.parametrize("months", [-1, 1])
+def test_a_change_already_there_before_the_window_ranks_below_one_that_began_in_it(org_b, months):
+    """A baseline picked from another month (before or after): one series has sat at six times its
+    level since hours before the window (a new steady state), the other triples inside the window.
+    Against that baseline alone the first is the bigger change; the data just before the window say
+    it was already so, and the change that began in the window comes first."""
+    step = 5 * 60
+    base_start, window_start = T0 + months * 30 * DAY, T0
+    base = list(range(base_start, base_start + 2 * DAY, step * S))
+    recent = list(range(window_start - 2 * HOUR, window_start + 20 * MINUTE, step * S))
+    settled = [0.5 + 0.02 * RNG.standard_normal() for _ in base] + [
+        3.0 + 0.02 * RNG.standard_normal() for _ in recent
+    ]
+    fault = [0.03 + 0.002 * RNG.standard_normal() for _ in base] + [
+        (0.1 if t >= window_start else 0.03) + 0.002 * RNG.standard_normal() for t in recent
+    ]
+    write(
+        org_b,
+        series=[
+            gauge("step_latency_seconds", {"service": "a"}, settled, ts=base + recent, signal="application"),
+            gauge("search_latency_seconds", {"service": "b"}, fault, ts=base + recent, signal="application"),
+        ],
+    )
+    ranking = rank_changes(
+        own_scope(org_b),
+        window=Period(window_start, window_start + 20 * MINUTE),
+        baseline=Period(base_start, base_start + 2 * DAY),
+    )
+    titles = [e.title for e in ranking.entries]
+    assert titles[0] == "search_latency_seconds", [(e.title, e.score) for e in ranking.entries]
+    settled_entry = ranking.entries[titles.index("step_latency_seconds")]
+    assert "already so just before the window" in settled_entry.explanations[0]["text"]
+    # the same two series against a baseline that ends where the window starts: nothing changed before
+    adjacent = rank_changes(
+        own_scope(org_b),
+        window=Period(window_start, window_start + 20 * MINUTE),
+        baseline=Period(window_start - 2 * HOUR, window_start),
+    )
+    assert adjacent.entries[0].title == "search_latency_seconds"
+    assert not any(e.explanations for e in adjacent.entries)

@@ -60,3 +60,59 @@ def test_a_count_is_ordinary_on_a_counter_whose_own_history_trickles_and_surpris
     surprise = burst_surprise(counts, width=15, history=360, prior=120)
     assert surprise[1, 510] > surprise[0, 510] + 1
     assert np.isnan(surprise[:, :180]).all()  # less than half its history known: not scored
+
+
+# ----------------------------------------------------------------------------- consecutive runs
+
+S = 1_000_000
+START = 1_781_481_600 * S  # 2026-06-15 00:00 UTC
+HOUR = 3600 * S
+
+
+def _store_errors(org_id: int) -> int:
+    """Sixty-three entities' corrected-error counters stored for 14 h at 60 s (three trickling all
+    day); node-41 logs seven errors in the 25 minutes before 30 minutes into hour 8. Returns when
+    those errors end."""
+    from django.db import transaction
+
+    from core.records import Batch, SeriesBlock
+    from store import get_store
+
+    rng = np.random.default_rng(4)
+    n = 14 * 60
+    rate = np.zeros((ENTITIES, n))
+    rate[[5, 17, 52]] = 1 / 90
+    counts = rng.poisson(rate).astype(float)
+    weak = 8 * 60 + 30
+    counts[40, [weak - m for m in (20, 14, 10, 7, 5, 3, 1)]] = 1
+    ts = [START + i * 60 * S for i in range(n)]
+    blocks = [
+        SeriesBlock(
+            "gpu", "ecc_errors_total", {"node": f"node-{i + 1:02d}"}, "counter", "1", ts, list(np.cumsum(row))
+        )
+        for i, row in enumerate(counts)
+    ]
+    with transaction.atomic():
+        get_store().write_batch(org_id=org_id, batch=Batch(source="dcgm", series=blocks))
+    return START + weak * 60 * S
+
+
+def test_a_weak_burst_early_in_the_second_of_two_runs_is_found_as_in_one_run_over_both(db):
+    """The burst layer compares a count with the 6 h before it: a run of the periodic task reads that
+    history before its window, not only ``baseline_s``, so splitting a span changes no detection."""
+    from orgs.access import Scope
+    from orgs.services import organization_create
+
+    org = organization_create(slug="fleetops", name="Fleet operations")[0]
+    weak_end = _store_errors(org.pk)
+    scope = Scope.dangerously_as_org(org.pk, "test:fleetops")
+    config = detection.DetectionConfig(step_s=60, drift=False)
+
+    def found(start, end):
+        return [(d.entity, d.ts) for d in detection.detect(scope, start=start, end=end, config=config)]
+
+    whole = found(START + 2 * HOUR, START + 14 * HOUR)
+    assert [entity for entity, _ts in whole] == ["node-41"]
+    assert whole[0][1] <= weak_end + 60 * S
+    split = found(START + 2 * HOUR, START + 8 * HOUR) + found(START + 8 * HOUR, START + 14 * HOUR)
+    assert split == whole
