@@ -258,6 +258,8 @@ class PostgresBlockRollups:
             return None
         a, b = rollups.ceil_to(read.lo, read.width), rollups.floor_to(read.hi, read.width)
         b = b if rolled_until is None else min(b, rolled_until)
+        if a < b:
+            self._watch_compactions(a)  # the stored rows of the other days are read after this look
         spans = self.compacted_spans(a, b) if a < b else []
         return self._fine_relation(read.table, ids, spans, read.width) if spans else None
 
@@ -290,6 +292,8 @@ class PostgresBlockRollups:
         """None (read the samples) where fine rows would be read over a compacted day, before any row
         is read."""
         fine = hints.step in FINE_LEVELS and hints.start < hints.end
+        if fine:
+            self._watch_compactions(hints.start)  # the stored rows are read after this look
         if fine and self.compacted_spans(hints.start, hints.end):
             return None
         return super().select_rollup_rows(scope, series_ids, hints, columns)
