@@ -19,7 +19,7 @@ Invariants:
 * the clock model is resolved once per context and alignment (``align=off``), by the read side
   (:func:`clock.model.clock_for`), never kept across requests: a correction changed by anyone, in
   this process or another, is in force from the next request on; so is what :meth:`ReadContext.once`
-  keeps (the series of a list the scope may read, :meth:`store.sample_reads.SampleReads.readable_series`).
+  keeps (the series of a list the scope may read, :meth:`store.series_reads.SeriesReads.readable_series`).
 """
 
 from __future__ import annotations

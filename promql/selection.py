@@ -162,10 +162,10 @@ class ScopedSeries:
         key = tuple(tuple(group) for group in groups)
         if key not in self._resolved:
             conditions = [_pushdown(group, self._masked) for group in groups]
-            rows = Series.objects.scoped(self.scope)
-            if all(conditions):  # an empty condition (no matcher the database may apply) is "all"
-                rows = rows.filter(_any(conditions))
-            rows = rows.select_related("org").order_by("pk")
+            # an empty condition (no matcher the database may apply) is "all"; the store reads them
+            # through the scope and its own check of the samples' series finds them read already
+            condition = _any(conditions) if all(conditions) else None
+            rows = get_store().readable_series_where(self.scope, condition)
             found = []
             for series in rows:
                 labels = visible_labels(self.scope, series)

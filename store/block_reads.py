@@ -18,6 +18,18 @@ Over HTTP (``bench/promql.py --blocks --rounds 7``, gunicorn with 2 workers, loa
 work), p50 of the six queries' ratios to Prometheus 2.42 on the same samples: the day compacted, cache
 off 1.08x (2.84x as head rows in the same run), cache on 0.70x (0.98x as rows); every answer equal.
 
+A read that looks at the blocks or at which days are compacted *before* the statement that reads the
+rows of the other days (the relation of rows and bound block samples, :meth:`_sample_relation`; the
+fine rows of compacted days computed and the stored ones read for the rest, :meth:`_rolled_relation`;
+:meth:`select_rollup_rows`' stored minute rows) would see neither a day's rows nor its blocks were a
+compaction of that day to commit in between. Each public read of samples, buckets and rollup rows is
+therefore checked (:meth:`_across_compactions`, decision 0057): such a look first notes the state of
+``timeline_sample_compaction`` (each day with its row version: a compaction writes every day it
+compacts, again on each later compaction of late samples; retention deletes them), and the read is made
+again if the state has changed when it is done; after :data:`OPTIMISTIC_READS` tries it is made under
+the rollup refresh's lock held shared, which a compaction takes exclusively. Reads that only look at
+the blocks after their rows (the lanes' value reads, every numpy read of samples) pay nothing.
+
 Mixed into :class:`~store.postgres.PostgresStore` before :class:`~store.block_rollups.PostgresBlockRollups`.
 """
 
@@ -25,15 +37,89 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
 from orgs.access import Scope
 from store.batches import DAY_US
 from store.hints import ReadHints
+from store.postgres_rollups import ROLLUP_LOCK
+from store.sample_blocks import COMPACTION_TABLE
+
+OPTIMISTIC_READS = 3
+"""Tries of a read before it is made under the refresh lock (compactions commit one partition at a
+time, seconds apart on a day's partition; an old import's month of small days far more often)."""
+_UNDER_LOCK = ("under the refresh lock",)
 
 
 class PostgresBlockReads:
     """The read plan's answers over compacted days."""
 
     compacted_spans: Callable[[int, int], list[tuple[int, int]]]
+    connection: BaseDatabaseWrapper
+    _blocks_may_hold: Callable[[int], bool]
+    _compaction_watch: list | None = None
+    """While a public read runs: [] until a look of the kind above, then [the state it saw]."""
+
+    # -- reads checked against compactions ---------------------------------------------------
+    def select_buckets(self, scope, series_ids, hints):
+        return self._across_compactions(
+            lambda: super(PostgresBlockReads, self).select_buckets(scope, series_ids, hints)
+        )
+
+    def fleet_stats(self, scope, series_ids, hints):
+        return self._across_compactions(
+            lambda: super(PostgresBlockReads, self).fleet_stats(scope, series_ids, hints)
+        )
+
+    def select_samples(self, scope, series_ids, hints):
+        return self._across_compactions(
+            lambda: super(PostgresBlockReads, self).select_samples(scope, series_ids, hints)
+        )
+
+    def select_sample_arrays(self, scope, series_ids, hints):
+        return self._across_compactions(
+            lambda: super(PostgresBlockReads, self).select_sample_arrays(scope, series_ids, hints)
+        )
+
+    def select_rollup_rows(self, scope, series_ids, hints, columns):
+        return self._across_compactions(
+            lambda: super(PostgresBlockReads, self).select_rollup_rows(scope, series_ids, hints, columns)
+        )
+
+    def _watch_compactions(self, lo: int) -> None:
+        """Called before a look at the blocks or the compacted days that a statement reading rows
+        follows, for stored times from ``lo`` on: the first such look of a read notes the state."""
+        watch = self._compaction_watch
+        if watch is not None and not watch and self._blocks_may_hold(lo):
+            watch.append(self._compaction_state())
+
+    def _compaction_state(self) -> list[tuple]:
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"SELECT day, xmin::text FROM {COMPACTION_TABLE} ORDER BY day")
+            return cursor.fetchall()
+
+    def _across_compactions(self, read: Callable[[], object]):
+        """``read()``, made again while a compaction committed during a look of the kind above and the
+        statement after it (the state noted before the look differs from the state after the read);
+        the last try under the refresh lock held shared. A read inside another is checked by it."""
+        if self._compaction_watch is not None:
+            return read()
+        for _try in range(OPTIMISTIC_READS):
+            self._compaction_watch = watch = []
+            try:
+                out = read()
+            finally:
+                self._compaction_watch = None
+            if not watch or watch[0] == self._compaction_state():
+                return out
+        with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [ROLLUP_LOCK])
+            self._compaction_watch = list(_UNDER_LOCK)
+            try:
+                return read()
+            finally:
+                self._compaction_watch = None
 
     def reads_apart_pay(self, start: int, end: int) -> bool:
         """Not where ``[start, end)`` meets a compacted day and less than a day of it lies outside

@@ -90,6 +90,12 @@ class PostgresBlockRollups:
                 ON CONFLICT (day) DO UPDATE SET compacted_at = EXCLUDED.compacted_at""",
             [first, end - 1],
         )
+        self._delete_fine_rows(cursor, first, end)
+
+    def _delete_fine_rows(self, cursor, first: int, end: int) -> int:
+        """Delete the 1 and 5 minute rows of days ``[first, end)`` of buckets a block may hold samples
+        of (the rows of a series' day without samples stay); returns how many went."""
+        deleted = 0
         for width, table in FINE_LEVELS.items():
             cursor.execute(
                 f"""DELETE FROM {table} AS fine USING {BLOCK_TABLE} AS block
@@ -97,6 +103,35 @@ class PostgresBlockRollups:
                     AND block.day = fine.bucket / %s AND fine.bucket > block.first_ts - %s""",
                 [first * DAY_US, end * DAY_US, DAY_US, width],
             )
+            deleted += max(cursor.rowcount, 0)
+        return deleted
+
+    def drop_fine_rollups_of_compacted_days(self) -> int:
+        """The upgrade of an installation compacted before decision 0049 (timeline migration 0014):
+        every day the blocks hold is recorded as compacted (older releases recorded a partition's first
+        day only: the later days of an old import's month partition read their stored fine rows) and
+        its 1 and 5 minute rows are deleted as compaction deletes them now, a day a transaction under
+        the refresh lock (no compaction or refresh in between). Returns the rows deleted; run again,
+        it changes nothing."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"SELECT DISTINCT day FROM {BLOCK_TABLE} ORDER BY day")
+            days = [row[0] for row in cursor.fetchall()]
+        deleted = 0
+        for day in days:
+            with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+                self._begin_refresh()
+                cursor.execute(
+                    f"""INSERT INTO {COMPACTION_TABLE} (day, compacted_at) VALUES (%s, now())
+                        ON CONFLICT DO NOTHING""",
+                    [day],
+                )
+                cursor.execute(
+                    f"""UPDATE {COMPACTION_TABLE} SET compacted_at = now()
+                        WHERE day = %s AND compacted_at IS NULL""",
+                    [day],
+                )
+                deleted += self._delete_fine_rows(cursor, day, day + 1)
+        return deleted
 
     def compacted_days(self, lo: int, hi: int) -> np.ndarray:
         """The compacted days (sorted) that meet stored time ``[lo, hi)``."""
@@ -310,6 +345,8 @@ class PostgresBlockRollups:
             return None
         a, b = rollups.ceil_to(read.lo, read.width), rollups.floor_to(read.hi, read.width)
         b = b if rolled_until is None else min(b, rolled_until)
+        if a < b:
+            self._watch_compactions(a)  # the stored rows of the other days are read after this look
         spans = self.compacted_spans(a, b) if a < b else []
         return self._fine_relation(read.table, ids, spans, read.width) if spans else None
 
@@ -342,6 +379,8 @@ class PostgresBlockRollups:
         """None (read the samples) where fine rows would be read over a compacted day, before any row
         is read."""
         fine = hints.step in FINE_LEVELS and hints.start < hints.end
+        if fine:
+            self._watch_compactions(hints.start)  # the stored rows are read after this look
         if fine and self.compacted_spans(hints.start, hints.end):
             return None
         return super().select_rollup_rows(scope, series_ids, hints, columns)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
+    from django.db.models import Q
 
     from core.records import Batch
     from orgs.access import Scope
@@ -31,6 +32,7 @@ class Querier(Protocol):
     what it may read; none returns a QuerySet."""
 
     def readable_series(self, scope: Scope, series_ids: list[int]) -> dict[int, Series]: ...
+    def readable_series_where(self, scope: Scope, condition: Q | None) -> list[Series]: ...
     def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame: ...
     def select_samples(
         self, scope: Scope, series_ids: list[int], hints: ReadHints

@@ -132,6 +132,7 @@ class PostgresSampleBlocks:
     lock_sample_partitions: Callable[[Sequence[int]], None]
     _begin_refresh: Callable[[], None]
     _drop_fine_rollups: Callable[..., None]
+    _watch_compactions: Callable[[int], None]
 
     def create_block_schema(self) -> None:
         with self.connection.cursor() as cursor:
@@ -328,6 +329,8 @@ class PostgresSampleBlocks:
         its parameters: ``timeline_sample`` where no block holds any of them, else the rows and the
         blocks' samples of the spans (bound as three binary arrays: the statement must run on a
         :func:`~store.postgres_wire.binary_cursor`) together."""
+        if spans:
+            self._watch_compactions(min(lo for lo, _hi in spans))  # the rows are read after the blocks
         blocks = self._block_samples_in_ranges([(sid, lo, hi) for sid in ids for lo, hi in spans])
         if not len(blocks.ts):
             return "timeline_sample", []

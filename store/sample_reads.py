@@ -17,11 +17,11 @@ import numpy as np
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from orgs.access import Scope, require_scope
-from orgs.read_context import current_read
 from store import rollups
 from store.clock_shifts import shift_sql, shifted_span
 from store.frames import SAMPLE_ROW, BucketFrame, samples_by_series
 from store.hints import Capabilities, ReadHints
+from store.series_reads import SeriesReads
 from timeline.models import Series
 
 MINUTE_US, HOUR_US = 60_000_000, 3_600_000_000
@@ -35,7 +35,7 @@ FLEET_COLUMNS = ("bucket", "lo", "hi", "mid", "p5", "p95", "sum", "n")
 """The columns of :meth:`SampleReads.fleet_stats`, in the order the engines compute them."""
 
 
-class SampleReads:
+class SampleReads(SeriesReads):
     """Scoped reads of series, samples and rollup rows."""
 
     connection: BaseDatabaseWrapper
@@ -48,32 +48,6 @@ class SampleReads:
     _cached_sample_arrays: Callable[[int, int, list[int]], dict[int, tuple] | None]
     cached_sample_count: Callable[[Sequence[int], int, int], int | None]
     sample_cache_holds: Callable[[int], bool]
-
-    # -- reads: series --------------------------------------------------------
-    def readable_series_for_lane(
-        self, scope: Scope, series_ids: list[int], *, fleet: bool
-    ) -> dict[int, Series]:
-        """Series of one lane this scope may read: one by one, or for a fleet aggregate also those an
-        ``aggregate`` grant shares, but then only as a group of at least MIN_AGGREGATE_GROUP (else
-        none). The rule is the gate's (:meth:`orgs.access.Scope.fleet_readable`); the store applies it."""
-        if not fleet:
-            return self.readable_series(scope, series_ids)
-        found = Series.unscoped.filter(require_scope(scope).series_filter(include_aggregate=True))
-        readable = {s.pk: s for s in found.filter(pk__in=series_ids)}
-        return readable if scope.fleet_readable(readable.values()) else {}
-
-    def readable_series(self, scope: Scope, series_ids: list[int]) -> dict[int, Series]:
-        """The series of ``series_ids`` this scope may read one by one (their organisations read with
-        them). Read once per request's read context (:meth:`orgs.read_context.ReadContext.once`): the
-        lanes ask for the same list to present it and the store to read it."""
-        scope = require_scope(scope)
-        ids = tuple(sorted(set(series_ids)))
-
-        def read() -> dict[int, Series]:
-            return {s.pk: s for s in Series.objects.scoped(scope).select_related("org").filter(pk__in=ids)}
-
-        context = current_read(scope)
-        return dict(read() if context is None else context.once(("readable series", ids), read))
 
     def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame:
         """Min/max/mean/count per bucket ``[start + i*step, start + (i+1)*step)`` of each series of

@@ -226,3 +226,23 @@ def test_a_lanes_read_of_twelve_series_takes_seven_statements_and_one_for_compac
     budget = 7 + (1 if get_store().capabilities.sample_blocks else 0)
     assert len(queries) <= budget, "\n".join(q["sql"][:120] for q in queries.captured_queries)
     assert sum("timeline_series" in q["sql"] for q in queries.captured_queries) == 1
+
+
+@pytest.mark.django_db(transaction=True)  # outside a transaction, as a served request
+def test_a_promql_read_reads_its_series_through_the_scope_once(org_a, read_token_a):
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.factories import HOUR, T0, S, node_gauge, write
+
+    write(
+        org_a,
+        series=[node_gauge([float(j) for j in range(120)], node=f"node-{i}", step_s=60) for i in range(3)],
+    )
+    client = bearer_client(read_token_a)
+    query = {"query": "nfs_rpc_slots_in_use", "start": T0 // S, "end": (T0 + 2 * HOUR) // S, "step": 60}
+    assert client.get(f"{PROMQL}/query_range", query).status_code == 200  # the token's first use is written
+    with CaptureQueriesContext(connection) as queries:
+        answer = client.get(f"{PROMQL}/query_range", query)
+    assert answer.status_code == 200 and len(answer.json()["data"]["result"]) == 3
+    scoped = [q["sql"] for q in queries.captured_queries if 'FROM "timeline_series"' in q["sql"]]
+    assert len(scoped) == 1, "\n".join(sql[:200] for sql in scoped)

@@ -117,7 +117,7 @@ def _labelled_in_order(spec: LaneSpec, members: list[Member]) -> list[Member]:
 def members_by_id(scope: Scope, series_ids: list[int]) -> dict[int, Member]:
     """The series of ``series_ids`` the scope may read alone, as members by id: one query for every
     lane of a request named by series id, which the store's read of their buckets finds done
-    (:meth:`store.sample_reads.SampleReads.readable_series`, once per read context)."""
+    (:meth:`store.series_reads.SeriesReads.readable_series`, once per read context)."""
     series = get_store().readable_series(scope, series_ids).values()
     return {m.series.pk: m for m in readable_members(scope, series)}
 
