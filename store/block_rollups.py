@@ -107,7 +107,7 @@ class PostgresBlockRollups:
         return deleted
 
     def drop_fine_rollups_of_compacted_days(self) -> int:
-        """The upgrade of an installation compacted before decision 0049 (timeline migration 0014):
+        """The upgrade of an installation compacted before decision 0049 (timeline migration 0015):
         every day the blocks hold is recorded as compacted (older releases recorded a partition's first
         day only: the later days of an old import's month partition read their stored fine rows) and
         its 1 and 5 minute rows are deleted as compaction deletes them now, a day a transaction under

@@ -1,5 +1,5 @@
 """The upgrade step for fine rollup rows of days compacted before decision 0049 (timeline migration
-0014): older releases kept the 1 and 5 minute rows of compacted days and recorded only the first day
+0015): older releases kept the 1 and 5 minute rows of compacted days and recorded only the first day
 of a compacted partition; after the step every day the blocks hold is recorded as compacted, none of
 them has a fine row where its blocks hold samples, reads answer bit for bit as before, and a second
 run changes nothing."""
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
     not get_store().capabilities.sample_blocks, reason="only PostgreSQL keeps sample blocks"
 )
 
-UPGRADE = importlib.import_module("timeline.migrations.0014_fine_rollups_of_compacted_days")
+UPGRADE = importlib.import_module("timeline.migrations.0015_fine_rollups_of_compacted_days")
 FIRST_DAY = T0 // DAY
 
 

@@ -18,6 +18,6 @@ def drop_fine_rollups(apps, schema_editor):
 
 class Migration(migrations.Migration):
     atomic = False
-    dependencies = [("timeline", "0013_sample_blocks")]
+    dependencies = [("timeline", "0014_rollup_blocks")]
 
     operations = [migrations.RunPython(drop_fine_rollups, migrations.RunPython.noop)]
