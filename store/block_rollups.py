@@ -202,6 +202,16 @@ class PostgresBlockRollups:
         self._keep_fine_rollups_before(day)
         return super().drop_partitions_before(day, lock_timeout_s=lock_timeout_s)
 
+    def delete_blocks_before(self, day: int) -> int:
+        """The blocks of days before ``day`` go in one transaction under the refresh lock, with the fine
+        rows of any of those days compacted since :meth:`_keep_fine_rollups_before` looked written back
+        first: compaction takes that lock too, so no day is compacted between that look and the
+        delete (its fine rows, deleted by the compaction, would be lost with its blocks)."""
+        with transaction.atomic(using=self.connection.alias):
+            self._begin_refresh()
+            self._keep_fine_rollups_before(day)
+            return super().delete_blocks_before(day)
+
     def _keep_fine_rollups_before(self, day: int) -> None:
         kept_from = rollups.first_kept(self.rollups_kept_from(), rollups.MINUTE_US, 0)
         days = self.compacted_days(max(kept_from, 0), day * DAY_US)

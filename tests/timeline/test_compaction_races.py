@@ -104,3 +104,25 @@ def test_minute_rows_read_after_the_compacted_days_look_are_none_or_all_there(tw
     after = store.select_rollup_rows(own_scope(org_a), two_days, hints, ("first_ts", "n"))
     assert compactions and all(len(rows) == 180 for rows in before.values())
     assert after is None  # the caller reads the samples: the day is compacted now
+
+
+def minute_rows_of(ids: list[int], day: int) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT series_id, bucket, n, total, vmin, vmax FROM timeline_rollup_1m"
+            " WHERE series_id = ANY(%s) AND bucket >= %s AND bucket < %s ORDER BY 1, 2",
+            [ids, day * DAY, (day + 1) * DAY],
+        )
+        return cursor.fetchall()
+
+
+def test_retention_keeps_the_fine_rows_of_a_day_compacted_after_its_look(two_days):
+    """Retention writes the fine rows of compacted days back before their blocks go (rollups outlive
+    samples); a day compacted right after that look (its fine rows deleted by the compaction) keeps
+    them too, since the blocks are deleted under the lock compaction takes, after a second look."""
+    before = minute_rows_of(two_days, DAY_ONE)
+    store = get_store()
+    compactions = compact_day_one_after_first(store, "_keep_fine_rollups_before")
+    store.drop_partitions_before(DAY_ONE + 1)
+    assert compactions and len(before) == 2 * 24 * 60
+    assert minute_rows_of(two_days, DAY_ONE) == before
