@@ -37,6 +37,7 @@ from django.db import transaction
 
 from store import rollups
 from store.batches import DAY_US, SampleArrays
+from store.postgres_buckets import rolled_columns
 from store.postgres_wire import Float8Array, Int8Array, binary_cursor
 from store.rollup_blocks import STORED_WIDTH, decode_rows, value_rows
 from store.rollup_rows import keys_of, lookup
@@ -227,29 +228,30 @@ class PostgresBlockRollups:
         return rows if width == rollups.MINUTE_US else rollups.combine_rows(rows, width)
 
     def _rolled_with_compacted(
-        self, stored: tuple[np.ndarray, ...], ids: list[int], rolled: tuple | None
-    ) -> tuple[np.ndarray, ...]:
-        """The rollup rows of :meth:`_value_columns` (native arrays, sorted by series and bucket:
-        :func:`~store.postgres_buckets.rolled_arrays`) and, where ``rolled``'s span meets compacted
-        days, the rows of those days computed from their samples in place of any stored row of the
-        same series and bucket (stored ones without a computed row stay), sorted by series and
-        bucket: :func:`~store.postgres_buckets.reduce_rows`' ``rolled``."""
+        self, found: list[tuple], ids: list[int], rolled: tuple | None
+    ) -> tuple[list[tuple], tuple[np.ndarray, ...] | None]:
+        """The value columns of :meth:`_value_columns` (rows read already, sorted by series) and, where
+        ``rolled``'s span meets compacted days, the rollup rows to reduce in place of their rollup
+        columns (:func:`~store.postgres_buckets.reduce_rows`' ``rolled``): the stored ones with the
+        rows of the compacted days computed from their samples in place of any stored row of the same
+        series and bucket (stored ones without a computed row stay), sorted by series and bucket, as
+        native arrays; None where the stored rows are all there is."""
         if rolled is None or rolled[1] not in FINE_LEVELS:
-            return stored
+            return found, None
         _table, width, a, b = rolled
         spans = self.compacted_spans(a, b)
         if not spans:
-            return stored
+            return found, None
         computed = self._fine_value_rows(ids, spans, width)
         names = ("series_id", "bucket", "n", "total", "vmin", "vmax")
-        stored = dict(zip(names, stored, strict=True))
+        stored = dict(zip(names, rolled_columns(found), strict=True))
         inside = in_spans(stored["bucket"], spans)
         kept = ~inside
         if inside.any():
             kept[inside] = ~computed_at(stored["series_id"][inside], stored["bucket"][inside], computed)
         columns = [np.concatenate([stored[name][kept], computed[name]]) for name in names]
         order = np.lexsort((columns[1], columns[0]))
-        return tuple(column[order] for column in columns)
+        return sorted(found, key=lambda row: row[0]), tuple(column[order] for column in columns)
 
     def _fine_value_rows(self, ids: list[int], spans: list[tuple[int, int]], width: int) -> np.ndarray:
         """:func:`value_rows` of ``ids`` over the compacted ``spans`` (whole buckets of ``width``): at

@@ -1,15 +1,13 @@
-"""Value bucket reads on PostgreSQL reduced in numpy: the rows of a group come as binary columns (raw
-samples one string per series and column, rollup rows one string per column for the whole group),
-and numpy takes their min, max, mean and count per step bucket.
+"""Value bucket reads on PostgreSQL reduced in numpy: the rows of a group come as binary columns, one
+string per series and column, and numpy takes their min, max, mean and count per step bucket.
 
 A bucket read of values (not rates) whose clock corrections, if any, are constant reads the same rows
 as its bucket query (:meth:`store.sample_reads.SampleReads._bucket_sql`): the rollup rows of the level
 the grid allows (:func:`store.rollups.choose`) inside the window's whole buckets, up to the first
 bucket waiting for its refresh, each standing at the middle of its bucket, and the raw samples outside
-them (:func:`store.rollups.combine_sql` cuts them so), or the raw samples alone. PostgreSQL sends
-each series' raw samples (read by its primary key) and the group's rollup rows as ``string_agg`` of
-``int8send``/``float8send`` (no grouping in the database, no Python object per row; decision 0060
-for the rollup rows' one string per column); numpy puts each row in its step bucket and
+them (:func:`store.rollups.combine_sql` cuts them so), or the raw samples alone. PostgreSQL reads each
+series by its primary key and sends its rows as ``string_agg`` of ``int8send``/``float8send`` (no
+aggregate in the database, no Python object per row); numpy puts each row in its step bucket and
 reduces the buckets with ``reduceat``, with PostgreSQL's rules: a NaN is larger than any number (a
 minimum leaves it out unless all are NaN, a maximum is NaN if one is), a mean is the sum of the totals
 over the sum of the counts.
@@ -31,12 +29,9 @@ from store.rollups import ceil_to, floor_to
 
 _RAW = """SELECT string_agg(int8send(ts), ''), string_agg(float8send(value), '')
     FROM timeline_sample WHERE series_id = wanted.id AND ((ts >= %s AND ts < %s) OR (ts >= %s AND ts < %s))"""
-_ROLLED = """SELECT string_agg(int8send(series_id), ''), string_agg(int8send(bucket), ''),
-        string_agg(int8send(n), ''), string_agg(float8send(total), ''), string_agg(float8send(vmin), ''),
-        string_agg(float8send(vmax), '')
-    FROM {table} WHERE series_id = ANY(%s) AND bucket >= %s AND bucket < %s"""
-ROLLED_KINDS = (">i8", ">i8", ">i8", ">f8", ">f8", ">f8")
-"""Wire types of :data:`_ROLLED`'s columns (series, bucket, n, total, vmin, vmax)."""
+_ROLLED = """SELECT string_agg(int8send(bucket), ''), string_agg(int8send(n), ''),
+        string_agg(float8send(total), ''), string_agg(float8send(vmin), ''), string_agg(float8send(vmax), '')
+    FROM {table} WHERE series_id = wanted.id AND bucket >= %s AND bucket < %s"""
 
 
 MAX_ROWS = 2_000_000
@@ -67,44 +62,40 @@ class PostgresBucketReads:
             return super()._bucket_part(cursor, key, ids, hints)
         ids = sorted(ids)
         with self._bulk_cursor() as bulk:  # the binary columns as bytes, not hex
-            found, stored = self._value_columns(bulk, ids, lo, hi, rolled)
+            found = self._value_columns(bulk, ids, lo, hi, rolled)
         spans = [(lo, hi)] if rolled is None else [(lo, rolled[2]), (rolled[3], hi)]
         found = self._value_columns_with_blocks(found, [(sid, a, b) for sid in ids for a, b in spans])
-        stored = self._rolled_with_compacted(stored, ids, rolled)
+        found, computed = self._rolled_with_compacted(found, ids, rolled)
         width = rolled[1] if rolled else 0
-        return reduce_rows(found, origin=origin, step=hints.step, width=width, rolled=stored)
+        return reduce_rows(found, origin=origin, step=hints.step, width=width, rolled=computed)
 
     @staticmethod
-    def _value_columns(
-        cursor, ids: list[int], lo: int, hi: int, rolled: tuple | None
-    ) -> tuple[list[tuple], tuple[np.ndarray, ...]]:
-        """Per series with raw samples in ``[lo, hi)`` outside the rollup rows' ``[a, b)`` its id and
-        those samples as binary columns (times, values), sorted by series; and the rollup rows of the
-        group in ``[a, b)`` as native arrays (:func:`rolled_arrays`). The rollup rows come in one row
-        of one string per column for the whole group: 63 series' 72,576 rows of 30 min in 45-57 ms
-        against 64-77 ms as one row of strings per series (:data:`_ROLLED`)."""
-        a, b = (hi, hi) if rolled is None else rolled[2:]
-        raw = f"""SELECT wanted.id, raw.* FROM unnest(%s::bigint[]) AS wanted (id)
-            CROSS JOIN LATERAL ({_RAW}) AS raw (ts, value) WHERE raw.ts IS NOT NULL"""
+    def _value_columns(cursor, ids: list[int], lo: int, hi: int, rolled: tuple | None) -> list[tuple]:
+        """Per series its id, raw samples in ``[lo, hi)`` outside the rollup rows' ``[a, b)`` and those
+        rows, as binary columns (NULL where a series has none)."""
         if rolled is None:
-            cursor.execute(raw, [ids, lo, a, b, hi])
-            return cursor.fetchall(), rolled_arrays((None,) * len(ROLLED_KINDS))
-        # one statement: the rollup rows' row (no id) and the raw samples' rows (NULL past two columns)
+            cursor.execute(
+                f"""SELECT wanted.id, raw.* FROM unnest(%s::bigint[]) AS wanted (id)
+                    CROSS JOIN LATERAL ({_RAW}) AS raw (ts, value) WHERE raw.ts IS NOT NULL""",
+                [ids, lo, hi, hi, hi],
+            )
+            return [(*row, None, None, None, None, None) for row in cursor.fetchall()]
+        table, _width, a, b = rolled
         cursor.execute(
-            f"""SELECT CAST(NULL AS bigint), rolled.* FROM ({_ROLLED.format(table=rolled[0])}) AS rolled
-                UNION ALL
-                SELECT raw.*, NULL, NULL, NULL, NULL FROM ({raw}) AS raw""",
-            [ids, a, b, ids, lo, a, b, hi],
+            f"""SELECT wanted.id, raw.*, rolled.* FROM unnest(%s::bigint[]) AS wanted (id)
+                CROSS JOIN LATERAL ({_RAW}) AS raw (ts, value)
+                CROSS JOIN LATERAL ({_ROLLED.format(table=table)})
+                    AS rolled (bucket, n, total, vmin, vmax)
+                WHERE raw.ts IS NOT NULL OR rolled.bucket IS NOT NULL""",
+            [ids, lo, a, b, hi, a, b],
         )
-        rows = cursor.fetchall()
-        (stored,) = (row[1:] for row in rows if row[0] is None)
-        return sorted(row[:3] for row in rows if row[0] is not None), rolled_arrays(stored)
+        return cursor.fetchall()
 
     def _value_columns_with_blocks(
         self, found: list[tuple], ranges: list[tuple[int, int, int]]
     ) -> list[tuple]:
-        """:meth:`_value_columns`' raw rows with the raw samples the blocks hold in ``ranges`` merged
-        into each series' columns (a series with blocks only gets a row of its own)."""
+        """:meth:`_value_columns`' rows with the raw samples the blocks hold in ``ranges`` merged into
+        each series' raw columns (a series with blocks only gets a row of its own)."""
         blocks = self._block_samples_in_ranges(ranges)
         if not len(blocks.ts):
             return found
@@ -114,10 +105,15 @@ class PostgresBucketReads:
             if row[1] is not None
         }
         merged = self._arrays_with_blocks(raw, ranges, blocks=blocks)
-        return [
-            (series_id, ts.astype(">i8").tobytes(), values.astype(">f8").tobytes())
-            for series_id, (ts, values) in sorted(merged.items())
-        ]
+        rolled = {int(row[0]): row[3:] for row in found}
+        out = []
+        for series_id in sorted(set(merged) | set(rolled)):
+            ts, values = merged.get(series_id, (None, None))
+            columns = (
+                (None, None) if ts is None else (ts.astype(">i8").tobytes(), values.astype(">f8").tobytes())
+            )
+            out.append((series_id, *columns, *rolled.get(series_id, (None,) * 5)))
+        return out
 
     def _value_rows(self, key: tuple, ids: list[int], hints: ReadHints) -> tuple:
         """``(origin, lo, hi, rolled)`` of one group in stored time: the grid's origin, the window cut by
@@ -156,31 +152,13 @@ def rolled_columns(found: list[tuple]) -> tuple[np.ndarray, ...]:
     )
 
 
-def rolled_arrays(columns: tuple) -> tuple[np.ndarray, ...]:
-    """:data:`_ROLLED`'s row (one binary string per column, NULL where no row is) as native arrays
-    ``(series, bucket, n, total, vmin, vmax)`` sorted by series and bucket (the index scan gives them
-    so; another plan's order is sorted here)."""
-    arrays = tuple(
-        np.empty(0, dtype=kind.replace(">", "=")) if blob is None else big_endian(bytes(blob), kind)
-        for blob, kind in zip(columns, ROLLED_KINDS, strict=True)
-    )
-    series, bucket = arrays[0], arrays[1]
-    if len(series) > 1:
-        later = (series[1:] > series[:-1]) | ((series[1:] == series[:-1]) & (bucket[1:] > bucket[:-1]))
-        if not later.all():
-            order = np.lexsort((bucket, series))
-            arrays = tuple(array[order] for array in arrays)
-    return arrays
-
-
 def reduce_rows(
     found: list[tuple], *, origin: int, step: int, width: int, rolled: tuple[np.ndarray, ...] | None = None
 ) -> np.ndarray:
     """The (n x 6) bucket matrix (series, bucket, min, max, mean, count) of ``found``: per series its id,
     its raw samples (times, values) and its rollup rows of ``width`` (bucket starts, counts, totals,
-    minima, maxima), as binary columns; or, given ``rolled`` (:func:`rolled_arrays`' or
-    :func:`rolled_columns`' arrays), those rollup rows instead, ``found`` then giving only its first
-    three columns (id, times, values). A row stands at the middle of its bucket. Rows sorted by series
+    minima, maxima), as binary columns; or, given ``rolled`` (:func:`rolled_columns`' arrays), those
+    rollup rows instead of ``found``'s. A row stands at the middle of its bucket. Rows sorted by series
     and bucket."""
     if rolled is None:
         if not found:
