@@ -17,6 +17,7 @@ from django.db import DatabaseError, transaction
 from store import rollups
 from store.base import StoreBackend
 from store.batches import SampleArrays
+from store.block_backfill import PostgresRollupBackfill
 from store.block_reads import PostgresBlockReads
 from store.block_rollups import PostgresBlockRollups
 from store.hints import Capabilities, ReadHints
@@ -87,6 +88,7 @@ SCHEMA = [
 
 
 class PostgresStore(
+    PostgresRollupBackfill,
     PostgresBlockReads,
     PostgresBlockRollups,
     PostgresSampleBlocks,

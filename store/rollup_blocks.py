@@ -9,7 +9,8 @@ Invariants:
 
 - Written with the block, from the block's own samples, whenever a block is written (compaction,
   the merge of late samples into it, one organisation's retention cut): the rows always stand for
-  the block's samples, bit for bit; a block of an older version has none (NULL: read its samples).
+  the block's samples, bit for bit; a block of an older version has none (NULL: read its samples)
+  until :mod:`store.block_backfill` writes them (migration 0015).
 - A read uses them only for a series and day without head rows (late samples not yet compacted in):
   there it computes the rows from the samples as before.
 
