@@ -3,7 +3,7 @@ rows-in-the-blocks.md, "Blocks compacted before this change"): such a block has 
 its rows are computed from its samples at every read; this fills the column with what compaction
 would have written (:func:`~store.rollup_blocks.rows_by_block` of
 :func:`~store.rollup_blocks.value_rows` of the block's own samples, bit for bit), called by migration
-``timeline/0015_fill_rollup_blocks`` and ``manage.py compact_samples --backfill-rollups``.
+``timeline/0016_fill_rollup_blocks`` and ``manage.py compact_samples --backfill-rollups``.
 
 Invariants:
 

@@ -112,7 +112,7 @@ def test_only_blocks_without_rows_are_written(compacted):
 
 def test_the_migration_and_the_command_fill_the_blocks_and_are_idempotent(compacted):
     written = carried_bytes()
-    migration = importlib.import_module("timeline.migrations.0015_fill_rollup_blocks")
+    migration = importlib.import_module("timeline.migrations.0016_fill_rollup_blocks")
     assert migration.Migration.atomic is False
     forget_rows()
     migration.fill_rollup_blocks(None, SimpleNamespace(connection=connection))

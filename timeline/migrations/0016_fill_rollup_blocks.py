@@ -18,7 +18,7 @@ def fill_rollup_blocks(apps, schema_editor):
 class Migration(migrations.Migration):
     atomic = False
 
-    dependencies = [("timeline", "0014_rollup_blocks")]
+    dependencies = [("timeline", "0015_fine_rollups_of_compacted_days")]
 
     # backwards: the rows stay (a block with rows reads as one without them would)
     operations = [migrations.RunPython(fill_rollup_blocks, migrations.RunPython.noop)]
