@@ -195,9 +195,12 @@ class ScopedSeries:
         # The rows the scope's aggregate grants select; the store checks the group again when it reads
         # the samples. Those readable one by one are the selector's other part (:meth:`series`); the
         # rest are read at aggregate level (never masked), as the gate's fleet policy lets them be used.
+        # The store reads them through the scope, and its fleet check of the samples' series finds
+        # them read already.
+        condition = _any(conditions) if all(conditions) else None
         rows = Series.unscoped.filter(self.scope.aggregate_series_q())
-        if all(conditions):
-            rows = rows.filter(_any(conditions))
+        if condition is not None:
+            rows = rows.filter(condition)
         alone = set(rows.filter(self.scope.series_filter()).values_list("pk", flat=True))
         owners = dict(
             Organization.objects.filter(pk__in=sorted(self.scope.sharing_owner_ids())).values_list(
@@ -205,7 +208,7 @@ class ScopedSeries:
             )
         )
         found, refused = [], False
-        for series in rows.only("pk", "org_id", "signal", "metric", "labels", "kind", "unit").order_by("pk"):
+        for series in get_store().fleet_series_where(self.scope, condition):
             if series.pk in alone:
                 continue
             labels = {**series.labels, NAME: series.metric, ORG_LABEL: owners[series.org_id]}

@@ -8,7 +8,8 @@ a query instead of two. That statement alone, 60 series in-process: 2.3 ms (load
 before in alternating runs on one database: 26.8 / 27.9, 39.2 / 43.5, 25.4 / 29.5, 30.6 / 33.7,
 26.8 / 69.9, 27.9 / 30.7 ms (load 2.3-2.9; p50 0.76x / 0.81x Prometheus); a second pair under more
 load (2.6-3.0), 58.1 / 65.3 ms on the first query, p50 0.79x / 0.91x: the saving is within the noise
-of one HTTP request.
+of one HTTP request. A fleet query's selection through the aggregate grants likewise
+(:meth:`fleet_series_where`): ``sum(...)`` of six series shared at aggregate level, 6 -> 4 statements.
 
 Mixed into :class:`~store.sample_reads.SampleReads`.
 """
@@ -25,6 +26,10 @@ READ_THROUGH_SCOPE = "series read through the scope"
 """A read context's memo of the series this store read through its scope (:meth:`readable_series_where`),
 by id."""
 
+FLEET_READ_THROUGH_SCOPE = "series read through the scope's aggregate grants"
+"""A read context's memo of the series this store read through its scope's aggregate grants
+(:meth:`fleet_series_where`), by id."""
+
 
 class SeriesReads:
     """Scoped reads of series."""
@@ -37,9 +42,25 @@ class SeriesReads:
         none). The rule is the gate's (:meth:`orgs.access.Scope.fleet_readable`); the store applies it."""
         if not fleet:
             return self.readable_series(scope, series_ids)
-        found = Series.unscoped.filter(require_scope(scope).series_filter(include_aggregate=True))
-        readable = {s.pk: s for s in found.filter(pk__in=series_ids)}
+        scope = require_scope(scope)
+        readable = self._fleet_read_already(scope, series_ids)
+        if readable is None:
+            found = Series.unscoped.filter(scope.series_filter(include_aggregate=True))
+            readable = {s.pk: s for s in found.filter(pk__in=series_ids)}
         return readable if scope.fleet_readable(readable.values()) else {}
+
+    @staticmethod
+    def _fleet_read_already(scope: Scope, series_ids: list[int]) -> dict[int, Series] | None:
+        """The series of ``series_ids`` when this store read every one of them through this very
+        scope in the request's read context (one by one or through its aggregate grants, both within
+        ``series_filter(include_aggregate=True)``), else None: they are read then."""
+        context = current_read(scope)
+        if context is None:
+            return None
+        known = {**context.once(FLEET_READ_THROUGH_SCOPE, dict), **context.once(READ_THROUGH_SCOPE, dict)}
+        if not all(sid in known for sid in series_ids):
+            return None
+        return {sid: known[sid] for sid in series_ids}
 
     def readable_series(self, scope: Scope, series_ids: list[int]) -> dict[int, Series]:
         """The series of ``series_ids`` this scope may read one by one (their organisations read with
@@ -74,4 +95,22 @@ class SeriesReads:
         context = current_read(scope)
         if context is not None:
             context.once(READ_THROUGH_SCOPE, dict).update((series.pk, series) for series in found)
+        return found
+
+    def fleet_series_where(self, scope: Scope, condition: Q | None) -> list[Series]:
+        """The series this scope's aggregate grants select that ``condition`` selects (all of them
+        where None), by id: a query's selection of series for fleet figures (PromQL's matchers on
+        metric name and owner) made through the scope in the same statement. Inside a read context
+        through this very scope, the store's fleet check of any of them
+        (:meth:`readable_series_for_lane` with ``fleet``) then finds them without reading them again:
+        ``Scope.aggregate_series_q`` is within ``series_filter(include_aggregate=True)``, narrowed
+        further by ``condition`` alone. The group rule is still the store's, on every read."""
+        scope = require_scope(scope)
+        rows = Series.unscoped.filter(scope.aggregate_series_q())
+        if condition is not None:
+            rows = rows.filter(condition)
+        found = list(rows.order_by("pk"))
+        context = current_read(scope)
+        if context is not None:
+            context.once(FLEET_READ_THROUGH_SCOPE, dict).update((series.pk, series) for series in found)
         return found

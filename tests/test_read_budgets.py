@@ -246,3 +246,31 @@ def test_a_promql_read_reads_its_series_through_the_scope_once(org_a, read_token
     assert answer.status_code == 200 and len(answer.json()["data"]["result"]) == 3
     scoped = [q["sql"] for q in queries.captured_queries if 'FROM "timeline_series"' in q["sql"]]
     assert len(scoped) == 1, "\n".join(sql[:200] for sql in scoped)
+
+
+@pytest.mark.django_db(transaction=True)  # outside a transaction, as a served request
+def test_a_fleet_promql_read_reads_its_series_through_the_scope_once(org_a, org_b, read_token_a):
+    from django.test.utils import CaptureQueriesContext
+
+    from orgs.models import Level
+    from orgs.services import grant_create
+    from tests.factories import HOUR, T0, S, node_gauge, write
+
+    write(
+        org_b,
+        series=[node_gauge([float(j) for j in range(120)], node=f"node-{i}", step_s=60) for i in range(6)],
+    )
+    grant_create(owner=org_b, grantee=org_a, name="fleet", level=Level.AGGREGATE, name_patterns=["nfs_*"])
+    client = bearer_client(read_token_a)
+    query = {"query": "sum(nfs_rpc_slots_in_use)", "start": T0 // S, "end": (T0 + 2 * HOUR) // S, "step": 60}
+    assert client.get(f"{PROMQL}/query_range", query).status_code == 200  # the token's first use is written
+    with CaptureQueriesContext(connection) as queries:
+        answer = client.get(f"{PROMQL}/query_range", query)
+    assert answer.status_code == 200
+    (summed,) = answer.json()["data"]["result"]
+    assert [float(v) for _, v in summed["values"][:3]] == [0.0, 6.0, 12.0]
+    # the grants' fleet policy, the selection one by one, those of them readable alone and the selection
+    # through the aggregate grants; the store's fleet check of the samples' series (two reads: the
+    # rollup plan and the samples) finds them read already (6 statements before)
+    scoped = [q["sql"] for q in queries.captured_queries if 'FROM "timeline_series"' in q["sql"]]
+    assert len(scoped) == 4, "\n".join(sql[:300] for sql in scoped)
