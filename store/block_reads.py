@@ -21,9 +21,10 @@ off 1.08x (2.84x as head rows in the same run), cache on 0.70x (0.98x as rows); 
 A read that looks at the blocks or at which days are compacted *before* the statement that reads the
 rows of the other days (the relation of rows and bound block samples, :meth:`_sample_relation`; the
 fine rows of compacted days computed and the stored ones read for the rest, :meth:`_rolled_relation`;
-:meth:`select_rollup_rows`' stored minute rows) would see neither a day's rows nor its blocks were a
-compaction of that day to commit in between. Each public read of samples, buckets and rollup rows is
-therefore checked (:meth:`_across_compactions`, decision 0057): such a look first notes the state of
+:meth:`select_rollup_rows`' stored minute rows; ``copy_store``'s :meth:`rollup_row_count` of them)
+would see neither a day's rows nor its blocks were a compaction of that day to commit in between. Each
+public read of samples, buckets and rollup rows, and that count, is therefore checked
+(:meth:`_across_compactions`, decision 0057): such a look first notes the state of
 ``timeline_sample_compaction`` (each day with its row version: a compaction writes every day it
 compacts, again on each later compaction of late samples; retention deletes them), and the read is made
 again if the state has changed when it is done; after :data:`OPTIMISTIC_READS` tries it is made under
@@ -85,6 +86,11 @@ class PostgresBlockReads:
     def select_rollup_rows(self, scope, series_ids, hints, columns):
         return self._across_compactions(
             lambda: super(PostgresBlockReads, self).select_rollup_rows(scope, series_ids, hints, columns)
+        )
+
+    def rollup_row_count(self, width, table, ids, lo, hi):
+        return self._across_compactions(
+            lambda: super(PostgresBlockReads, self).rollup_row_count(width, table, ids, lo, hi)
         )
 
     def _watch_compactions(self, lo: int) -> None:

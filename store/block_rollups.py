@@ -399,6 +399,8 @@ class PostgresBlockRollups:
         """How many rollup rows of ``table`` ``ids`` have with bucket in ``[lo, hi)`` (whole buckets),
         the fine rows of compacted days counted as they are read (for ``copy_store``'s comparison):
         the computed ones, and the stored ones of a series and bucket with none computed."""
+        if width in FINE_LEVELS and lo < hi:
+            self._watch_compactions(lo)  # the stored rows are counted after this look
         spans = self.compacted_spans(lo, hi) if width in FINE_LEVELS else []
         bounds = [bound for span in spans for bound in span]
         outside = "".join(" AND NOT (bucket >= %s AND bucket < %s)" for _span in spans)

@@ -126,3 +126,15 @@ def test_retention_keeps_the_fine_rows_of_a_day_compacted_after_its_look(two_day
     store.drop_partitions_before(DAY_ONE + 1)
     assert compactions and len(before) == 2 * 24 * 60
     assert minute_rows_of(two_days, DAY_ONE) == before
+
+
+def test_the_rollup_row_count_sees_a_day_compacted_after_its_look(two_days):
+    """``copy_store``'s count of the minute rows: a day compacted right after the look at the compacted
+    days (its stored minute rows deleted) is counted as computed from its blocks, not left out."""
+    span = (DAY_ONE * DAY, (DAY_ONE + 2) * DAY)
+    before = get_store().rollup_row_count(MINUTE, "timeline_rollup_1m", two_days, *span)
+    store = get_store()
+    compactions = compact_day_one_after_first(store, "compacted_spans")
+    after = store.rollup_row_count(MINUTE, "timeline_rollup_1m", two_days, *span)
+    assert compactions and before == 2 * 2 * 24 * 60
+    assert after == before
