@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import connection
 
 from store import get_store
 from store.sample_blocks import BLOCK_TABLE
@@ -20,7 +20,7 @@ from tests.factories import own_scope, write
 from tests.store_rows import store_sql
 from tests.timeline.test_block_rollups import COMPACTED_DAY, exact, random_series
 from tests.timeline.test_rollup_blocks import assert_blocks_carry_their_rows, five_minute_reads
-from tests.timeline.test_rollup_refresh_lock import WAIT_S, until, waiting_on_the_refresh_lock
+from tests.timeline.test_rollup_refresh_lock import WAIT_S, Held, until, waiting_on_the_refresh_lock
 from timeline.models import Series
 
 pytestmark = pytest.mark.skipif(
@@ -125,29 +125,6 @@ def test_the_migration_and_the_command_fill_the_blocks_and_are_idempotent(compac
         call_command("compact_samples", "--backfill-rollups", "--no-progress", stdout=out)
         assert out.getvalue() == f"5 min rows written into {blocks} blocks\n"
         assert carried_bytes() == written
-
-
-class Held(threading.Thread):
-    """``work`` in a transaction of its own on this thread's own connection, held open after it until
-    ``release`` is set (when given)."""
-
-    def __init__(self, work, *, release: threading.Event | None = None):
-        super().__init__(daemon=True)
-        self.work, self.release = work, release
-        self.done = threading.Event()
-        self.result, self.error = None, None
-
-    def run(self):
-        try:
-            with transaction.atomic():
-                self.result = self.work()
-                self.done.set()
-                if self.release is not None and not self.release.wait(WAIT_S):
-                    raise TimeoutError("never released")
-        except BaseException as exc:  # handed to the test
-            self.error = exc
-        finally:
-            connection.close()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -80,24 +80,22 @@ def until(predicate, what: str) -> None:
         time.sleep(0.05)
 
 
-class Refresh(threading.Thread):
-    """One refresh of both kinds of rollups over the given ranges, in a transaction of its own on this
-    thread's own connection; with ``hold``, the transaction stays open until ``release`` is set."""
+class Held(threading.Thread):
+    """``work`` in a transaction of its own on this thread's own connection, held open after it until
+    ``release`` is set (when given); ``done`` is set once ``work`` has returned (its ``result``)."""
 
-    def __init__(self, series_ranges, event_ranges, *, hold: threading.Event | None = None):
+    def __init__(self, work, *, release: threading.Event | None = None):
         super().__init__(daemon=True)
-        self.series_ranges, self.event_ranges, self.hold = series_ranges, event_ranges, hold
-        self.written = threading.Event()
-        self.error: BaseException | None = None
+        self.work, self.release = work, release
+        self.done = threading.Event()
+        self.result, self.error = None, None
 
     def run(self):
         try:
             with transaction.atomic():
-                store = get_store()
-                store.refresh_rollups(ranges=self.series_ranges)
-                store.refresh_event_rollups(self.event_ranges)
-                self.written.set()
-                if self.hold is not None and not self.hold.wait(WAIT_S):
+                self.result = self.work()
+                self.done.set()
+                if self.release is not None and not self.release.wait(WAIT_S):
                     raise TimeoutError("never released")
         except BaseException as exc:  # handed to the test
             self.error = exc
@@ -105,17 +103,29 @@ class Refresh(threading.Thread):
             connection.close()
 
 
+def refresh_thread(series_ranges, event_ranges, *, hold: threading.Event | None = None) -> Held:
+    """One refresh of both kinds of rollups over the given ranges (:class:`Held`); with ``hold``, its
+    transaction stays open until ``hold`` is set."""
+
+    def refresh() -> None:
+        store = get_store()
+        store.refresh_rollups(ranges=series_ranges)
+        store.refresh_event_rollups(event_ranges)
+
+    return Held(refresh, release=hold)
+
+
 def test_a_second_refresh_of_the_same_ranges_waits_for_the_first_and_the_rollups_stay_exact(org_a):
     load(org_a)
     series_ranges, event_ranges = whole_day_ranges(org_a)
     release = threading.Event()
-    first = Refresh(series_ranges, event_ranges, hold=release)
+    first = refresh_thread(series_ranges, event_ranges, hold=release)
     first.start()
-    until(first.written.is_set, "the first refresh to write its rows")
-    second = Refresh(series_ranges, event_ranges)
+    until(first.done.is_set, "the first refresh to write its rows")
+    second = refresh_thread(series_ranges, event_ranges)
     second.start()
     until(waiting_on_the_refresh_lock, "the second refresh to wait on the lock")
-    assert not second.written.is_set()  # it has not written while the first has not committed
+    assert not second.done.is_set()  # it has not written while the first has not committed
     release.set()
     for refresh in (first, second):
         refresh.join(WAIT_S)
@@ -134,12 +144,12 @@ def test_without_the_lock_the_same_interleaving_counts_events_twice(org_a, monke
     _series, event_ranges = whole_day_ranges(org_a)
     monkeypatch.setattr(PostgresStore, "_begin_refresh", lambda self: None)
     release = threading.Event()
-    first = Refresh([], event_ranges, hold=release)
+    first = refresh_thread([], event_ranges, hold=release)
     first.start()
-    until(first.written.is_set, "the first recount to write its rows")
-    second = Refresh([], event_ranges)
+    until(first.done.is_set, "the first recount to write its rows")
+    second = refresh_thread([], event_ranges)
     second.start()
-    until(second.written.is_set, "the second recount, which nothing holds back")
+    until(second.done.is_set, "the second recount, which nothing holds back")
     release.set()
     for refresh in (first, second):
         refresh.join(WAIT_S)
