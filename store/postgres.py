@@ -168,6 +168,8 @@ class PostgresStore(
                     [ids, lo, hi],
                 )
                 rows = {int(series_id): sample_pairs(pairs) for series_id, pairs in cursor.fetchall()}
+                if not rows:  # a compacted window: its blocks alone, split per series as decoded
+                    return self._block_arrays(ids, lo, hi)
                 return self._arrays_with_blocks(rows, [(sid, lo, hi) for sid in ids])
             sql, params = self._sample_sql(key, ids, hints)
             cursor.execute(

@@ -294,6 +294,42 @@ class PostgresSampleBlocks:
         inside = (ts >= lo) & (ts < hi)
         return SampleArrays(series[inside], ts[inside], values[inside]).sorted()
 
+    def _block_arrays(self, ids: Sequence[int], lo: int, hi: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """``{series id: (times, values)}`` the blocks of ``ids`` hold in ``[lo, hi)`` (stored time),
+        sorted by time: :meth:`_arrays_with_blocks` where no row of the range is stored (PromQL over
+        compacted days), each series' share of the decoded arrays cut by the two bounds, without a
+        series id or bound repeated per sample, a mask, a sort or a merge over all of them. A series whose
+        times are not strictly increasing (not written so by compaction) takes the general path."""
+        if lo >= hi or not self._blocks_may_hold(lo):
+            return {}
+        with binary_cursor(self.connection) as cursor:
+            cursor.execute(
+                f"""SELECT b.series_id, b.ts, b.value
+                    FROM unnest(%s::bigint[]) AS r (series_id)
+                    JOIN {BLOCK_TABLE} b ON b.series_id = r.series_id
+                     AND b.day >= floor(%s::float8 / %s) AND b.day <= floor((%s - 1)::float8 / %s)
+                     AND b.last_ts >= %s AND b.first_ts < %s
+                    ORDER BY b.series_id, b.day""",
+                [list(ids), lo, DAY_US, hi, DAY_US, lo, hi],
+            )
+            found = cursor.fetchall()
+        if not found:
+            return {}
+        ts, values, counts = decode_blocks([(row[1], row[2]) for row in found])
+        ends = np.cumsum(counts).tolist()
+        spans: dict[int, list[int]] = {}  # series id -> [first sample, end]: its blocks are adjacent
+        for (series_id, _times, _values), start, end in zip(found, [0, *ends[:-1]], ends, strict=True):
+            spans.setdefault(int(series_id), [start, end])[1] = end
+        out = {}
+        for series_id, (start, end) in spans.items():
+            times = ts[start:end]
+            if len(times) > 1 and not (times[1:] > times[:-1]).all():
+                return self._arrays_with_blocks({}, [(sid, lo, hi) for sid in ids])
+            a, b = np.searchsorted(times, [lo, hi]).tolist()
+            if b > a:
+                out[series_id] = (times[a:b], values[start + a : start + b])
+        return out
+
     def _with_block_samples(self, rows: SampleArrays, ranges: Sequence[tuple[int, int, int]]) -> SampleArrays:
         """``rows`` read from the ranges merged with the blocks' samples of the same ranges (sorted by
         series and time; the block's sample where a time is in both)."""
