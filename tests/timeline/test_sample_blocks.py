@@ -248,7 +248,7 @@ def test_a_block_whose_times_are_out_of_order_reads_sorted_as_before(org_a, sett
     ts, values = arrays(org_a, [series_id])[series_id]
     times, encoded = encode_block(ts[::-1].copy(), values[::-1].copy())
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {BLOCK_TABLE} SET ts = %s, value = %s", [times, encoded])
+        cursor.execute(store_sql("UPDATE {} SET ts = %s, value = %s", BLOCK_TABLE), [times, encoded])
     assert arrays(org_a, [series_id])[series_id][1].tolist() == [1.0, 2.0, 3.0, 4.0]
     cut = arrays(org_a, [series_id], start=int(ts[1]) + 1, end=int(ts[3]) + 1)[series_id]
     assert (cut[0].tolist(), cut[1].tolist()) == (ts[2:].tolist(), [3.0, 4.0])
