@@ -295,8 +295,12 @@ class PostgresBlockRollups:
         if inside.any():
             kept[inside] = ~computed_at(stored["series_id"][inside], stored["bucket"][inside], computed)
         columns = [np.concatenate([stored[name][kept], computed[name]]) for name in names]
-        order = np.lexsort((columns[1], columns[0]))
-        return sorted(found, key=lambda row: row[0]), tuple(column[order] for column in columns)
+        series, bucket = columns[0], columns[1]
+        step = np.diff(series)
+        if not np.all((step > 0) | ((step == 0) & (bucket[1:] >= bucket[:-1]))):  # else in order already
+            order = np.lexsort((bucket, series))  # (all computed, none stored: as the blocks gave them)
+            columns = [column[order] for column in columns]
+        return sorted(found, key=lambda row: row[0]), tuple(columns)
 
     def _fine_value_rows(self, ids: list[int], spans: list[tuple[int, int]], width: int) -> np.ndarray:
         """:func:`value_rows` of ``ids`` over the compacted ``spans`` (whole buckets of ``width``): at

@@ -22,6 +22,7 @@ series over a long window of raw samples, where rollups are off or not kept) kee
 from __future__ import annotations
 
 import numpy as np
+from django.db import transaction
 
 from store.hints import ReadHints
 from store.postgres_wire import big_endian
@@ -33,6 +34,13 @@ _ROLLED = """SELECT string_agg(int8send(bucket), ''), string_agg(int8send(n), ''
         string_agg(float8send(total), ''), string_agg(float8send(vmin), ''), string_agg(float8send(vmax), '')
     FROM {table} WHERE series_id = wanted.id AND bucket >= %s AND bucket < %s"""
 
+
+NO_JIT_ROWS = 20_000
+"""Rows from which a group's statement of rollup rows runs without PostgreSQL's JIT (decision 0061):
+``SET LOCAL`` in a transaction, or a savepoint, of its own, rolled back after it (so the setting ends
+with it inside another transaction too). Its lateral scans pass the default ``jit_above_cost`` from
+about 50,000 rows (63 series over 24 days of 30 min rows: 72,576, cost 142,341), and compiling them
+took longer than it saved; smaller reads, which JIT leaves alone, send no more statements."""
 
 MAX_ROWS = 2_000_000
 """Rows a group may send to be reduced here (about 40 MB on the wire); a read expected to send more is
@@ -58,11 +66,19 @@ class PostgresBucketReads:
         if hints.rate or not all(c.constant for c in corrections):
             return super()._bucket_part(cursor, key, ids, hints)
         origin, lo, hi, rolled = self._value_rows(key, ids, hints)
-        if _rows_expected(len(ids), lo, hi, rolled) > MAX_ROWS:
+        expected = _rows_expected(len(ids), lo, hi, rolled)
+        if expected > MAX_ROWS:
             return super()._bucket_part(cursor, key, ids, hints)
         ids = sorted(ids)
         with self._bulk_cursor() as bulk:  # the binary columns as bytes, not hex
-            found = self._value_columns(bulk, ids, lo, hi, rolled)
+            if rolled is None or expected < NO_JIT_ROWS:
+                found = self._value_columns(bulk, ids, lo, hi, rolled)
+            else:
+                alias = self.connection.alias
+                with transaction.atomic(using=alias):  # a transaction or savepoint of its own
+                    bulk.execute("SET LOCAL jit = off")
+                    found = self._value_columns(bulk, ids, lo, hi, rolled)
+                    transaction.set_rollback(True, using=alias)  # a read: undone, jit is as it was
         spans = [(lo, hi)] if rolled is None else [(lo, rolled[2]), (rolled[3], hi)]
         found = self._value_columns_with_blocks(found, [(sid, a, b) for sid in ids for a, b in spans])
         found, computed = self._rolled_with_compacted(found, ids, rolled)
@@ -187,6 +203,11 @@ def reduce_rows(
             )
     starts = np.flatnonzero(np.r_[True, (series[1:] != series[:-1]) | (bucket[1:] != bucket[:-1])])
     matrix = np.empty((len(starts), 6), dtype=np.float64)
+    if len(starts) == len(series):  # a row a bucket (rollup rows as wide as the step): each is its bucket
+        matrix[:, 0], matrix[:, 1], matrix[:, 2], matrix[:, 3] = series, bucket, low, high
+        matrix[:, 4] = total / count
+        matrix[:, 5] = count
+        return matrix
     matrix[:, 0] = series[starts]
     matrix[:, 1] = bucket[starts]
     matrix[:, 2] = np.fmin.reduceat(low, starts)  # PostgreSQL's MIN: a NaN only where all are

@@ -104,6 +104,12 @@ def decode_rows(series_ids: Sequence[int], blobs: Sequence) -> np.ndarray:
     out["bucket"], out["total"] = bucket, total
     if not len(bucket):
         return out
+    if (counts == counts[0]).all():  # blocks of whole days alike: (block, column, row) at once
+        columns = words.reshape(len(counts), 3, int(counts[0]))
+        out["n"] = columns[:, 0].ravel().view(np.int64)
+        out["vmin"] = columns[:, 1].ravel().view(np.float64)
+        out["vmax"] = columns[:, 2].ravel().view(np.float64)
+        return out
     first = np.r_[0, np.cumsum(3 * counts)[:-1]]  # each block's first word of the third string
     block = np.repeat(np.arange(len(counts)), counts)
     at = first[block] + np.arange(len(bucket)) - np.repeat(np.r_[0, np.cumsum(counts)[:-1]], counts)

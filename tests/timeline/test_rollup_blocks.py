@@ -193,3 +193,26 @@ def test_one_organisations_retention_cut_writes_the_cut_blocks_rows_again(org_a,
     # the global retention of the days takes the blocks and their rows with them
     store.drop_partitions_before(COMPACTED_DAY + 1)
     assert all(day > COMPACTED_DAY for _sid, day in carried())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_many_strings_decode_to_their_rows_whether_they_hold_as_many_or_not(seed):
+    """decode_rows of many strings end to end (the blocks of a 7 d read) gives back every row encoded,
+    bit for bit: strings of as many rows each (whole days: their counts, minima and maxima taken as
+    one reshaped array) and of different numbers (a cut or partial day, an empty one)."""
+    rng = np.random.default_rng(seed)
+    choices = np.array([np.nan, -0.0, 0.0, 1.5, -2.25, 1e300, -1e-300, 7.0, 1 / 3])
+    dtype = decode_rows([], []).dtype
+    for sizes in ([288] * 5, [288, 17, 288, 1], [3] * 4, [1], [5, 0, 5]):
+        series, blobs, encoded = [], [], []
+        for i, size in enumerate(sizes):
+            rows = np.empty(size, dtype=dtype)
+            rows["series_id"] = 10 + i // 2
+            rows["bucket"] = T0 + np.sort(rng.choice(288, size=size, replace=False)) * 5 * MINUTE
+            rows["n"] = rng.integers(1, 2**40, size=size)
+            for name in ("total", "vmin", "vmax"):
+                rows[name] = rng.choice(choices, size=size) * rng.random(size)
+            series.append(10 + i // 2)
+            blobs.append(encode_rows(rows))
+            encoded.append(rows)
+        assert bits(decode_rows(series, blobs)) == bits(np.concatenate(encoded)), sizes

@@ -180,3 +180,79 @@ def test_rollup_rows_given_as_arrays_reduce_bit_for_bit_as_the_same_rows_as_bina
     raw_only = [(*row[:3], None, None, None, None, None) for row in found]
     as_arrays = reduce_rows(raw_only, origin=7 * S, step=5 * MINUTE, width=MINUTE, rolled=arrays)
     assert as_columns.shape == as_arrays.shape and as_columns.tobytes() == as_arrays.tobytes()
+
+
+def _general_reduction(found: list[tuple], *, origin: int, step: int, width: int) -> np.ndarray:
+    """The reduction with ``reduceat`` over every bucket, as :func:`reduce_rows` made it before it
+    took a row a bucket as its bucket (one ``found`` row a series, rollup rows only, in order)."""
+    series = np.concatenate([np.full(len(row[3]) // 8, row[0]) for row in found]).astype(np.int64)
+    at, n = (np.concatenate([np.frombuffer(row[i], ">i8") for row in found]).astype(np.int64) for i in (3, 4))
+    total, low, high = (np.concatenate([np.frombuffer(row[i], ">f8") for row in found]) for i in (5, 6, 7))
+    bucket = (at + width // 2 - origin) // step
+    starts = np.flatnonzero(np.r_[True, (series[1:] != series[:-1]) | (bucket[1:] != bucket[:-1])])
+    counts = np.add.reduceat(n, starts)
+    return np.column_stack(
+        [
+            series[starts],
+            bucket[starts],
+            np.fmin.reduceat(low, starts),
+            np.maximum.reduceat(high, starts),
+            np.add.reduceat(total, starts) / counts,
+            counts,
+        ]
+    ).astype(np.float64)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rows_as_wide_as_the_step_reduce_bit_for_bit_as_the_general_reduction(seed):
+    """A 30 min or 1 h read on its own level's grid has one rollup row a bucket, which is the bucket
+    (no ``reduceat``): the same bits as reducing each one-row bucket, NaN, -0.0 and extremes included;
+    and where two rows share a bucket the general reduction runs."""
+    rng = np.random.default_rng(100 + seed)
+    choices = np.array([np.nan, -0.0, 0.0, 1.5, -2.25, 1e300, -1e-300, 7.0, 1 / 3])
+    for width, step in ((30 * MINUTE, 30 * MINUTE), (HOUR, HOUR), (HOUR, 2 * HOUR)):
+        found = []
+        for series in sorted(rng.choice(1000, size=5, replace=False).tolist()):
+            size = int(rng.integers(1, 60))
+            buckets = np.sort(rng.choice(200, size=size, replace=False)).astype(np.int64) * width
+            n = rng.integers(1, 200, size=size)
+            total, vmin, vmax = (rng.choice(choices, size=size) * rng.random(size) for _ in range(3))
+            columns = (buckets + T0, n, total, vmin, vmax)
+            blobs = [c.astype(">i8" if c.dtype.kind == "i" else ">f8").tobytes() for c in columns]
+            found.append((series, None, None, *blobs))
+        origin = T0 - 7 * width  # whole buckets of the level, as a grid on its level's boundaries
+        mine = reduce_rows(found, origin=origin, step=step, width=width)
+        expected = _general_reduction(found, origin=origin, step=step, width=width)
+        assert mine.shape == expected.shape and mine.tobytes() == expected.tobytes(), (width, step)
+
+
+def test_a_large_statement_of_rollup_rows_runs_without_jit_and_other_reads_as_before(org_a, monkeypatch):
+    """PostgreSQL's JIT compiled the lateral read of 24 days of 30 min rows of 63 series for longer
+    than it ran (decision 0061): a statement of rollup rows expected to send NO_JIT_ROWS or more runs
+    after ``SET LOCAL jit = off`` in a savepoint (or transaction) of its own, undone after it; a
+    smaller one, and a read of raw samples alone, send no such statement."""
+    from store import postgres_buckets
+
+    ts = [T0 + i * 15 * S for i in range(4 * 240)]
+    write(org_a, block(ts, [float(i) for i in range(len(ts))]))
+    scope = own_scope(org_a)
+    (sid,) = Series.objects.scoped(scope).values_list("pk", flat=True)
+
+    def jit() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW jit")
+            return cursor.fetchone()[0]
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = on")  # the refresh of the write above turned it off
+    for step, limit, rolled in ((10 * MINUTE, 50, True), (10 * MINUTE, 51, False), (20 * S, 1, False)):
+        monkeypatch.setattr(postgres_buckets, "NO_JIT_ROWS", limit)  # 48 rows of 5 min, 2 raw edges
+        hints = ReadHints(start=T0, end=T0 + 4 * HOUR, step=step)
+        with CaptureQueriesContext(connection) as queries:
+            get_store().select_buckets(scope, [sid], hints)
+        sql = [q["sql"] for q in queries]
+        read = next(i for i, q in enumerate(sql) if "CROSS JOIN LATERAL" in q)
+        assert ("string_agg(float8send(vmin)" in sql[read]) == (step == 10 * MINUTE)
+        assert (sql[read - 1] == "SET LOCAL jit = off") == rolled, sql[read - 1]
+        assert sql[read + 1].startswith("ROLLBACK") == rolled, sql[read + 1]
+        assert jit() == "on"  # not left off for what the connection runs next
