@@ -108,6 +108,13 @@ def outages(counts: np.ndarray, *, share: float, after: int = 0) -> np.ndarray:
     return out
 
 
+def zero_share(rows: np.ndarray) -> float:
+    """The share of the buckets with data where ``rows`` is 0 (a counter of rare events is 0 in most);
+    buckets without data (before a series starts, a gap) count for neither side. 0 without data."""
+    known = ~np.isnan(rows)
+    return float(np.sum(known & (rows == 0)) / np.sum(known)) if known.any() else 0.0
+
+
 def group_scale(residual: np.ndarray) -> float:
     """The smallest spread a group's deviations are measured in: its typical robust spread across peers,
     or a tenth of the deviations' standard deviation where most of them are exactly equal."""

@@ -65,7 +65,11 @@ costs false positives on the scenario: decision 24).
 
 :func:`detect` reads and scores ``chunk_s`` (a day) at a time, carrying each lone series' history and
 each entity's cooldown from chunk to chunk, so a run over any window holds at most one chunk of
-buckets per fleet series and ``SeasonalSettings.history_buckets`` per lone series.
+buckets (plus ``baseline_s`` and ``warmup_s``) per fleet series and ``SeasonalSettings.history_buckets``
+per lone series. Fleet series are scored and fused over the ``warmup_s`` (3 h) before each chunk or run
+too, its detections dropped: a failure under way and already detected when a run starts keeps its
+entity quiet as in one run over both (decision 64). The layers' own limits and scales (the drift and
+one-family limits, a group's scale and noise) are still taken from what each run reads.
 
 Detections are events of the running organisation (:func:`detections_write`): signal ``other``, name
 ``DetectionConfig.name``, the entity as resource label, written through the store, whose content

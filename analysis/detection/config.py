@@ -60,6 +60,9 @@ class DetectionConfig:
     fp_per_day: float = DEFAULT_FP_PER_DAY  # a series judged alone: false detections a day it may give
     history_s: int = 28 * 86400  # ... read before the window for its seasonal baseline and threshold
     chunk_s: int = 86400  # a run reads and scores this much at a time (bounded memory)
+    # fleet series: scored and fused this much before a run's window (after its ``baseline_s``), its
+    # detections there dropped, so a change under way when the run starts is known as a longer run knows it
+    warmup_s: int = 3 * 3600
 
     @classmethod
     def load(cls, path: str | None = None, **overrides) -> DetectionConfig:
@@ -70,8 +73,12 @@ class DetectionConfig:
         budget = getattr(settings, "JOINTLINE_DETECTOR_FP_PER_DAY", DEFAULT_FP_PER_DAY)
         config = with_overrides(cls(fp_per_day=budget), analysis_overrides("detection", path))
         config = with_overrides(config, overrides)
-        if config.fp_per_day <= 0 or config.chunk_s < config.step_s or config.history_s < 0:
-            raise ValueError("detection: fp_per_day > 0, chunk_s >= step_s and history_s >= 0")
+        if (
+            config.fp_per_day <= 0
+            or config.chunk_s < config.step_s
+            or min(config.history_s, config.warmup_s) < 0
+        ):
+            raise ValueError("detection: fp_per_day > 0, chunk_s >= step_s, history_s >= 0 and warmup_s >= 0")
         return config
 
     def seasonal(self) -> SeasonalSettings:

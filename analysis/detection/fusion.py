@@ -22,6 +22,7 @@ from analysis.layers import (
     run_starts,
     shared_onsets,
     window_sums,
+    zero_share,
 )
 
 # layers that are a detection of their own (:func:`fuse`), not a family's vote
@@ -247,12 +248,9 @@ def score_bursts(members, groups: list[list[int]], means, config, layers, lead=N
         before = np.vstack([lead.get(i, np.full(skip, np.nan)) for i in rows])
         return np.concatenate([before, means[rows]], axis=1)
 
-    with np.errstate(invalid="ignore"):
-        sparse = [
-            rows
-            for rows in groups
-            if members[rows[0]].counter and float(np.nanmean(means[rows] == 0)) >= config.burst_rare
-        ]
+    sparse = [
+        rows for rows in groups if members[rows[0]].counter and zero_share(means[rows]) >= config.burst_rare
+    ]
     if not sparse:
         return
     width = max(1, config.burst_window)
@@ -297,8 +295,7 @@ def regime_layer(
     ``threshold``, so that 1 after :func:`scaled_scores` is the limit. One series held at ``strong``
     times it for ``persist`` buckets is a detection (:func:`fuse`): corroboration by a second family
     is a confidence, not a precondition."""
-    with np.errstate(invalid="ignore"):
-        sparse = counter and float(np.nanmean(matrix == 0)) >= 0.5  # counts of rare events (errors)
+    sparse = counter and zero_share(matrix) >= 0.5  # counts of rare events (errors)
     rows = window_sums(matrix, config.count_window) if sparse else matrix
     threshold = config.threshold
     own, away = regime_drift(

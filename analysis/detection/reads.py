@@ -10,6 +10,7 @@ import numpy as np
 from django.db.models import Q
 
 from analysis.detection.config import READ_CHUNK, DetectionConfig, S
+from analysis.layers import zero_share
 from clock.model import clock_for, read_hints
 from core.records import SEVERITIES
 from orgs.access import Scope
@@ -219,6 +220,9 @@ class Observations:
     # the burst layer's longer history: per counter member (by row) its rates over the buckets
     # before ``origin`` (:func:`burst_lead`), so a row early in the window is scored as in a longer run
     lead: dict[int, np.ndarray] = field(default_factory=dict)
+    # the bucket fusion starts at (default ``first``): from the warm-up on, its detections before
+    # ``first`` dropped (``DetectionConfig.warmup_s``)
+    warm: int | None = None
 
 
 def observe(
@@ -231,11 +235,15 @@ def observe(
     members: list[Member] | None = None,
 ) -> Observations:
     """Read what ``scope`` may read of ``members`` (default: every series with peers) for a run over
-    ``[start, end)``, with the ``baseline_s`` before it, and for counters (with ``bursts`` on) the
-    history the burst layer needs before that (:func:`burst_lead`): a window split into consecutive
-    runs is scored as one run over the whole span."""
+    ``[start, end)``, with the ``warmup_s`` and the ``baseline_s`` before it, and for counters (with
+    ``bursts`` on) the history the burst layer needs before that (:func:`burst_lead`): a window split
+    into consecutive runs is scored as one run over the whole span. The warm-up is scored and fused
+    as the window is (``Observations.warm``), its detections dropped: a change under way when the
+    run starts, or a detection just before it, keeps its entity quiet as in a longer run."""
     step = config.step_s * S
-    origin = start - config.baseline_s * S
+    warm = start - config.warmup_s * S
+    warm -= warm % step
+    origin = warm - config.baseline_s * S
     origin -= origin % step
     n = -(-(end - origin) // step)
     if members is None:
@@ -257,7 +265,16 @@ def observe(
         )
         lead = dict(zip(counters, past, strict=True))
     return Observations(
-        members, means, counts, events, origin, (start - origin) // step, transitions, reports, lead
+        members,
+        means,
+        counts,
+        events,
+        origin,
+        (start - origin) // step,
+        transitions,
+        reports,
+        lead,
+        (warm - origin) // step,
     )
 
 
@@ -269,13 +286,7 @@ def rare_counters(members: list[Member], means: np.ndarray, config: DetectionCon
     for i, member in enumerate(members):
         if member.counter:
             groups[member.group].append(i)
-    with np.errstate(invalid="ignore"):
-        return sorted(
-            i
-            for rows in groups.values()
-            if float(np.nanmean(means[rows] == 0)) >= config.burst_rare
-            for i in rows
-        )
+    return sorted(i for rows in groups.values() if zero_share(means[rows]) >= config.burst_rare for i in rows)
 
 
 def burst_lead(config: DetectionConfig, *, start: int, origin: int) -> int:

@@ -49,12 +49,13 @@ def detect(
     microseconds of each chunk done.
 
     The window is read and scored ``chunk_s`` at a time: series with peers (:func:`split_members`)
-    with the ``baseline_s`` before each chunk, and counters of rare events with the history the burst
+    with the ``warmup_s`` and ``baseline_s`` before each chunk (the warm-up fused as the chunk is, its
+    detections dropped: :func:`.reads.observe`), and counters of rare events with the history the burst
     layer needs (``burst_window`` buckets and ``burst_history_s`` before each chunk, 6 h 15 min at the
     defaults: :func:`.reads.burst_lead`), so a window split into consecutive runs is scored as one;
     series judged alone with a carried history of at most ``SeasonalSettings.history_buckets``
     buckets each (primed from the ``history_s`` before ``start``). Memory is bounded by the series
-    count times (chunk + baseline + history) buckets, plus the rare counters times the burst
+    count times (chunk + warm-up + baseline + history) buckets, plus the rare counters times the burst
     layer's history, whatever the window's length; a detection in one chunk keeps its entity quiet
     into the next."""
     config = config or DetectionConfig.load()
@@ -167,6 +168,7 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
     """The detections of :func:`detect` from what was read: layers per group of peers, fusion per
     entity, fleet-wide detections dropped."""
     members, first = observed.members, observed.first
+    warm = first if observed.warm is None else observed.warm
     layers: dict[str, dict[str, list[tuple[np.ndarray, str, str]]]] = defaultdict(lambda: defaultdict(list))
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, member in enumerate(members):
@@ -224,10 +226,13 @@ def detect_observed(observed: Observations, config: DetectionConfig) -> list[Det
                 for family, items in families.items()
             }
         detections += fuse(
-            family_scores, families, entity=entity, origin=observed.origin, config=config, first=first
+            family_scores, families, entity=entity, origin=observed.origin, config=config, first=warm
         )
     entities = len({m.entity for m in members}) or 1
-    return without_fleet_events(sorted(detections, key=lambda d: (d.ts, d.entity)), entities, config)
+    kept = without_fleet_events(sorted(detections, key=lambda d: (d.ts, d.entity)), entities, config)
+    # the warm-up's detections were fused only for the state they leave (cooldowns, runs under way)
+    opens = observed.origin + (first + 1) * config.step_s * S
+    return [d for d in kept if d.ts >= opens]
 
 
 def job_report_mask(ends: np.ndarray | None, n: int, config: DetectionConfig) -> np.ndarray:

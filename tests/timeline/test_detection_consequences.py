@@ -100,7 +100,7 @@ def test_the_detector_reads_which_entities_a_failed_job_ended_well_on(owner):
     )
     write(owner, events=spans, source="scheduler")
     scope = Scope.dangerously_as_org(owner.pk, "test:fleetops")
-    config = detection.DetectionConfig(baseline_s=0)
+    config = detection.DetectionConfig(baseline_s=0, warmup_s=0)
     member = detection.Member(0, "host", "node-01", ("fleetops", "load1", ""), "fleetops/load1", False)
     observed = detection.observe(scope, start=START, end=START + 60 * STEP, config=config, members=[member])
     assert {entity: ends.tolist() for entity, ends in observed.reports.items()} == {
