@@ -8,7 +8,7 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from tests.browser.conftest import open_view, wait_drawn
+from tests.browser.conftest import VIEWPORT, open_view, wait_drawn
 
 pytestmark = pytest.mark.browser
 
@@ -136,3 +136,29 @@ def test_a_cold_load_sends_every_answer_of_the_page_compressed_and_within_its_by
     assert uncompressed == []
     total = sum(r["bytes"] for r in dynamic)
     assert total <= DYNAMIC_BYTES_BUDGET, sorted((r["bytes"], urlsplit(r["url"]).path) for r in dynamic)
+
+
+def test_the_first_drawing_is_not_drawn_again_for_its_own_height_but_is_for_a_new_width(
+    page, live_server, incident
+):
+    """The plot's box takes the first drawing's height, which the resize observer sees: Plotly must
+    not draw the same figure again for it (a whole drawing on the page's thread just after the first).
+    A narrower window (by less than the 10 % that asks the lanes again) is still drawn to its width."""
+    open_view(page, live_server, _query(incident))
+    count_drawings = """() => {
+        window.__drawings = 0;
+        document.getElementById("plot").on("plotly_afterplot", () => { window.__drawings += 1; });
+    }"""
+    page.evaluate(count_drawings)
+    page.wait_for_timeout(1500)  # the resize observer settles for 400 ms
+    assert page.evaluate("window.__drawings") == 0
+    width = page.evaluate("document.getElementById('plot').clientWidth")
+    page.set_viewport_size({"width": VIEWPORT["width"] - 60, "height": VIEWPORT["height"]})
+    page.wait_for_function(
+        "(w) => { const plot = document.getElementById('plot');"
+        " return plot.clientWidth < w && plot._fullLayout.width === plot.clientWidth; }",
+        arg=width,
+        timeout=10_000,
+    )
+    assert page.evaluate("window.__drawings") >= 1
+    assert page.problems == []

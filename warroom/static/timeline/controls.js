@@ -88,8 +88,14 @@ function followWidth() {
         queriedWidth = width;
         cycle.refresh({ reason: "resized" });
       } else if (session.plotReady && view.geometry) {
-        // a new width only: the height stays the lanes' (a plain Plots.resize would autosize it too)
-        Plotly.relayout($("plot"), { width: $("plot").clientWidth, height: view.geometry.plotHeight + MARGIN.t + MARGIN.b });
+        // a new width only: the height stays the lanes' (a plain Plots.resize would autosize it too).
+        // None when the plot is drawn at this size already: the box taking the first drawing's height
+        // is a resize too, and drawing the same figure again holds the page's thread for 0.1-0.2 s.
+        const plot = $("plot");
+        const height = view.geometry.plotHeight + MARGIN.t + MARGIN.b;
+        if (plot._fullLayout.width !== plot.clientWidth || plot._fullLayout.height !== height) {
+          Plotly.relayout(plot, { width: plot.clientWidth, height });
+        }
       }
     }, RESIZE_SETTLE_MS);
   }).observe($("figure"));
