@@ -62,7 +62,7 @@ def read_samples(
     hints = ReadHints(start=start, end=end, clock=clock_for(scope), fleet=fleet_only)
     store = get_store()
     parts = 1 if fleet_only else min(settings.JOINTLINE_PARALLEL_READS, len(series_ids) // SERIES_PER_READ)
-    if parts <= 1 or store.caches_samples() or not store.reads_apart_pay(start, end):
+    if parts <= 1 or store.caches_samples() or not store.reads_apart_pay(scope, start, end):
         return store.select_sample_arrays(scope, series_ids, hints)
     jobs = [partial(_read, scope, series_ids[part::parts], hints) for part in range(parts)]
     return {series_id: arrays for result in run_reads(jobs) for series_id, arrays in result.items()}
