@@ -159,7 +159,7 @@ class PostgresBlockReads:
         than minute rows, one read rather than a few), and every read of rows still looks at the
         compacted days itself and is checked against a compaction committing meanwhile
         (:meth:`_across_compactions`): a compaction that commits after the plan looked costs at most
-        a plan that pays less."""
+        a plan that pays less (decision 0065)."""
         context = current_read(scope) if lo < hi else None
         if context is None:
             return self.compacted_spans(lo, hi)
