@@ -159,6 +159,7 @@ def service_env(database_url: str, redis_url: str, **extra: str) -> dict[str, st
         "REDIS_URL": redis_url,
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
         "JOINTLINE_READ_REQUESTS_PER_MINUTE": "0",  # a benchmark measures speed, not the read limits
+        "JOINTLINE_WEB_ACCESS_LOG": "false",  # gunicorn's line a request (config/gunicorn.py)
         "PYTHONUNBUFFERED": "1",
         **extra,
     }
@@ -474,9 +475,15 @@ def answers(port: int) -> bool:
 
 
 def gunicorn_command(port: int, workers: int) -> list[str]:
+    """gunicorn as deployed (``config/gunicorn.py``: its worker opens the database connection before
+    the first request, ``post_worker_init``), ``workers`` sync workers on 127.0.0.1:``port``; the
+    command line's settings win over the file's (its bind, worker count, timeout and log level come
+    from the environment otherwise). Without an access log where the caller's environment turns it
+    off (:func:`service_env`), as the benchmarks measured before."""
     return [
-        sys.executable, "-m", "gunicorn", "config.wsgi:application",
-        "-w", str(workers), "-b", f"127.0.0.1:{port}", "--timeout", "300", "--log-level", "warning",
+        sys.executable, "-m", "gunicorn", "-c", str(ROOT / "config" / "gunicorn.py"),
+        "config.wsgi:application", "-w", str(workers), "-b", f"127.0.0.1:{port}",
+        "--timeout", "300", "--log-level", "warning",
     ]  # fmt: skip
 
 

@@ -203,6 +203,7 @@ def jointline(bodies: Bodies, database_url: str, work: Path, senders: int) -> In
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
         "JOINTLINE_DATA_DIR": str(work / "data-ingest"),
         "JOINTLINE_LOG_LEVEL": "WARNING",
+        "JOINTLINE_WEB_ACCESS_LOG": "false",
         # the scenario's days are fixed: accept them however long ago they are by now
         "JOINTLINE_PUSH_MAX_AGE_DAYS": "36500",
         "PYTHONUNBUFFERED": "1",

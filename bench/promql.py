@@ -104,6 +104,7 @@ def load(database_url: str, series: list) -> str:
     samples = sum(len(one[3]) for one in series)
     print(f"stored {samples:,} samples in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     refresh_rollups()
+    _harness.analyze()  # the planner's statistics of the fresh tables (autovacuum may be off)
     return read_token()
 
 
@@ -197,6 +198,7 @@ def compact() -> None:
     started = time.perf_counter()
     call_command("compact_samples", "--no-progress", stdout=sys.stderr)
     print(f"compacted in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    _harness.analyze()  # the blocks are new rows, the day's partition is gone
 
 
 def measured(args: argparse.Namespace, prometheus_url: str, token: str, cache_mb: str | None) -> list:

@@ -62,7 +62,7 @@ def read_samples(
     hints = ReadHints(start=start, end=end, clock=clock_for(scope), fleet=fleet_only)
     store = get_store()
     parts = 1 if fleet_only else min(settings.JOINTLINE_PARALLEL_READS, len(series_ids) // SERIES_PER_READ)
-    if parts <= 1 or store.caches_samples() or not store.reads_apart_pay(start, end):
+    if parts <= 1 or store.caches_samples() or not store.reads_apart_pay(scope, start, end):
         return store.select_sample_arrays(scope, series_ids, hints)
     jobs = [partial(_read, scope, series_ids[part::parts], hints) for part in range(parts)]
     return {series_id: arrays for result in run_reads(jobs) for series_id, arrays in result.items()}
@@ -156,6 +156,7 @@ class ScopedSeries:
         self._fleet_only: dict[tuple, list[tuple[Series, Labels]]] = {}
         self._rows: dict[tuple, dict[int, np.ndarray] | None] = {}
         self._plans: dict[tuple, bool] = {}  # the store's read plan per selector, window and row width
+        self._alone: dict[tuple, frozenset[int]] = {}  # per selector, the ids its condition read one by one
 
     def series(self, groups: list[list[Matcher]]) -> list[tuple[Series, Labels]]:
         """The readable series matching any group, with their visible labels, in a stable order."""
@@ -166,6 +167,7 @@ class ScopedSeries:
             # through the scope and its own check of the samples' series finds them read already
             condition = _any(conditions) if all(conditions) else None
             rows = get_store().readable_series_where(self.scope, condition)
+            self._alone[key] = frozenset(series.pk for series in rows)
             found = []
             for series in rows:
                 labels = visible_labels(self.scope, series)
@@ -198,10 +200,7 @@ class ScopedSeries:
         # The store reads them through the scope, and its fleet check of the samples' series finds
         # them read already.
         condition = _any(conditions) if all(conditions) else None
-        rows = Series.unscoped.filter(self.scope.aggregate_series_q())
-        if condition is not None:
-            rows = rows.filter(condition)
-        alone = set(rows.filter(self.scope.series_filter()).values_list("pk", flat=True))
+        alone = self._readable_alone(groups, named, condition)
         owners = dict(
             Organization.objects.filter(pk__in=sorted(self.scope.sharing_owner_ids())).values_list(
                 "pk", "slug"
@@ -226,6 +225,22 @@ class ScopedSeries:
         sizes = Counter((series.org_id, series.metric) for series, _ in found)
         kept = [(s, labels) for s, labels in found if fleet_group_allowed(sizes[(s.org_id, s.metric)])]
         return kept, refused
+
+    def _readable_alone(
+        self, groups: list[list[Matcher]], named: list[list[Matcher]], condition: Q | None
+    ) -> frozenset[int]:
+        """Ids of the series readable one by one that ``condition`` (the groups' matchers on metric name
+        and owner) selects: those of them the aggregate grants select are :meth:`series`' to present.
+        Where every matcher of the groups is on name or owner, ``condition`` is the one :meth:`series`
+        read through the scope already (the same pushdown of the same groups): its rows' ids are these
+        (``Series.objects.scoped``, narrowed by the condition alone), not read again."""
+        key = tuple(tuple(group) for group in groups)
+        if named == groups and key in self._alone:
+            return self._alone[key]
+        rows = Series.unscoped.filter(self.scope.aggregate_series_q())
+        if condition is not None:
+            rows = rows.filter(condition)
+        return frozenset(rows.filter(self.scope.series_filter()).values_list("pk", flat=True))
 
     def chosen(
         self, matchers: list[list[Matcher]], *, fleet_aggregate: bool = False

@@ -222,10 +222,10 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
         (:mod:`store.block_rollups`)."""
         return None
 
-    def reads_apart_pay(self, start: int, end: int) -> bool:
-        """Whether a bulk sample read of many series over ``[start, end)`` (µs) pays split into a few
-        reads side by side, each on its own connection (:func:`store.reads.run_reads`); PostgreSQL
-        says no where the window is all compacted days (:mod:`store.block_reads`)."""
+    def reads_apart_pay(self, scope: Scope, start: int, end: int) -> bool:
+        """Whether a bulk sample read of many series over ``[start, end)`` (µs) through ``scope`` pays
+        split into a few reads side by side, each on its own connection (:func:`store.reads.run_reads`);
+        PostgreSQL says no where the window is all compacted days (:mod:`store.block_reads`)."""
         return start < end
 
     # -- reads: which series hold data in a window -----------------------------------------------

@@ -38,11 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from orgs.access import Scope
+from orgs.read_context import current_read
 from store.batches import DAY_US
+from store.block_rollups import day_spans
 from store.hints import ReadHints
 from store.postgres_rollups import ROLLUP_LOCK
 from store.sample_blocks import COMPACTION_TABLE
@@ -51,11 +54,14 @@ OPTIMISTIC_READS = 3
 """Tries of a read before it is made under the refresh lock (compactions commit one partition at a
 time, seconds apart on a day's partition; an old import's month of small days far more often)."""
 _UNDER_LOCK = ("under the refresh lock",)
+PLANNED_DAYS = "compacted days, for the read plan"
+"""A read context's memo of which days are compacted, for the read plan (:meth:`_planned_spans`)."""
 
 
 class PostgresBlockReads:
     """The read plan's answers over compacted days."""
 
+    compacted_days: Callable[[int, int], np.ndarray]
     compacted_spans: Callable[[int, int], list[tuple[int, int]]]
     connection: BaseDatabaseWrapper
     _blocks_may_hold: Callable[[int], bool]
@@ -127,20 +133,37 @@ class PostgresBlockReads:
             finally:
                 self._compaction_watch = None
 
-    def reads_apart_pay(self, start: int, end: int) -> bool:
+    def reads_apart_pay(self, scope: Scope, start: int, end: int) -> bool:
         """Not where ``[start, end)`` meets a compacted day and less than a day of it lies outside
         them (the one statement and the decode are the work; a range function's lookback or the end's
         microsecond reaching an uncompacted day is a short index scan of rows); else as for rows."""
         if start >= end:
             return False
-        spans = self.compacted_spans(start, end)
+        spans = self._planned_spans(scope, start, end)
         if spans and (end - start) - sum(b - a for a, b in spans) < DAY_US:
             return False
-        return super().reads_apart_pay(start, end)  # type: ignore[misc]
+        return super().reads_apart_pay(scope, start, end)  # type: ignore[misc]
 
     def minute_rows_pay(self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: int) -> bool:
         """Never where the window meets a compacted day: no minute row is stored there (the read of
         them would answer None)."""
-        if hints.start < hints.end and self.compacted_spans(hints.start, hints.end):
+        if hints.start < hints.end and self._planned_spans(scope, hints.start, hints.end):
             return False
         return super().minute_rows_pay(scope, series_ids, hints, columns)  # type: ignore[misc]
+
+    def _planned_spans(self, scope: Scope, lo: int, hi: int) -> list[tuple[int, int]]:
+        """:meth:`compacted_spans` for the read plan's answers alone, its days read once per request's
+        read context through ``scope`` (by the days the bounds meet: the two answers of a PromQL
+        selection, :meth:`minute_rows_pay` and :meth:`reads_apart_pay`, ask about the same days). The
+        plan only chooses between reads that are each right whatever is compacted (samples rather
+        than minute rows, one read rather than a few), and every read of rows still looks at the
+        compacted days itself and is checked against a compaction committing meanwhile
+        (:meth:`_across_compactions`): a compaction that commits after the plan looked costs at most
+        a plan that pays less (decision 0065)."""
+        context = current_read(scope) if lo < hi else None
+        if context is None:
+            return self.compacted_spans(lo, hi)
+        days = context.once(
+            (PLANNED_DAYS, lo // DAY_US, (hi - 1) // DAY_US), lambda: self.compacted_days(lo, hi)
+        )
+        return day_spans(days, lo, hi)

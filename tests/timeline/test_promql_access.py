@@ -209,6 +209,18 @@ def test_an_aggregate_grant_answers_the_fleet_sum(fleet_grant, read_token_a):
     assert "node-0" not in json.dumps([answer, by_mount, owner, slope])
 
 
+def test_a_series_shared_one_by_one_and_in_aggregate_counts_once_in_the_fleet_sum(fleet_grant, read_token_a):
+    org_a, org_b = fleet_grant
+    grant_create(
+        owner=org_b, grantee=org_a, name="one", name_patterns=["nfs_*"], label_matchers=['node="node-01"']
+    )
+    client = bearer_client(read_token_a)
+    total = query(client, "sum(nfs_rpc_slots_in_use)").json()["data"]["result"]
+    assert [float(s["value"][1]) for s in total] == [sum(100.0 * n + 13 for n in range(1, 7))]
+    (alone,) = query(client, "nfs_rpc_slots_in_use").json()["data"]["result"]  # the others in aggregate
+    assert (alone["metric"]["node"], float(alone["value"][1])) == ("node-01", 113.0)
+
+
 def test_a_fleet_sum_over_time_has_values_only_where_enough_nodes_report(org_a, org_b, read_token_a):
     write_nodes(org_b, "nfs_rpc_slots_in_use", 5, short=10)
     grant_create(owner=org_b, grantee=org_a, name="fleet", level=Level.AGGREGATE, name_patterns=["nfs_*"])

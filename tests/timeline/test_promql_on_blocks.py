@@ -88,9 +88,10 @@ def test_promql_reads_over_compacted_days_lose_no_sample(seed, org_a, org_b, rea
 
     assert store.compact_settled_samples(before_day=COMPACTED_DAY + 1).partitions == 1
 
-    assert store.reads_apart_pay(*WINDOWS[0]) is False
-    assert store.reads_apart_pay(*WINDOWS[1]) is False
-    assert store.reads_apart_pay(T0 + DAY, T0 + 3 * DAY) is True  # the head alone: as for rows
+    owner = own_scope(org_a)
+    assert store.reads_apart_pay(owner, *WINDOWS[0]) is False
+    assert store.reads_apart_pay(owner, *WINDOWS[1]) is False
+    assert store.reads_apart_pay(owner, T0 + DAY, T0 + 3 * DAY) is True  # the head alone: as for rows
     minute = ReadHints(start=WINDOWS[1][0], end=WINDOWS[1][1], step=MINUTE)
     assert store.minute_rows_pay(own_scope(org_a), ids, minute, 4) is False
     assert answers(client) == before
