@@ -275,3 +275,37 @@ def test_a_fleet_promql_read_reads_its_series_through_the_scope_once(org_a, org_
     # series (two reads: the rollup plan and the samples) finds them read already (6, then 4 before)
     scoped = [q["sql"] for q in queries.captured_queries if 'FROM "timeline_series"' in q["sql"]]
     assert len(scoped) == 3, "\n".join(sql[:300] for sql in scoped)
+
+
+@pytest.mark.django_db(transaction=True)  # outside a transaction, as a served request
+def test_the_war_rooms_lanes_select_their_series_and_capacities_in_one_statement(org_a, client_a):
+    from django.test.utils import CaptureQueriesContext
+
+    from core.timeparse import format_rfc3339
+    from tests.factories import HOUR, T0, gauge, node_gauge, write
+
+    steps = 120
+    write(
+        org_a,
+        series=[
+            *(node_gauge([float(j) for j in range(steps)], node=f"node-{i}", step_s=60) for i in range(3)),
+            gauge("nfs_rpc_slot_table_size", {}, [128.0] * steps, step_s=60),
+        ],
+    )
+    lanes = [
+        "line:modeldev/storage/nfs_rpc_slots_in_use",
+        "heatmap:modeldev/storage/nfs_rpc_slots_in_use",
+        "band:modeldev/storage/nfs_rpc_slots_in_use@nfs_rpc_slot_table_size",
+        "sum:modeldev/storage/nfs_rpc_slots_in_use@nfs_rpc_slot_table_size",
+    ]
+    query = {"from": format_rfc3339(T0), "to": format_rfc3339(T0 + 2 * HOUR), "width": 120, "lane": lanes}
+    with override_settings(JOINTLINE_PARALLEL_READS=1), CaptureQueriesContext(connection) as queries:
+        answer = client_a.get("/timeline/api/lanes", query)
+    assert answer.status_code == 200
+    drawn = answer.json()["lanes"]
+    assert [lane["status"] for lane in drawn] == ["ok"] * 4
+    assert [len(lane["capacity"]["t"]) > 0 for lane in drawn[2:]] == [True, True]
+    # the lanes' own selection filters on the organisation's slug; the store's checks of the series
+    # it reads do not
+    selections = [q["sql"] for q in queries.captured_queries if '"orgs_organization"."slug" =' in q["sql"]]
+    assert len(selections) == 1, "\n".join(sql[:200] for sql in selections)

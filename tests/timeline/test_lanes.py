@@ -340,3 +340,27 @@ def test_a_fleet_on_a_grid_finer_than_its_scrapes_has_no_holes(org_a, owner_scop
     band = lane(owner_scope, "band:modeldev/storage/slots_in_use", end=T0 + HOUR, width=240)
     assert band["step_ms"] == 30_000
     assert band["mid"][1:-2] == [128.0] * (len(band["mid"]) - 3)
+
+
+def test_lanes_asked_together_draw_as_each_asked_alone_under_an_aggregate_grant(
+    org_a, org_b, aggregate_grant
+):
+    """Lanes read their series (and capacities) in one statement: a per-series lane still sees none of
+    the series an aggregate grant shares only in a fleet, while a band of them beside it does."""
+    _nodes(org_b, MIN_AGGREGATE_GROUP)
+    write(org_b, series=[gauge("nfs_rpc_slot_table_size", {}, [128.0] * 40)])
+    write(org_a, series=[gauge("nfs_rpc_slots_in_use", {"node": "own-01"}, [3.0] * 40)])
+    scope = Scope.dangerously_as_org(org_a.pk, "test")
+    specs = [
+        "line:storage/storage/nfs_rpc_slots_in_use",
+        "band:storage/storage/nfs_rpc_slots_in_use@nfs_rpc_slot_table_size",
+        "heatmap:storage/storage/nfs_rpc_slots_in_use",
+        "sum:storage/storage/nfs_rpc_slots_in_use@nfs_rpc_slot_table_size",
+        "line:modeldev/storage/nfs_rpc_slots_in_use@nfs_rpc_slot_table_size",
+    ]
+    grid = Grid(T0, T0 + 600 * S, 40)
+    together = build_lanes(scope, [LaneSpec.parse(s) for s in specs], grid)
+    drawn = [msgspec.to_builtins(result.payload) for result in together]
+    assert drawn == [lane(scope, spec, end=T0 + 600 * S, width=40) for spec in specs]
+    assert [payload["status"] for payload in drawn] == ["unavailable", "ok", "unavailable", "ok", "ok"]
+    assert "node-0" not in str(drawn)

@@ -18,8 +18,13 @@ from store.reads import run_reads
 from timeline.lanes.event_lanes import build_logs_lane, build_spans_lane
 from timeline.lanes.grid import Grid
 from timeline.lanes.payloads import LanePayload
-from timeline.lanes.selection import Member, members_by_id, members_of, readable_series
-from timeline.lanes.series_lanes import BucketCache, build_series_lane, plan_series_lane
+from timeline.lanes.selection import LaneSeries, Member, members_by_id, members_of, readable_series
+from timeline.lanes.series_lanes import (
+    BucketCache,
+    build_series_lane,
+    lane_series_wanted,
+    plan_series_lane,
+)
 from timeline.lanes.spec import FLEET_KINDS, SERIES_LANE_KINDS, LaneSpec
 from timeline.lanes.titles import lane_title
 
@@ -59,8 +64,20 @@ def build_lanes(
     by_id = members
     if by_id is None:
         by_id = members_by_id(scope, [pk for i in named for pk in specs[i].series]) if named else {}
+    # the other series lanes, and every capacity, read their series in one statement too
+    selected = LaneSeries(
+        scope,
+        [
+            wanted
+            for i, s in enumerate(specs)
+            if s.kind in SERIES_LANE_KINDS
+            for wanted in lane_series_wanted(s)[1 if i in named else 0 :]
+        ],
+    )
     planned = {
-        i: plan_series_lane(scope, s, grid, cache, members=members_of(s, by_id) if i in named else None)
+        i: plan_series_lane(
+            scope, s, grid, cache, members=members_of(s, by_id) if i in named else None, selected=selected
+        )
         for i, s in enumerate(specs)
         if s.kind in SERIES_LANE_KINDS
     }

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from django.db.models import BooleanField, ExpressionWrapper, Q
+
 from core.labels import label_matches
 from orgs.access import NoScope, Scope, fleet_group_allowed, require_scope
 from orgs.read_context import note_read
@@ -74,17 +76,57 @@ def readable_members(scope: Scope, series) -> list[Member]:
 
 def select_members(scope: Scope, spec: LaneSpec, *, metric: str | None = None) -> list[Member]:
     """Series of a spec, matched on the labels the viewer sees (a masked label matches nothing, and a
-    spec with labels matches no aggregate-only series). Fleet kinds include aggregate-only series."""
-    fleet = spec.kind in FLEET_KINDS
-    series = readable_series(scope, include_aggregate=fleet).filter(
-        org__slug=spec.org, metric=metric or spec.what
-    )
+    spec with labels matches no aggregate-only series). Fleet kinds include aggregate-only series.
+    ``metric``: the same organisation's series of that name instead, of any signal (a capacity)."""
+    return LaneSeries(scope, [(spec, metric)]).members(spec, metric=metric)
+
+
+class LaneSeries:
+    """The series of many lane specs (and their capacities, ``(spec, metric)``) read in one statement
+    through the scope; :meth:`members` gives each spec what :func:`select_members` would. The rows of
+    a spec drawn alone are those of the scope's per-series filter, told apart in the same statement
+    when fleet specs (which include aggregate-only series) are read with them. Members are presented
+    (and their reads noted) only when asked for, once per call, as one statement per spec would."""
+
+    def __init__(self, scope: Scope, wanted: list[tuple[LaneSpec, str | None]]):
+        self.scope = require_scope(scope)
+        fleet = {spec.kind in FLEET_KINDS for spec, _ in wanted}
+        self._mixed = len(fleet) == 2
+        self.rows: list[Series] = []
+        if not wanted:
+            return
+        match = Q(pk__in=[])
+        for spec, metric in wanted:
+            match |= _spec_q(spec, metric)
+        rows = readable_series(self.scope, include_aggregate=True in fleet).filter(match)
+        if self._mixed:
+            alone = self.scope.series_filter(include_aggregate=False)
+            rows = rows.annotate(alone_row=ExpressionWrapper(alone, output_field=BooleanField()))
+        self.rows = list(rows.order_by("labels_key", "pk"))
+
+    def members(self, spec: LaneSpec, *, metric: str | None = None) -> list[Member]:
+        """:func:`select_members` of ``spec`` (given to the constructor with the same ``metric``)."""
+        alone_only = self._mixed and spec.kind not in FLEET_KINDS
+        series = [s for s in self.rows if _spec_matches(spec, metric, s) and (not alone_only or s.alone_row)]
+        return _labelled_in_order(spec, readable_members(self.scope, series))
+
+
+def _spec_q(spec: LaneSpec, metric: str | None) -> Q:
+    """The rows of one spec (:func:`_spec_matches` says the same of a row read)."""
+    q = Q(org__slug=spec.org, metric=metric or spec.what)
     if metric is None:
-        series = series.filter(signal=spec.signal)
+        q &= Q(signal=spec.signal)
         if spec.series:
-            series = series.filter(pk__in=spec.series)
-    members = readable_members(scope, series.order_by("labels_key"))
-    return _labelled_in_order(spec, members)
+            q &= Q(pk__in=spec.series)
+    return q
+
+
+def _spec_matches(spec: LaneSpec, metric: str | None, series: Series) -> bool:
+    if series.org.slug != spec.org or series.metric != (metric or spec.what):
+        return False
+    return metric is not None or (
+        series.signal == spec.signal and (not spec.series or series.pk in spec.series)
+    )
 
 
 def members_of(spec: LaneSpec, by_id: dict[int, Member]) -> list[Member]:

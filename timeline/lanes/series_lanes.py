@@ -53,7 +53,14 @@ from timeline.lanes.payloads import (
     SeriesBuckets,
     SumLane,
 )
-from timeline.lanes.selection import Member, aggregate_allowed, group_presented, row_label, select_members
+from timeline.lanes.selection import (
+    LaneSeries,
+    Member,
+    aggregate_allowed,
+    group_presented,
+    row_label,
+    select_members,
+)
 from timeline.lanes.spec import FLEET_KINDS, LaneSpec, capacity_is_number
 
 FLEET_STATS_MIN = 8  # from this many series, bands and sums are computed by the database
@@ -178,11 +185,19 @@ class PlannedSeriesLane:
 
 
 def plan_series_lane(
-    scope: Scope, spec: LaneSpec, grid: Grid, cache: BucketCache, *, members: list[Member] | None = None
+    scope: Scope,
+    spec: LaneSpec,
+    grid: Grid,
+    cache: BucketCache,
+    *,
+    members: list[Member] | None = None,
+    selected: LaneSeries | None = None,
 ) -> PlannedSeriesLane:
     """Choose a lane's members (``members`` when the caller has selected them already) and step, and
-    ask ``cache`` for the reads it needs."""
-    members = select_members(scope, spec) if members is None else members
+    ask ``cache`` for the reads it needs. ``selected``: the series of this lane and its capacity read
+    already with other lanes' (:func:`lane_series_wanted`)."""
+    if members is None:
+        members = selected.members(spec) if selected is not None else select_members(scope, spec)
     step = lane_step(spec, grid)
     planned = PlannedSeriesLane(spec=spec, members=members, capacity=[], step=step)
     if not members:
@@ -200,7 +215,7 @@ def plan_series_lane(
         planned.members = []
         return planned
     if spec.capacity and not capacity_is_number(spec.capacity):
-        planned.capacity = _capacity_members(scope, spec, spec.capacity)
+        planned.capacity = _capacity_members(scope, spec, spec.capacity, selected)
     rates = {uses_rate(spec, m) for m in planned.members}
     stats = spec.kind in FLEET_KINDS and "nodes" not in spec.flags and len(planned.members) >= FLEET_STATS_MIN
     if stats and len(rates) == 1 and cache.has_stats:
@@ -215,10 +230,23 @@ def plan_series_lane(
     return planned
 
 
-def _capacity_members(scope: Scope, spec: LaneSpec, metric: str) -> list[Member]:
+def lane_series_wanted(spec: LaneSpec) -> list[tuple[LaneSpec, str | None]]:
+    """What :func:`plan_series_lane` may select for ``spec``, as :class:`LaneSeries` takes it: the
+    lane's series and its capacity's."""
+    wanted: list[tuple[LaneSpec, str | None]] = [(spec, None)]
+    if spec.capacity and not capacity_is_number(spec.capacity):
+        wanted.append((replace(spec, labels=()), spec.capacity))
+    return wanted
+
+
+def _capacity_members(scope: Scope, spec: LaneSpec, metric: str, selected: LaneSeries | None) -> list[Member]:
     """The capacity series of a lane: the same organisation's ``metric``. A capacity drawn from
     aggregate-only series follows the same group rule as the lane (one series alone is not enough)."""
-    members = select_members(scope, replace(spec, labels=()), metric=metric)
+    capacity_spec = replace(spec, labels=())
+    if selected is not None:
+        members = selected.members(capacity_spec, metric=metric)
+    else:
+        members = select_members(scope, capacity_spec, metric=metric)
     return members if members and aggregate_allowed(members) else []
 
 
