@@ -271,9 +271,10 @@ JOINTLINE_PROMQL_MAX_TIMEOUT = env_float(
 # --- end read budgets ---
 # Seconds a live war-room lanes answer is served from the cache (warroom/lane_cache.py); 0: off.
 JOINTLINE_LANE_CACHE_S = env_float("JOINTLINE_LANE_CACHE_S", 10.0, minimum=0)
-# Store reads of one lanes request run on this many threads, each with its own connection, where the
-# engine allows concurrent reads (PostgreSQL); 1 reads them in turn.
-JOINTLINE_PARALLEL_READS = env_int("JOINTLINE_PARALLEL_READS", 4, minimum=1)
+# Store reads of one lanes request run on this many threads, each with its own new connection, where
+# the engine allows concurrent reads (PostgreSQL); 1 (the default) reads them in turn on the request's
+# connection, faster for the war room's reference view on two cores (decision 0066).
+JOINTLINE_PARALLEL_READS = env_int("JOINTLINE_PARALLEL_READS", 1, minimum=1)
 # Seconds the war room's clock-ordering check of a window is remembered per viewer, grants and clock
 # corrections (warroom/view_cache.remembered); 0: computed on every lanes request.
 JOINTLINE_ORDERING_CACHE_S = env_float("JOINTLINE_ORDERING_CACHE_S", 60.0, minimum=0)

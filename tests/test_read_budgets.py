@@ -170,6 +170,7 @@ def test_the_wall_clock_budget_bounds_a_request_of_many_statements():
 
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)  # parallel reads run only outside a transaction
+@override_settings(JOINTLINE_PARALLEL_READS=4)
 def test_the_parallel_reads_of_a_request_run_under_its_timeout_and_nothing_else_does():
     def show():
         return _statement_timeout()
