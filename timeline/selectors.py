@@ -161,10 +161,13 @@ def events_list(
 # ----------------------------------------------------------------------------- the war room
 
 
-def warroom_catalogue(scope: Scope, *, window: Window, series_ids: list[int] | None = None) -> dict:
+def warroom_catalogue(
+    scope: Scope, *, window: Window, series_ids: list[int] | None = None, defaults: list[str] | None = None
+) -> dict:
     """What the viewer may draw: series groups (with the lane kinds each allows), event families in
     ``window``, and the default lanes (:func:`timeline.lanes.default_lanes`: the same whatever the
-    window, so an empty window opens on the lanes a busy one does)."""
+    window, so an empty window opens on the lanes a busy one does; ``defaults`` when the caller has
+    them, as specs, chosen for this scope already)."""
     from timeline.lanes import default_lanes, pair_capacities, series_groups
 
     scope = require_scope(scope)
@@ -173,9 +176,10 @@ def warroom_catalogue(scope: Scope, *, window: Window, series_ids: list[int] | N
     orgs = {org.pk: org for org in scope.organizations()}
     slugs = {pk: org.slug for pk, org in orgs.items()}
     pairs = pair_capacities(groups)
-    # The defaults present only series this catalogue presents already: their reads are not noted twice.
-    with unnoted(scope):
-        defaults = default_lanes(scope, groups=groups)
+    if defaults is None:
+        # The defaults present only series this catalogue presents already: their reads are not noted twice.
+        with unnoted(scope):
+            defaults = [str(spec) for spec in default_lanes(scope, groups=groups)]
     return {
         "organizations": [
             {"slug": org.slug, "name": org.name, "colour": org.colour}
@@ -193,7 +197,7 @@ def warroom_catalogue(scope: Scope, *, window: Window, series_ids: list[int] | N
             for row in families
             if row["org_id"] in slugs
         ],
-        "defaults": [str(spec) for spec in defaults],
+        "defaults": list(defaults),
         "unshared": unshared_summary(scope),
         "from_series": [str(spec) for spec in specs_for_series(scope, series_ids or [])],
     }

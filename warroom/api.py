@@ -33,6 +33,7 @@ from timeline.selectors import (
     warroom_lanes,
 )
 from warroom import lane_cache, view_cache
+from warroom.views import remembered_default_lanes
 
 
 class SeriesListView(QueryAPIView):
@@ -100,7 +101,12 @@ class WarroomCatalogueView(QueryAPIView):
 
     def answer(self, query):
         series_ids = query.get("series") or []
-        catalogue = warroom_catalogue(self.scope, window=query["window"], series_ids=series_ids)
+        catalogue = warroom_catalogue(
+            self.scope,
+            window=query["window"],
+            series_ids=series_ids,
+            defaults=remembered_default_lanes(self.scope),
+        )
         return Response(catalogue)
 
 

@@ -56,6 +56,23 @@ def test_the_catalogue_lists_what_may_be_drawn_and_default_lanes(client_a, incid
     assert "band:modeldev/storage/nfs_rpc_slots_in_use@nfs_rpc_slot_table_size" in body["defaults"]
 
 
+def test_the_catalogue_names_the_default_lanes_the_page_chose_without_choosing_them_again(
+    client_a, incident_a, monkeypatch
+):
+    from django.core.cache import cache
+
+    from timeline.lanes import defaults
+
+    cache.clear()
+    page = client_a.get("/timeline/", WINDOW).content.decode()
+    chosen = []
+    choose = defaults.default_specs
+    monkeypatch.setattr(defaults, "default_specs", lambda *a, **k: chosen.append(1) or choose(*a, **k))
+    body = client_a.get("/timeline/api/catalogue", WINDOW).json()
+    assert chosen == []
+    assert body["defaults"] and all(f'"{spec}"' in page for spec in body["defaults"])
+
+
 def test_lanes_come_back_in_the_requested_order_with_marks(client_a, incident_a):
     lanes = [
         "logs:modeldev/application",
