@@ -97,7 +97,7 @@ def audit_via_merged(through: str, first: str, second: str) -> str:
 def _audit_extend(entry: AuditEntry, *, now: datetime) -> bool:
     """Count ``entry``'s read on the latest entry of the same view, if it is recent enough; whether it
     did. The entry is locked while it changes, so concurrent reads of one view add up."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         view = {"through": entry.through} if entry.through else {"through": "", "via": entry.via}
         latest = (
             AuditEntry.objects.select_for_update()
@@ -147,20 +147,23 @@ def audit_reads_record(
         grouped[(owner_id, level)][what] += 1
     now = timezone.now()
     written = 0
-    for (owner_id, level), whats in sorted(grouped.items()):
-        entry = AuditEntry(
-            owner_id=owner_id,
-            viewer_org_id=viewer_org_id,
-            viewer=viewer,
-            level=level,
-            what=", ".join(f"{n} x {what}" for what, n in sorted(whats.items()))[:500],
-            window_start=window[0] if window else None,
-            window_end=window[1] if window else None,
-            via=via[:500],
-            through=through[:120],
-            last_at=now,
-        )
-        if not _audit_extend(entry, now=now):
-            entry.save()
-        written += 1
+    # One transaction for every owner's entry (one commit a request, not one per owner); the entries
+    # are locked in the order of (owner, level), the same for every request, so two never deadlock.
+    with transaction.atomic():
+        for (owner_id, level), whats in sorted(grouped.items()):
+            entry = AuditEntry(
+                owner_id=owner_id,
+                viewer_org_id=viewer_org_id,
+                viewer=viewer,
+                level=level,
+                what=", ".join(f"{n} x {what}" for what, n in sorted(whats.items()))[:500],
+                window_start=window[0] if window else None,
+                window_end=window[1] if window else None,
+                via=via[:500],
+                through=through[:120],
+                last_at=now,
+            )
+            if not _audit_extend(entry, now=now):
+                entry.save()
+            written += 1
     return written

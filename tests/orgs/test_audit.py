@@ -156,3 +156,22 @@ def test_entries_of_one_view_a_sitting_apart_stay_apart_for_readers(org_a, org_b
 def test_another_organisation_cannot_list_the_audit(client_a, member_a, shared):
     _read(client_a)
     assert audit_rows(Scope.for_user(member_a), owner_id=shared.pk) == []
+
+
+@pytest.mark.django_db(transaction=True)  # outside a transaction, as a served request
+def test_the_reads_of_several_owners_are_recorded_in_one_commit(org_a, org_b):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from orgs.audit import audit_reads_record
+
+    reads = [
+        (org_b.pk, "series a", "full"),
+        (org_b.pk, "series b", "redacted"),
+        (org_a.pk, "series c", "full"),
+    ]
+    for round_ in ("written", "counted on the entries"):
+        with CaptureQueriesContext(connection) as queries:
+            assert audit_reads_record(reads=reads, viewer_org_id=org_a.pk, viewer="someone", via="v") == 3
+        assert [q["sql"] for q in queries.captured_queries].count("COMMIT") == 1, round_
+    assert sorted(AuditEntry.objects.values_list("count", flat=True)) == [2, 2, 2]
