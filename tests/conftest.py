@@ -32,10 +32,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _clear_cache():
+    from orgs.read_limits import _outage
     from store.sample_cache import clear_sample_cache
 
     cache.clear()
     clear_sample_cache()  # a test's rolled-back rows may reuse series ids another test cached
+    # a test that made the cache unreachable leaves this process counting reads without limits for
+    # RETRY_INTERVAL_S (as it should after an outage); the next test starts with the cache reachable
+    _outage.recovered()
     yield
 
 
