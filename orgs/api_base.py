@@ -114,11 +114,13 @@ class ScopedAPIView(APIView):
             return super().dispatch(request, *args, **kwargs)
 
     def initial(self, request, *args, **kwargs):
+        # From the credentials' look-up on: a statement outside the budget would reset the timeout the
+        # connection carries from the previous request, and the budget would set it again
+        self.read_budget = read_limits.begin_request()
         super().initial(request, *args, **kwargs)
         admitted = read_limits.read_admit(request.user, request.auth)
         if not admitted.allowed:
             raise exceptions.Throttled(wait=admitted.retry_after_s, detail=admitted.reason)
-        self.read_budget = read_limits.begin_request()
         self.scope = self.build_scope(request)
         self.read_context = self._request_reads.enter_context(reading(self.scope))
 
@@ -200,16 +202,13 @@ class ScopedPageMixin(LoginRequiredMixin):
         _guard(cls, ScopedPageMixin)
 
     def dispatch(self, request, *args, **kwargs):
-        if not request.user.is_authenticated:
-            return self.handle_no_permission()
-        admitted = read_limits.read_admit(request.user, None)
-        if not admitted.allowed:
-            refused = HttpResponse(f"{admitted.reason}; try again in {admitted.retry_after_s} s", status=429)
-            refused["Retry-After"] = str(admitted.retry_after_s)
-            refused["Content-Type"] = "text/plain; charset=utf-8"
-            return refused
-        budget = read_limits.begin_request()
+        budget = read_limits.begin_request()  # from the session's look-up on, as the API views
         try:
+            if not request.user.is_authenticated:
+                return self.handle_no_permission()
+            admitted = read_limits.read_admit(request.user, None)
+            if not admitted.allowed:
+                return _refused(admitted)
             self.scope = self.build_scope(request)
             with reading(self.scope) as self.read_context:
                 response = super().dispatch(request, *args, **kwargs)
@@ -226,6 +225,13 @@ class ScopedPageMixin(LoginRequiredMixin):
 
     def build_scope(self, request) -> Scope:
         return Scope.for_user(request.user)
+
+
+def _refused(admitted: read_limits.ReadDecision) -> HttpResponse:
+    refused = HttpResponse(f"{admitted.reason}; try again in {admitted.retry_after_s} s", status=429)
+    refused["Retry-After"] = str(admitted.retry_after_s)
+    refused["Content-Type"] = "text/plain; charset=utf-8"
+    return refused
 
 
 def _page_timed_out(message: str) -> HttpResponse:

@@ -5,11 +5,17 @@ Every request through the base API view or the base page mixin (:mod:`orgs.api_b
 :class:`ReadBudget`:
 
 * on PostgreSQL, each statement it sends runs under ``statement_timeout`` =
-  ``JOINTLINE_READ_STATEMENT_TIMEOUT_MS`` — on the request's own connection (set before its first
-  statement, reset when the request ends, so the web process's connections carry it only during a
-  request) and on every connection opened in its context (the parallel store reads of
-  :mod:`store.reads` copy it). Celery workers, migrations and management commands run no
-  request and keep the server's default;
+  ``JOINTLINE_READ_STATEMENT_TIMEOUT_MS`` — on the request's own connection and on every connection
+  opened in its context (the parallel store reads of :mod:`store.reads` copy it). Celery workers,
+  migrations and management commands run no request and keep the server's default. On the request's
+  connection the timeout is set before the first statement that needs another value than the
+  connection carries, and left in place when the request ends: the next request under a budget of
+  the same timeout (every PromQL query, most reads) sends no statement for it, where a set and a reset
+  were two of a PromQL query's eight round trips. A statement sent outside any budget on a connection
+  that carries one resets it first (:func:`_outside_budgets`, a wrapper the connection keeps), so
+  nothing outside a request runs under a request's timeout. What a connection carries is known only
+  where it was set outside a transaction (a rolled-back ``set_config`` is undone): inside one it counts
+  as unknown, and is set or reset again;
 * a statement on the request's connection is refused once the request has run for
   ``JOINTLINE_READ_BUDGET_S`` (a wall-clock budget: many quick statements cannot pin a worker either),
   and near the end of the budget a statement's timeout is what is left of it (rounded up to
@@ -36,7 +42,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import DatabaseError, connection
+from django.db import connection
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 from redis import RedisError
@@ -92,20 +98,15 @@ class ReadBudget:
         return self
 
     def close(self) -> None:
-        """Stop bounding statements; the request's connection gets the server's default again."""
+        """Stop bounding statements; the request's connection gets the server's default again before
+        its next statement outside a budget (:func:`_outside_budgets`)."""
         if self._wrapper is not None:
             self._wrapper.__exit__(None, None, None)
             self._wrapper = None
         if self._token is not None:
             _current.reset(self._token)
             self._token = None
-        if self._applied_ms is not None:
-            self._applied_ms = None
-            try:
-                with connection.cursor() as cursor:
-                    cursor.execute("RESET statement_timeout")
-            except DatabaseError:  # a broken connection or transaction: Django discards or rolls it back
-                pass
+        self._applied_ms = None  # the connection keeps it: see _outside_budgets
 
     def narrow(self, seconds: float) -> None:
         """Bound the rest of the request to ``seconds`` (never widening the bounds in force)."""
@@ -151,11 +152,19 @@ class ReadBudget:
 
     def _before_statement(self, execute, sql, params, many, context):
         self.check()
-        wanted = self.statement_timeout()
-        if wanted and wanted != self._applied_ms and context["connection"].vendor == "postgresql":
-            # Straight on the driver's cursor: this statement must not pass through the wrappers again.
-            _set_statement_timeout(context["cursor"].cursor, wanted)
-            self._applied_ms = wanted
+        wrapper = context["connection"]
+        if wrapper.vendor == "postgresql":
+            wanted = self.statement_timeout()
+            if self._applied_ms is None:
+                self._applied_ms = _carried(wrapper)
+            if wanted != self._applied_ms:
+                # Straight on the driver's cursor: this statement must not pass through the wrappers again.
+                if wanted:
+                    _set_statement_timeout(context["cursor"].cursor, wanted)
+                else:
+                    context["cursor"].cursor.execute("RESET statement_timeout")
+                self._applied_ms = wanted
+                _note_carried(wrapper, wanted if not wrapper.in_atomic_block else UNKNOWN_MS)
         return execute(sql, params, many, context)
 
 
@@ -189,11 +198,50 @@ def _bound_new_connection(sender, connection, **kwargs) -> None:
     if milliseconds:
         with connection.cursor() as cursor:
             _set_statement_timeout(cursor, milliseconds)
+        _note_carried(connection, milliseconds)
 
 
 def _set_statement_timeout(cursor, milliseconds: int) -> None:
     # set_config(..., false): for the session, as SET does, with the value as a parameter.
     cursor.execute("SELECT set_config('statement_timeout', %s, false)", [f"{milliseconds}"])
+
+
+UNKNOWN_MS = -1
+"""What a connection carries after a ``set_config`` inside a transaction, which may roll back."""
+RESET_IN_TRANSACTION = -2
+"""Reset by the first statement of the transaction under way (a rollback would undo it: it is reset
+again once the transaction is over)."""
+
+
+def _carried(wrapper) -> int:
+    """The statement timeout (ms) the open connection of ``wrapper`` carries from a request: 0 for
+    the server's default (nothing noted, or noted on a connection since closed), or one of
+    :data:`UNKNOWN_MS` and :data:`RESET_IN_TRANSACTION`."""
+    noted = getattr(wrapper, "jointline_statement_timeout", None)
+    return noted[1] if noted is not None and noted[0] is wrapper.connection else 0
+
+
+def _note_carried(wrapper, milliseconds: int) -> None:
+    """Note what ``wrapper``'s connection carries now, and make sure a statement sent on it outside a
+    budget resets it first (:func:`_outside_budgets`, outermost of its wrappers, installed once)."""
+    wrapper.jointline_statement_timeout = (wrapper.connection, milliseconds)
+    if _outside_budgets not in wrapper.execute_wrappers:
+        # first in the list: the context-managed wrappers pushed after it pop themselves from its end
+        wrapper.execute_wrappers.insert(0, _outside_budgets)
+
+
+def _outside_budgets(execute, sql, params, many, context):
+    """A statement sent outside any read budget on a connection that carries a request's timeout
+    resets it first (straight on the driver's cursor, not through the wrappers again). Inside a
+    transaction its first statement resets it, and the first statement after the transaction again:
+    a rollback undoes the reset (a savepoint made after it cannot)."""
+    wrapper = context["connection"]
+    carried = _carried(wrapper) if _current.get() is None else 0
+    reset = carried and not (carried == RESET_IN_TRANSACTION and wrapper.in_atomic_block)
+    if reset and wrapper.connection.info.transaction_status.name != "INERROR":  # else a rollback is next
+        context["cursor"].cursor.execute("RESET statement_timeout")
+        _note_carried(wrapper, RESET_IN_TRANSACTION if wrapper.in_atomic_block else 0)
+    return execute(sql, params, many, context)
 
 
 # --- read rate limits ---------------------------------------------------------------------------

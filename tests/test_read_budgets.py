@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
 from orgs import read_limits
@@ -126,6 +126,33 @@ def test_a_read_past_the_statement_timeout_answers_503_naming_the_setting(read_t
     assert answer.status_code == 503
     assert "JOINTLINE_READ_STATEMENT_TIMEOUT_MS" in answer.json()["error"] and took < 3
     assert _statement_timeout() == "0"  # the request's connection is back to the server's default
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_consecutive_reads_set_the_timeout_once_and_nothing_outside_them_runs_under_it(
+    read_token_a, monkeypatch
+):
+    sets = []
+    set_timeout = read_limits._set_statement_timeout
+    monkeypatch.setattr(
+        read_limits, "_set_statement_timeout", lambda cursor, ms: (sets.append(ms), set_timeout(cursor, ms))
+    )
+    client = bearer_client(read_token_a)
+    with override_settings(JOINTLINE_READ_STATEMENT_TIMEOUT_MS=300):
+        assert client.get(SERIES_API).status_code == 200
+        with series_table_locked(for_s=5):
+            started = time.monotonic()
+            answer = client.get(SERIES_API)
+            took = time.monotonic() - started
+    # the second read ran under the timeout the connection kept from the first, not set again
+    assert answer.status_code == 503 and took < 3
+    assert sets == [300]
+    with transaction.atomic():  # reset by the transaction's first statement; a failed one rolls back
+        with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT 1 / 0")
+        assert _statement_timeout() == "0"
+    assert _statement_timeout() == "0"  # a statement outside any read finds the server's default
 
 
 @pytest.mark.services
