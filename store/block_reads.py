@@ -65,6 +65,7 @@ class PostgresBlockReads:
     compacted_spans: Callable[[int, int], list[tuple[int, int]]]
     connection: BaseDatabaseWrapper
     _blocks_may_hold: Callable[[int], bool]
+    samples_decoded: Callable[[list[int], ReadHints], bool]
     _compaction_watch: list | None = None
     """While a public read runs: [] until a look of the kind above, then [the state it saw]."""
 
@@ -146,7 +147,10 @@ class PostgresBlockReads:
 
     def minute_rows_pay(self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: int) -> bool:
         """Never where the window meets a compacted day: no minute row is stored there (the read of
-        them would answer None)."""
+        them would answer None). Samples this process has decoded already are read from memory
+        whatever is compacted: asked first, the plan sends no statement for them."""
+        if self.samples_decoded(series_ids, hints):
+            return False
         if hints.start < hints.end and self._planned_spans(scope, hints.start, hints.end):
             return False
         return super().minute_rows_pay(scope, series_ids, hints, columns)  # type: ignore[misc]

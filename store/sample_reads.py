@@ -383,11 +383,8 @@ class SampleReads(SeriesReads):
         for this process's cache of decoded samples (which serves them from memory from their second
         read on). False where the store could not answer from its rows anyway."""
         first, last = -(-hints.start // HOUR_US) * HOUR_US, hints.end // HOUR_US * HOUR_US
-        if last - first < HOUR_US or not series_ids:
+        if last - first < HOUR_US or not series_ids or self.samples_decoded(series_ids, hints):
             return False
-        held = self.cached_sample_count(series_ids, first, last)
-        if held is not None and self.sample_cache_holds(held):
-            return False  # decoded already, and few enough to keep: read from memory
         hour_hints = ReadHints(start=first, end=last, step=HOUR_US, clock=hints.clock, fleet=hints.fleet)
         hours = self.select_rollup_rows(scope, series_ids, hour_hints, ("first_ts", "n"))
         if hours is None:
@@ -397,6 +394,16 @@ class SampleReads(SeriesReads):
         if self.sample_cache_holds(samples):
             return False  # samples this few are decoded once, then read from memory
         return minutes > 0 and minutes * columns * ROWS_MARGIN < samples * 2
+
+    def samples_decoded(self, series_ids: list[int], hints: ReadHints) -> bool:
+        """Whether this process's cache holds every whole hour of ``series_ids`` inside the window,
+        few enough samples to keep: a plan reads them from memory, not minute rows (unchecked, a
+        memory look alone, no statement)."""
+        first, last = -(-hints.start // HOUR_US) * HOUR_US, hints.end // HOUR_US * HOUR_US
+        if last - first < HOUR_US:
+            return False
+        held = self.cached_sample_count(series_ids, first, last)
+        return held is not None and self.sample_cache_holds(held)
 
     def select_rollup_rows(
         self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: Sequence[str]

@@ -46,3 +46,25 @@ def test_a_promql_read_over_a_compacted_day_reads_which_days_are_compacted_once(
     statements = [q["sql"] for q in queries.captured_queries]
     days = [sql for sql in statements if "SELECT day FROM timeline_sample_compaction" in sql]
     assert len(days) == 1, "\n".join(sql[:200] for sql in statements)
+
+
+@pytest.mark.parametrize("compacted", [True, False])
+@override_settings(JOINTLINE_SAMPLE_CACHE_MB=64)
+def test_a_promql_read_of_samples_this_process_decoded_asks_no_plan_of_the_compacted_days(
+    compacted, org_a, read_token_a
+):
+    if compacted:
+        _compacted_day_of_series(org_a)
+    else:
+        series = random_series(np.random.default_rng(7), 36, nan=False)
+        get_store().write_batch(org_id=org_a.pk, batch=Batch(source="random", series=series))
+        get_store().refresh_stale_rollups()
+    client = bearer_client(read_token_a)
+    window = {"query": "node_load", "start": (T0 + 20 * HOUR) // S, "end": (T0 + DAY - HOUR) // S, "step": 60}
+    first = client.get(PROMQL, window)  # decodes the window's hours into this process's cache
+    with CaptureQueriesContext(connection) as queries:
+        answer = client.get(PROMQL, window)
+    assert answer.status_code == 200 and answer.json() == first.json() and answer.json()["data"]["result"]
+    statements = [q["sql"] for q in queries.captured_queries]
+    days = [sql for sql in statements if "FROM timeline_sample_compaction" in sql]
+    assert days == [], "\n".join(sql[:200] for sql in statements)
