@@ -94,3 +94,28 @@ def test_a_worker_keeps_the_memory_a_request_freed_for_the_next():
     if glibc != "glibc":
         pytest.skip("not glibc's malloc")
     assert int(faults) < 12 * 4 * 2**20 // 4096 // 10
+
+
+def test_a_workers_start_leaves_its_first_request_nothing_to_import_compile_or_fault_in():
+    """What a worker's first request did and its second did not (lazy imports of Django's middleware,
+    the URL patterns' regular expressions, new heap pages for its arrays) is done when it starts."""
+    probe = (
+        "import re, resource, sys, numpy as np\n"
+        "import config.wsgi\n"
+        "from config.warm import warm_worker\n"
+        "warm_worker()\n"
+        "imported, compiled, real = set(sys.modules), [], re.compile\n"
+        "re.compile = lambda pattern, flags=0: compiled.append(pattern) or real(pattern, flags)\n"
+        "from django.urls import resolve\n"
+        "resolve('/prometheus/api/v1/query_range')\n"
+        "from django.conf import settings\n"
+        "from django.utils.module_loading import import_string\n"
+        "import_string(settings.MESSAGE_STORAGE), import_string(settings.SESSION_SERIALIZER)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "arrays = [np.ones(2**19) for _ in range(10)]\n"
+        "faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before\n"
+        "print(len(set(sys.modules) - imported), len(compiled), faults)\n"
+    )
+    imported, compiled, faults = map(int, run_probe(probe, "tests.settings").split())
+    assert (imported, compiled) == (0, 0)
+    assert faults < 10 * 4 * 2**20 // 4096 // 10
