@@ -62,6 +62,10 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
     def __init__(self, connection: BaseDatabaseWrapper):
         self.connection = connection
 
+    def warm_reads(self) -> None:
+        """Have this process's connection ready for its first read (a web worker's start): nothing
+        to do where the engine keeps no per-connection knowledge of its tables worth loading."""
+
     # -- schema ---------------------------------------------------------------
     def create_schema(self) -> None:
         raise NotImplementedError

@@ -42,7 +42,7 @@ from store.postgres_writes import (
     STAGED_ROW,
     PostgresWrites,
 )
-from store.sample_blocks import PostgresSampleBlocks
+from store.sample_blocks import BLOCK_TABLE, COMPACTION_TABLE, PostgresSampleBlocks
 from store.sample_cache import GENERATION, HOUR_ROW, HOUR_TABLE
 from timeline.models import Series
 
@@ -120,6 +120,16 @@ class PostgresStore(
                 cursor.execute(statement)
         self.create_rollup_schema()
         self.create_block_schema()
+
+    def warm_reads(self) -> None:
+        """The server process of this connection plans a read of each table the sample reads use
+        (``EXPLAIN``: no row read), and so loads what it knows of them, their partitions and indexes,
+        before a request waits for it: a worker's first read over a day of 60 series waited 4-6 ms a
+        statement for that, its second 0.4-0.9 (decision 0070)."""
+        tables = ("timeline_sample", BLOCK_TABLE, COMPACTION_TABLE, GENERATION, rollups.DIRTY)
+        with self.connection.cursor() as cursor:
+            for table in (*tables, *(table for _, table in rollups.ROLLUPS)):
+                cursor.execute(f"EXPLAIN SELECT * FROM {table}")
 
     # -- reads the engine does better ------------------------------------------
     def _bucket_matrix(self, cursor, sql: str, params: list) -> np.ndarray:
