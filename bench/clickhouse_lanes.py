@@ -56,6 +56,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--baseline", type=Path, help="another checkout timed in turn with this one")
     parser.add_argument("--profile", action="store_true", help="profile one ClickHouse request")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # one round's process
+    parser.add_argument("--load", action="store_true", help=argparse.SUPPRESS)  # the loading process
     return _harness.parse_with_smoke(
         parser, series=6, days=1, events=20, rounds=1, runs=1, data="", database_url=""
     )
@@ -192,16 +193,20 @@ def _profile(scope, specs, grid) -> None:
     print(f"  engine total {sum(c[0] for c in calls) * 1000:.1f} ms", file=sys.stderr)
 
 
-def one_round(checkout: Path, args: argparse.Namespace) -> dict:
-    command = [
+def _command(checkout: Path, args: argparse.Namespace, mode: str) -> list[str]:
+    return [
         sys.executable,
         str(checkout / "bench" / "clickhouse_lanes.py"),
-        "--measure",
+        mode,
         *("--database-url", args.database_url, "--data", args.data),
         *("--series", str(args.series), "--days", str(args.days), "--events", str(args.events)),
         *("--runs", str(args.runs)),
         *(["--profile"] if args.profile else []),
     ]
+
+
+def one_round(checkout: Path, args: argparse.Namespace) -> dict:
+    command = _command(checkout, args, "--measure")
     if not (checkout / "bench" / "clickhouse_lanes.py").exists():  # a checkout from before this script
         shutil.copy(Path(__file__), checkout / "bench" / "clickhouse_lanes.py")
     env = {**os.environ, "PYTHONPATH": str(checkout)}
@@ -222,9 +227,14 @@ def main() -> None:
     if args.measure:
         measure(args)
         return
-    _harness.exclusive()
-    if not loaded(args):
+    if args.load:
         load(args)
+        return
+    if not loaded(args):  # in a process of its own (chdb's files are one process's at a time), locked
+        done = subprocess.run(_command(ROOT, args, "--load"), cwd=ROOT, check=False)
+        if done.returncode:
+            raise _harness.HarnessError(f"loading the data failed ({done.returncode})")
+    _harness.exclusive()
     sides = {"this": ROOT, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
     print(f"{args.series} series x {args.days} days, {len(SPECS)} lanes at 1200 px, median of {args.runs}")
     print("| round | code | load | PostgreSQL ms | ClickHouse ms | CH/PG | CH lanes = PG's | CH answer |")
