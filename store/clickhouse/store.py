@@ -21,6 +21,7 @@ from orgs.models import Organization
 from store import rollups
 from store.base import StoreBackend
 from store.batches import DAY_US
+from store.clickhouse import buckets as ch_buckets
 from store.clickhouse import rollups as ch_rollups
 from store.clickhouse.engine import Engine
 from store.clickhouse.events import (
@@ -248,11 +249,28 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
             return BucketFrame.empty(readable)
         parts = []
         for key, ids in self._bucket_groups(scope, readable, hints).items():
-            sql, params = self._group_buckets(key, ids, readable, hints)
-            matrix = np.frombuffer(self.engine.query(sql, params), dtype=np.float64).reshape(-1, 6)
+            matrix = self._group_matrix(key, ids, readable, hints)
             if len(matrix):
                 parts.append(matrix)
         return BucketFrame.of(readable, parts, ordered=hints.ordered)
+
+    def _group_matrix(self, key: tuple, ids: list[int], readable: dict[int, Series], hints: ReadHints):
+        """The (n x 6) bucket matrix of one group: a read over rollups as rows reduced in numpy
+        (:mod:`store.clickhouse.buckets`), a raw read grouped by ClickHouse."""
+        lookback = self.rate_lookback_us if hints.rate else 0
+        read = self._rollup_plan(key, ids, hints, lookback=lookback) if self.rollups_enabled else None
+        if read is not None:
+            p = Params()
+            rows_sql = ch_buckets.rate_rows_sql if hints.rate else ch_buckets.value_rows_sql
+            sql = rows_sql(read, _orgs(ids, readable), p)
+            if sql is not None:
+                self.rollup_reads += 1
+                dtype = ch_buckets.RATE_ROWS if hints.rate else ch_buckets.ROWS
+                rows = np.frombuffer(self.engine.query(sql, p.values), dtype=dtype)
+                reduce = ch_buckets.reduce_rate_rows if hints.rate else ch_buckets.reduce_value_rows
+                return reduce(rows, origin=read.origin, step=read.step, lo=read.lo, hi=read.hi)
+        sql, params = self._group_buckets(key, ids, readable, hints)
+        return np.frombuffer(self.engine.query(sql, params), dtype=np.float64).reshape(-1, 6)
 
     def series_with_samples(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> set[int]:
         """The series holding a sample in the window, counted in one bucket per series: ClickHouse
@@ -288,6 +306,11 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
         return None if read is None else ch_rollups.combine_sql(read, p)
 
     def _fleet_matrix(self, groups, readable, hints) -> np.ndarray:
+        """Fleet statistics in numpy from the groups' bucket rows (:func:`ch_buckets.fleet_statistics`,
+        ClickHouse's rules) where reads are over rollups; else in one statement."""
+        if self.rollups_enabled:
+            parts = [self._group_matrix(key, ids, readable, hints) for key, ids in groups.items()]
+            return ch_buckets.fleet_statistics(np.concatenate([np.empty((0, 6)), *parts]))
         p = Params()
         parts = [self._group_buckets(key, ids, readable, hints, p)[0] for key, ids in groups.items()]
         return np.frombuffer(self.engine.query(fleet_sql(parts), p.values), dtype=np.float64).reshape(-1, 8)

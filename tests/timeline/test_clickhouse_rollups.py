@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 from django.conf import settings
 from django.test.utils import override_settings
 
 from store import ReadHints, get_store, rollups
+from store.clickhouse.sql import Params, fleet_sql
 from store.hints import grid_origin, nice_step
 from store.rollups import HOUR_US, MINUTE_US
 from tests.factories import DAY, T0, S, own_scope
@@ -176,3 +178,97 @@ def test_stored_rollup_rows_equal_the_aggregates_of_their_raw_samples(org_a, der
                 assert got == (
                     value if value is None or isinstance(value, int) else pytest.approx(value, rel=1e-12)
                 )
+
+
+def _grouped_by_clickhouse(store, scope, ids, hints) -> np.ndarray:
+    """The bucket rows of ClickHouse's own statement over the rollup rows (``combine_sql``), by series
+    and bucket."""
+    readable = store.readable_series_for_lane(scope, ids, fleet=False)
+    parts = [np.empty((0, 6))]
+    for key, group in store._bucket_groups(scope, readable, hints).items():
+        sql, params = store._group_buckets(key, group, readable, hints)
+        parts.append(np.frombuffer(store.engine.query(sql, params), dtype=np.float64).reshape(-1, 6))
+    matrix = np.concatenate(parts)
+    return matrix[np.lexsort((matrix[:, 1], matrix[:, 0]))]
+
+
+def _record_queries(store, monkeypatch) -> list[str]:
+    """The statements ``store`` sends its engine from now on."""
+    sent = []
+    query = type(store.engine).query
+
+    def recorded(engine, sql, params=None, **options):
+        sent.append(sql)
+        return query(engine, sql, params, **options)
+
+    monkeypatch.setattr(type(store.engine), "query", recorded)
+    return sent
+
+
+def _nan_lanes(org) -> list[int]:
+    """A gauge and a counter over 6 h at 15 s, NaN in places (a whole hour of the gauge, single
+    samples of both) and the counter reset twice."""
+    rng = random.Random(29)
+    ts = [T0 + i * 15 * S for i in range(6 * 240)]
+    gauge = [rng.uniform(0, 100) for _ in ts]
+    for i in (*range(240, 480), 700, 701, 1000):
+        gauge[i] = float("nan")
+    rising = counter(rng, ts, resets=(300, 900))
+    for i in (50, 51, 800, 1200):
+        rising[i] = float("nan")
+    write(org, block(ts, gauge), block(ts, rising, metric="rx_total", kind="counter"))
+    return sorted(Series.objects.scoped(own_scope(org)).values_list("pk", flat=True))
+
+
+def test_buckets_over_rollups_reduced_in_numpy_equal_clickhouse_grouping_them_with_nan_and_resets(
+    org_a, monkeypatch
+):
+    ids = _nan_lanes(org_a)
+    store, scope = get_store(), own_scope(org_a)
+    sent = _record_queries(store, monkeypatch)
+    reads = 0
+    for start in (T0, T0 + 7 * MINUTE_US + 3 * S):  # on a bucket, and off one (raw edges)
+        for step in (5 * MINUTE_US, 30 * MINUTE_US, HOUR_US, 2 * HOUR_US):
+            for fn in ("value", "rate"):
+                hints = ReadHints(start=grid_origin(start, step), end=start + 6 * HOUR_US, step=step, fn=fn)
+                del sent[:]
+                frame = store.select_buckets(scope, ids, hints)
+                assert sent and not [sql for sql in sent if "GROUP BY" in sql]  # rows, reduced in numpy
+                got = np.column_stack(
+                    [frame[c] for c in ("series_id", "bucket", "min", "max", "mean", "count")]
+                )
+                got = got[np.lexsort((got[:, 1], got[:, 0]))]
+                want = _grouped_by_clickhouse(store, scope, ids, hints)
+                assert len(want), (start, step, fn)
+                np.testing.assert_array_equal(got[:, [0, 1, 5]], want[:, [0, 1, 5]])
+                np.testing.assert_allclose(got[:, 2:5], want[:, 2:5], rtol=1e-12, equal_nan=True)
+                reads += 1
+    assert store.rollup_reads >= reads
+
+
+def test_fleet_statistics_over_rollups_equal_clickhouse_computing_them_with_nan_means(org_a, monkeypatch):
+    rng = random.Random(3)
+    ts = [T0 + i * 15 * S for i in range(4 * 240)]
+    blocks = []
+    for node in range(9):
+        values = [rng.uniform(0, 10) for _ in ts]
+        if node < 3:  # NaN means in one hour for a third of the fleet, in every bucket for one node
+            for i in range(240, 480) if node else range(len(ts)):
+                values[i] = float("nan")
+        blocks.append(block(ts, values, node=f"node-{node:02d}"))
+    write(org_a, *blocks)
+    ids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
+    store, scope = get_store(), own_scope(org_a)
+    hints = ReadHints(start=T0, end=T0 + 4 * HOUR_US, step=30 * MINUTE_US, ordered=False)
+    readable = store.readable_series_for_lane(scope, ids, fleet=False)
+    groups = store._bucket_groups(scope, readable, hints)
+    sent = _record_queries(store, monkeypatch)
+    got = store._fleet_matrix(groups, readable, hints)
+    assert sent and not [sql for sql in sent if "GROUP BY" in sql]  # rows, reduced in numpy
+    p = Params()
+    parts = [store._group_buckets(key, group, readable, hints, p)[0] for key, group in groups.items()]
+    want = np.frombuffer(store.engine.query(fleet_sql(parts), p.values), dtype=np.float64).reshape(-1, 8)
+    want = want[np.argsort(want[:, 0])]
+    assert len(want) == 8
+    np.testing.assert_array_equal(got[:, [0, 7]], want[:, [0, 7]])
+    np.testing.assert_allclose(got[:, 1:7], want[:, 1:7], rtol=1e-12, equal_nan=True)

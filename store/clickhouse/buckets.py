@@ -1,0 +1,187 @@
+"""Value bucket reads over rollup rows on ClickHouse, reduced in numpy: ClickHouse sends the rows, numpy
+groups them into step buckets (decision 0072, as PostgreSQL does since 0041).
+
+A value read whose grid a rollup level tiles (:meth:`~store.sample_reads.SampleReads._rollup_plan`)
+reads the rows :func:`store.clickhouse.rollups.combine_sql` reads: the level's rows (``FINAL``) inside
+the window's whole buckets ``[a, b)``, each standing at the middle of its bucket, and the raw samples
+(``FINAL``) of the window outside them, each a one-sample row. ClickHouse sends them as RowBinary
+columns ``(series, at, n, total, vmin, vmax)``, without grouping them; numpy places each row in its step
+bucket and reduces each bucket as ClickHouse's aggregates did: ``min`` and ``max`` leave a NaN out (NaN
+only where every value is), the mean is the sum of the totals over the sum of the counts.
+
+Grouping the rows in ClickHouse cost more than reading them: on 60 series over 14 days of hour rows,
+the bucket query took 25-39 ms, the rows alone 7-10 ms (chdb, load average 6). Fleet statistics are
+reduced here too, from the groups' bucket rows, with ClickHouse's rules (:func:`fleet_statistics`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from store.clickhouse.sql import SAMPLE_TABLE, Params
+from store.rollups import RollupRead, ceil_to, floor_to
+
+ROWS = np.dtype(
+    [
+        ("series_id", "<i8"),
+        ("at", "<i8"),
+        ("n", "<i8"),
+        ("total", "<f8"),
+        ("vmin", "<f8"),
+        ("vmax", "<f8"),
+    ]
+)
+PERCENTILES = (0.5, 0.05, 0.95)
+
+
+def value_rows_sql(read: RollupRead, org_ids: list[int], p: Params) -> str | None:
+    """The rows (:data:`ROWS`) of a value read over rollups, unsorted; None when no whole bucket of the
+    level fits the window (read raw)."""
+    a, b = ceil_to(read.lo, read.width), floor_to(read.hi, read.width)
+    if b <= a:
+        return None
+    ids = p(list(read.ids), "Array(Int64)")
+    rolled = f"""SELECT series_id, bucket + {read.width // 2:d}, n, total, vmin, vmax FROM {read.table} FINAL
+        WHERE series_id IN {ids} AND bucket >= {p(a)} AND bucket < {p(b)}"""
+    spans = [(lo, hi) for lo, hi in ((read.lo, a), (b, read.hi)) if lo < hi]
+    if not spans:
+        return rolled
+    outside = " OR ".join(f"(ts >= {p(lo)} AND ts < {p(hi)})" for lo, hi in spans)
+    return f"""{rolled} UNION ALL
+        SELECT series_id, ts, toInt64(1), value, value, value FROM {SAMPLE_TABLE} FINAL
+        WHERE org_id IN {p(org_ids, "Array(Int64)")} AND series_id IN {ids} AND ({outside})"""
+
+
+def reduce_value_rows(rows: np.ndarray, *, origin: int, step: int, lo: int, hi: int) -> np.ndarray:
+    """The (n x 6) bucket matrix (series, bucket, min, max, mean, count) of ``rows`` (:data:`ROWS`) whose
+    ``at`` is in ``[lo, hi)``, rows sorted by series and bucket; NaN left out of ``min`` and ``max`` as
+    ClickHouse's aggregates leave it out."""
+    rows = rows[(rows["at"] >= lo) & (rows["at"] < hi)]
+    if not len(rows):
+        return np.empty((0, 6), dtype=np.float64)
+    series = rows["series_id"]
+    bucket = (rows["at"] - origin) // step
+    order = np.lexsort((bucket, series))
+    series, bucket, rows = series[order], bucket[order], rows[order]
+    starts = np.flatnonzero(np.r_[True, (series[1:] != series[:-1]) | (bucket[1:] != bucket[:-1])])
+    matrix = np.empty((len(starts), 6), dtype=np.float64)
+    matrix[:, 0] = series[starts]
+    matrix[:, 1] = bucket[starts]
+    if len(starts) == len(rows):  # a row a bucket (rollup rows as wide as the step)
+        matrix[:, 2], matrix[:, 3] = rows["vmin"], rows["vmax"]
+        matrix[:, 4] = rows["total"] / rows["n"]
+        matrix[:, 5] = rows["n"]
+        return matrix
+    counts = np.add.reduceat(rows["n"], starts)
+    matrix[:, 2] = np.fmin.reduceat(rows["vmin"], starts)
+    matrix[:, 3] = np.fmax.reduceat(rows["vmax"], starts)
+    matrix[:, 4] = np.add.reduceat(rows["total"], starts) / counts
+    matrix[:, 5] = counts
+    return matrix
+
+
+def fleet_statistics(matrix: np.ndarray) -> np.ndarray:
+    """Per bucket of the (n x 6) bucket rows of several series, as :func:`store.clickhouse.sql.fleet_sql`
+    computes it: the least minimum and greatest maximum and the percentiles of :data:`PERCENTILES` of
+    the means (``quantilesExactInclusive``: interpolated between ranks), each leaving a NaN out (NaN
+    where all are), the sum of the means and the number of series; rows by bucket."""
+    if not len(matrix):
+        return np.empty((0, 8), dtype=np.float64)
+    bucket, low, high, mean = (matrix[:, column] for column in (1, 2, 3, 4))
+    order = np.lexsort((mean, bucket))  # by bucket, then mean, NaN last
+    bucket, low, high, mean = bucket[order], low[order], high[order], mean[order]
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    counts = np.diff(np.r_[starts, len(bucket)])
+    numbers = np.add.reduceat(~np.isnan(mean), starts)  # the means other than NaN come first
+    out = np.empty((len(starts), 8), dtype=np.float64)
+    out[:, 0] = bucket[starts]
+    out[:, 1] = np.fmin.reduceat(low, starts)
+    out[:, 2] = np.fmax.reduceat(high, starts)
+    last = np.maximum(numbers - 1, 0)
+    for column, percentile in enumerate(PERCENTILES, start=3):
+        position = percentile * last
+        first, second = np.floor(position).astype(np.int64), np.ceil(position).astype(np.int64)
+        below, above = mean[starts + first], mean[starts + second]
+        value = np.where(first == second, below, below + (position - first) * (above - below))
+        out[:, column] = np.where(numbers > 0, value, np.nan)
+    out[:, 6] = np.add.reduceat(mean, starts)
+    out[:, 7] = counts
+    return out
+
+
+RATE_ROWS = np.dtype(
+    [
+        ("series_id", "<i8"),
+        ("at", "<i8"),
+        ("first_ts", "<i8"),
+        ("first_value", "<f8"),
+        ("last_ts", "<i8"),
+        ("last_value", "<f8"),
+        ("increase", "<f8"),
+        ("deltas", "<i8"),
+        ("rate_min", "<f8"),
+        ("rate_max", "<f8"),  # NaN where NULL (a row without a pair inside it)
+    ]
+)
+
+
+def rate_rows_sql(read: RollupRead, org_ids: list[int], p: Params) -> str | None:
+    """The rows (:data:`RATE_ROWS`) of a rate read over rollups, unsorted: the level's rows inside
+    ``[a, b)`` and the raw samples from ``lo - lookback`` outside it; None when no whole bucket fits."""
+    a, b = ceil_to(read.lo, read.width), floor_to(read.hi, read.width)
+    if b <= a:
+        return None
+    ids = p(list(read.ids), "Array(Int64)")
+    rolled = f"""SELECT series_id, bucket + {read.width // 2:d}, first_ts, first_value, last_ts, last_value,
+            increase, deltas, ifNull(rate_min, nan), ifNull(rate_max, nan)
+        FROM {read.table} FINAL WHERE series_id IN {ids} AND bucket >= {p(a)} AND bucket < {p(b)}"""
+    spans = [(lo, hi) for lo, hi in ((read.lo - read.lookback, a), (b, read.hi)) if lo < hi]
+    if not spans:
+        return rolled
+    outside = " OR ".join(f"(ts >= {p(lo)} AND ts < {p(hi)})" for lo, hi in spans)
+    return f"""{rolled} UNION ALL
+        SELECT series_id, ts, ts, value, ts, value, 0.0, toInt64(0), nan, nan
+        FROM {SAMPLE_TABLE} FINAL
+        WHERE org_id IN {p(org_ids, "Array(Int64)")} AND series_id IN {ids} AND ({outside})"""
+
+
+def reduce_rate_rows(rows: np.ndarray, *, origin: int, step: int, lo: int, hi: int) -> np.ndarray:
+    """The (n x 6) bucket matrix of per-second rates of ``rows`` (:data:`RATE_ROWS`), as
+    :func:`store.clickhouse.rollups.combine_sql` computes it: each row joined to the previous one of its
+    series (by ``first_ts``), a decrease counting as a counter reset, the rows at ``[lo, hi)`` grouped
+    by step bucket; a bucket without a pair is left out. ``min`` and ``max`` leave NaN and NULL out, as
+    ClickHouse's aggregates and its ``least`` and ``greatest`` of ``Nullable`` values do."""
+    if not len(rows):
+        return np.empty((0, 6), dtype=np.float64)
+    rows = rows[np.lexsort((rows["first_ts"], rows["series_id"]))]
+    series = rows["series_id"]
+    has_prev = np.r_[False, series[1:] == series[:-1]]
+    previous_value = np.r_[np.nan, rows["last_value"][:-1]]
+    previous_ts = np.r_[0, rows["last_ts"][:-1]]
+    first_value, first_ts = rows["first_value"], rows["first_ts"]
+    grows = first_value >= previous_value
+    increase = np.where(has_prev, np.where(grows, first_value - previous_value, first_value), 0.0)
+    elapsed = np.where(has_prev, first_ts - previous_ts, 0)
+    paired = has_prev & (first_ts > previous_ts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pair_rate = np.where(paired, increase * 1000000.0 / np.where(paired, elapsed, 1), np.nan)
+    keep = (rows["at"] >= lo) & (rows["at"] < hi)
+    rows, series, has_prev, increase, elapsed, pair_rate = (
+        x[keep] for x in (rows, series, has_prev, increase, elapsed, pair_rate)
+    )
+    if not len(rows):
+        return np.empty((0, 6), dtype=np.float64)
+    bucket = (rows["at"] - origin) // step  # in order within a series: rows are by first_ts
+    starts = np.flatnonzero(np.r_[True, (series[1:] != series[:-1]) | (bucket[1:] != bucket[:-1])])
+    counts = np.add.reduceat(rows["deltas"] + has_prev, starts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = (
+            (np.add.reduceat(rows["increase"], starts) + np.add.reduceat(increase, starts))
+            * 1000000.0
+            / (np.add.reduceat(rows["last_ts"] - rows["first_ts"], starts) + np.add.reduceat(elapsed, starts))
+        )
+    # NULL as NaN: a NaN and a NULL are both left out, so which one a bucket lacks does not matter
+    low = np.fmin(np.fmin.reduceat(rows["rate_min"], starts), np.fmin.reduceat(pair_rate, starts))
+    high = np.fmax(np.fmax.reduceat(rows["rate_max"], starts), np.fmax.reduceat(pair_rate, starts))
+    matrix = np.column_stack([series[starts], bucket[starts], low, high, mean, counts]).astype(np.float64)
+    return matrix[counts > 0]
