@@ -487,23 +487,28 @@ def gunicorn_command(port: int, workers: int) -> list[str]:
     ]  # fmt: skip
 
 
-def worker_command(name: str) -> list[str]:
-    """One Celery worker on both queues, solo pool, as tests/ingest/test_worker.py starts it."""
+def worker_command(name: str, concurrency: int = 0) -> list[str]:
+    """One Celery worker on both queues: solo pool, as tests/ingest/test_worker.py starts it; with
+    ``concurrency``, the prefork pool of that many processes, as docker/compose.yml runs it
+    (``--concurrency ${JOINTLINE_WORKER_CONCURRENCY:-2}``, docs/operations.md)."""
+    pool = ["--pool", "prefork", "--concurrency", str(concurrency)] if concurrency else ["--pool", "solo"]
     return [
         sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "ingest,jointline",
-        "-n", f"{name}@%h", "--pool", "solo", "--concurrency", "1",
+        "-n", f"{name}@%h", *pool,
         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO",
     ]  # fmt: skip
 
 
 @dataclass
 class Stack:
-    """gunicorn + Celery workers (solo pool) on ``database_url`` and ``redis_url``, as a context manager."""
+    """gunicorn + Celery workers on ``database_url`` and ``redis_url``, as a context manager: solo
+    pool, or prefork with ``concurrency`` processes each (:func:`worker_command`)."""
 
     database_url: str
     redis_url: str = DEFAULT_REDIS_URL
     web_workers: int = 2
     workers: int = 1
+    concurrency: int = 0
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jointline-bench-")))
     port: int = 0
     processes: list[subprocess.Popen] = field(default_factory=list)
@@ -525,7 +530,7 @@ class Stack:
             web = start_process(gunicorn_command(self.port, self.web_workers), env, self.web_log)
             self.processes.append(web)
             workers = [
-                start_process(worker_command(f"bench{index}"), env, self.worker_log(index))
+                start_process(worker_command(f"bench{index}", self.concurrency), env, self.worker_log(index))
                 for index in range(self.workers)
             ]
             self.processes.extend(workers)

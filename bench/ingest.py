@@ -6,7 +6,9 @@ recreated):
 1. **The pipeline.** N samples of realistic node_exporter-like series (63 nodes x 16 series, 15 s
    steps), pre-encoded into native JSON bodies of ``--batch-size`` samples before the clock starts,
    pushed by K concurrent senders to ``POST /api/v1/push`` on gunicorn (2 workers); one Celery worker
-   (solo pool, ``--workers`` for more) applies the journal. Reported: accepted samples/s (pushes
+   as docker/compose.yml runs it (prefork, ``--concurrency 2``: applies and the rollup refresh side by
+   side; ``--concurrency 0`` for one solo-pool process, ``--workers`` for more) applies the journal
+   and refreshes its rollups. Reported: accepted samples/s (pushes
    only), end-to-end samples/s (first push to the last ``applied_at`` in the journal) and per-batch
    apply times from the journal.
 2. **The limits of the write path**, in-process on the same database and the same day partitions,
@@ -274,12 +276,12 @@ def wait_applied(
 @dataclass
 class Journal:
     last_applied: float  # epoch seconds
-    apply_s: np.ndarray | None  # per batch, in apply order; None with several workers
+    apply_s: np.ndarray | None  # per batch, in apply order; None with several worker processes
     latency_s: np.ndarray  # received -> applied, per batch
     samples_stored: int
 
 
-def read_journal(conn: psycopg.Connection, workers: int) -> Journal:
+def read_journal(conn: psycopg.Connection, processes: int) -> Journal:
     """Per-batch times from the journal.
 
     The journal has no start-of-apply time: with one worker applying one batch at a time, a batch's
@@ -296,7 +298,7 @@ def read_journal(conn: psycopg.Connection, workers: int) -> Journal:
     previous = np.concatenate(([-np.inf], applied[:-1]))
     return Journal(
         last_applied=float(applied.max()),
-        apply_s=applied - np.maximum(received, previous) if workers == 1 else None,
+        apply_s=applied - np.maximum(received, previous) if processes == 1 else None,
         latency_s=applied - received,
         samples_stored=sum(row[2] for row in rows),
     )
@@ -508,12 +510,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=2_000_000, help="samples to push (default 2,000,000)")
     parser.add_argument("--batch-size", type=int, default=50_000, help="samples per push (default 50,000)")
     parser.add_argument("--senders", type=int, default=2, help="concurrent push threads (default 2)")
-    parser.add_argument("--workers", type=int, default=1, help="Celery worker processes (default 1)")
+    parser.add_argument("--workers", type=int, default=1, help="Celery workers (default 1)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=2,
+        help="prefork processes per Celery worker, as docker/compose.yml (default 2); 0: solo pool",
+    )
     _harness.add_database_arguments(parser, DEFAULT_DATABASE_URL)
     parser.add_argument("--apply-timeout", type=float, default=1800.0, help="seconds to wait for every apply")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one in-process apply")
     args = _harness.parse_with_smoke(parser, samples=20_000, batch_size=5_000)
-    if min(args.samples, args.batch_size, args.senders, args.workers) < 1:
+    if min(args.samples, args.batch_size, args.senders, args.workers) < 1 or args.concurrency < 0:
         parser.error("--samples, --batch-size, --senders and --workers must be at least 1")
     return args
 
@@ -543,16 +551,19 @@ def wait_rolled_up(database_url: str, timeout_s: float) -> float:
 def run_pipeline(args: argparse.Namespace, workload: Workload, token: str) -> tuple[PushRun, Journal]:
     """Push everything through gunicorn, wait until the worker applied it, check what was stored."""
     checkpoint(args.database_url)
-    with _harness.Stack(args.database_url, args.redis_url, workers=args.workers) as stack:
+    with _harness.Stack(
+        args.database_url, args.redis_url, workers=args.workers, concurrency=args.concurrency
+    ) as stack:
+        pool = f"prefork, concurrency {args.concurrency}" if args.concurrency else "solo pool"
         print(
             f"stack: gunicorn -w {stack.web_workers} on 127.0.0.1:{stack.port}, "
-            f"{args.workers} celery worker(s) (solo pool), {args.senders} senders; logs in {stack.log_dir}"
+            f"{args.workers} celery worker(s) ({pool}), {args.senders} senders; logs in {stack.log_dir}"
         )
         run = push_all(stack, token, workload, args.senders)
         wait_applied(stack, token, run, workload, args.apply_timeout)
         run.rolled_up = wait_rolled_up(args.database_url, args.apply_timeout)
     with psycopg.connect(args.database_url) as conn:
-        journal = read_journal(conn, args.workers)
+        journal = read_journal(conn, args.workers * max(1, args.concurrency))
         stored = conn.execute("SELECT count(*) FROM timeline_sample").fetchone()[0]
     if stored != workload.samples or journal.samples_stored != workload.samples:
         raise _harness.HarnessError(
@@ -607,7 +618,7 @@ def main() -> None:
     print(f"end to end (to applied): {end_to_end:>10,.0f} samples/s  ({total_s:.2f} s)")
     rolled_s = max(total_s, run.rolled_up - run.started)
     print(f"end to end (rolled up):  {workload.samples / rolled_s:>10,.0f} samples/s  ({rolled_s:.2f} s)")
-    apply_s = "n/a with several workers" if journal.apply_s is None else percentiles(journal.apply_s)
+    apply_s = "n/a with several processes" if journal.apply_s is None else percentiles(journal.apply_s)
     print(f"apply per batch:         {apply_s}")
     print(f"received -> applied:     {percentiles(journal.latency_s)}")
 
