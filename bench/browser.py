@@ -67,7 +67,7 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jl_bench_browser"
 DEFAULT_DATA_DIR = Path(tempfile.gettempdir()) / "jointline-bench-browser"
 VIEWPORT = {"width": 1600, "height": 1000}
 HOUR_US = 3_600_000_000
-PLOTLY_BUNDLE = "/vendor/plotly-cartesian/"
+PLOTLY_BUNDLE = "/vendor/plotly-"
 DRAWN_TIMEOUT_MS = 120_000
 QUIET_S = 1.0  # a load is over once no request has been in flight for this long after the drawing
 # Runs before the page's scripts: the moment the lanes are first drawn, in ms since navigation start.

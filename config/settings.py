@@ -152,8 +152,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-# Plotly.js is plotly's own cartesian bundle, vendored in warroom/static/vendor/plotly-cartesian/ (no
-# CDN, no front-end build): docs/decisions/0016-plotly-cartesian-bundle.md.
+# Plotly.js is a build of plotly.js with only the trace types the pages draw, vendored in
+# warroom/static/vendor/plotly-jointline/ (no CDN; its recipe is docker/plotly-bundle/, run by hand, not
+# by collectstatic): docs/decisions/0067-plotly-bundle-of-our-traces.md.
 STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.AppDirectoriesFinder"]
 # Hashed names and gzip copies, written by collectstatic (Docker image, quickstart): config/staticfiles.py.
 STORAGES = {

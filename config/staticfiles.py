@@ -2,7 +2,7 @@
 
 ``collectstatic`` (run by the Docker image at build time and by ``quickstart`` at every start) writes
 into ``STATIC_ROOT`` every file under a name carrying a hash of its content
-(``vendor/plotly-cartesian/plotly-cartesian.min.<hash>.js``), a ``.gz`` copy of each (gzip level 9,
+(``vendor/plotly-jointline/plotly-jointline.min.<hash>.js``), a ``.gz`` copy of each (gzip level 9,
 written once at collection, never per request), and ``staticfiles.json`` mapping plain names to
 hashed ones. Then:
 
@@ -20,8 +20,9 @@ Before any ``collectstatic`` (a development checkout, the test suite) there is n
 (``WHITENOISE_USE_FINDERS``), uncompressed and cached for 60 s. After editing a static file on a
 collected installation, collect again (``quickstart`` does).
 
-Plotly.js is plotly's cartesian bundle, vendored under ``warroom/static/vendor/plotly-cartesian/`` with
-its licence (docs/decisions/0016-plotly-cartesian-bundle.md).
+Plotly.js is a build of plotly.js with only the trace types the pages draw, vendored under
+``warroom/static/vendor/plotly-jointline/`` with its licence; its recipe is in ``docker/plotly-bundle/``
+(docs/decisions/0067-plotly-bundle-of-our-traces.md).
 """
 
 from __future__ import annotations

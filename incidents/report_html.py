@@ -1,8 +1,8 @@
 """An incident export as a self-contained static HTML report that opens from disk, offline.
 
-The report draws the lanes with the war room's own figure code, inlined with a cartesian-only Plotly
-bundle, so the file shows the incident as the war room does. Text from other organisations is escaped
-in the HTML and in Plotly hover text.
+The report draws the lanes with the war room's own figure code, inlined with the war room's own Plotly
+bundle (the trace types the lanes draw), so the file shows the incident as the war room does. Text from
+other organisations is escaped in the HTML and in Plotly hover text.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def _report_script() -> str:
 
 @cache
 def _plotly() -> str:
-    return (_static() / "vendor" / "plotly-cartesian" / "plotly-cartesian.min.js").read_text(encoding="utf-8")
+    return (_static() / "vendor" / "plotly-jointline" / "plotly-jointline.min.js").read_text(encoding="utf-8")
 
 
 def _script_json(value) -> str:
@@ -190,7 +190,7 @@ def _duration(ms: float) -> str:
 def incident_html_report(export: dict) -> str:
     """One HTML file: the war room's lanes of the incident (every kind), its annotations drawn across
     them and listed in order, the notable events, the clock corrections in force, what is not shared
-    with the viewer, the notes. Plotly (cartesian bundle) and the figure code are inlined: it opens
+    with the viewer, the notes. Plotly (the war room's bundle) and the figure code are inlined: it opens
     from disk, offline."""
     incident = export["incident"]
     e = html.escape

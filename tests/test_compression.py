@@ -33,8 +33,8 @@ PLOTLY_JS = (
     / "warroom"
     / "static"
     / "vendor"
-    / "plotly-cartesian"
-    / "plotly-cartesian.min.js"
+    / "plotly-jointline"
+    / "plotly-jointline.min.js"
 )
 
 
@@ -183,7 +183,7 @@ def test_collected_static_files_are_hashed_immutable_and_served_gzipped(client_a
         call_command("collectstatic", interactive=False, verbosity=0)
         page = client_a.get("/timeline/").content.decode()
         plotly_url = re.search(
-            r'href="(/static/vendor/plotly-cartesian/plotly-cartesian\.min\.[0-9a-f]{12}\.js)"', page
+            r'href="(/static/vendor/plotly-jointline/plotly-jointline\.min\.[0-9a-f]{12}\.js)"', page
         ).group(1)
         module_url = re.search(r'src="(/static/timeline/timeline\.[0-9a-f]{12}\.js)"', page).group(1)
 
@@ -192,7 +192,7 @@ def test_collected_static_files_are_hashed_immutable_and_served_gzipped(client_a
         assert response.status_code == 200 and response["Content-Encoding"] == "gzip"
         assert "immutable" in response["Cache-Control"] and "Accept-Encoding" in response["Vary"]
         body = b"".join(response.streaming_content)
-        assert len(body) < PLOTLY_JS.stat().st_size / 3
+        assert len(body) < PLOTLY_JS.stat().st_size / 2
         assert gzip.decompress(body) == PLOTLY_JS.read_bytes()
         plain = browser.get(plotly_url)
         assert "Content-Encoding" not in plain and b"".join(plain.streaming_content) == PLOTLY_JS.read_bytes()
@@ -210,8 +210,8 @@ def test_without_collected_files_pages_link_the_plain_names(client_a, tmp_path):
     (tmp_path / "empty").mkdir()
     with override_settings(STATIC_ROOT=tmp_path / "empty"):
         page = client_a.get("/timeline/").content.decode()
-        assert 'href="/static/vendor/plotly-cartesian/plotly-cartesian.min.js"' in page
-        served = APIClient().get("/static/vendor/plotly-cartesian/plotly-cartesian.min.js")
+        assert 'href="/static/vendor/plotly-jointline/plotly-jointline.min.js"' in page
+        served = APIClient().get("/static/vendor/plotly-jointline/plotly-jointline.min.js")
         assert served.status_code == 200
 
 

@@ -49,7 +49,7 @@ def test_the_timeline_page_needs_a_sign_in(anonymous):
 def test_the_timeline_page_renders_for_a_member(client_a):
     response = client_a.get("/timeline/")
     assert response.status_code == 200
-    assert b"plotly-cartesian.min.js" in response.content
+    assert b"plotly-jointline.min.js" in response.content
 
 
 def test_lanes_name_a_bad_parameter(client_a):

@@ -51,7 +51,8 @@ def test_the_html_report_inlines_the_figure_and_escapes_what_organisations_wrote
     assert HOSTILE not in body
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in body  # the annotation, listed
     assert "import " not in body.split('<script type="module">')[1]  # one offline module, no fetch
-    assert "plotly.js (cartesian - minified) v4" in body and "function buildFigure" in body
+    assert "plotly.js (jointline: scatter, bar, heatmap - minified) v4" in body
+    assert "function buildFigure" in body
     data = json.loads(body.split('id="report-data">')[1].split("</script>")[0])
     assert [m["name"] for m in data["marks"] if m.get("annotation")] == [HOSTILE]
     assert len(body.encode()) < 2 * 1024 * 1024

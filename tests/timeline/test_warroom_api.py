@@ -42,7 +42,7 @@ def incident_a(org_a):
 
 def test_the_page_is_the_war_room(client_a):
     body = client_a.get("/timeline/").content.decode()
-    for part in ('id="plot"', 'id="search"', 'id="event-rows"', "plotly-cartesian.min.js", 'type="module"'):
+    for part in ('id="plot"', 'id="search"', 'id="event-rows"', "plotly-jointline.min.js", 'type="module"'):
         assert part in body
 
 
