@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -387,3 +388,38 @@ def _latencies_ms(site: Site, path: str, count: int) -> list[float]:
         assert site.probe(path)[0] == 200
         out.append((time.perf_counter() - started) * 1000)
     return out
+
+
+# -- the image's files -----------------------------------------------------------------------------
+
+_COPY = re.compile(r"^COPY\s+(?!--)(\S+)\s+(\S+)\s*$", re.MULTILINE)
+
+
+def test_the_image_copies_every_package_the_application_imports(tmp_path):
+    """The Dockerfile's ``COPY`` lines, done into an empty directory, give an application that starts:
+    Django's checks pass there and every package of ``pyproject.toml`` is imported from that directory
+    (not from this checkout, which an editable install would put on the path)."""
+    app = tmp_path / "app"
+    app.mkdir()
+    for source, target in _COPY.findall(DOCKERFILE.read_text()):
+        if source.startswith("docker/"):
+            continue  # the entrypoint script
+        origin, destination = ROOT / source, app / target.removeprefix("./")
+        if origin.is_dir():
+            shutil.copytree(origin, destination, ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
+        else:
+            shutil.copy(origin, destination if target not in {"./", "."} else app / origin.name)
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    roots = sorted(name.rstrip("*") for name in packages["include"])
+    probe = (
+        "import importlib, sys, django; from pathlib import Path; django.setup(); "
+        "from django.core.management import call_command; call_command('check'); "
+        f"outside = [n for n in {roots!r} if Path(importlib.import_module(n).__file__).resolve()"
+        f".parents[1] != Path({str(app)!r}).resolve()]; "
+        "sys.exit(f'imported from elsewhere: {outside}' if outside else 0)"
+    )
+    env = production_process_env(tmp_path, PYTHONPATH=str(app))
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=app, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
