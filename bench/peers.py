@@ -463,18 +463,27 @@ def reuse(case: prom.Case, args: argparse.Namespace, work: Path) -> tuple[prom.L
 
 
 def copy_token(database_url: str, copy_url: str, secret: str) -> None:
-    """The read token issued on a reused database, into its compacted copy (the same row) unless the copy
-    was made after it."""
+    """The read token issued on a reused database, into its compacted copy (the same row but its id,
+    which the copy's own sequence gives) unless the copy was made after it."""
     import psycopg
+    from psycopg import sql
 
     prefix = secret.split("_")[1]
     with psycopg.connect(database_url) as source, psycopg.connect(copy_url) as target:
         if target.execute("SELECT 1 FROM orgs_ingesttoken WHERE prefix = %s", [prefix]).fetchone():
             return
-        query = "COPY (SELECT * FROM orgs_ingesttoken WHERE prefix = %s) TO STDOUT"
+        names = [
+            row[0]
+            for row in source.execute(
+                """SELECT column_name FROM information_schema.columns
+                   WHERE table_name = 'orgs_ingesttoken' AND column_name <> 'id' ORDER BY ordinal_position"""
+            )
+        ]
+        columns = sql.SQL(", ").join(map(sql.Identifier, names))
+        query = sql.SQL("COPY (SELECT {} FROM orgs_ingesttoken WHERE prefix = %s) TO STDOUT").format(columns)
         with source.cursor().copy(query, [prefix]) as out:
             rows = b"".join(bytes(chunk) for chunk in out)
-        with target.cursor().copy("COPY orgs_ingesttoken FROM STDIN") as into:
+        with target.cursor().copy(sql.SQL("COPY orgs_ingesttoken ({}) FROM STDIN").format(columns)) as into:
             into.write(rows)
 
 
