@@ -57,6 +57,16 @@ except under CI (``CI`` set), where a missing peer is an error. Needs PostgreSQL
     .venv/bin/python bench/peers.py --ingest-only --ingest-samples 500000
     .venv/bin/python bench/peers.py --smoke --fetch-peers --peers-dir /tmp/peers  # Debian's, not PATH's
     git archive HEAD~3 | tar -x -C /tmp/before && .venv/bin/python bench/peers.py --baseline /tmp/before
+    .venv/bin/python bench/peers.py --blocks --reuse      # the database (and copy) of the run before
+
+``--reuse`` keeps the database a run before loaded (and, with ``--blocks``, its compacted copy) when it
+was loaded with the same ``--days`` and ``--step-s`` and no migration of this checkout is pending on
+it: each database carries what it holds in its comment (``COMMENT ON DATABASE``), written once its
+load (or compaction) finished, so an interrupted one is loaded again. A reused run issues a new read
+token on both, writes the OpenMetrics file again from the same generator (for the peers), and skips
+Jointline's load, the rollup refresh and the compaction (about four minutes of a 55 day run). The
+copy is trusted to be what this checkout's compaction writes: after a change of the blocks' format,
+run once without ``--reuse``.
 """
 
 from __future__ import annotations
@@ -370,7 +380,114 @@ def closing(windows: list[Window], sides: list[str]) -> str:
 # --------------------------------------------------------------------------- running it
 
 
-def compacted_copy(database_url: str, samples: int) -> str:
+def database_mark(database_url: str) -> str | None:
+    """The comment of the database of ``database_url``: what a finished load wrote there (None when the
+    database does not exist or has no comment)."""
+    import psycopg
+
+    base, name = database_url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", [name]
+        ).fetchone()
+    return row[0] if row else None
+
+
+def mark_database(database_url: str, mark: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    base, name = database_url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
+        admin.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(mark)))
+
+
+MARK = "jointline-bench peers:"
+
+
+def load_mark(args: argparse.Namespace, samples: int) -> str:
+    """What a finished load writes in its database's comment; ``loaded`` tells one load from another (a
+    compacted copy names the load it was made from)."""
+    return f"{MARK} days={args.days} step_s={args.step_s} samples={samples} loaded={time.time_ns()}"
+
+
+def parse_mark(mark: str | None) -> dict[str, str]:
+    if not mark or not mark.startswith(MARK):
+        return {}
+    return dict(part.split("=", 1) for part in mark.removeprefix(MARK).split() if "=" in part)
+
+
+def reuse(case: prom.Case, args: argparse.Namespace, work: Path) -> tuple[prom.Loaded, str] | None:
+    """The loaded database of a run before (``--reuse``), with a new read token and the OpenMetrics file
+    written again; None when it holds another load, an unfinished one, or migrations are pending."""
+    from django.db import connection, connections
+    from django.db.migrations.executor import MigrationExecutor
+
+    from orgs.models import Organization, TokenPurpose
+    from orgs.services import token_create
+    from timeline.models import Series
+
+    _harness.exclusive()
+    mark = database_mark(args.database_url)
+    held = parse_mark(mark)
+    if (held.get("days"), held.get("step_s")) != (str(args.days), str(args.step_s)):
+        print(f"  --reuse: {_harness.database_name(args.database_url)} holds {mark!r}; loading", flush=True)
+        return None
+    executor = MigrationExecutor(connection)
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        print("  --reuse: migrations pending on the loaded database; loading", flush=True)
+        return None
+    samples = int(held["samples"])
+    org = Organization.objects.get(slug=prom.ORG)
+    token = token_create(org=org, name=f"peer-bench-{time.time_ns()}", purpose=TokenPurpose.READ)
+    series_ids = sorted(Series.unscoped.filter(org=org, metric=prom.METRIC).values_list("pk", flat=True))
+    started = time.perf_counter()
+    path = work / f"{case.name.replace(' ', '')}.om.txt"
+    written = 0
+    with path.open("w") as out:
+        out.write(f"# TYPE {prom.METRIC} gauge\n")
+        for _, batch in prom.metric_batches(case):
+            out.writelines(prom.openmetrics_lines(batch))
+            written += batch.sample_count
+        out.write("# EOF\n")
+    connections.close_all()
+    if written != samples:
+        raise _harness.HarnessError(f"--reuse: the generator gave {written:,} samples, the load {samples:,}")
+    print(
+        f"  reused {_harness.database_name(args.database_url)} ({mark}); OpenMetrics written in "
+        f"{time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+    config = case.config
+    return prom.Loaded(samples, series_ids, config.start_us, config.end_us, 0.0, path), token.secret
+
+
+def copy_token(database_url: str, copy_url: str, secret: str) -> None:
+    """The read token issued on a reused database, into its compacted copy (the same row but its id,
+    which the copy's own sequence gives) unless the copy was made after it."""
+    import psycopg
+    from psycopg import sql
+
+    prefix = secret.split("_")[1]
+    with psycopg.connect(database_url) as source, psycopg.connect(copy_url) as target:
+        if target.execute("SELECT 1 FROM orgs_ingesttoken WHERE prefix = %s", [prefix]).fetchone():
+            return
+        names = [
+            row[0]
+            for row in source.execute(
+                """SELECT column_name FROM information_schema.columns
+                   WHERE table_name = 'orgs_ingesttoken' AND column_name <> 'id' ORDER BY ordinal_position"""
+            )
+        ]
+        columns = sql.SQL(", ").join(map(sql.Identifier, names))
+        query = sql.SQL("COPY (SELECT {} FROM orgs_ingesttoken WHERE prefix = %s) TO STDOUT").format(columns)
+        with source.cursor().copy(query, [prefix]) as out:
+            rows = b"".join(bytes(chunk) for chunk in out)
+        with target.cursor().copy(sql.SQL("COPY orgs_ingesttoken ({}) FROM STDIN").format(columns)) as into:
+            into.write(rows)
+
+
+def compacted_copy(database_url: str, samples: int, reuse: bool = False) -> str:
     """A copy of the loaded database (``CREATE DATABASE … TEMPLATE``, named ``<name>_blocks``) whose
     settled days ``manage.py compact_samples`` has compacted into blocks (every day ended a day ago or
     more: ``JOINTLINE_SAMPLE_COMPACT_AFTER_DAYS=1``); prints the bytes per sample on disk of both after
@@ -381,6 +498,10 @@ def compacted_copy(database_url: str, samples: int) -> str:
     connections.close_all()  # a template may have no other session
     base, name = database_url.rsplit("/", 1)
     copy = f"{name}_blocks"
+    mark = f"{database_mark(database_url)} compacted"
+    if reuse and database_mark(f"{base}/{copy}") == mark:
+        print(f"  reused the compacted copy {copy}", flush=True)
+        return f"{base}/{copy}"
     with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{copy}"')
         admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{name}"')
@@ -398,6 +519,7 @@ def compacted_copy(database_url: str, samples: int) -> str:
         conn.execute("VACUUM FULL timeline_rollup_1m, timeline_rollup_5m")
     rewritten = _bytes_per_sample(f"{base}/{copy}", samples)
     print(f"  bytes/sample on disk, blocks (fine levels rewritten): {rewritten}", flush=True)
+    mark_database(f"{base}/{copy}", mark)
     return f"{base}/{copy}"
 
 
@@ -450,11 +572,17 @@ def run(args: argparse.Namespace, work: Path, programs: dict[str, Path]) -> str:
     config = case.config
     with_vm = VM_PACKAGE in programs
     print(f"{prom.METRIC}, {config.nodes} nodes, {args.days} days at {args.step_s} s scrapes", flush=True)
-    loaded, token = prom.load(case, args.database_url, work)
-    print(
-        f"  {loaded.samples:,} samples: into Jointline in {loaded.jointline_s:.0f} s (journal + apply), ",
-        end="",
-    )
+    kept = reuse(case, args, work) if args.reuse else None
+    if kept is None:
+        loaded, token = prom.load(case, args.database_url, work)
+        mark_database(args.database_url, load_mark(args, loaded.samples))
+        print(
+            f"  {loaded.samples:,} samples: into Jointline in {loaded.jointline_s:.0f} s (journal + apply), ",
+            end="",
+        )
+    else:
+        loaded, token = kept
+        print(f"  {loaded.samples:,} samples: ", end="")
     tsdb = work / "tsdb"
     backfilled = prom.backfill(loaded, tsdb, args.max_block_hours)
     print(f"into Prometheus in {backfilled:.0f} s (promtool)", end="", flush=True)
@@ -473,7 +601,9 @@ def run(args: argparse.Namespace, work: Path, programs: dict[str, Path]) -> str:
         jointline, jl_port = start_jointline(args.database_url, work / "data", work)
         processes.append(jointline)
         if args.blocks:
-            compacted = compacted_copy(args.database_url, loaded.samples)
+            compacted = compacted_copy(args.database_url, loaded.samples, reuse=kept is not None)
+            if kept is not None:
+                copy_token(args.database_url, compacted, token)
             blocks, blocks_port = prom.start_jointline(compacted, work / "data", work)
             processes.append(blocks)
             clients["blocks"] = prom.Timed(blocks_port, {"Authorization": f"Bearer {token}"})
@@ -581,6 +711,11 @@ def parse_args() -> argparse.Namespace:
         "--blocks",
         action="store_true",
         help="also serve a compacted copy of the database (settled days in blocks) as a side of its own",
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the database (and compacted copy) a run before loaded with the same --days and --step-s",
     )
     parser.add_argument("--ingest-only", action="store_true", help="the remote_write side by side alone")
     parser.add_argument(

@@ -18,10 +18,23 @@ from rest_framework.renderers import JSONRenderer
 from config.json_render import MsgspecJSONRenderer, encode
 from tests.conftest import nic_batch, push
 from tests.factories import T0, gauge, write
+from timeline.lanes import SeriesLane
+from warroom.api import lanes_json
 
 
 def drf(data) -> object:
-    return json.loads(JSONRenderer().render(data))
+    return json.loads(JSONRenderer().render(plain(data)))
+
+
+def plain(data) -> object:
+    """``data`` with each piece already written (``msgspec.Raw``) read back, for DRF's renderer."""
+    if isinstance(data, msgspec.Raw):
+        return msgspec.json.decode(data)
+    if isinstance(data, dict):
+        return {key: plain(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [plain(value) for value in data]
+    return data
 
 
 def ours(data) -> object:
@@ -98,6 +111,30 @@ def test_both_lanes_apis_answer_what_drf_would_have_written(client_a, pusher_a, 
     # its lanes are payload structs, which msgspec writes itself: DRF writes their builtins alike
     assert document == drf(msgspec.to_builtins(drawn.data)) and len(document["lanes"]) == 2
     assert document["lanes"][0]["status"] == "ok"
+
+
+def test_lanes_on_the_same_buckets_write_their_times_once_into_the_same_bytes():
+    rng = random.Random(8)
+    origin, step = T0 * 1000 + 7_000_000, 1_800_000_000
+
+    def lane(name: str, bucket: list[int], step: int = step) -> SeriesLane:
+        values = [rng.uniform(-1e9, 1e9) for _ in bucket]
+        return SeriesLane(
+            {"id": name}, "value", step, origin, bucket, values, values, values, [1] * len(bucket)
+        )
+
+    lanes = [
+        lane("a", list(range(1152))),
+        lane("b", [0, 1, 5, 5000]),
+        lane("c", list(range(1152))),
+        lane("d", [0, 1, 5, 5000], step=step // 2),
+        lane("e", []),
+    ]
+    written = lanes_json(lanes)
+    assert encode({"lanes": written}) == encode({"lanes": [one.json() for one in lanes]})
+    assert written[0]["t"] is written[2]["t"]  # written once for both
+    assert len({id(one["t"]) for one in written}) == 4
+    assert msgspec.json.decode(written[1]["t"]) == [(origin + b * step) / 1000 for b in lanes[1].bucket]
 
 
 @pytest.mark.django_db

@@ -146,22 +146,27 @@ class SeriesLane:
     mean: list[float]
     count: list[int]
 
-    def json(self) -> dict:
+    def json(self, times: object = None) -> dict:
         """The lane as ``/api/v1/lanes`` answers it and the exports keep it — the one JSON form of a
         series' buckets outside the war room's own payload (:class:`timeline.api_shapes.LaneShape`):
-        times in ms since the epoch, ``t`` each listed bucket's start (exact integers below 2**53, one
-        division each, by numpy)."""
-        bucket = np.asarray(self.bucket, dtype=np.int64)
+        times in ms since the epoch, ``t`` each listed bucket's start (:meth:`times`), or ``times``
+        where the caller has that list already (written once for the lanes on the same buckets)."""
         return {
             "series": self.series,
             "fn": self.fn,
             "step_ms": self.step / 1000,
-            "t": ((self.origin + bucket * self.step) / 1000).tolist(),
+            "t": self.times() if times is None else times,
             "min": self.min,
             "max": self.max,
             "mean": self.mean,
             "count": self.count,
         }
+
+    def times(self) -> list[float]:
+        """Each listed bucket's start in ms since the epoch (exact integers below 2**53, one division
+        each, by numpy)."""
+        bucket = np.asarray(self.bucket, dtype=np.int64)
+        return ((self.origin + bucket * self.step) / 1000).tolist()
 
 
 def read_series_lanes(
