@@ -13,7 +13,8 @@ For each chunk:
   last hours (``daily+level``, ``weekly+level``: after a level shift it follows at once, so the
   shift is one detection). The baseline kept is the one whose residuals over the last eight days
   have the tightest tail; a seasonal one must beat the rolling one by a clear margin, since the
-  rolling one follows a new level sooner.
+  rolling one follows a new level sooner. A profile takes part once it covers one of its periods of
+  those days, so a series younger than the two weeks a weekly one needs is judged on its daily one.
 * **Scores**, in robust units of the residuals' own spread over the history (1.4826 · MAD, never less
   than a tenth of their standard deviation): ``spike`` (one bucket away), ``level`` (the median of the
   last ``level_buckets`` away: a level shift), ``spread`` (their median absolute size: a variance
@@ -214,6 +215,16 @@ def choose_baseline(
     if len(candidates) == 1:
         return "rolling", candidates["rolling"]
     judged = slice(max(0, n_hist - max(8 * DAY_S // step_s, 3 * window)), n_hist)  # a weekend included
+    # a profile judged only where it covers at least one of its periods: a weekly one that a series
+    # younger than two weeks cannot fill yet would leave no bucket in common, and the daily cycle unused
+    candidates = {
+        name: b
+        for name, b in candidates.items()
+        if name == "rolling"
+        or np.sum(~np.isnan(b[judged])) >= (WEEK_S if "weekly" in name else DAY_S) // step_s
+    }
+    if len(candidates) == 1:
+        return "rolling", candidates["rolling"]
     common = np.all([~np.isnan(b[judged]) for b in candidates.values()], axis=0)
     # judged by the tail of the residuals, not their middle: a baseline that misses a weekly step a few
     # hours a week has a tight MAD and a tail that would raise every threshold

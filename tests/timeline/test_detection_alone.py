@@ -86,9 +86,11 @@ def test_an_anomaly_in_one_series_without_peers_is_detected(owner, kind):
     assert found[0].resource == {"series": SERIES} and found[0].confidence < 1
 
 
-def test_a_daily_cycle_alone_gives_no_detection_over_a_week_at_the_default_budget(owner):
+def test_a_daily_cycle_alone_gives_no_more_detections_over_a_week_than_the_default_budget(owner):
     store(owner, *daily_series(14))
-    assert detect(owner, START + 7 * DAY, START + 14 * DAY) == []
+    # judged against its daily profile from its third day, noise alone may exceed the calibrated
+    # threshold now and then: 0.2 a day, 1.4 a week
+    assert len(detect(owner, START + 7 * DAY, START + 14 * DAY)) <= 0.2 * 7
 
 
 def test_a_seasonal_series_is_judged_against_the_same_hour_of_earlier_days():
@@ -102,6 +104,22 @@ def test_a_seasonal_series_is_judged_against_the_same_hour_of_earlier_days():
         seasonal.choose_baseline(flat, flat.size - 288, step_s=300, settings=seasonal.SeasonalSettings())[0]
         == "rolling"
     )
+
+
+def test_a_busy_day_that_does_not_come_is_detected_in_a_series_younger_than_two_weeks(owner):
+    """Ten days of a daily cycle, then a day whose busy hours stay at the level they start from: no
+    step for a rolling baseline to see, far from the same hours of the days before. The series is too
+    young for a weekly profile, which must not keep its daily one from being judged."""
+    ts, values = daily_series(10)
+    hours = (ts - START) % DAY
+    flat = (
+        (ts >= START + 8 * DAY) & (ts < START + 9 * DAY) & (hours >= 6 * 3600 * S) & (hours < 18 * 3600 * S)
+    )
+    values[flat] = 100 + np.random.default_rng(11).normal(0, 4, int(flat.sum()))
+    store(owner, ts, values)
+    found = detect(owner, START + 6 * DAY, START + 10 * DAY)
+    assert [d.entity for d in found] == [SERIES]
+    assert START + 8 * DAY + 6 * 3600 * S < found[0].ts < START + 8 * DAY + 18 * 3600 * S
 
 
 def test_a_larger_false_positive_budget_lowers_the_threshold():
