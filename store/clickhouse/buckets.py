@@ -19,17 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from store.clickhouse.sql import SAMPLE_TABLE, Params
+from store.rollup_rows import ROW
 from store.rollups import RollupRead, ceil_to, floor_to
 
 ROWS = np.dtype(
-    [
-        ("series_id", "<i8"),
-        ("at", "<i8"),
-        ("n", "<i8"),
-        ("total", "<f8"),
-        ("vmin", "<f8"),
-        ("vmax", "<f8"),
-    ]
+    [("series_id", "<i8"), ("at", "<i8"), *((name, ROW[name]) for name in ("n", "total", "vmin", "vmax"))]
 )
 PERCENTILES = (0.5, 0.05, 0.95)
 
@@ -109,20 +103,19 @@ def fleet_statistics(matrix: np.ndarray) -> np.ndarray:
     return out
 
 
-RATE_ROWS = np.dtype(
-    [
-        ("series_id", "<i8"),
-        ("at", "<i8"),
-        ("first_ts", "<i8"),
-        ("first_value", "<f8"),
-        ("last_ts", "<i8"),
-        ("last_value", "<f8"),
-        ("increase", "<f8"),
-        ("deltas", "<i8"),
-        ("rate_min", "<f8"),
-        ("rate_max", "<f8"),  # NaN where NULL (a row without a pair inside it)
-    ]
+RATE_FIELDS = (
+    "first_ts",
+    "first_value",
+    "last_ts",
+    "last_value",
+    "increase",
+    "deltas",
+    "rate_min",
+    "rate_max",
 )
+RATE_ROWS = np.dtype([("series_id", "<i8"), ("at", "<i8"), *((name, ROW[name]) for name in RATE_FIELDS)])
+"""A rollup row's rate fields (:data:`store.rollup_rows.ROW`) by series and bucket start; ``rate_max`` is
+NaN where NULL (a row without a pair inside it)."""
 
 
 def rate_rows_sql(read: RollupRead, org_ids: list[int], p: Params) -> str | None:
