@@ -52,9 +52,15 @@ def _compress(body: bytes, compressor: int) -> bytes:
     raise ValueError(f"unknown compressor {compressor}")
 
 
-def _decompress(body: bytes | memoryview, compressor: int, size: int) -> memoryview | bytes:
+def _decompress(
+    body: bytes | memoryview, compressor: int, size: int, into: np.ndarray | None = None
+) -> memoryview | bytes:
+    """``size`` bytes out of ``body`` (ValueError when it holds another number), written straight into
+    ``into`` (bytes) where LZ4 can."""
     try:
-        if compressor == LZ4:
+        if compressor == LZ4 and into is not None:
+            out = into[: cramjam.lz4.decompress_block_into(body, into)]
+        elif compressor == LZ4:
             out = cramjam.lz4.decompress_block(body, output_len=size)
         elif compressor == ZSTD:
             out = cramjam.zstd.decompress(body, output_len=size)
@@ -125,15 +131,9 @@ def _checked_body(blob: bytes | memoryview, kind: int) -> tuple[memoryview, int,
 
 def _inflate_into(body: memoryview, compressor: int, out: np.ndarray) -> None:
     """A checked body decompressed into ``out`` (bytes), which it must fill exactly (ValueError)."""
+    view = _decompress(body, compressor, out.nbytes, into=out)
     if compressor != LZ4:
-        out[:] = np.frombuffer(_decompress(body, compressor, out.nbytes), dtype=np.uint8)
-        return
-    try:
-        size = cramjam.lz4.decompress_block_into(body, out)
-    except cramjam.DecompressionError as exc:
-        raise ValueError(f"sample block: the compressed body does not decompress ({exc})") from exc
-    if size != out.nbytes:
-        raise ValueError(f"sample block: the body holds {size} bytes, its header says {out.nbytes}")
+        out[:] = np.frombuffer(view, dtype=np.uint8)
 
 
 def _inflated(bodies: Sequence[tuple[memoryview, int, int]]) -> tuple[np.ndarray, np.ndarray]:
