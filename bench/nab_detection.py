@@ -6,7 +6,9 @@ mapping, through the ingest journal), the detector runs as that organisation ove
 (:func:`analysis.detection.detect`), and each detection is scored with NAB's window rule
 against ``labels/combined_windows.json``: a detection inside a labelled window of its series finds
 that window (once, however many fall in it); a detection outside every window of its series is a
-false positive; false positives per day are counted over the series' total days.
+false positive; false positives per day are counted over the series' total days. A detection after
+its series' last point (the detector runs an hour past the data, where a file that ends looks like a
+series that stopped) lies outside the file NAB scores and is counted apart.
 
 The floor, computed in the same run from the same files: a plain robust z-score per series,
 ``|x - median| / (1.4826 · MAD)`` over the day of points before each point, a detection where a
@@ -204,11 +206,15 @@ def run_starts(fired: np.ndarray, *, bridge: int = 10, cooldown: int = 30) -> np
 
 
 def window_score(times: dict[str, list[int]], series: list[LabelledSeries]) -> tuple[int, int, float]:
-    """NAB's window rule: (windows found, false positives, days)."""
+    """NAB's window rule: (windows found, false positives, days). NAB scores the rows of a file, so a
+    detection after a series' last point (the detector runs an hour past it, and a series whose file
+    ends looks to it like one that stopped) is neither: :func:`after_the_data` counts those."""
     found = false = 0
     for one in series:
         hit = [False] * len(one.windows)
         for t in times.get(one.key, []):
+            if t > one.ts[-1]:
+                continue
             inside = [i for i, (a, b) in enumerate(one.windows) if a <= t <= b]
             if inside:
                 for i in inside:
@@ -217,6 +223,11 @@ def window_score(times: dict[str, list[int]], series: list[LabelledSeries]) -> t
                 false += 1
         found += sum(hit)
     return found, false, sum(s.days for s in series)
+
+
+def after_the_data(times: dict[str, list[int]], series: list[LabelledSeries]) -> int:
+    """Detections after their series' last point: outside the file, so outside NAB's scoring."""
+    return sum(1 for one in series for t in times.get(one.key, []) if t > one.ts[-1])
 
 
 def evaluate_nab_detection(data_dir: Path, *, smoke: bool = False) -> dict:
@@ -266,6 +277,7 @@ def evaluate_nab_detection(data_dir: Path, *, smoke: bool = False) -> dict:
         "floor_above_fp_per_day": above[1],
         "floor_above_threshold": above[2],
         "series": len(series),
+        "after_the_data": after_the_data(detected, series),
     }
 
 
@@ -339,6 +351,7 @@ def main() -> int:
     call_command("migrate", interactive=False, verbosity=0)
     result = evaluate_nab_detection(args.data, smoke=args.smoke)
     print(f"{result['series']} series, floor threshold {result['floor_threshold']:g}")
+    print(f"detections after their series' last point (not scored): {result['after_the_data']}")
     print(
         f"floor at no fewer FP/day (threshold {result['floor_above_threshold']:g}): "
         f"{result['floor_above_windows_found']}/{result['windows']} at {result['floor_above_fp_per_day']:.3f}"

@@ -20,3 +20,20 @@ def test_nab_detection_smoke_imports_labelled_series_and_scores_detector_and_flo
     # the detector finds labelled windows on real series, at a small false-positive rate
     assert result["windows_found"] >= 1 and result["fp_per_day"] < 2
     assert summary_line(result).startswith(f"nab detection {result['windows_found']}/{result['windows']} ")
+
+
+def test_nab_window_rule_scores_only_the_rows_of_a_file():
+    """A detection inside a window finds it once, one outside every window is a false positive, and one
+    after the series' last point (the detector runs past the data) is outside the file NAB scores."""
+    import numpy as np
+
+    from bench.nab_detection import LabelledSeries, after_the_data, window_score
+
+    hour = 3_600_000_000
+    ts = np.arange(0, 48 * hour, hour // 12, dtype=np.int64)
+    one = LabelledSeries("cat/a", "a", ts, np.zeros(ts.size), [(10 * hour, 12 * hour)])
+    times = {"cat/a": [11 * hour, 11 * hour + 1, 30 * hour, int(ts[-1]), int(ts[-1]) + hour // 2]}
+    found, false, days = window_score(times, [one])
+    assert (found, false) == (1, 2)
+    assert after_the_data(times, [one]) == 1
+    assert days == pytest.approx((int(ts[-1]) - int(ts[0])) / (24 * hour))
