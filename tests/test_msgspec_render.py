@@ -129,11 +129,15 @@ def test_lanes_on_the_same_buckets_write_their_times_once_into_the_same_bytes():
         lane("c", list(range(1152))),
         lane("d", [0, 1, 5, 5000], step=step // 2),
         lane("e", []),
+        lane("f", [0, 2, 5, 5000]),  # the same grid, length and ends as b's, other buckets
+        lane("g", [0, 1, 5, 5000]),
+        lane("h", []),
     ]
     written = lanes_json(lanes)
     assert encode({"lanes": written}) == encode({"lanes": [one.json() for one in lanes]})
     assert written[0]["t"] is written[2]["t"]  # written once for both
-    assert len({id(one["t"]) for one in written}) == 4
+    assert written[1]["t"] is written[6]["t"] and written[4]["t"] is written[7]["t"]
+    assert len({id(one["t"]) for one in written}) == 5
     assert msgspec.json.decode(written[1]["t"]) == [(origin + b * step) / 1000 for b in lanes[1].bucket]
 
 
