@@ -129,12 +129,40 @@ def test_lanes_on_the_same_buckets_write_their_times_once_into_the_same_bytes():
         lane("c", list(range(1152))),
         lane("d", [0, 1, 5, 5000], step=step // 2),
         lane("e", []),
+        lane("f", [0, 2, 5, 5000]),  # the same grid, length and ends as b's, other buckets
+        lane("g", [0, 1, 5, 5000]),
+        lane("h", []),
     ]
     written = lanes_json(lanes)
     assert encode({"lanes": written}) == encode({"lanes": [one.json() for one in lanes]})
     assert written[0]["t"] is written[2]["t"]  # written once for both
-    assert len({id(one["t"]) for one in written}) == 4
+    assert written[1]["t"] is written[6]["t"] and written[4]["t"] is written[7]["t"]
+    assert len({id(one["t"]) for one in written}) == 5
     assert msgspec.json.decode(written[1]["t"]) == [(origin + b * step) / 1000 for b in lanes[1].bucket]
+
+
+def test_random_lanes_share_only_the_times_of_their_own_buckets():
+    """Many lanes on two grids whose bucket lists often have the same length and ends (gaps drawn at
+    random inside, NaN and infinite values beside): each lane's ``t`` is its own buckets' times, and the
+    answer's bytes are those of every lane written on its own."""
+    rng = random.Random(29)
+    origin, step = T0 * 1000, 600_000_000
+    lanes = []
+    for i in range(200):
+        size = rng.choice([0, 1, 2, 6])
+        inner = sorted(rng.sample(range(1, 9), max(size - 2, 0)))
+        bucket = [0, *inner, 9][:size] if size > 1 else [0] * size
+        values = [rng.choice([float("nan"), float("inf"), -0.0, rng.uniform(-1e6, 1e6)]) for _ in bucket]
+        lane_step = rng.choice([step, 2 * step])
+        lanes.append(
+            SeriesLane({"id": i}, "value", lane_step, origin, bucket, values, values, values, [1] * size)
+        )
+    written = lanes_json(lanes)
+    assert encode({"lanes": written}) == encode({"lanes": [one.json() for one in lanes]})
+    for lane, one in zip(lanes, written, strict=True):
+        assert msgspec.json.decode(one["t"]) == [(origin + b * lane.step) / 1000 for b in lane.bucket]
+    shared = {id(one["t"]) for one in written}
+    assert len(shared) == len({(lane.step, tuple(lane.bucket)) for lane in lanes})
 
 
 @pytest.mark.django_db

@@ -79,14 +79,19 @@ def lanes_json(lanes: list[SeriesLane]) -> list[dict]:
     (:func:`config.json_render.encode`, kept as :class:`msgspec.Raw`), shared by every lane with those
     buckets, so the answer's bytes are the same. The times are a fifth of a lane's numbers and the
     dearest to write (13-digit floats); the lanes of a read mostly share them (63 series over 24 days:
-    one list of 1,152 times written once, not 63 times)."""
-    written: dict[tuple, msgspec.Raw] = {}
+    one list of 1,152 times written once, not 63 times). Lanes are matched by their bucket lists
+    compared as they are (a list's ``==``, among those of the same grid, length and ends), not hashed
+    as tuples: this function at 24 days 0.69 ms a request instead of 1.04 (decision 0073)."""
+    written: dict[tuple, list[tuple[list[int], msgspec.Raw]]] = {}
     out = []
     for lane in lanes:
-        key = (lane.origin, lane.step, tuple(lane.bucket))
-        times = written.get(key)
+        bucket = lane.bucket
+        ends = (bucket[0], bucket[-1]) if bucket else ()
+        alike = written.setdefault((lane.origin, lane.step, len(bucket), ends), [])
+        times = next((raw for other, raw in alike if other == bucket), None)
         if times is None:
-            times = written[key] = msgspec.Raw(encode(lane.times()))
+            times = msgspec.Raw(encode(lane.times()))
+            alike.append((bucket, times))
         out.append(lane.json(times))
     return out
 
