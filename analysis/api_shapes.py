@@ -103,8 +103,8 @@ class FiguresShape(serializers.Serializer):
 
 class EvidenceShape(serializers.Serializer):
     baseline = serializers.CharField(
-        help_text="the baseline this entry was measured against: before, day_before, week_before, "
-        "nearest_with_data or given (its least change of those the ranking compared)"
+        help_text="the baselines this entry was measured against, pooled, joined by '+': before, "
+        "day_before, week_before, nearest_with_data or given (those of the ranking's that held it)"
     )
     spread = serializers.FloatField(help_text="the baseline's own robust spread the effects are in")
     level_shift = serializers.FloatField(help_text="|median shift| / spread")

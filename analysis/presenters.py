@@ -120,7 +120,8 @@ def method_json(ranking: Ranking) -> dict:
         "min/max) over the baseline's own robust spread (1.4826 MAD; Poisson at least for counts)",
         "probability": f"two-sided tail probability of the effect under a Student t with {TAIL_DF} degrees "
         "of freedom (fewer for a baseline under four buckets) at the baseline's median and spread",
-        "baselines": "each signal is compared with every baseline listed and keeps its least change"
+        "baselines": "each signal is compared with every baseline listed pooled into one (their buckets"
+        " together)"
         if len(ranking.baselines) > 1
         else "one baseline",
         "novelty": "a signal with data in only one period is new or gone, scored apart at a fixed score",

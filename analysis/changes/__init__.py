@@ -54,7 +54,7 @@ from analysis.changes.baselines import (
     default_baseline,
     seasonal_baselines,
 )
-from analysis.changes.entries import Entry, Ranking, least_change
+from analysis.changes.entries import Entry, Ranking, pooled_baselines
 from analysis.changes.events import MAX_TEMPLATE_LINES, TEMPLATE_OF_FAMILY
 from analysis.changes.explanations import explain, format_duration, format_value
 from analysis.changes.periods import (
@@ -113,7 +113,7 @@ __all__ = [
     "explain",
     "format_duration",
     "format_value",
-    "least_change",
+    "pooled_baselines",
     "rank_changes",
     "ranking_graph",
     "seasonal_baselines",

@@ -1,5 +1,5 @@
-"""What a ranking holds: its entries (one thing that changed each), and the least change of a signal
-over several baselines."""
+"""What a ranking holds: its entries (one thing that changed each), and several baselines of a signal
+pooled into one."""
 
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ class Entry:
 @dataclass
 class Ranking:
     """``baseline`` is the period every entry's profile is drawn against (``baselines[0]``); the other
-    ``baselines`` are the seasonal ones each signal was also compared with (each entry's change says
-    which one it kept)."""
+    ``baselines`` are the seasonal ones pooled with it into the one each signal is compared with (each
+    entry's change says which of them held it)."""
 
     window: Period
     baseline: Period
@@ -64,17 +64,33 @@ class Ranking:
     data_extent: tuple[int, int] | None = None
 
 
-def least_change(options: list[tuple[str, Change | None]]) -> Change | None:
-    """Of one signal's changes against several baselines (kind, change), the smallest among those
-    where the baseline held values of it, marked with its baseline's kind; a signal no baseline held
-    is new (or gone) against the first. A daily rhythm is no change against the day before; a real
-    change is one against every baseline there is."""
-    measured = [(kind, c) for kind, c in options if c is not None and not c.novelty]
-    if measured:
-        kind, change = min(measured, key=lambda option: option[1].score)
-        return replace(change, baseline=kind)
-    kind, change = options[0]
-    return None if change is None else replace(change, baseline=kind)
+def pooled_baselines(options: list[tuple[str, np.ndarray, Grid | None]]) -> tuple[np.ndarray, list[str]]:
+    """Several baselines of the same signals (kind, rows x buckets, and the grid of those buckets, NaN
+    where a bucket holds no value) as one: their buckets side by side, each stretch of time once (a
+    bucket an earlier baseline's grid already covers is left out: the day before overlaps the stretch
+    just before a window longer than half a day), and per row the kinds of the baselines that held a
+    value of it, joined by ``+`` (the first kind alone for a row none held: it is new or gone against
+    the first). One baseline made of every stretch there is measures each signal's spread and tails
+    on up to three times the data, so a series whose normal bursts reach far is measured in them and
+    no one baseline can say that nothing changed; and it holds the window's own hours a day and a
+    week before, so a daily or weekly rhythm is no change (docs/decisions/0078)."""
+    covered: list[tuple[int, int]] = []
+    parts = []
+    for _kind, rows, grid in options:
+        keep = np.ones(rows.shape[1], dtype=bool)
+        if grid is not None:
+            starts = grid.origin + np.arange(rows.shape[1]) * grid.step
+            for first, end in covered:
+                keep &= (starts < first) | (starts >= end)
+            covered.append((grid.origin, grid.origin + rows.shape[1] * grid.step))
+        parts.append(rows[:, keep])
+    pooled = np.hstack(parts)
+    held = [~np.isnan(part).all(axis=1) for part in parts]
+    kinds = [
+        "+".join(kind for (kind, _rows, _grid), h in zip(options, held, strict=True) if h[i]) or options[0][0]
+        for i in range(len(pooled))
+    ]
+    return pooled, kinds
 
 
 def marked(entry: Entry, kind: str) -> Entry:

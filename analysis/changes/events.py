@@ -13,7 +13,7 @@ from functools import partial
 
 import numpy as np
 
-from analysis.changes.entries import Entry, least_change, safe_spec
+from analysis.changes.entries import Entry, pooled_baselines, safe_spec
 from analysis.changes.periods import HOUR_US, Grid
 from analysis.scoring import compare
 from analysis.templates_mining import mine_templates
@@ -80,8 +80,9 @@ def event_entries(
     kind: str = "given",
     seasonal: tuple[tuple[str, Grid], ...] = (),
 ) -> tuple[list[Entry], int]:
-    """Entries of event families (counts per bucket, against the baseline and each ``seasonal`` one,
-    keeping the least change) and of new or rising log templates; and how many families were scored."""
+    """Entries of event families (counts per bucket, against the baseline and the ``seasonal`` ones
+    pooled: :func:`~analysis.changes.entries.pooled_baselines`) and of new or rising log templates;
+    and how many families were scored."""
     all_grids = [*grids, *(grid for _kind, grid in seasonal)]
     before_counts, during_counts, *other_counts = run_reads(
         [partial(_family_counts, scope, grid) for grid in all_grids]
@@ -91,12 +92,14 @@ def event_entries(
         org_id, signal, event_kind, name, severity = key
         before = before_counts.get(key, np.zeros(grids[0].buckets))
         during = during_counts.get(key, np.zeros(grids[1].buckets))
-        options = [(kind, compare(before, during, counts=True))]
+        options = [(kind, before[None, :], grids[0])]
         for (season, grid), counts in zip(seasonal, other_counts, strict=True):
-            options.append((season, compare(counts.get(key, np.zeros(grid.buckets)), during, counts=True)))
-        change = least_change(options)
+            options.append((season, counts.get(key, np.zeros(grid.buckets))[None, :], grid))
+        reference, kinds = pooled_baselines(options)
+        change = compare(reference[0], during, counts=True)
         if change is None or org_id not in orgs:
             continue
+        change = replace(change, baseline=kinds[0])
         lane_kind = "spans" if event_kind == "span" else "logs"
         entries[key] = Entry(
             kind="events",

@@ -34,13 +34,14 @@ def rank_changes(
     """Everything ``scope`` may read over ``window`` and a baseline, scored and ranked (best first, at
     most ``limit`` entries; ties by organisation and title), each explained in one line.
 
-    ``baseline`` None: :func:`default_baseline`, and each signal is also compared with the window's
-    hours a day and a week before where they hold data (:func:`seasonal_baselines`), keeping its
-    least change — so a daily or weekly rhythm is not a change. A ``baseline`` named by the caller is
-    the only one. ``Ranking.baselines`` says which were used. Against a baseline that is not the
-    stretch just before the window (one that ends earlier, or starts after it), a series' change
-    already there just before the window (a stretch as long as it, at most) ranks below the changes
-    that began in it (:func:`.series.changed_before`)."""
+    ``baseline`` None: :func:`default_baseline`, pooled with the window's hours a day and a week
+    before where they hold data (:func:`seasonal_baselines`; each signal is measured against all of
+    them as one baseline: :func:`~analysis.changes.entries.pooled_baselines`) — so a daily or weekly
+    rhythm is not a change, and a series' spread and tails are measured on all the data there is. A
+    ``baseline`` named by the caller is the only one. ``Ranking.baselines`` says which were used.
+    Against a baseline that is not the stretch just before the window (one that ends earlier, or
+    starts after it), a series' change already there just before the window (a stretch as long as
+    it, at most) ranks below the changes that began in it (:func:`.series.changed_before`)."""
     scope = require_scope(scope)
     if window.length <= 0 or (baseline is not None and baseline.length <= 0):
         raise ValueError("the window and the baseline must each have a positive length")

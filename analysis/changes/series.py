@@ -13,11 +13,11 @@ from __future__ import annotations
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cached_property, partial
 
 import numpy as np
 
-from analysis.changes.entries import Entry, least_change, safe_spec
+from analysis.changes.entries import Entry, pooled_baselines, safe_spec
 from analysis.changes.periods import Grid
 from analysis.changes.reads import READ_CHUNK, fleet_median, read_both_periods, read_buckets
 from analysis.polarity import health_score, metric_polarity
@@ -64,6 +64,15 @@ class SeriesRows:
     kind: str = "given"  # the kind of baseline ``before`` is
     seasonal: list[tuple[str, np.ndarray]] = field(default_factory=list)  # other baselines' rows
     lead: np.ndarray | None = None  # the stretch just before the window, after a baseline that ends earlier
+    grids: list[Grid] = field(default_factory=list)  # of ``before`` and each seasonal baseline, when known
+
+    @cached_property
+    def pooled(self) -> tuple[np.ndarray, list[str]]:
+        """Every baseline's rows side by side, and per row the kinds that held it
+        (:func:`pooled_baselines`)."""
+        grids = self.grids or [None] * (1 + len(self.seasonal))
+        options = [(self.kind, self.before), *self.seasonal]
+        return pooled_baselines([(k, rows, g) for (k, rows), g in zip(options, grids, strict=True)])
 
 
 def capacity_pairs(members: list[Member], fleet: dict[tuple, list[Series]]) -> dict[tuple[str, str], str]:
@@ -139,6 +148,7 @@ def read_alone(
         kind=kind,
         seasonal=[(name, matrix) for (name, _grid), matrix in zip(seasonal, others, strict=False)],
         lead=others[-1] if lead is not None else None,
+        grids=[grids[0], *(grid for _name, grid in seasonal)],
     )
 
 
@@ -150,19 +160,14 @@ def _padded(matrix: np.ndarray) -> np.ndarray:
 def series_entries(scope: Scope, rows: SeriesRows) -> list[Entry]:
     nan_row = len(rows.members)  # capacity row index of a series without one: all NaN
     caps = [nan_row if cap is None else cap for cap in rows.capacity_row]
-    during_caps = _padded(rows.during)[caps]
-    per_baseline = [
-        (
-            kind,
-            compare_rows(
-                before, rows.during, capacity_before=_padded(before)[caps], capacity_during=during_caps
-            ),
-        )
-        for kind, before in [(rows.kind, rows.before), *rows.seasonal]
-    ]
-    changes = [
-        least_change([(kind, found[i]) for kind, found in per_baseline]) for i in range(len(rows.members))
-    ]
+    reference, kinds = rows.pooled
+    found = compare_rows(
+        reference,
+        rows.during,
+        capacity_before=_padded(reference)[caps],
+        capacity_during=_padded(rows.during)[caps],
+    )
+    changes = [None if c is None else replace(c, baseline=kind) for c, kind in zip(found, kinds, strict=True)]
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, member in enumerate(rows.members):
         if changes[i] is not None:
@@ -201,17 +206,13 @@ def changed_before(rows: SeriesRows, changes: list[Change | None]) -> tuple[np.n
     return out, lead
 
 
-def _baseline_rows(rows: SeriesRows, kind: str) -> np.ndarray:
-    return rows.before if kind == rows.kind else dict(rows.seasonal)[kind]
-
-
 def _group_entry(
     rows: SeriesRows, indexes: list[int], changes: list[Change | None], already: np.ndarray
 ) -> Entry:
     """The entry of one group; its lane and examples are filled in by :func:`present_entry` if it is shown.
-    A group of several changed members is explained on their per-bucket median against the baseline
-    most of them kept. A health metric's changes are scored by which way they went
-    (:func:`analysis.polarity.health_score`); a change already there before the window
+    A group of several changed members is explained on their per-bucket median against the
+    baselines pooled (:meth:`SeriesRows.pooled`). A health metric's changes are scored by which way
+    they went (:func:`analysis.polarity.health_score`); a change already there before the window
     (:func:`changed_before`) counts ``ALREADY_WEIGHT`` of its score."""
     first = rows.members[indexes[0]].series
     polarity = metric_polarity(first.metric, first.unit)
@@ -235,7 +236,7 @@ def _group_entry(
     else:
         kinds = [changes[i].baseline for i in changed]
         kind = max(dict.fromkeys(kinds), key=kinds.count)
-        reference = _baseline_rows(rows, kind)
+        reference = rows.pooled[0]
         caps = [rows.capacity_row[i] for i in changed]
         change = compare(
             fleet_median(reference[changed]),

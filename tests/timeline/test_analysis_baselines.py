@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis.changes import Period, rank_changes
+from analysis.changes import Grid, Period, pooled_baselines, rank_changes
 from analysis.onsets import cusum_onset, onsets, split_onset
 from analysis.scoring import compare
 from core.timeparse import format_rfc3339
@@ -116,7 +116,50 @@ def test_a_daily_rhythm_does_not_outrank_a_level_shift(client_b, org_b):
     kinds = [b["kind"] for b in body["baselines"]]
     assert kinds[0] == "before" and "day_before" in kinds and "week_before" in kinds
     rhythm = body["entries"][titles.index("requests")] if "requests" in titles else None
-    assert rhythm is None or rhythm["evidence"]["baseline"] in ("day_before", "week_before")
+    # measured against every baseline that held it, pooled: the day and week before among them
+    assert rhythm is None or {"day_before", "week_before"} <= set(rhythm["evidence"]["baseline"].split("+"))
+
+
+def test_a_change_the_same_hours_a_week_before_also_saw_is_still_a_change(client_b, org_b):
+    """The baselines are one: ``queue_depth`` rose by ten of its spreads in the window, as it did once
+    in the same hours a week before (a past incident), and was flat just before and the day before;
+    ``pool_usage`` moved by three of its spreads against every baseline. A baseline that happens to
+    hold the same change does not make the window's no change (each signal keeping its least change
+    over the baselines did: the week before alone put ``queue_depth`` below a drift)."""
+    step = 10 * MINUTE
+    start = T0 - 7 * DAY
+    times = list(range(start, T0 + DAY, step))
+    window = (T0 + 8 * HOUR, T0 + 12 * HOUR)
+    hit = [any(window[0] - shift <= t < window[1] - shift for shift in (0, 7 * DAY)) for t in times]
+    queue = [50.0 + 3 * RNG.standard_normal() + (30.0 if h else 0.0) for h in hit]
+    usage = [20.0 + RNG.standard_normal() + (3.0 if t >= window[0] else 0.0) for t in times]
+    write(
+        org_b,
+        series=[
+            gauge("queue_depth", {"site": "a"}, queue, ts=times, signal="application"),
+            gauge("pool_usage", {"site": "a"}, usage, ts=times, signal="application"),
+        ],
+    )
+    body = client_b.get(f"{URL}?from={window[0]}&to={window[1]}").json()
+    top = [(e["title"], e["score"], e["evidence"]["baseline"]) for e in body["entries"]]
+    assert top[0][0] == "queue_depth", top
+    assert top[0][2] == "before+day_before+week_before", top
+
+
+def test_baselines_pooled_count_each_stretch_once():
+    """An 18 h window: the day before overlaps the 18 h just before it by 12 h, which count once."""
+    step = 10 * MINUTE
+    window = Period(T0, T0 + 18 * HOUR)
+    before = Grid(Period(T0 - 18 * HOUR, T0), step, T0 - 18 * HOUR)
+    day = Grid(Period(window.start - DAY, window.end - DAY), step, T0 - DAY)
+    rows_before = np.full((3, before.buckets), np.nan)
+    rows_before[0] = 1.0
+    rows_day = np.full((3, day.buckets), np.nan)
+    rows_day[:2] = 2.0
+    pooled, kinds = pooled_baselines([("before", rows_before, before), ("day_before", rows_day, day)])
+    assert pooled.shape == (3, 18 * 6 + 6 * 6)
+    assert kinds == ["before+day_before", "day_before", "before"]
+    assert np.count_nonzero(pooled[0] == 2.0) == 6 * 6
 
 
 def test_a_baseline_asked_for_is_the_only_one(client_b, org_b):
