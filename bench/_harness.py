@@ -380,11 +380,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_process(args: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
-    """Start ``args`` in its own process group (so stopping it stops its children too)."""
+def start_process(
+    args: list[str], env: dict[str, str], log_path: Path, root: Path = ROOT
+) -> subprocess.Popen:
+    """Start ``args`` in its own process group (so stopping it stops its children too), from ``root``."""
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            args, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
 
@@ -459,6 +461,25 @@ class ApiClient:
         self.connection.close()
 
 
+def workers_waiting(master_pid: int, workers: int) -> bool:
+    """Whether gunicorn's master ``master_pid`` has ``workers`` workers that have finished their start
+    (``post_worker_init``) and wait for a request, found without sending one: each worker's heartbeat
+    file (the master holds it open, unlinked) keeps its creation time, wall-clock seconds, until the
+    worker's run loop stamps it with the monotonic clock (gunicorn's ``WorkerTmp.notify``)."""
+    stamps = []
+    try:
+        descriptors = list(Path(f"/proc/{master_pid}/fd").iterdir())
+    except OSError:
+        return False
+    for descriptor in descriptors:
+        try:
+            if "wgunicorn-" in os.readlink(descriptor):
+                stamps.append(os.stat(descriptor).st_mtime)
+        except OSError:
+            continue
+    return len(stamps) == workers and all(stamp <= time.monotonic() + 1 for stamp in stamps)
+
+
 def answers(port: int) -> bool:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
     try:
@@ -474,14 +495,14 @@ def answers(port: int) -> bool:
 # --------------------------------------------------------------------------- the stack
 
 
-def gunicorn_command(port: int, workers: int) -> list[str]:
+def gunicorn_command(port: int, workers: int, root: Path = ROOT) -> list[str]:
     """gunicorn as deployed (``config/gunicorn.py``: its worker opens the database connection before
     the first request, ``post_worker_init``), ``workers`` sync workers on 127.0.0.1:``port``; the
     command line's settings win over the file's (its bind, worker count, timeout and log level come
     from the environment otherwise). Without an access log where the caller's environment turns it
     off (:func:`service_env`), as the benchmarks measured before."""
     return [
-        sys.executable, "-m", "gunicorn", "-c", str(ROOT / "config" / "gunicorn.py"),
+        sys.executable, "-m", "gunicorn", "-c", str(root / "config" / "gunicorn.py"),
         "config.wsgi:application", "-w", str(workers), "-b", f"127.0.0.1:{port}",
         "--timeout", "300", "--log-level", "warning",
     ]  # fmt: skip
@@ -512,6 +533,11 @@ class Stack:
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jointline-bench-")))
     port: int = 0
     processes: list[subprocess.Popen] = field(default_factory=list)
+    # False: ready once every web worker waits for a request (:func:`workers_waiting`; the master
+    # listens before it starts them), none sent, so the caller's first request is a worker's first
+    # (True: once ``/api/v1/schema`` answers)
+    probe: bool = True
+    root: Path = ROOT  # the checkout gunicorn serves (another one: its code, measured side by side)
 
     @property
     def web_log(self) -> Path:
@@ -525,17 +551,28 @@ class Stack:
         require_loopback(self.redis_url)
         exclusive()
         env = service_env(self.database_url, self.redis_url)
+        if self.root != ROOT:
+            env["PYTHONPATH"] = str(self.root)
         self.port = free_port()
         try:
-            web = start_process(gunicorn_command(self.port, self.web_workers), env, self.web_log)
+            web = start_process(
+                gunicorn_command(self.port, self.web_workers, self.root), env, self.web_log, self.root
+            )
             self.processes.append(web)
             workers = [
-                start_process(worker_command(f"bench{index}", self.concurrency), env, self.worker_log(index))
+                start_process(
+                    worker_command(f"bench{index}", self.concurrency), env, self.worker_log(index), self.root
+                )
                 for index in range(self.workers)
             ]
             self.processes.extend(workers)
+            ready = (
+                (lambda: answers(self.port))
+                if self.probe
+                else (lambda: workers_waiting(web.pid, self.web_workers))
+            )
             wait_until(
-                lambda: answers(self.port),
+                ready,
                 timeout_s=START_TIMEOUT_S,
                 what="gunicorn",
                 process=web,

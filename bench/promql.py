@@ -11,9 +11,14 @@ sending it to having the whole body, both over HTTP on 127.0.0.1: Jointline serv
 deployed (2 workers, a read token as Grafana sends it), Prometheus by itself. Every answer pair is
 compared first (same series, timestamps and values within 1e-9); that first request to Jointline is
 printed apart, as ``first`` (a worker that has not read those hours decodes them from the table; the
-rounds after it read them from its cache of decoded samples, store/sample_cache.py). With
-``--corpus``, the compliance corpus of ``tests/timeline/test_promql_compliance.py`` runs too, on its
-own data set, in-process.
+rounds after it read them from its cache of decoded samples, store/sample_cache.py). gunicorn counts
+as started once its workers wait for a request, none sent (``Stack(probe=False)``), so the first
+query's ``first`` is the first request a worker answers. ``--first N`` times ``rate()`` as the first
+request of N fresh one-worker gunicorns, each followed by Prometheus's answer to it. ``--baseline
+DIR`` serves another checkout (a ``git worktree add --detach`` of an older commit) beside this one
+on the same database, its rounds interleaved with this one's and Prometheus's (and its fresh workers
+alternating with this one's under ``--first``). With ``--corpus``, the compliance corpus of
+``tests/timeline/test_promql_compliance.py`` runs too, on its own data set, in-process.
 
 The last line is ``promql: <passed>/<total> queries match Prometheus, p50 <ratio>x its latency`` (the
 median over queries of Jointline's median time divided by Prometheus's).
@@ -33,12 +38,14 @@ Needs PostgreSQL (trust auth) on 127.0.0.1 and Debian's ``prometheus`` package. 
     python bench/promql.py
     python bench/promql.py --reuse --rounds 9 --corpus
     python bench/promql.py --blocks
+    python bench/promql.py --reuse --baseline /tmp/promql-before --first 8
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -155,39 +162,75 @@ def basic_auth(token: str) -> str:
     return "Basic " + base64.b64encode(f"grafana:{token}".encode()).decode()
 
 
-def compare(jointline_url: str, prometheus_url: str, token: str, rounds: int) -> list[float]:
-    """Per query: check the answers agree, then time interleaved rounds, both over HTTP on 127.0.0.1;
-    returns the time ratios. The first request of each query to Jointline is printed apart (``first``):
-    a process that has not read those hours yet decodes them from the table."""
+def compare(servers: dict[str, str], prometheus_url: str, token: str, rounds: int) -> dict[str, list[float]]:
+    """Per query: check every Jointline server's answer agrees with Prometheus's, then time interleaved
+    rounds (the order rotating each round), all over HTTP on 127.0.0.1; returns each server's time
+    ratios to Prometheus. The first request of each query to each server is printed apart (``first``);
+    for the first query it is the first request its worker answers (the stack sends none before it)."""
     from tests.timeline.test_promql_compliance import _without_owner, difference, prometheus_get
 
     headers = {"Authorization": basic_auth(token)}
     params = {"start": START_S, "end": START_S + DAY_S, "step": 60}
-    ratios = []
+    ratios: dict[str, list[float]] = {name: [] for name in servers}
     for query in QUERIES:
         query_string = urllib.parse.urlencode({"query": query, **params})
-        ours_url = f"{jointline_url}/prometheus/api/v1/query_range?{query_string}"
         theirs_url = f"{prometheus_url}/api/v1/query_range?{query_string}"
-        first_s, body = fetched(ours_url, headers)
-        why = difference(
-            prometheus_get(prometheus_url, "query_range", dict(urllib.parse.parse_qsl(query_string))),
-            _without_owner(json.loads(body)),
-        )
-        if why:
-            raise SystemExit(f"{query}: answers differ: {why}")
-        times: dict[str, list[float]] = {"jointline": [], "prometheus": []}
+        order = [
+            (name, f"{url}/prometheus/api/v1/query_range?{query_string}", headers)
+            for name, url in servers.items()
+        ]
+        firsts = {}
+        for name, url, sent in order:
+            firsts[name], body = fetched(url, sent)
+            why = difference(
+                prometheus_get(prometheus_url, "query_range", dict(urllib.parse.parse_qsl(query_string))),
+                _without_owner(json.loads(body)),
+            )
+            if why:
+                raise SystemExit(f"{query} ({name}): answers differ: {why}")
+        order.append(("prometheus", theirs_url, None))
+        times: dict[str, list[float]] = {name: [] for name, _, _ in order}
         for round_ in range(rounds):
-            order = (("jointline", ours_url, headers), ("prometheus", theirs_url, None))
-            for name, url, sent in order if round_ % 2 == 0 else reversed(order):
+            turn = order[round_ % len(order) :] + order[: round_ % len(order)]
+            for name, url, sent in turn if round_ % 2 == 0 else reversed(turn):
                 times[name].append(fetched(url, sent)[0])
-        ours_ms = statistics.median(times["jointline"]) * 1000
         theirs_ms = statistics.median(times["prometheus"]) * 1000
-        ratios.append(ours_ms / theirs_ms)
-        print(
-            f"{query:<80} jointline {ours_ms:7.1f} ms (first {first_s * 1000:6.1f})  "
-            f"prometheus {theirs_ms:7.1f} ms  {ratios[-1]:5.2f}x"
-        )
+        line = [f"{query:<80}"]
+        for name in servers:
+            ours_ms = statistics.median(times[name]) * 1000
+            ratios[name].append(ours_ms / theirs_ms)
+            line.append(
+                f"{name} {ours_ms:7.1f} ms (first {firsts[name] * 1000:6.1f}) {ratios[name][-1]:5.2f}x"
+            )
+        print("  ".join([*line, f"prometheus {theirs_ms:7.1f} ms"]))
     return ratios
+
+
+def first_queries(args: argparse.Namespace, prometheus_url: str, token: str, roots: dict[str, Path]) -> None:
+    """``--first N``: N fresh gunicorns with one worker for each checkout, alternating, each asked
+    ``rate()`` over the day as its worker's first request (no request before it), then Prometheus the
+    same query; the medians of the N."""
+    headers = {"Authorization": basic_auth(token)}
+    query_string = urllib.parse.urlencode(
+        {"query": QUERIES[1], "start": START_S, "end": START_S + DAY_S, "step": 60}
+    )
+    times: dict[str, list[float]] = {name: [] for name in [*roots, "prometheus"]}
+    names = list(roots)
+    for start in range(args.first):
+        for name in names[start % len(names) :] + names[: start % len(names)]:
+            with _harness.Stack(
+                args.database_url, args.redis_url, web_workers=1, workers=0, probe=False, root=roots[name]
+            ) as stack:
+                url = f"http://127.0.0.1:{stack.port}/prometheus/api/v1/query_range?{query_string}"
+                times[name].append(fetched(url, headers)[0])
+            times["prometheus"].append(fetched(f"{prometheus_url}/api/v1/query_range?{query_string}")[0])
+    theirs = statistics.median(times["prometheus"]) * 1000
+    for name in roots:
+        ours = statistics.median(times[name]) * 1000
+        print(
+            f"first {QUERIES[1]} of a fresh worker ({args.first} starts): {name} {ours:.1f} ms, "
+            f"prometheus {theirs:.1f} ms, {ours / theirs:.2f}x"
+        )
 
 
 def compact() -> None:
@@ -201,15 +244,28 @@ def compact() -> None:
     _harness.analyze()  # the blocks are new rows, the day's partition is gone
 
 
-def measured(args: argparse.Namespace, prometheus_url: str, token: str, cache_mb: str | None) -> list:
-    """:func:`compare` against a fresh gunicorn whose workers' sample cache holds ``cache_mb`` MB
-    (``"0"``: off; None: the setting's default)."""
+def measured(
+    args: argparse.Namespace, prometheus_url: str, token: str, cache_mb: str | None
+) -> dict[str, list[float]]:
+    """:func:`compare` against fresh gunicorns (this checkout's, and ``--baseline``'s) whose workers'
+    sample cache holds ``cache_mb`` MB (``"0"``: off; None: the setting's default)."""
     if cache_mb is None:
         os.environ.pop("JOINTLINE_SAMPLE_CACHE_MB", None)
     else:
         os.environ["JOINTLINE_SAMPLE_CACHE_MB"] = cache_mb
-    with _harness.Stack(args.database_url, args.redis_url, workers=0) as stack:
-        return compare(f"http://127.0.0.1:{stack.port}", prometheus_url, token, args.rounds)
+    with contextlib.ExitStack() as stacks:
+        servers = {}
+        for name, root in roots(args).items():
+            stack = stacks.enter_context(
+                _harness.Stack(args.database_url, args.redis_url, workers=0, probe=False, root=root)
+            )
+            servers[name] = f"http://127.0.0.1:{stack.port}"
+        return compare(servers, prometheus_url, token, args.rounds)
+
+
+def roots(args: argparse.Namespace) -> dict[str, Path]:
+    """The checkouts measured: this one, and ``--baseline``'s as ``before``."""
+    return {"jointline": ROOT, **({"before": args.baseline.resolve()} if args.baseline else {})}
 
 
 def corpus(workdir: Path) -> tuple[int, int]:
@@ -258,7 +314,15 @@ def main() -> None:
     parser.add_argument(
         "--blocks", action="store_true", help="rows, then compacted blocks, each with the cache off and on"
     )
-    args = _harness.parse_with_smoke(parser, series=6, rounds=1, blocks=True)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout (e.g. a git worktree of an older commit) served alongside",
+    )
+    parser.add_argument(
+        "--first", type=int, default=0, help="also time rate() as the first request of N fresh workers"
+    )
+    args = _harness.parse_with_smoke(parser, series=6, rounds=1, blocks=True, first=1)
     for binary in ("prometheus", "promtool"):
         if not shutil.which(binary):
             raise SystemExit(f"{binary} is not installed: apt-get install prometheus")
@@ -283,7 +347,10 @@ def main() -> None:
         (Path(workdir) / "day").mkdir()
         with prometheus_with(series, Path(workdir) / "day") as url:
             if not args.blocks:
-                ratios = measured(args, url, token, os.environ.get("JOINTLINE_SAMPLE_CACHE_MB"))
+                found = measured(args, url, token, os.environ.get("JOINTLINE_SAMPLE_CACHE_MB"))
+                ratios = found["jointline"]
+                if args.baseline:
+                    print(f"before: p50 {statistics.median(found['before']):.2f}x")
             else:
                 ratios, lines = [], []
                 for placement in ("rows", "blocks"):
@@ -292,10 +359,16 @@ def main() -> None:
                     for cache, cache_mb in (("cache off", "0"), ("cache on", None)):
                         print(f"-- {placement}, {cache}")
                         found = measured(args, url, token, cache_mb)
-                        lines.append(f"{placement}/{cache}: p50 {statistics.median(found):.2f}x")
-                        ratios.extend(found)
+                        lines.extend(
+                            f"{placement}/{cache}: p50 {statistics.median(one):.2f}x"
+                            + ("" if name == "jointline" else f" ({name})")
+                            for name, one in found.items()
+                        )
+                        ratios.extend(found["jointline"])
                 for line in lines:
                     print(line)
+            if args.first:
+                first_queries(args, url, token, roots(args))
         agreed, total = (len(QUERIES), len(QUERIES))
         if args.corpus:
             (Path(workdir) / "corpus").mkdir()

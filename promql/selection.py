@@ -32,7 +32,6 @@ from clock.model import clock_for
 from core.labels import REGEX_OPS, RESERVED_LABEL_NAMES, PatternError, compile_regex, value_matches
 from orgs.access import Scope, fleet_group_allowed
 from orgs.label_sql import name_q, sql_refusal
-from orgs.models import Organization
 from orgs.read_context import note_read
 from promql import fleet
 from promql.engine import Matcher, SeriesData, SeriesRows
@@ -201,16 +200,11 @@ class ScopedSeries:
         # them read already.
         condition = _any(conditions) if all(conditions) else None
         alone = self._readable_alone(groups, named, condition)
-        owners = dict(
-            Organization.objects.filter(pk__in=sorted(self.scope.sharing_owner_ids())).values_list(
-                "pk", "slug"
-            )
-        )
         found, refused = [], False
-        for series in get_store().fleet_series_where(self.scope, condition):
+        for series in get_store().fleet_series_where(self.scope, condition):  # owners read with them
             if series.pk in alone:
                 continue
-            labels = {**series.labels, NAME: series.metric, ORG_LABEL: owners[series.org_id]}
+            labels = {**series.labels, NAME: series.metric, ORG_LABEL: series.org.slug}
             usable = self.scope.fleet_labels(series) | {NAME, ORG_LABEL}
             selected = False
             for group, names in zip(groups, named, strict=True):

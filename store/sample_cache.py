@@ -109,6 +109,7 @@ class SeriesHours(NamedTuple):
     @classmethod
     def of(cls, first: int, stamps: np.ndarray, known: np.ndarray, pieces: list[tuple]) -> SeriesHours:
         """An entry from one ``(ts, values)`` piece per hour."""
+        # concatenated (copied) even from one piece: an entry never shares the memory of a read
         lengths = np.array([len(ts) for ts, _ in pieces], dtype=np.int64)
         offsets = np.concatenate(([0], np.cumsum(lengths)))
         ts = np.concatenate([ts for ts, _ in pieces]) if len(pieces) else _NO_TS
@@ -470,7 +471,8 @@ class CachedSampleReads:
 
     def _hours_in_ranges(self, ranges: list[tuple[int, int, int]]) -> dict[tuple[int, int], tuple]:
         """The samples of the ``(series id, lo, hi)`` ranges (whole hours), per ``(series id, hour)``,
-        each sorted by time and its own copy."""
+        each sorted by time: slices of one read, copied into the entries by :meth:`SeriesHours.of`
+        (a copy each here too: 7 ms for 60 series x 25 hours, against 0.5 ms)."""
         series, ts, values = self._samples_in_ranges(ranges)
         if not len(ts):
             return {}
@@ -479,12 +481,10 @@ class CachedSampleReads:
             order = np.lexsort((ts, series))
             series, ts, values, hours = series[order], ts[order], values[order], hours[order]
         cuts = np.flatnonzero((np.diff(series) != 0) | (np.diff(hours) != 0)) + 1
-        starts = np.concatenate(([0], cuts)).tolist()
+        starts = np.concatenate(([0], cuts))
         ends = np.concatenate((cuts, [len(ts)])).tolist()
-        return {
-            (int(series[a]), int(hours[a])): (ts[a:b].copy(), values[a:b].copy())
-            for a, b in zip(starts, ends, strict=True)
-        }
+        keys = zip(series[starts].tolist(), hours[starts].tolist(), strict=True)
+        return {key: (ts[a:b], values[a:b]) for key, a, b in zip(keys, starts.tolist(), ends, strict=True)}
 
     def _samples_in_ranges(
         self, ranges: Sequence[tuple[int, int, int]]

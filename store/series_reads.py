@@ -104,12 +104,13 @@ class SeriesReads:
         through this very scope, the store's fleet check of any of them
         (:meth:`readable_series_for_lane` with ``fleet``) then finds them without reading them again:
         ``Scope.aggregate_series_q`` is within ``series_filter(include_aggregate=True)``, narrowed
-        further by ``condition`` alone. The group rule is still the store's, on every read."""
+        further by ``condition`` alone. The group rule is still the store's, on every read. Their
+        organisations are read with them (a fleet figure names its owner)."""
         scope = require_scope(scope)
         rows = Series.unscoped.filter(scope.aggregate_series_q())
         if condition is not None:
             rows = rows.filter(condition)
-        found = list(rows.order_by("pk"))
+        found = list(rows.select_related("org").order_by("pk"))  # their owners' slugs in the same statement
         context = current_read(scope)
         if context is not None:
             context.once(FLEET_READ_THROUGH_SCOPE, dict).update((series.pk, series) for series in found)

@@ -183,6 +183,21 @@ def test_a_second_read_of_a_window_comes_from_memory_and_equals_the_table(org_a)
     assert same(second, off)
 
 
+def test_hours_filled_from_one_read_are_entries_of_their_own_memory(org_a):
+    """The hours of a fill are slices of one read; each entry holds a copy of its own (the read's
+    buffers are not kept alive by the cache, nor counted in its bytes as something else)."""
+    ids = sorted(load(org_a).values())
+    lo, hi = T0 + 30 * MINUTE, T0 + 3 * HOUR
+    first = read(org_a, ids, lo, hi)
+    entries = [sample_cache().entry(database_key(connection), sid) for sid in ids]
+    for one in entries:
+        assert one.ts.base is None and one.values.base is None  # concatenated, not a view of the read
+        assert one.hours == 3 and one.offsets[-1] == len(one.ts) == 3 * 360
+    assert not any(np.shares_memory(a.ts, b.ts) for a in entries for b in entries if a is not b)
+    assert same(first, read_uncached(org_a, ids, lo, hi))
+    assert same(read(org_a, ids, lo, hi), first)
+
+
 def test_a_read_handed_out_cannot_change_the_cache(org_a):
     ids = load(org_a).values()
     lo, hi = T0, T0 + 3 * HOUR
