@@ -8,9 +8,10 @@ Usage: .venv/bin/python bench/clickhouse_lanes.py [--series 120] [--days 14] [--
 Loads (when the database or the folder is missing) ``series`` gauges and counters over ``days`` at 15 s
 in hourly batches through both stores, as bench/clickhouse.py does. Then ``rounds`` rounds, each
 timing in a fresh process ``build_lanes`` (line, rate, band, heatmap and logs lanes over the whole
-window at 1200 px, median of ``runs`` after one warm call) on PostgreSQL and on ClickHouse, for this
-checkout and, with ``--baseline``, for another checkout of the project (the code before a change) in
-turn, with the load average beside each. It checks that ClickHouse's lanes equal PostgreSQL's, and
+window at 1200 px, median of ``runs`` after one warm call), each call in a read context of its own as
+the lanes API opens one for a request, on PostgreSQL and on ClickHouse, for this checkout and, with
+``--baseline``, for another checkout of the project (the code before a change) in turn, with the load
+average beside each. It checks that ClickHouse's lanes equal PostgreSQL's, and
 with ``--profile`` prints where the ClickHouse request spends its time (cProfile, every engine call).
 """
 
@@ -127,7 +128,7 @@ def measure(args: argparse.Namespace) -> None:
     from bench.clickhouse import STEP_US, WIDTH, series_values
     from orgs.access import Scope
     from orgs.models import Organization
-    from timeline.lanes import Grid, LaneSpec, build_lanes
+    from timeline.lanes import Grid, LaneSpec
 
     org = Organization.objects.get(slug="bench")
     scope = Scope(viewer_org_id=org.pk, viewer="bench", own_org_ids=frozenset({org.pk}))
@@ -138,7 +139,7 @@ def measure(args: argparse.Namespace) -> None:
     for name, backend in (("postgres", ""), ("clickhouse", "clickhouse")):
         with override_settings(JOINTLINE_STORE_BACKEND=backend):
             ms, lanes = _harness.median_ms_with_result(
-                lambda: build_lanes(scope, specs, grid), args.runs, warm=True
+                lambda: request(scope, specs, grid), args.runs, warm=True
             )
         out[name] = ms
         answers[name] = [_payload(lane.payload) for lane in lanes]
@@ -147,6 +148,16 @@ def measure(args: argparse.Namespace) -> None:
     if args.profile:
         _profile(scope, specs, grid)
     print(json.dumps(out))
+
+
+def request(scope, specs, grid):
+    """The lanes of one request, read in a read context of its own as the lanes API reads them (its
+    clock model and the series the scope may read resolved once for the request's lanes)."""
+    from orgs.read_context import reading
+    from timeline.lanes import build_lanes
+
+    with reading(scope):
+        return build_lanes(scope, specs, grid)
 
 
 def _payload(payload) -> str:
@@ -164,7 +175,6 @@ def _profile(scope, specs, grid) -> None:
     from django.test.utils import override_settings
 
     from store.clickhouse.engine import ChdbEngine
-    from timeline.lanes import build_lanes
 
     calls = []
     query = ChdbEngine.query
@@ -180,7 +190,7 @@ def _profile(scope, specs, grid) -> None:
         try:
             profiler = cProfile.Profile()
             started = time.perf_counter()
-            profiler.runcall(build_lanes, scope, specs, grid)
+            profiler.runcall(request, scope, specs, grid)
             total = time.perf_counter() - started
         finally:
             ChdbEngine.query = query

@@ -18,6 +18,7 @@ import numpy as np
 
 from orgs.access import Scope, require_scope
 from orgs.models import Organization
+from orgs.read_context import current_read
 from store import rollups
 from store.base import StoreBackend
 from store.batches import DAY_US
@@ -72,6 +73,7 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
         self._created_above: int | None = None
         self._events_above: int | None = None
         self.rollup_reads = 0  # group reads answered from rollups (the tests and bench/clickhouse.py ask)
+        self._reading = None  # the read context of the scope of the bucket read in progress
         if not engine.schema_ready:
             # an installation migrated before it chose ClickHouse has the relational tables only
             self._create_tables()
@@ -244,6 +246,7 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
     # -- reads: series ------------------------------------------------------------
     def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame:
         scope = require_scope(scope)
+        self._reading = current_read(scope)
         readable = self.readable_series_for_lane(scope, series_ids, fleet=hints.fleet)
         if not readable or hints.empty or hints.step <= 0:
             return BucketFrame.empty(readable)
@@ -260,15 +263,10 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
         lookback = self.rate_lookback_us if hints.rate else 0
         read = self._rollup_plan(key, ids, hints, lookback=lookback) if self.rollups_enabled else None
         if read is not None:
-            p = Params()
-            rows_sql = ch_buckets.rate_rows_sql if hints.rate else ch_buckets.value_rows_sql
-            sql = rows_sql(read, _orgs(ids, readable), p)
-            if sql is not None:
+            matrix = ch_buckets.rollup_matrix(self.engine, read, _orgs(ids, readable), self._reading)
+            if matrix is not None:
                 self.rollup_reads += 1
-                dtype = ch_buckets.RATE_ROWS if hints.rate else ch_buckets.ROWS
-                rows = np.frombuffer(self.engine.query(sql, p.values), dtype=dtype)
-                reduce = ch_buckets.reduce_rate_rows if hints.rate else ch_buckets.reduce_value_rows
-                return reduce(rows, origin=read.origin, step=read.step, lo=read.lo, hi=read.hi)
+                return matrix
         sql, params = self._group_buckets(key, ids, readable, hints)
         return np.frombuffer(self.engine.query(sql, params), dtype=np.float64).reshape(-1, 6)
 
@@ -304,6 +302,14 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
         :meth:`_rollup_plan` finds; None: read raw."""
         read = self._rollup_plan(key, ids, hints, lookback=lookback)
         return None if read is None else ch_rollups.combine_sql(read, p)
+
+    def fleet_stats(
+        self, scope: Scope, series_ids: list[int], hints: ReadHints
+    ) -> dict[str, np.ndarray] | None:
+        """The base's, its reads over rollups kept for the rest of the request's read context
+        (:func:`ch_buckets.rollup_matrix`: a band over a heatmap's series reads no row again)."""
+        self._reading = current_read(require_scope(scope))
+        return super().fleet_stats(scope, series_ids, hints)
 
     def _fleet_matrix(self, groups, readable, hints) -> np.ndarray:
         """Fleet statistics in numpy from the groups' bucket rows (:func:`ch_buckets.fleet_statistics`,

@@ -14,7 +14,9 @@ import pytest
 from django.conf import settings
 from django.test.utils import override_settings
 
+from orgs.read_context import reading
 from store import ReadHints, get_store, rollups
+from store.clickhouse import buckets as ch_buckets
 from store.clickhouse.sql import Params, fleet_sql
 from store.hints import grid_origin, nice_step
 from store.rollups import HOUR_US, MINUTE_US
@@ -272,3 +274,56 @@ def test_fleet_statistics_over_rollups_equal_clickhouse_computing_them_with_nan_
     assert len(want) == 8
     np.testing.assert_array_equal(got[:, [0, 7]], want[:, [0, 7]])
     np.testing.assert_allclose(got[:, 1:7], want[:, 1:7], rtol=1e-12, equal_nan=True)
+
+
+def _frame_matrix(frame) -> np.ndarray:
+    return np.column_stack([frame[c] for c in ("series_id", "bucket", "min", "max", "mean", "count")])
+
+
+def test_a_band_over_a_heatmaps_series_in_one_read_context_reads_their_rows_once_and_a_write_shows_next(
+    org_a, monkeypatch
+):
+    rng = random.Random(11)
+    ts = [T0 + i * 15 * S for i in range(3 * 240)]
+    write(org_a, *(block(ts, [rng.uniform(0, 10) for _ in ts], node=f"node-{n:02d}") for n in range(6)))
+    scope = own_scope(org_a)
+    ids = sorted(Series.objects.scoped(scope).values_list("pk", flat=True))
+    hints = ReadHints(start=T0, end=T0 + 4 * HOUR_US, step=30 * MINUTE_US, ordered=False)
+    want = _frame_matrix(get_store().select_buckets(scope, ids, hints))  # no read context: read each time
+    want_stats = get_store().fleet_stats(scope, ids, hints)
+    assert len(want) == 6 * 6 and len(want_stats["mid"]) == 6
+    sent = _record_queries(get_store(), monkeypatch)
+    with reading(scope):
+        heatmap = _frame_matrix(get_store().select_buckets(scope, ids, hints))
+        band = get_store().fleet_stats(scope, ids, hints)
+        heatmap[:, 2:] = -1.0  # what a caller does to its answer is not what the next one gets
+        again = _frame_matrix(get_store().select_buckets(scope, ids, hints))
+    assert len([sql for sql in sent if "timeline_rollup_30m" in sql]) == 1
+    np.testing.assert_array_equal(again, want)
+    for name, column in want_stats.items():
+        np.testing.assert_array_equal(band[name], column)
+    # the fourth hour written: the next request's read context reads the rows again and sees it
+    late = [T0 + 3 * HOUR_US + i * 15 * S for i in range(240)]
+    write(org_a, *(block(late, [20.0] * len(late), node=f"node-{n:02d}") for n in range(6)))
+    with reading(scope):
+        after = _frame_matrix(get_store().select_buckets(scope, ids, hints))
+        after_stats = get_store().fleet_stats(scope, ids, hints)
+    assert len(after) == 6 * 8 and len(after_stats["mid"]) == 8
+    np.testing.assert_array_equal(after, _frame_matrix(get_store().select_buckets(scope, ids, hints)))
+    assert after_stats["mid"][-1] == after_stats["lo"][-1] == 20.0
+
+
+def test_native_rows_read_every_block_as_row_binary_does_and_refuse_another_column_type():
+    engine = get_store().engine
+    sql = """SELECT toInt64(number) AS series_id, toInt64(number * 7) AS at, toInt64(number % 3) AS n,
+            number / 3 AS total, -toFloat64(number) AS vmin,
+            if(number % 5 = 0, nan, toFloat64(number)) AS vmax
+        FROM numbers(10000) SETTINGS max_block_size = 1000"""  # 10 blocks
+    got = ch_buckets.native_rows(engine.query(sql, fmt="Native"), ch_buckets.ROWS)
+    want = np.frombuffer(engine.query(sql), dtype=ch_buckets.ROWS)
+    assert len(got) == 10000 and got.tobytes() == want.tobytes()
+    empty = engine.query(sql.replace("numbers(10000)", "numbers(0)"), fmt="Native")
+    assert len(ch_buckets.native_rows(empty, ch_buckets.ROWS)) == 0
+    narrow = sql.replace("toInt64(number % 3)", "toInt32(number % 3)")
+    with pytest.raises(ValueError, match="column n"):
+        ch_buckets.native_rows(engine.query(narrow, fmt="Native"), ch_buckets.ROWS)
