@@ -12,6 +12,7 @@ docs/decisions/0008-clickhouse-backend.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from datetime import date
 
 import numpy as np
@@ -53,6 +54,11 @@ TABLES = (SAMPLE_TABLE, EVENT_TABLE)
 ROLLUP_TABLES = tuple(table for _width, table in rollups.ROLLUPS)
 
 
+_READING: ContextVar = ContextVar("jointline_clickhouse_bucket_read", default=None)
+"""The read context of the scope of the bucket read in progress in this thread (or task), for
+:func:`ch_buckets.rollup_matrix` to keep its buckets in; set and reset around each read."""
+
+
 class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitions, StoreBackend):
     """Samples in ClickHouse (``engine``), the rest through ``relational``, the store of the Django
     database ``connection`` (PostgreSQL or SQLite)."""
@@ -73,7 +79,6 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
         self._created_above: int | None = None
         self._events_above: int | None = None
         self.rollup_reads = 0  # group reads answered from rollups (the tests and bench/clickhouse.py ask)
-        self._reading = None  # the read context of the scope of the bucket read in progress
         if not engine.schema_ready:
             # an installation migrated before it chose ClickHouse has the relational tables only
             self._create_tables()
@@ -246,7 +251,13 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
     # -- reads: series ------------------------------------------------------------
     def select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame:
         scope = require_scope(scope)
-        self._reading = current_read(scope)
+        token = _READING.set(current_read(scope))
+        try:
+            return self._select_buckets(scope, series_ids, hints)
+        finally:
+            _READING.reset(token)
+
+    def _select_buckets(self, scope: Scope, series_ids: list[int], hints: ReadHints) -> BucketFrame:
         readable = self.readable_series_for_lane(scope, series_ids, fleet=hints.fleet)
         if not readable or hints.empty or hints.step <= 0:
             return BucketFrame.empty(readable)
@@ -263,7 +274,7 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
         lookback = self.rate_lookback_us if hints.rate else 0
         read = self._rollup_plan(key, ids, hints, lookback=lookback) if self.rollups_enabled else None
         if read is not None:
-            matrix = ch_buckets.rollup_matrix(self.engine, read, _orgs(ids, readable), self._reading)
+            matrix = ch_buckets.rollup_matrix(self.engine, read, _orgs(ids, readable), _READING.get())
             if matrix is not None:
                 self.rollup_reads += 1
                 return matrix
@@ -308,8 +319,11 @@ class ClickHouseStore(ClickHouseEventReads, ClickHouseWrites, RelationalPartitio
     ) -> dict[str, np.ndarray] | None:
         """The base's, its reads over rollups kept for the rest of the request's read context
         (:func:`ch_buckets.rollup_matrix`: a band over a heatmap's series reads no row again)."""
-        self._reading = current_read(require_scope(scope))
-        return super().fleet_stats(scope, series_ids, hints)
+        token = _READING.set(current_read(require_scope(scope)))
+        try:
+            return super().fleet_stats(scope, series_ids, hints)
+        finally:
+            _READING.reset(token)
 
     def _fleet_matrix(self, groups, readable, hints) -> np.ndarray:
         """Fleet statistics in numpy from the groups' bucket rows (:func:`ch_buckets.fleet_statistics`,
