@@ -53,6 +53,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--events", type=int, default=200, help="log lines per hour")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--lanes",
+        default=",".join(SPECS),
+        help="the request's lane specs, comma-separated (default: all five)",
+    )
     parser.add_argument("--reload", action="store_true", help="load the data again")
     parser.add_argument("--baseline", type=Path, help="another checkout timed in turn with this one")
     parser.add_argument("--profile", action="store_true", help="profile one ClickHouse request")
@@ -134,7 +139,7 @@ def measure(args: argparse.Namespace) -> None:
     scope = Scope(viewer_org_id=org.pk, viewer="bench", own_org_ids=frozenset({org.pk}))
     ts, _values = series_values(1, args.days)
     grid = Grid(int(ts[0]), int(ts[-1]) + STEP_US, WIDTH)
-    specs = [LaneSpec.parse(text) for text in SPECS]
+    specs = [LaneSpec.parse(text) for text in args.lanes.split(",")]
     out, answers = {}, {}
     for name, backend in (("postgres", ""), ("clickhouse", "clickhouse")):
         with override_settings(JOINTLINE_STORE_BACKEND=backend):
@@ -210,7 +215,7 @@ def _command(checkout: Path, args: argparse.Namespace, mode: str) -> list[str]:
         mode,
         *("--database-url", args.database_url, "--data", args.data),
         *("--series", str(args.series), "--days", str(args.days), "--events", str(args.events)),
-        *("--runs", str(args.runs)),
+        *("--runs", str(args.runs), "--lanes", args.lanes),
         *(["--profile"] if args.profile else []),
     ]
 
@@ -246,7 +251,8 @@ def main() -> None:
             raise _harness.HarnessError(f"loading the data failed ({done.returncode})")
     _harness.exclusive()
     sides = {"this": ROOT, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
-    print(f"{args.series} series x {args.days} days, {len(SPECS)} lanes at 1200 px, median of {args.runs}")
+    lanes = len(args.lanes.split(","))
+    print(f"{args.series} series x {args.days} days, {lanes} lanes at 1200 px, median of {args.runs}")
     print("| round | code | load | PostgreSQL ms | ClickHouse ms | CH/PG | CH lanes = PG's | CH answer |")
     print("|---|---|---|---|---|---|---|---|")
     for round_ in range(1, args.rounds + 1):
