@@ -60,15 +60,19 @@ def like_pattern(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def match_sql(scope: Scope, match: EventMatch, p: Params) -> str:
+def match_sql(scope: Scope, match: EventMatch, p: Params, organisations: dict | None = None) -> str:
     """``match`` as a 0/1 condition over the event table (every value bound through ``p``); what the
-    viewer may read (``text``, ``readable_bodies``, ``pseudonymised``, ``grant``) is asked of the gate."""
+    viewer may read (``text``, ``readable_bodies``, ``pseudonymised``, ``grant``) is asked of the gate.
+    ``organisations`` (every organisation by id, when the caller has read them) names the
+    organisations of ``org_slugs``; without, they are read."""
     parts = []
     choices = {name: getattr(match, name) for name, _column in MATCH_COLUMNS}
     if match.org_slugs is not None:
-        from orgs.models import Organization
+        if organisations is None:
+            from orgs.models import Organization
 
-        ids = tuple(Organization.objects.filter(slug__in=match.org_slugs).values_list("pk", flat=True))
+            organisations = Organization.objects.in_bulk()
+        ids = tuple(pk for pk, org in organisations.items() if org.slug in match.org_slugs)
         ids = ids if match.org_ids is None else tuple(i for i in ids if i in match.org_ids)
         choices["org_ids"] = ids
     for name, column in MATCH_COLUMNS:

@@ -17,6 +17,7 @@ import msgspec
 from core.records import SEVERITIES
 from orgs.access import Scope, require_scope
 from orgs.models import Organization
+from orgs.read_context import current_read
 from store.batches import EVENT_COLUMNS as STORED_EVENT_COLUMNS
 from store.clickhouse.event_sql import aligned_sql, gate_sql, match_sql, window_sql
 from store.clickhouse.sql import Params
@@ -57,6 +58,18 @@ ORDER BY (org_id, ts, fingerprint)"""
 JSON_SETTINGS = " SETTINGS output_format_json_quote_64bit_integers = 0"
 
 _rows = msgspec.json.Decoder()
+_ORGANISATIONS = "clickhouse event reads: organisations"
+
+
+def organisations(scope: Scope) -> dict[int, Organization]:
+    """Every organisation of the Django database by id: read once per read context of ``scope`` (the
+    request's; every event read of it keeps to these rows, names a match's organisations from them and
+    hangs them on its events), else each time. Never kept past the context, so an organisation made
+    or deleted is seen by the next request. Shared within the context: not to be changed."""
+    context = current_read(scope)
+    if context is None:
+        return Organization.objects.in_bulk()
+    return context.once(_ORGANISATIONS, Organization.objects.in_bulk)
 
 
 def decode_rows(raw: bytes) -> list[list]:
@@ -123,7 +136,7 @@ class ClickHouseEventReads:
         if limit is not None or offset:
             sql += f" LIMIT {p(2**62 if limit is None else limit)} OFFSET {p(offset)}"
         raw = self.engine.query(sql + JSON_SETTINGS, p.values, fmt="JSONCompactEachRow")
-        return self._events(decode_rows(raw))
+        return self._events(decode_rows(raw), organisations(scope))
 
     def any_events(self, scope: Scope, hints: ReadHints, *, match: EventMatches | None = None) -> bool:
         p = Params()
@@ -209,16 +222,18 @@ class ClickHouseEventReads:
         alternatives = match_alternatives(match)
         if not alternatives:
             return None
+        known = organisations(scope)
         where = [
-            f"org_id IN {p(self.organisation_ids(), 'Array(Int64)')}",
+            f"org_id IN {p(sorted(known), 'Array(Int64)')}",
             gate_sql(scope.event_filter(), p),
             window_sql(hints, aligned_sql(hints, p), p, overlapping=overlapping),
-            " OR ".join(match_sql(scope, alternative, p) for alternative in alternatives),
+            " OR ".join(match_sql(scope, alternative, p, known) for alternative in alternatives),
         ]
         return " AND ".join(f"({w})" for w in where)
 
-    def _events(self, rows: list[list]) -> list[Event]:
-        """Rows of ``(*EVENT_COLUMNS, aligned_ts)`` as events, with their organisation and source."""
+    def _events(self, rows: list[list], orgs: dict[int, Organization]) -> list[Event]:
+        """Rows of ``(*EVENT_COLUMNS, aligned_ts)`` as events, with their organisation (of ``orgs``, the
+        organisations the read kept to) and source."""
         events = []
         for row in rows:
             values = dict(zip(EVENT_COLUMNS, row[:-1], strict=True))
@@ -230,7 +245,6 @@ class ClickHouseEventReads:
             event._state.db = self.connection.alias
             events.append(event)
         if events:
-            orgs = Organization.objects.in_bulk({e.org_id for e in events})
             source_ids = {e.source_id for e in events if e.source_id is not None}
             sources = Source.objects.in_bulk(source_ids) if source_ids else {}
             for event in events:

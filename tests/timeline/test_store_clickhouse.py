@@ -41,6 +41,7 @@ ON_CLICKHOUSE_TESTS = [
     "tests/timeline/test_clickhouse_engine.py",
     "tests/timeline/test_clickhouse_rollups.py",
     "tests/timeline/test_clickhouse_copy.py",
+    "tests/timeline/test_clickhouse_event_reads.py",
     "tests/timeline/test_store_equivalence.py",
     "tests/timeline/test_spans_lane_arrays.py",
     "tests/test_read_paths_loop_free.py",
