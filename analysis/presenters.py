@@ -12,7 +12,7 @@ import math
 from analysis.changes import Baseline, Entry, Period, Ranking
 from analysis.onsets import Onset
 from analysis.polarity import FULL_EVIDENCE, FULL_SCORE, HEALTHY_SHARE
-from analysis.scoring import KS_WEIGHT, STEADY_WEIGHT, SURPRISE_FULL, TAIL_DF, Change, Summary
+from analysis.scoring import KS_WEIGHT, SPARSE_SHARE, STEADY_WEIGHT, SURPRISE_FULL, TAIL_DF, Change, Summary
 from analysis.selection import StretchStats
 from core.timeparse import format_rfc3339
 from timeline.api_shapes import window_bounds
@@ -51,6 +51,7 @@ def evidence_json(change: Change) -> dict:
         "ks": json_number(change.ks) or 0.0,
         "saturation_change": json_number(change.saturation_change) or 0.0,
         "novelty": change.novelty,
+        "sparse_baseline": bool(change.room),
     }
 
 
@@ -125,6 +126,9 @@ def method_json(ranking: Ranking) -> dict:
         if len(ranking.baselines) > 1
         else "one baseline",
         "novelty": "a signal with data in only one period is new or gone, scored apart at a fixed score",
+        "sparse": f"a signal whose share of the baseline's buckets is under {SPARSE_SHARE:g} of its share of"
+        " the window's (each of the most buckets any signal holds there): its probability is no smaller"
+        " than a rank test of its n and m buckets can give, 2 / C(n + m, m)",
         "step_ms": ranking.step / 1000,
     }
 

@@ -26,6 +26,10 @@ and quantiles, and turns that into one calibrated score
 * ``saturation``: where a capacity is declared, the fraction of buckets at ≥ 95 % of it, before and
   during; the change of that fraction is the strongest evidence of a bottleneck there is.
 
+* a signal with data in far fewer of the baseline's buckets than of the window's (a dependency called
+  now and then, then all the time) claims no smaller a probability than a rank test of its buckets
+  can give (docs/decisions/0079-a-series-seen-in-few-baseline-buckets.md);
+
 ``score = min(1, surprise / 6) + ks / 4 + |Δ saturation|``: a probability of one in a million counts in
 full, a signal that became saturated (≈ 2.2) ranks above one that only moved (≤ 1.25), and noise scores
 near 0. A signal with values in only one of the periods is ``new`` or ``gone``, scored apart at
@@ -51,6 +55,7 @@ _MAD_TO_SIGMA = 1.4826
 _IQR_TO_SIGMA = 1 / 1.349
 _P90_TO_SIGMA = 1 / 3.29  # p95 - p5 of a normal distribution is 3.29 standard deviations
 _RELATIVE_FLOOR = 1e-3  # the spread never counts as less than 0.1 % of the level
+SPARSE_SHARE = 0.1  # of its share of the window's buckets: a series under it in the baseline is sparse there
 
 
 def tail_probability(effect: float, df: int = TAIL_DF) -> float:
@@ -70,6 +75,25 @@ def tail_probability(effect: float, df: int = TAIL_DF) -> float:
     if u > 1e3:  # atan(1/u) - u/(1+u²) = 2/(3u³) - ... : the series, where the difference would cancel
         return 2 / math.pi * (2 / (3 * u**3))
     return max(0.0, 2 / math.pi * (math.atan(1 / u) - u / (1 + u * u)))
+
+
+def rank_bound(baseline_buckets: int, window_buckets: int) -> float:
+    """-log10 of the smallest two-sided probability a rank test of so few buckets can give at all: every
+    value of the window beyond every value of the baseline, 2 / C(n + m, m)."""
+    n, m = max(baseline_buckets, 0), max(window_buckets, 1)
+    log_choose = math.lgamma(n + m + 1) - math.lgamma(n + 1) - math.lgamma(m + 1)
+    return max(0.0, log_choose / math.log(10) - math.log10(2))
+
+
+def sparse_in_baseline(buckets: tuple[int, int], room: tuple[int, int]) -> bool:
+    """Whether a signal holds data in a far smaller share of the baseline's ``room`` than of the
+    window's (under :data:`SPARSE_SHARE` of it): intermittent before, present now. ``buckets`` and
+    ``room`` are (baseline, window) counts of buckets: the signal's, and the most any signal compared
+    with it holds."""
+    (nb, nd), (room_b, room_d) = buckets, room
+    if room_b <= 0 or room_d <= 0 or nd <= 0:
+        return False
+    return nb / room_b < SPARSE_SHARE * (nd / room_d)
 
 
 def surprise_of(effect: float, baseline_buckets: int) -> float:
@@ -108,6 +132,7 @@ class Change:
     surprise: float = 0.0  # -log10 of the tail probability of the effect under the baseline
     baseline: str = ""  # which baseline it was measured against (set by the ranking)
     steadiness: float = 0.0  # |Δ median| / the larger of the window's spread and the baseline's
+    room: int = 0  # the baseline's buckets with data, where this signal held data in too few of them
 
     @property
     def effect(self) -> float:
@@ -252,10 +277,18 @@ def compare_rows(
     capacity_before: np.ndarray | None = None,
     capacity_during: np.ndarray | None = None,
     counts: bool = False,
+    room: tuple[int, int] | None = None,
 ) -> list[Change | None]:
     """:func:`compare` for every row of two matrices (series x buckets) at once; a capacity matrix has
-    the rows of its series' capacity (NaN rows where a series has none)."""
+    the rows of its series' capacity (NaN rows where a series has none). ``room``: the most buckets
+    with data any signal compared with these holds (baseline, window); by default the most any row
+    holds. A row with data in a far smaller share of the baseline's room than of the window's
+    (:func:`sparse_in_baseline`: a dependency called now and then before, all the time in the window)
+    has its spread measured on a few buckets: its surprise is at most what a rank test of its buckets
+    can support (:func:`rank_bound`), as a signal with none before is new and scored apart."""
     b, d = _Summaries.of(before), _Summaries.of(during)
+    if room is None:
+        room = (int(b.n.max(initial=0)), int(d.n.max(initial=0)))
     sat_b = _saturated_rows(before, capacity_before)
     sat_d = _saturated_rows(during, capacity_during)
     q = np.linspace(0.0, 1.0, 21)  # the quantile functions at every 5 %
@@ -280,6 +313,10 @@ def compare_rows(
         separation = abs(sd.median - sb.median) / spread[i]
         tail = float(tails[i])
         steadiness = abs(sd.median - sb.median) / max(spread[i], sd.mad if sd.mad == sd.mad else 0.0)
+        surprise = surprise_of(max(separation, tail), nb)
+        sparse = sparse_in_baseline((nb, nd), room)
+        if sparse:
+            surprise = min(surprise, rank_bound(nb, nd))
         out.append(
             Change(
                 before=sb,
@@ -291,8 +328,9 @@ def compare_rows(
                 saturation_during=saturation[1],
                 tail=tail,
                 spread=float(spread[i]),
-                surprise=surprise_of(max(separation, tail), nb),
+                surprise=surprise,
                 steadiness=steadiness,
+                room=room[0] if sparse else 0,
             )
         )
     return out
@@ -311,6 +349,7 @@ def compare(
     capacity_before: np.ndarray | None = None,
     capacity_during: np.ndarray | None = None,
     counts: bool = False,
+    room: tuple[int, int] | None = None,
 ) -> Change | None:
     """The change from ``before`` to ``during`` (per-bucket values, NaN for a bucket without data);
     None when neither period has a value. Capacities are per bucket, aligned with the values; ``counts``
@@ -321,4 +360,5 @@ def compare(
         capacity_before=None if capacity_before is None else capacity_before[None, :],
         capacity_during=None if capacity_during is None else capacity_during[None, :],
         counts=counts,
+        room=room,
     )[0]

@@ -89,6 +89,8 @@ def explain(entry: Entry, grids: tuple[Grid, Grid]) -> str:
         )
     if entry.members > 1:
         text += f", on {entry.changed} of {entry.members} {entry.noun}"
+    if c.room and not c.novelty:
+        text += f"; data in only {c.before.n} of the baseline's {c.room} buckets"
     return text
 
 

@@ -74,6 +74,18 @@ class SeriesRows:
         options = [(self.kind, self.before), *self.seasonal]
         return pooled_baselines([(k, rows, g) for (k, rows), g in zip(options, grids, strict=True)])
 
+    @cached_property
+    def room(self) -> tuple[int, int]:
+        """The most buckets with data any series holds in the baselines pooled and in the window: what
+        a series' own share of them is judged against (:func:`analysis.scoring.sparse_in_baseline`)."""
+        reference = self.pooled[0]
+        if not len(reference):
+            return (0, 0)
+        return (
+            int((~np.isnan(reference)).sum(axis=1).max()),
+            int((~np.isnan(self.during)).sum(axis=1).max()),
+        )
+
 
 def capacity_pairs(members: list[Member], fleet: dict[tuple, list[Series]]) -> dict[tuple[str, str], str]:
     groups: dict[tuple[str, str], SeriesGroup] = {}
@@ -166,6 +178,7 @@ def series_entries(scope: Scope, rows: SeriesRows) -> list[Entry]:
         rows.during,
         capacity_before=_padded(reference)[caps],
         capacity_during=_padded(rows.during)[caps],
+        room=rows.room,
     )
     changes = [None if c is None else replace(c, baseline=kind) for c, kind in zip(found, kinds, strict=True)]
     groups: dict[tuple, list[int]] = defaultdict(list)
@@ -243,6 +256,7 @@ def _group_entry(
             during,
             capacity_before=fleet_median(reference[caps]) if None not in caps else None,
             capacity_during=fleet_median(rows.during[caps]) if None not in caps else None,
+            room=rows.room,
         )
         change = changes[changed[0]] if change is None else replace(change, baseline=kind)
         # members moving together: their per-bucket median, where the members' own noise averages

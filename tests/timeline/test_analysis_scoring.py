@@ -44,6 +44,24 @@ def test_a_series_only_in_the_window_is_new_and_one_only_before_is_gone():
     assert compare(empty, empty) is None
 
 
+def test_a_series_seen_in_few_baseline_buckets_scores_below_a_well_measured_change():
+    # a dependency called now and then (10 of the baseline's 589 buckets hold a latency), called all
+    # the time in the window at x3.7; beside it a service measured in every bucket whose latency doubled
+    rng = np.random.default_rng(7)
+    sparse = np.full(589, np.nan)
+    sparse[rng.choice(589, 10, replace=False)] = 0.12 + 0.002 * rng.standard_normal(10)
+    measured = 0.01 + 0.0005 * rng.standard_normal(589)
+    window = np.array([[0.44, 0.45, np.nan, 0.43], 0.02 + 0.0005 * rng.standard_normal(4)])
+    intermittent, doubled = compare_rows(np.vstack([sparse, measured]), window)
+    assert doubled.score > intermittent.score
+    assert intermittent.probability >= 2 / 286  # every window value beyond all ten: 2 / C(13, 3)
+    assert intermittent.room == 589 and doubled.room == 0
+    # a baseline as short for every series (a window where the data begin) caps nothing
+    short = compare_rows(np.array([[0.12], [0.01]]), np.array([[0.44] * 4, [0.02] * 4]))
+    assert [c.room for c in short] == [0, 0]
+    assert short[0].probability < 2 / 5
+
+
 def test_rows_at_once_give_the_figures_numpy_gives_one_by_one():
     before = RNG.standard_normal((5, 40))
     during = RNG.standard_normal((5, 30)) * 3 + 1
