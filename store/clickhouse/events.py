@@ -194,10 +194,11 @@ class ClickHouseEventReads:
         return EventCounts.from_columns(keys, columns, count)
 
     def event_families(self, scope: Scope, hints: ReadHints) -> list[dict]:
+        scope = require_scope(scope)
         p = Params()
         where = [
-            f"org_id IN {p(self.organisation_ids(), 'Array(Int64)')}",
-            gate_sql(require_scope(scope).event_filter(), p),
+            f"org_id IN {p(sorted(organisations(scope)), 'Array(Int64)')}",
+            gate_sql(scope.event_filter(), p),
             f"ts >= {p(hints.start)} AND ts < {p(hints.end)}",
         ]
         sql = f"""SELECT org_id, signal, kind, toInt64(count()), toInt64(countIf(isNotNull(end_ts)))

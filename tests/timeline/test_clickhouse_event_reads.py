@@ -77,3 +77,19 @@ def test_a_logs_lane_in_one_read_context_reads_the_organisations_once_and_answer
         assert _logs_lane(scope, "modeldev") == ([], [])
     assert counts == want_counts
     assert first == [(*want_first[0][:3], "modeldev-renamed", "step 0")]
+
+
+def test_the_event_families_of_a_request_read_the_organisations_with_its_other_event_reads(org_a, org_b):
+    _lines(org_a, 12, lambda i: "info")
+    _lines(org_b, 5, lambda i: "error")
+    scope = own_scope(org_a)
+    store = get_store()
+    hints = ReadHints(start=T0, end=T0 + HOUR)
+    want = store.event_families(scope, hints)
+    assert [(f["org_id"], f["signal"], f["kind"], f["count"]) for f in want] == [
+        (org_a.pk, "application", "log", 12)
+    ]
+    with CaptureQueriesContext(connection) as queries, reading(scope):
+        assert _logs_lane(scope, "modeldev")[0]
+        assert store.event_families(scope, hints) == want
+    assert _organisation_reads(queries.captured_queries) == 1
