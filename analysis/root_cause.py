@@ -15,7 +15,11 @@ reorders scored items along the viewer's dependency graph (:mod:`analysis.topolo
 * unless its change began clearly after theirs (the onsets, when known: a dependency that changed
   :data:`LATER_BY` of the window after the median of its dependents is their consequence, not their
   cause);
-* the dependents' items keep their order among themselves and name the dependency and the path to it.
+* the dependents' items keep their order among themselves and name the dependency and the path to it;
+* an entity on no path to or from a placed dependency, whose changed dependents all depend on it and
+  are fewer than its own, ranks just below it (:func:`_place_beside`): what explains more of the
+  changes comes first (a load balancer beside the faulty service, seen by the same callers, moves
+  with it; docs/decisions/0084).
 
 :func:`localise` says *where* a change is, when it is not everywhere: the entities whose series changed
 all sit behind one dependency that few others depend on ("the 4 nodes that changed all sit behind
