@@ -121,13 +121,17 @@ class EvidenceShape(serializers.Serializer):
 class ExplanationShape(serializers.Serializer):
     text = serializers.CharField()
     role = serializers.ChoiceField(
-        ["dependency", "dependent"],
+        ["dependency", "dependent", "beside"],
         required=False,
-        help_text="dependency: a shared dependency of changed entities; dependent: one of them",
+        help_text="dependency: a shared dependency of changed entities; dependent: one of them; beside: an "
+        "entity whose changed dependents all depend on a shared dependency that explains more of them",
     )
     entity = serializers.CharField(required=False, help_text="the shared dependency (kind name)")
     dependents = serializers.DictField(
-        child=serializers.IntegerField(), required=False, help_text="changed dependents by kind"
+        child=serializers.IntegerField(),
+        required=False,
+        help_text="changed dependents by kind (beside: explained, its own changed dependents; of, the "
+        "shared dependency's)",
     )
     path = serializers.ListField(
         child=serializers.CharField(), required=False, help_text="from this entry's entity to the dependency"
@@ -179,6 +183,7 @@ class MethodShape(serializers.Serializer):
     probability = serializers.CharField()
     baselines = serializers.CharField()
     novelty = serializers.CharField()
+    dependencies = serializers.CharField(help_text="how the dependency graph moves entries")
     step_ms = serializers.FloatField()
 
 

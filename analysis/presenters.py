@@ -12,6 +12,7 @@ import math
 from analysis.changes import Baseline, Entry, Period, Ranking
 from analysis.onsets import Onset
 from analysis.polarity import FULL_EVIDENCE, FULL_SCORE, HEALTHY_SHARE
+from analysis.root_cause import MIN_DEPENDENTS, MIN_SHARE
 from analysis.scoring import KS_WEIGHT, SPARSE_SHARE, STEADY_WEIGHT, SURPRISE_FULL, TAIL_DF, Change, Summary
 from analysis.selection import StretchStats
 from core.timeparse import format_rfc3339
@@ -129,6 +130,10 @@ def method_json(ranking: Ranking) -> dict:
         "sparse": f"a signal whose share of the baseline's buckets is under {SPARSE_SHARE:g} of its share of"
         " the window's (each of the most buckets any signal holds there): its probability is no smaller"
         " than a rank test of its n and m buckets can give, 2 / C(n + m, m)",
+        "dependencies": "along the dependency graph the viewer may read: an entity upstream of at least"
+        f" {MIN_DEPENDENTS} changed entities, whose own change reaches {MIN_SHARE:g} of theirs and did not"
+        " begin clearly after, ranks above them; an entity whose changed dependents all depend on such a"
+        " dependency that more of them depend on ranks below it",
         "step_ms": ranking.step / 1000,
     }
 

@@ -15,7 +15,11 @@ reorders scored items along the viewer's dependency graph (:mod:`analysis.topolo
 * unless its change began clearly after theirs (the onsets, when known: a dependency that changed
   :data:`LATER_BY` of the window after the median of its dependents is their consequence, not their
   cause);
-* the dependents' items keep their order among themselves and name the dependency and the path to it.
+* the dependents' items keep their order among themselves and name the dependency and the path to it;
+* an entity on no path to or from a placed dependency, whose changed dependents all depend on it and
+  are fewer than its own, ranks just below it (:func:`_place_beside`): what explains more of the
+  changes comes first (a load balancer beside the faulty service, seen by the same callers, moves
+  with it; docs/decisions/0084).
 
 :func:`localise` says *where* a change is, when it is not everywhere: the entities whose series changed
 all sit behind one dependency that few others depend on ("the 4 nodes that changed all sit behind
@@ -65,6 +69,11 @@ class Placement:
         if self.role == "dependency" and self.entity:
             counted = ", ".join(f"{n} {_plural(kind, n)}" for kind, n in sorted(self.dependents.items()))
             return f"upstream of {counted} that changed: their shared dependency {_name(self.entity)}"
+        if self.role == "beside" and self.entity:
+            return (
+                f"its {self.dependents['explained']} changed dependents all depend on {_name(self.entity)}, "
+                f"which changed and is upstream of {self.dependents['of']}: ranked below it"
+            )
         if self.role == "dependent" and self.entity:
             return f"downstream of {_name(self.entity)}, which changed with it ({_path(self.path)})"
         return ""
@@ -114,6 +123,7 @@ def place_along_dependencies(graph: Graph, items: list[Item], *, window_us: int 
             by_entity[entity].append(index)
     paths = {entity: _paths_up(graph, entity) for entity in by_entity}
     shared: list[tuple[Entity, dict[Entity, list[Entity]]]] = []
+    dependents_of: dict[Entity, dict[Entity, list[Entity]]] = {}
     for candidate, own in by_entity.items():
         own_set = set(own)
         dependents = {
@@ -121,10 +131,12 @@ def place_along_dependencies(graph: Graph, items: list[Item], *, window_us: int 
             for entity, found in paths.items()
             if candidate in found and any(i not in own_set for i in by_entity[entity])
         }
+        dependents_of[candidate] = dependents
         if len(dependents) >= MIN_DEPENDENTS:
             shared.append((candidate, dependents))
     # the most shared first: a dependency of dependencies is placed above the ones below it
     shared.sort(key=lambda found: (-len(found[1]), found[0]))
+    placed: list[tuple[Entity, int]] = []  # the shared dependencies placed, and their head items
     for candidate, dependents in shared:
         own = set(by_entity[candidate])
         below = {i for entity in dependents for i in by_entity[entity]} - own
@@ -138,6 +150,7 @@ def place_along_dependencies(graph: Graph, items: list[Item], *, window_us: int 
         for entity in dependents:
             counted[entity[0]] += 1
         placements[head].score = max(placements[head].score, top * BOOST)
+        placed.append((candidate, head))
         if placements[head].role != "dependency":
             placements[head].role, placements[head].entity = "dependency", candidate
             placements[head].dependents = dict(counted)
@@ -149,7 +162,44 @@ def place_along_dependencies(graph: Graph, items: list[Item], *, window_us: int 
                         candidate,
                         path,
                     )
+    _place_beside(items, placements, by_entity, paths, dependents_of, placed)
     return placements
+
+
+def _place_beside(items, placements, by_entity, paths, dependents_of, placed) -> None:
+    """An entity whose changed dependents all depend on a placed shared dependency that more of them
+    depend on ranks just below that dependency: the change of its dependents, and with it most likely
+    its own, is explained by the dependency that explains more (a leaf every caller reaches beside the
+    faulty service — a load balancer, a client-side view of the call — moves with that service and
+    explains fewer of the changes). Only entities on no path to or from that dependency (those are its
+    dependents, already below it, or its own dependencies), and not already below another one. Of
+    several such dependencies, the one placed highest (then the one upstream of the fewest others);
+    entities upstream of more are settled first, so a capped dependency caps what it explains."""
+    order = sorted(by_entity, key=lambda entity: (-len(dependents_of.get(entity, ())), entity))
+    for entity in order:
+        indexes = by_entity[entity]
+        if any(placements[i].role in ("dependent", "beside") for i in indexes):
+            continue
+        mine = set(dependents_of.get(entity, ()))
+        if not mine:
+            continue
+        closest = [
+            (-placements[head].score, len(dependents_of[candidate]), candidate, head)
+            for candidate, head in placed
+            if candidate != entity
+            and head not in indexes
+            and entity not in dependents_of[candidate]
+            and entity not in paths.get(candidate, {})
+            and mine < set(dependents_of[candidate])
+        ]
+        if not closest:
+            continue
+        _, theirs, candidate, head = min(closest)
+        cap = placements[head].score / BOOST
+        for i in indexes:
+            placements[i].score = min(placements[i].score, cap)
+            placements[i].role, placements[i].entity, placements[i].path = "beside", candidate, []
+            placements[i].dependents = {"explained": len(mine), "of": theirs}
 
 
 MIN_LOCALISED = 2  # changed entities behind one dependency, at least
