@@ -1,6 +1,6 @@
 """The 30 min and 1 h rollup rows of settled days kept a second time as compressed column chunks
 (docs/decisions/0085-coarse-rollup-rows-in-chunks.md): per series, level and span of
-:data:`CHUNK_DAYS` days, one string of the rows' value columns (bucket, n, total, vmin, vmax), so a
+:data:`CHUNK_DAYS` days (384 rows), one string of the rows' value columns (bucket, n, total, vmin, vmax), so a
 value read over 24 or 55 days inflates two to five strings a series instead of PostgreSQL making
 strings of 1,152-1,320 stored rows a series.
 
@@ -45,10 +45,13 @@ from store.rollup_blocks import VALUE_ROW
 from store.sample_blocks import COMPACTION_TABLE, settled_before_day
 
 CHUNK_TABLE = "timeline_rollup_chunk"
-CHUNK_DAYS = 16
-"""Days a chunk spans: 24 days read 2-3 chunks a series, 55 days 4-5 (decoding 126 strings of 768
-rows took as long as 252 of 384, and 1,575 of a day's 48 rows 8x that)."""
-CHUNK_US = CHUNK_DAYS * DAY_US
+CHUNK_DAYS = {rollups.HALF_HOUR_US: 8, rollups.HOUR_US: 16}
+"""Days a chunk spans, per level: 384 rows either way; 24 days of 30 min rows read 4 chunks a series,
+55 days of 1 h rows 4-5. A read inflates whole chunks, so longer ones cost the rows outside the window
+too: 189 strings of 768 rows (16 days of 30 min, 3 a series at 24 d) took 21.6 ms to inflate against
+7.9 for 252 of 384 (8 days); at 1 h over 55 days 504 strings of 192 rows took 7.7 ms against 8.6 for
+315 of 384 (load 6), and each string more is a TOAST lookup more in the statement."""
+CHUNK_US = {width: days * DAY_US for width, days in CHUNK_DAYS.items()}
 CHUNKED = {rollups.HALF_HOUR_US: "timeline_rollup_30m", rollups.HOUR_US: "timeline_rollup_1h"}
 """The levels kept as chunks too (width → table)."""
 _STALE = "timeline_rollup_chunk_stale"
@@ -111,7 +114,8 @@ CHUNK_SCHEMA = [
             DELETE FROM {CHUNK_TABLE} WHERE width = TG_ARGV[0]::bigint;
         ELSIF EXISTS (SELECT 1 FROM {CHUNK_TABLE} WHERE width = TG_ARGV[0]::bigint) THEN
             DELETE FROM {CHUNK_TABLE} AS chunk USING (
-                    SELECT bucket - ((bucket % {CHUNK_US}) + {CHUNK_US}) % {CHUNK_US} AS lo,
+                    SELECT bucket - ((bucket % TG_ARGV[1]::bigint) + TG_ARGV[1]::bigint)
+                                    % TG_ARGV[1]::bigint AS lo,
                            min(bucket) AS first
                     FROM changed GROUP BY 1) AS touched
                 WHERE chunk.width = TG_ARGV[0]::bigint AND chunk.lo = touched.lo AND chunk.hi > touched.first;
@@ -129,14 +133,14 @@ def trigger_schema(width: int, table: str) -> list[str]:
         statements += [
             f"DROP TRIGGER IF EXISTS {name} ON {table}",
             f"""CREATE TRIGGER {name} AFTER {event} ON {table} REFERENCING {referencing} TABLE AS changed
-                FOR EACH STATEMENT EXECUTE FUNCTION {_STALE}('{width}')""",
+                FOR EACH STATEMENT EXECUTE FUNCTION {_STALE}('{width}', '{CHUNK_US[width]}')""",
         ]
     name = f"{table}_chunks_truncate"
     return [
         *statements,
         f"DROP TRIGGER IF EXISTS {name} ON {table}",
         f"""CREATE TRIGGER {name} AFTER TRUNCATE ON {table}
-            FOR EACH STATEMENT EXECUTE FUNCTION {_STALE}('{width}')""",
+            FOR EACH STATEMENT EXECUTE FUNCTION {_STALE}('{width}', '{CHUNK_US[width]}')""",
     ]
 
 
@@ -185,8 +189,9 @@ class PostgresRollupChunks:
         end = end_day * DAY_US
         written = 0
         for width, table in CHUNKED.items():
-            for lo in range(first_day * DAY_US - (first_day * DAY_US) % CHUNK_US, end, CHUNK_US):
-                written += self._write_span(width, table, lo, min(lo + CHUNK_US, end))
+            span = CHUNK_US[width]
+            for lo in range(first_day * DAY_US - (first_day * DAY_US) % span, end, span):
+                written += self._write_span(width, table, lo, min(lo + span, end))
         return written
 
     def _write_span(self, width: int, table: str, lo: int, hi: int) -> int:
@@ -239,7 +244,7 @@ class PostgresRollupChunks:
                 f"""SELECT series_id, lo, hi, rows FROM {CHUNK_TABLE}
                     WHERE width = %s AND lo > %s AND lo < %s AND hi > %s AND series_id = ANY(%s)
                     ORDER BY series_id, lo""",
-                [width, a - CHUNK_US, b, a, ids],
+                [width, a - CHUNK_US[width], b, a, ids],
             )
             found = cursor.fetchall()
         if not found:

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 DAYS = 36
-FIRST = T0 - 30 * DAY  # a chunk's span starts inside the data, and the data spans three chunks
+FIRST = T0 - 30 * DAY  # a chunk's span starts inside the data, which spans 3-5 chunks a level
 
 
 @pytest.fixture(autouse=True)
