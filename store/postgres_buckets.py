@@ -254,13 +254,13 @@ def reduce_rows(
 
 
 def with_chunk_rows(
-    stored: tuple[np.ndarray, ...], ids: list[int], chunk_rows: np.ndarray, a: int, width: int
-):
+    stored: tuple[np.ndarray, ...], ids: list[int], chunk_rows: tuple[np.ndarray, ...], a: int, width: int
+) -> tuple[np.ndarray, ...]:
     """The stored rows' native columns (:func:`rolled_columns`, sorted by series and bucket) and the
-    chunks' rows (store/rollup_chunks.py; sorted so too, in other buckets) as one set of columns sorted
-    by series and bucket, as the stored rows alone would come: a stable merge of the two runs."""
-    names = ("series_id", "bucket", "n", "total", "vmin", "vmax")
-    columns = [np.concatenate([column, chunk_rows[name]]) for column, name in zip(stored, names, strict=True)]
+    chunks' (store/rollup_chunks.py; the same columns, sorted so too, in other buckets) as one set of
+    columns sorted by series and bucket, as the stored rows alone would come: a stable merge of the two
+    runs."""
+    columns = [np.concatenate([mine, theirs]) for mine, theirs in zip(stored, chunk_rows, strict=True)]
     rank = np.searchsorted(np.asarray(ids, dtype=np.int64), columns[0])
     key = rank * (2**40) + (columns[1] - a) // width
     order = np.argsort(key, kind="stable")  # two sorted runs: a merge

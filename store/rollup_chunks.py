@@ -74,6 +74,17 @@ def encode_chunk(rows: np.ndarray) -> bytes:
 def decode_chunks(series_ids, blobs) -> np.ndarray:
     """The :data:`VALUE_ROW` rows of many strings of :func:`encode_chunk`, each tagged with its series
     (``series_ids``, one a string), end to end; ValueError on a damaged one."""
+    counts, records = inflate(blobs)
+    out = np.empty(len(records), dtype=VALUE_ROW)
+    out["series_id"] = np.repeat(np.asarray(series_ids, dtype=np.int64), counts)
+    for name in RECORD.names:
+        out[name] = records[name]
+    return out
+
+
+def inflate(blobs) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of each string (``counts``) and the :data:`RECORD` records of all of them end to end,
+    each inflated straight into its place; ValueError on a damaged one."""
     heads = [HEADER.unpack_from(blob) for blob in blobs]
     counts = np.array([head[1] for head in heads], dtype=np.int64)
     records = np.empty(int(counts.sum()), dtype=RECORD)
@@ -91,11 +102,7 @@ def decode_chunks(series_ids, blobs) -> np.ndarray:
         if written != size or zlib.crc32(into) != crc:
             raise ValueError("rollup chunk: the body differs from its header")
         at += size
-    out = np.empty(len(records), dtype=VALUE_ROW)
-    out["series_id"] = np.repeat(np.asarray(series_ids, dtype=np.int64), counts)
-    for name in RECORD.names:
-        out[name] = records[name]
-    return out
+    return counts, records
 
 
 CHUNK_SCHEMA = [
@@ -234,8 +241,9 @@ class PostgresRollupChunks:
     # -- reading -------------------------------------------------------------------------
     def _rollup_chunks(self, ids: list[int], rolled: tuple | None):
         """Per series of ``ids`` (sorted) the part ``[c_lo, c_hi)`` of the rollup rows' ``[a, b)`` its
-        chunks serve (``c_lo == c_hi == b`` where none do) and those chunks' rows cut to it, sorted by
-        series and bucket; None where the level has no chunks or none meets the read."""
+        chunks serve (``c_lo == c_hi == b`` where none do), and those chunks' rows cut to it as native
+        columns (series, bucket, n, total, vmin, vmax) sorted by series and bucket; None where the level
+        has no chunks or none meets the read."""
         if rolled is None or rolled[1] not in CHUNKED:
             return None
         _table, width, a, b = rolled
@@ -270,8 +278,10 @@ class PostgresRollupChunks:
         c_hi = np.full(len(sorted_ids), b, dtype=np.int64)
         at = np.searchsorted(sorted_ids, run_series[chosen])
         c_lo[at], c_hi[at] = run_lo[chosen], run_hi[chosen]
-        kept = [found[i] for i in np.flatnonzero(keep).tolist()]
-        rows = decode_chunks([row[0] for row in kept], [row[3] for row in kept])
-        where = np.searchsorted(sorted_ids, rows["series_id"])
-        rows = rows[(rows["bucket"] >= c_lo[where]) & (rows["bucket"] < c_hi[where])]
-        return c_lo, c_hi, rows
+        kept = np.flatnonzero(keep)
+        counts, records = inflate([found[i][3] for i in kept.tolist()])
+        rank = np.repeat(np.searchsorted(sorted_ids, series[kept]), counts)
+        bucket = records["bucket"]
+        inside = (bucket >= c_lo[rank]) & (bucket < c_hi[rank])
+        columns = (sorted_ids[rank[inside]], *(records[name][inside] for name in RECORD.names))
+        return c_lo, c_hi, columns
