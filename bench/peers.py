@@ -526,6 +526,7 @@ def compacted_copy(database_url: str, samples: int, reuse: bool = False) -> str:
 def _bytes_per_sample(database_url: str, samples: int) -> str:
     import psycopg
 
+    from store.rollup_chunks import CHUNK_TABLE
     from store.rollups import ROLLUPS
     from store.sample_blocks import BLOCK_TABLE
 
@@ -544,6 +545,10 @@ def _bytes_per_sample(database_url: str, samples: int) -> str:
             (sizes[f"{width // 60_000_000} min"],) = conn.execute(
                 "SELECT pg_total_relation_size(%s::regclass)", [table]
             ).fetchone()
+        # the 30 min and 1 h rows kept as chunks too (store/rollup_chunks.py, decision 0085)
+        (sizes["rollup chunks"],) = conn.execute(
+            "SELECT COALESCE(pg_total_relation_size(to_regclass(%s)), 0)", [CHUNK_TABLE]
+        ).fetchone()
     total = sum(sizes.values())
     return (
         ", ".join(f"{key} {value / samples:.2f}" for key, value in sizes.items())

@@ -42,6 +42,7 @@ from store.postgres_writes import (
     STAGED_ROW,
     PostgresWrites,
 )
+from store.rollup_chunks import PostgresRollupChunks
 from store.sample_blocks import BLOCK_TABLE, COMPACTION_TABLE, PostgresSampleBlocks
 from store.sample_cache import GENERATION, HOUR_ROW, HOUR_TABLE
 from timeline.models import Series
@@ -88,6 +89,7 @@ SCHEMA = [
 
 
 class PostgresStore(
+    PostgresRollupChunks,
     PostgresRollupBackfill,
     PostgresBlockReads,
     PostgresBlockRollups,

@@ -34,6 +34,16 @@ _ROLLED = """SELECT string_agg(int8send(bucket), ''), string_agg(int8send(n), ''
         string_agg(float8send(total), ''), string_agg(float8send(vmin), ''), string_agg(float8send(vmax), '')
     FROM {table} WHERE series_id = wanted.id AND bucket >= %s AND bucket < %s"""
 
+_ROLLED_AROUND = """SELECT string_agg(int8send(bucket), ''), string_agg(int8send(n), ''),
+        string_agg(float8send(total), ''), string_agg(float8send(vmin), ''), string_agg(float8send(vmax), '')
+    FROM (SELECT * FROM {table} WHERE series_id = wanted.id
+            AND bucket >= %s AND bucket < wanted.c_lo
+          UNION ALL
+          SELECT * FROM {table} WHERE series_id = wanted.id
+            AND bucket >= wanted.c_hi AND bucket < %s) AS kept"""
+""":data:`_ROLLED` outside the part ``[c_lo, c_hi)`` chunks serve (store/rollup_chunks.py), in bucket
+order."""
+
 
 NO_JIT_ROWS = 20_000
 """Rows from which a group's statement of rollup rows runs without PostgreSQL's JIT (decision 0061):
@@ -70,25 +80,50 @@ class PostgresBucketReads:
         if expected > MAX_ROWS:
             return super()._bucket_part(cursor, key, ids, hints)
         ids = sorted(ids)
+        chunks = self._rollup_chunks(ids, rolled)  # the coarse rows kept as chunks (store/rollup_chunks.py)
+        if chunks is not None:
+            expected -= int(np.sum(chunks[1] - chunks[0])) // rolled[1]
         with self._bulk_cursor() as bulk:  # the binary columns as bytes, not hex
             if rolled is None or expected < NO_JIT_ROWS:
-                found = self._value_columns(bulk, ids, lo, hi, rolled)
+                found = self._value_columns(bulk, ids, lo, hi, rolled, chunks)
             else:
                 alias = self.connection.alias
                 with transaction.atomic(using=alias):  # a transaction or savepoint of its own
                     bulk.execute("SET LOCAL jit = off")
-                    found = self._value_columns(bulk, ids, lo, hi, rolled)
+                    found = self._value_columns(bulk, ids, lo, hi, rolled, chunks)
                     transaction.set_rollback(True, using=alias)  # a read: undone, jit is as it was
         spans = [(lo, hi)] if rolled is None else [(lo, rolled[2]), (rolled[3], hi)]
         found = self._value_columns_with_blocks(found, [(sid, a, b) for sid in ids for a, b in spans])
         found, computed = self._rolled_with_compacted(found, ids, rolled)
+        if chunks is not None:
+            found = sorted(found, key=lambda row: row[0])  # a row a series
+            computed = with_chunk_rows(rolled_columns(found), ids, chunks[2], rolled[2], rolled[1])
         width = rolled[1] if rolled else 0
         return reduce_rows(found, origin=origin, step=hints.step, width=width, rolled=computed)
 
+    def _rollup_chunks(self, ids: list[int], rolled: tuple | None):
+        """Where chunks serve part of the rollup rows: none here (store/rollup_chunks.py)."""
+        return None
+
     @staticmethod
-    def _value_columns(cursor, ids: list[int], lo: int, hi: int, rolled: tuple | None) -> list[tuple]:
+    def _value_columns(
+        cursor, ids: list[int], lo: int, hi: int, rolled: tuple | None, chunks: tuple | None = None
+    ) -> list[tuple]:
         """Per series its id, raw samples in ``[lo, hi)`` outside the rollup rows' ``[a, b)`` and those
-        rows, as binary columns (NULL where a series has none)."""
+        rows, as binary columns (NULL where a series has none); given ``chunks`` (per series the part
+        ``[c_lo, c_hi)`` of ``[a, b)`` chunks serve), the rows outside that part."""
+        if chunks is not None:
+            table, _width, a, b = rolled
+            cursor.execute(
+                f"""SELECT wanted.id, raw.*, rolled.*
+                    FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS wanted (id, c_lo, c_hi)
+                    CROSS JOIN LATERAL ({_RAW}) AS raw (ts, value)
+                    CROSS JOIN LATERAL ({_ROLLED_AROUND.format(table=table)})
+                        AS rolled (bucket, n, total, vmin, vmax)
+                    WHERE raw.ts IS NOT NULL OR rolled.bucket IS NOT NULL""",
+                [ids, chunks[0].tolist(), chunks[1].tolist(), lo, a, b, hi, a, b],
+            )
+            return cursor.fetchall()
         if rolled is None:
             cursor.execute(
                 f"""SELECT wanted.id, raw.* FROM unnest(%s::bigint[]) AS wanted (id)
@@ -216,3 +251,17 @@ def reduce_rows(
     matrix[:, 4] = np.add.reduceat(total, starts) / counts
     matrix[:, 5] = counts
     return matrix
+
+
+def with_chunk_rows(
+    stored: tuple[np.ndarray, ...], ids: list[int], chunk_rows: tuple[np.ndarray, ...], a: int, width: int
+) -> tuple[np.ndarray, ...]:
+    """The stored rows' native columns (:func:`rolled_columns`, sorted by series and bucket) and the
+    chunks' (store/rollup_chunks.py; the same columns, sorted so too, in other buckets) as one set of
+    columns sorted by series and bucket, as the stored rows alone would come: a stable merge of the two
+    runs."""
+    columns = [np.concatenate([mine, theirs]) for mine, theirs in zip(stored, chunk_rows, strict=True)]
+    rank = np.searchsorted(np.asarray(ids, dtype=np.int64), columns[0])
+    key = rank * (2**40) + (columns[1] - a) // width
+    order = np.argsort(key, kind="stable")  # two sorted runs: a merge
+    return tuple(column[order] for column in columns)

@@ -1,0 +1,287 @@
+"""The 30 min and 1 h rollup rows of settled days kept a second time as compressed column chunks
+(docs/decisions/0085-coarse-rollup-rows-in-chunks.md): per series, level and span of
+:data:`CHUNK_DAYS` days (384 rows), one string of the rows' value columns (bucket, n, total, vmin, vmax), so a
+value read over 24 or 55 days inflates two to five strings a series instead of PostgreSQL making
+strings of 1,152-1,320 stored rows a series.
+
+Encoding (:func:`encode_chunk`): a header (:data:`HEADER`: version, rows, CRC-32 of the rows), then
+the rows as little-endian records of :data:`RECORD` (40 bytes), LZ4-compressed as one block: a read
+inflates every chunk straight into its place in one array of records (no unshuffle, no per-column
+pass; the byte-shuffled codec of the sample blocks took 2.6x as long on these strings).
+
+Invariants:
+
+- A chunk holds, bit for bit, the stored rows of its series and level in ``[lo, hi)`` as they were
+  when it was written (``lo`` the start of its span, ``hi`` at most the span's end): it is written
+  from those rows, in a transaction that holds the level's table in SHARE mode (no write to it
+  commits meanwhile, none is in flight).
+- Every write to a level's table that changes a row a chunk covers deletes the chunks of that span,
+  all series, in the writer's transaction: statement triggers on the table (insert, update, delete,
+  with the changed rows as a transition table; truncate deletes the level's chunks). A write after a
+  span's chunks' ``hi`` (the head days of the span still being filled) leaves them. So a snapshot that
+  sees a chunk sees the rows it was written from, whichever code wrote the rows (refresh, late
+  samples into compacted days, retention).
+- A read uses the chunks of one contiguous run per series (chunk ``hi`` meeting the next one's
+  ``lo``) cut to its ``[a, b)``, and the stored rows outside that run; the rows come together sorted
+  by series and bucket, so every sum is taken in the order the stored rows give.
+- Chunks are written for the settled days (:func:`store.sample_blocks.settled_before_day`) of the
+  spans from the first compacted day on, by :meth:`PostgresRollupChunks.compact_settled_samples`
+  after the compaction; a span whose chunks are gone or end before its settled end is written again.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import cramjam
+import numpy as np
+from django.db import transaction
+
+from store import rollups
+from store.batches import DAY_US
+from store.postgres_wire import big_endian, binary_cursor
+from store.rollup_blocks import VALUE_ROW
+from store.sample_blocks import COMPACTION_TABLE, settled_before_day
+
+CHUNK_TABLE = "timeline_rollup_chunk"
+CHUNK_DAYS = {rollups.HALF_HOUR_US: 8, rollups.HOUR_US: 16}
+"""Days a chunk spans, per level: 384 rows either way; 24 days of 30 min rows read 4 chunks a series,
+55 days of 1 h rows 4-5. A read inflates whole chunks, so longer ones cost the rows outside the window
+too: 189 strings of 768 rows (16 days of 30 min, 3 a series at 24 d) took 21.6 ms to inflate against
+7.9 for 252 of 384 (8 days); at 1 h over 55 days 504 strings of 192 rows took 7.7 ms against 8.6 for
+315 of 384 (load 6), and each string more is a TOAST lookup more in the statement."""
+CHUNK_US = {width: days * DAY_US for width, days in CHUNK_DAYS.items()}
+CHUNKED = {rollups.HALF_HOUR_US: "timeline_rollup_30m", rollups.HOUR_US: "timeline_rollup_1h"}
+"""The levels kept as chunks too (width → table)."""
+_STALE = "timeline_rollup_chunk_stale"
+VERSION = 1
+HEADER = struct.Struct("<BII")
+RECORD = np.dtype([("bucket", "<i8"), ("n", "<i8"), ("total", "<f8"), ("vmin", "<f8"), ("vmax", "<f8")])
+
+
+def encode_chunk(rows: np.ndarray) -> bytes:
+    """One series' rows (fields of :data:`RECORD`, sorted by bucket) as one string."""
+    records = np.empty(len(rows), dtype=RECORD)
+    for name in RECORD.names:
+        records[name] = rows[name]
+    body = records.tobytes()
+    return HEADER.pack(VERSION, len(rows), zlib.crc32(body)) + bytes(
+        cramjam.lz4.compress_block(body, store_size=False)
+    )
+
+
+def decode_chunks(series_ids, blobs) -> np.ndarray:
+    """The :data:`VALUE_ROW` rows of many strings of :func:`encode_chunk`, each tagged with its series
+    (``series_ids``, one a string), end to end; ValueError on a damaged one."""
+    counts, records = inflate(blobs)
+    out = np.empty(len(records), dtype=VALUE_ROW)
+    out["series_id"] = np.repeat(np.asarray(series_ids, dtype=np.int64), counts)
+    for name in RECORD.names:
+        out[name] = records[name]
+    return out
+
+
+def inflate(blobs) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of each string (``counts``) and the :data:`RECORD` records of all of them end to end,
+    each inflated straight into its place; ValueError on a damaged one."""
+    heads = [HEADER.unpack_from(blob) for blob in blobs]
+    counts = np.array([head[1] for head in heads], dtype=np.int64)
+    records = np.empty(int(counts.sum()), dtype=RECORD)
+    raw = records.view(np.uint8)
+    at = 0
+    for blob, (version, count, crc) in zip(blobs, heads, strict=True):  # a chunk at a time, not a row
+        if version != VERSION:
+            raise ValueError(f"rollup chunk: format version {version}, this code reads {VERSION}")
+        size = count * RECORD.itemsize
+        into = raw[at : at + size]
+        try:
+            written = cramjam.lz4.decompress_block_into(memoryview(blob)[HEADER.size :], into) if size else 0
+        except cramjam.DecompressionError as exc:
+            raise ValueError(f"rollup chunk: the body does not decompress ({exc})") from exc
+        if written != size or zlib.crc32(into) != crc:
+            raise ValueError("rollup chunk: the body differs from its header")
+        at += size
+    return counts, records
+
+
+CHUNK_SCHEMA = [
+    f"""CREATE TABLE IF NOT EXISTS {CHUNK_TABLE} (
+        width bigint NOT NULL,
+        lo bigint NOT NULL,
+        series_id bigint NOT NULL,
+        hi bigint NOT NULL,
+        n integer NOT NULL,
+        rows bytea NOT NULL,
+        PRIMARY KEY (width, lo, series_id))""",
+    f"ALTER TABLE {CHUNK_TABLE} ALTER COLUMN rows SET STORAGE EXTERNAL",  # compressed already
+    f"""CREATE OR REPLACE FUNCTION {_STALE}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'TRUNCATE' THEN
+            DELETE FROM {CHUNK_TABLE} WHERE width = TG_ARGV[0]::bigint;
+        ELSIF EXISTS (SELECT 1 FROM {CHUNK_TABLE} WHERE width = TG_ARGV[0]::bigint) THEN
+            DELETE FROM {CHUNK_TABLE} AS chunk USING (
+                    SELECT bucket - ((bucket % TG_ARGV[1]::bigint) + TG_ARGV[1]::bigint)
+                                    % TG_ARGV[1]::bigint AS lo,
+                           min(bucket) AS first
+                    FROM changed GROUP BY 1) AS touched
+                WHERE chunk.width = TG_ARGV[0]::bigint AND chunk.lo = touched.lo AND chunk.hi > touched.first;
+        END IF;
+        RETURN NULL;
+    END $$""",
+]
+
+
+def trigger_schema(width: int, table: str) -> list[str]:
+    """The statement triggers on ``table`` that delete the chunks of the spans a write changes."""
+    statements = []
+    for event, referencing in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("DELETE", "OLD")):
+        name = f"{table}_chunks_{event.lower()}"
+        statements += [
+            f"DROP TRIGGER IF EXISTS {name} ON {table}",
+            f"""CREATE TRIGGER {name} AFTER {event} ON {table} REFERENCING {referencing} TABLE AS changed
+                FOR EACH STATEMENT EXECUTE FUNCTION {_STALE}('{width}', '{CHUNK_US[width]}')""",
+        ]
+    name = f"{table}_chunks_truncate"
+    return [
+        *statements,
+        f"DROP TRIGGER IF EXISTS {name} ON {table}",
+        f"""CREATE TRIGGER {name} AFTER TRUNCATE ON {table}
+            FOR EACH STATEMENT EXECUTE FUNCTION {_STALE}('{width}', '{CHUNK_US[width]}')""",
+    ]
+
+
+class PostgresRollupChunks:
+    """The chunks' schema, their writing after compaction, and their side of a value read."""
+
+    def create_rollup_schema(self) -> None:
+        super().create_rollup_schema()
+        self.create_chunk_schema()
+
+    def create_chunk_schema(self) -> None:
+        with self.connection.cursor() as cursor:
+            for statement in CHUNK_SCHEMA:
+                cursor.execute(statement)
+            for width, table in CHUNKED.items():
+                for statement in trigger_schema(width, table):
+                    cursor.execute(statement)
+
+    def drop_rollup_schema(self) -> None:
+        super().drop_rollup_schema()
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE IF EXISTS {CHUNK_TABLE}")
+
+    def drop_rollup_levels(self, widths) -> None:
+        super().drop_rollup_levels(widths)
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {CHUNK_TABLE} WHERE width = ANY(%s)", [list(widths)])
+
+    # -- writing ------------------------------------------------------------------------
+    def compact_settled_samples(self, *, before_day=None, progress=None):
+        """The compaction, then the chunks of the settled days (:meth:`write_rollup_chunks`)."""
+        result = super().compact_settled_samples(before_day=before_day, progress=progress)
+        self.write_rollup_chunks(before_day)
+        return result
+
+    def write_rollup_chunks(self, before_day: int | None = None) -> int:
+        """Chunks of every level of :data:`CHUNKED` for the spans from the first compacted day up to
+        the first day not settled (or ``before_day``), where they are missing or end sooner; each span
+        in a transaction of its own. Returns how many chunks were written."""
+        end_day = settled_before_day() if before_day is None else min(before_day, settled_before_day())
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"SELECT min(day) FROM {COMPACTION_TABLE} WHERE compacted_at IS NOT NULL")
+            (first_day,) = cursor.fetchone()
+        if first_day is None or first_day >= end_day:
+            return 0
+        end = end_day * DAY_US
+        written = 0
+        for width, table in CHUNKED.items():
+            span = CHUNK_US[width]
+            for lo in range(first_day * DAY_US - (first_day * DAY_US) % span, end, span):
+                written += self._write_span(width, table, lo, min(lo + span, end))
+        return written
+
+    def _write_span(self, width: int, table: str, lo: int, hi: int) -> int:
+        with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT 1 FROM {CHUNK_TABLE} WHERE width = %s AND lo = %s AND hi >= %s LIMIT 1",
+                [width, lo, hi],
+            )
+            if cursor.fetchone() is not None:
+                return 0
+            # no write to the level commits while the chunks are made from its rows (module invariants)
+            cursor.execute(f"LOCK TABLE {table} IN SHARE MODE")
+            cursor.execute(f"DELETE FROM {CHUNK_TABLE} WHERE width = %s AND lo = %s", [width, lo])
+            with binary_cursor(self.connection) as binary:
+                binary.execute(
+                    f"""SELECT series_id, string_agg(int8send(bucket), '' ORDER BY bucket),
+                            string_agg(int8send(n), '' ORDER BY bucket),
+                            string_agg(float8send(total), '' ORDER BY bucket),
+                            string_agg(float8send(vmin), '' ORDER BY bucket),
+                            string_agg(float8send(vmax), '' ORDER BY bucket)
+                        FROM {table} WHERE bucket >= %s AND bucket < %s GROUP BY series_id""",
+                    [lo, hi],
+                )
+                found = binary.fetchall()
+            chunks = []
+            for series_id, *columns in found:  # a chunk a series: bounded by the series, not the rows
+                rows = np.empty(len(columns[0]) // 8, dtype=VALUE_ROW)
+                rows["series_id"] = series_id
+                for name, blob in zip(("bucket", "n", "total", "vmin", "vmax"), columns, strict=True):
+                    rows[name] = big_endian(blob, ">i8" if name in ("bucket", "n") else ">f8")
+                chunks.append((width, lo, series_id, hi, len(rows), encode_chunk(rows)))
+            with binary_cursor(self.connection) as binary:
+                binary.executemany(
+                    f"""INSERT INTO {CHUNK_TABLE} (width, lo, series_id, hi, n, rows)
+                        VALUES (%s, %s, %s, %s, %s, %s)""",
+                    chunks,
+                )
+            return len(chunks)
+
+    # -- reading -------------------------------------------------------------------------
+    def _rollup_chunks(self, ids: list[int], rolled: tuple | None):
+        """Per series of ``ids`` (sorted) the part ``[c_lo, c_hi)`` of the rollup rows' ``[a, b)`` its
+        chunks serve (``c_lo == c_hi == b`` where none do), and those chunks' rows cut to it as native
+        columns (series, bucket, n, total, vmin, vmax) sorted by series and bucket; None where the level
+        has no chunks or none meets the read."""
+        if rolled is None or rolled[1] not in CHUNKED:
+            return None
+        _table, width, a, b = rolled
+        with binary_cursor(self.connection) as cursor:
+            cursor.execute(
+                f"""SELECT series_id, lo, hi, rows FROM {CHUNK_TABLE}
+                    WHERE width = %s AND lo > %s AND lo < %s AND hi > %s AND series_id = ANY(%s)
+                    ORDER BY series_id, lo""",
+                [width, a - CHUNK_US[width], b, a, ids],
+            )
+            found = cursor.fetchall()
+        if not found:
+            return None
+        series = np.array([row[0] for row in found], dtype=np.int64)
+        lo = np.array([row[1] for row in found], dtype=np.int64)
+        hi = np.array([row[2] for row in found], dtype=np.int64)
+        # runs of chunks that meet, per series; each series keeps its run that serves the most of [a, b)
+        new_run = np.r_[True, (series[1:] != series[:-1]) | (lo[1:] != hi[:-1])]
+        run = np.cumsum(new_run) - 1
+        starts = np.flatnonzero(new_run)
+        served = np.add.reduceat(np.minimum(hi, b) - np.maximum(lo, a), starts)
+        run_series = series[starts]
+        best = np.lexsort((-served, run_series))
+        first_of_series = np.r_[True, run_series[best][1:] != run_series[best][:-1]]
+        chosen = np.zeros(len(starts), dtype=bool)
+        chosen[best[first_of_series]] = True
+        keep = chosen[run]
+        run_lo = np.maximum(np.minimum.reduceat(lo, starts), a)
+        run_hi = np.minimum(np.maximum.reduceat(hi, starts), b)
+        sorted_ids = np.asarray(ids, dtype=np.int64)
+        c_lo = np.full(len(sorted_ids), b, dtype=np.int64)
+        c_hi = np.full(len(sorted_ids), b, dtype=np.int64)
+        at = np.searchsorted(sorted_ids, run_series[chosen])
+        c_lo[at], c_hi[at] = run_lo[chosen], run_hi[chosen]
+        kept = np.flatnonzero(keep)
+        counts, records = inflate([found[i][3] for i in kept.tolist()])
+        rank = np.repeat(np.searchsorted(sorted_ids, series[kept]), counts)
+        bucket = records["bucket"]
+        inside = (bucket >= c_lo[rank]) & (bucket < c_hi[rank])
+        columns = (sorted_ids[rank[inside]], *(records[name][inside] for name in RECORD.names))
+        return c_lo, c_hi, columns
