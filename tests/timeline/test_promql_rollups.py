@@ -242,6 +242,31 @@ def test_series_scraped_once_a_minute_read_raw_samples(org_a, read_token_a):
     assert_same(client, "max_over_time(demo_sparse[10m])", exact=True, expect_rollups=False, **ALIGNED)
 
 
+def _counter_every(org, seconds: int, metric: str) -> None:
+    """A counter scraped every ``seconds`` (jittered, with a reset), stored and rolled up."""
+    rng = np.random.default_rng(seconds)
+    count = HOURS * 3600 // seconds
+    ts = (T0_S + np.arange(count) * seconds) * 1_000_000 + rng.integers(0, 500_000, count)
+    values = np.cumsum(rng.integers(0, 40, count)).astype(np.float64)
+    values[count // 3 :] -= values[count // 3] - 2
+    block = SeriesBlock(
+        signal="other", metric=metric, labels={"node": "node-0"}, kind="counter", unit="",
+        ts=ts.tolist(), values=values.tolist(),
+    )  # fmt: skip
+    store(org, [block])
+
+
+def test_rate_over_15_s_scrapes_reads_minute_rows_and_over_30_s_samples(org_a, read_token_a):
+    """A row costs what reading it costs, not its numbers alone: rate's 6 columns a minute against 4
+    samples (8 numbers) read in half the time, so they are read; against 2 samples they are not."""
+    _counter_every(org_a, 15, "demo_fifteen")
+    _counter_every(org_a, 30, "demo_thirty")
+    client = bearer_client(read_token_a)
+    for expr in ("rate(demo_fifteen[5m])", "increase(demo_fifteen[10m])"):
+        assert_same(client, expr, exact=False, expect_rollups=True, **ALIGNED)
+    assert_same(client, "rate(demo_thirty[5m])", exact=False, expect_rollups=False, **ALIGNED)
+
+
 def test_the_store_plans_the_read_and_answers_every_readable_series_without_its_row_layout(org_a):
     """Raw samples or minute rows is the store's decision (``minute_rows_pay``), not the caller's; a
     readable series without a row in the window comes back as an empty array of the asked columns."""
