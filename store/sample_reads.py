@@ -443,42 +443,30 @@ class SampleReads(SeriesReads):
         if any(key[:2] != (start, end) or key[3] for key in groups):
             return None
         ids = sorted(sid for group in groups.values() for sid in group)
-        if not ids or self.stale_from(ids, start=start, end=end) is not None:
-            return None if ids else {}
+        if not ids:
+            return {}
         dtype = np.dtype([(name, rollups.ROW[name]) for name in columns])
-        out: dict[int, np.ndarray] = {}
+        found = self._stored_rows_read(tables[width], ids, start, end, dtype)
+        return None if found is None else {sid: found.get(sid, np.empty(0, dtype=dtype)) for sid in ids}
+
+    def _stored_rows_read(
+        self, table: str, ids: list[int], start: int, end: int, dtype: np.dtype
+    ) -> dict[int, np.ndarray] | None:
+        """The rows of ``table`` of ``ids`` with bucket in ``[start, end)`` as ``dtype`` per series that
+        has any, by bucket; None if a refresh of them is pending (:meth:`stale_from`)."""
+        if self.stale_from(ids, start=start, end=end) is not None:
+            return None
         with self._bulk_cursor() as cursor:
-            if self.vendor == "postgresql":  # one binary string per series, no row objects
-                # a row's numbers sent end to end, one aggregate (60 series x 1,440 minutes of rate's
-                # 6 columns: 114 ms against 135 for an aggregate a column, load 8.7, medians of 11)
-                sends = " || ".join(
-                    f"{'float8send' if dtype[name].kind == 'f' else 'int8send'}({name})" for name in columns
-                )
-                cursor.execute(
-                    f"""SELECT wanted.id, found.packed FROM unnest(%s::bigint[]) AS wanted (id)
-                        CROSS JOIN LATERAL (SELECT string_agg({sends}, '')
-                            FROM {tables[width]} WHERE series_id = wanted.id AND bucket >= %s AND bucket < %s
-                        ) AS found (packed)
-                        WHERE found.packed IS NOT NULL""",
-                    [ids, start, end],
-                )
-                wire = np.dtype([(name, dtype[name].newbyteorder(">")) for name in columns])
-                for series_id, packed in cursor.fetchall():
-                    rows = np.frombuffer(packed, dtype=wire).astype(dtype)
-                    order = rows["first_ts"]  # inside its bucket: orders the rows as the bucket does
-                    out[int(series_id)] = rows if (np.diff(order) > 0).all() else rows[np.argsort(order)]
-                return {sid: out.get(sid, np.empty(0, dtype=dtype)) for sid in ids}
             cursor.execute(
-                f"""SELECT series_id, {", ".join(columns)} FROM {tables[width]}
+                f"""SELECT series_id, {", ".join(dtype.names)} FROM {table}
                     WHERE series_id IN ({",".join(["%s"] * len(ids))}) AND bucket >= %s AND bucket < %s
                     ORDER BY series_id, bucket""",
                 [*ids, start, end],
             )
-            table = np.array(cursor.fetchall(), dtype=[("series_id", "<i8"), *dtype.descr])
-        cuts = np.flatnonzero(np.diff(table["series_id"])) + 1
-        found = {
-            int(part["series_id"][0]): part[list(columns)].astype(dtype)  # packed, as PostgreSQL's
-            for part in np.split(table, cuts)
+            rows = np.array(cursor.fetchall(), dtype=[("series_id", "<i8"), *dtype.descr])
+        cuts = np.flatnonzero(np.diff(rows["series_id"])) + 1
+        return {
+            int(part["series_id"][0]): part[list(dtype.names)].astype(dtype)  # packed, as PostgreSQL's
+            for part in np.split(rows, cuts)
             if len(part)
         }
-        return {sid: found.get(sid, np.empty(0, dtype=dtype)) for sid in ids}

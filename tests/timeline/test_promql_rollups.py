@@ -386,3 +386,21 @@ def test_a_grant_window_inside_the_query_reads_raw_samples(org_a, org_b, read_to
     client = bearer_client(read_token_a)
     for expr in ("max_over_time(nfs_rpc_slots_in_use[10m])", "rate(nfs_rpc_slots_in_use[5m])"):
         assert assert_same(client, expr, exact=True, expect_rollups=False, **ALIGNED) > 200
+
+
+def test_a_rollup_read_checks_the_refresh_queue_in_its_own_statement(org_a, read_token_a):
+    """On PostgreSQL each read of rollup rows (the plan's hour rows, the minute rows) asks whether a
+    refresh is pending in the statement that reads them: a query over minute rows sends no statement
+    of the queue's alone (two fewer statements a query)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite asks the queue apart")
+    _counter_every(org_a, 15, "demo_fifteen")
+    client = bearer_client(read_token_a)
+    params = {"query": "rate(demo_fifteen[5m])", **ALIGNED}
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(API, params).status_code == 200
+    statements = [q["sql"] for q in queries.captured_queries]
+    rows = [sql for sql in statements if "timeline_rollup_1h" in sql or "timeline_rollup_1m" in sql]
+    assert len(rows) == 2 and all("timeline_rollup_stale" in sql for sql in rows), "\n".join(statements)
+    alone = [sql for sql in statements if "timeline_rollup_stale" in sql and sql not in rows]
+    assert not alone, "\n".join(alone)
