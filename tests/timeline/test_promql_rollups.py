@@ -404,3 +404,19 @@ def test_a_rollup_read_checks_the_refresh_queue_in_its_own_statement(org_a, read
     assert len(rows) == 2 and all("timeline_rollup_stale" in sql for sql in rows), "\n".join(statements)
     alone = [sql for sql in statements if "timeline_rollup_stale" in sql and sql not in rows]
     assert not alone, "\n".join(alone)
+
+
+def test_the_minute_rows_read_finds_the_compacted_days_in_the_state_it_notes(org_a, read_token_a):
+    """The state of the compactions a read notes before it reads rows (decision 0057) names the
+    compacted days: the minute rows' read looks at them there, not in a statement of its own (the
+    plan's look, once a request, remains)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("no compacted days on SQLite")
+    _counter_every(org_a, 15, "demo_fifteen")
+    client = bearer_client(read_token_a)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(API, {"query": "max_over_time(demo_fifteen[5m])", **ALIGNED}).status_code == 200
+    statements = [q["sql"] for q in queries.captured_queries]
+    looks = [sql for sql in statements if "FROM timeline_sample_compaction" in sql and "WHERE day" in sql]
+    assert len(looks) == 1, "\n".join(statements)
+    assert any("timeline_rollup_1m" in sql for sql in statements)
