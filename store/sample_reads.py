@@ -384,10 +384,10 @@ class SampleReads(SeriesReads):
         """The read plan between raw samples and minute rollup rows of ``columns`` numbers for
         ``series_ids`` over ``[hints.start, hints.end)``: whether the rows clearly cost less
         (:data:`ROWS_MARGIN`) than the samples they stand for, a row costing its numbers and
-        :data:`ROW_NUMBERS` more, judged by the sample counts of the whole
-        hours inside the window (a window without a whole hour reads raw), and the samples too many
-        for this process's cache of decoded samples (which serves them from memory from their second
-        read on). False where the store could not answer from its rows anyway."""
+        :data:`ROW_NUMBERS` more, judged by the sample counts of the whole hours inside the window (a
+        window without a whole hour reads raw), and the samples too many for this process's cache of
+        decoded samples (which serves them from memory from their second read on). False where the
+        store could not answer from its rows anyway."""
         first, last = -(-hints.start // HOUR_US) * HOUR_US, hints.end // HOUR_US * HOUR_US
         if last - first < HOUR_US or not series_ids or self.samples_decoded(series_ids, hints):
             return False
