@@ -86,11 +86,14 @@ class Windows:
         self.rows = np.concatenate(rows) if rows else np.empty(0)
         first_ts = self.rows["first_ts"] if len(self.rows) else np.empty(0, dtype=np.int64)
         owner = np.repeat(np.arange(len(rows), dtype=np.int64), [len(one) for one in rows])
-        key = (owner << 32) | ((first_ts - origin) // MINUTE_US)
+        minute = (first_ts - origin) // MINUTE_US
+        key = (owner << 32) | minute
         base = np.arange(len(rows), dtype=np.int64)[:, None] << 32
         start, end = (ends - range_us - origin) // MINUTE_US, (ends - origin) // MINUTE_US
-        self.lo = np.searchsorted(key, base | start[None, :], side="left")
-        self.hi = np.searchsorted(key, base | end[None, :], side="left")
+        self.lo, self.hi = _rows_before(owner, minute, len(rows), start, end)
+        if self.lo is None:  # the grid would be much larger than the rows: binary searches
+            self.lo = np.searchsorted(key, base | start[None, :], side="left")
+            self.hi = np.searchsorted(key, base | end[None, :], side="left")
         self.size = len(key)
         self.at = np.minimum(self.hi, max(self.size - 1, 0))
         if self.size:
@@ -124,6 +127,26 @@ class Windows:
     def count(self) -> np.ndarray:
         counted = np.where(self.filled, self.reduce(np.add, self.rows["n"]) if self.size else 0, 0)
         return (counted + self.edge).astype(np.float64)
+
+
+GRID_CELLS_PER_ROW = 4
+
+
+def _rows_before(owner: np.ndarray, minute: np.ndarray, series: int, *bounds: np.ndarray) -> tuple:
+    """For each of ``bounds`` (minutes, one per step), per series and step how many rows come before
+    that minute of that series in the rows ordered by series and minute (each minute of a series at
+    most once, every minute >= 0): what ``searchsorted`` of the keys finds, counted on a grid of
+    series by minute instead (60 series x 1,441 steps: one cumulative sum, not 86,460 binary
+    searches twice); Nones where the grid would be much larger than the rows and steps."""
+    width = int(max([int(minute.max()) if len(minute) else 0, *(int(b.max()) for b in bounds if len(b))])) + 1
+    too_wide = series * width > GRID_CELLS_PER_ROW * (len(minute) + series * len(bounds[0]))
+    if too_wide or (len(minute) and int(minute.min()) < 0):
+        return tuple(None for _ in bounds)
+    grid = np.zeros(series * width + 1, dtype=np.int64)
+    grid[owner * width + minute + 1] = 1
+    before = np.cumsum(grid)  # before[i]: rows before cell i of the grid
+    cells = np.arange(series, dtype=np.int64)[:, None] * width
+    return tuple(before[cells + b[None, :]] for b in bounds)
 
 
 Result = tuple[np.ndarray, np.ndarray]  # values and presence, per series and step

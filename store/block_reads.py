@@ -109,8 +109,22 @@ class PostgresBlockReads:
 
     def _compaction_state(self) -> list[tuple]:
         with self.connection.cursor() as cursor:
-            cursor.execute(f"SELECT day, xmin::text FROM {COMPACTION_TABLE} ORDER BY day")
+            cursor.execute(
+                f"SELECT day, xmin::text, compacted_at IS NOT NULL FROM {COMPACTION_TABLE} ORDER BY day"
+            )
             return cursor.fetchall()
+
+    def _noted_days(self, lo: int, hi: int) -> np.ndarray | None:
+        """The compacted days meeting stored time ``[lo, hi)`` as the state the running read noted
+        (:meth:`_watch_compactions`) holds them, sorted: a look at them that sends no statement of its
+        own, and sees what the check after the read compares; None where no state is noted."""
+        watch = self._compaction_watch
+        if not watch or not isinstance(watch[0], list) or lo >= hi:
+            return None
+        first, last = lo // DAY_US, (hi - 1) // DAY_US
+        return np.array(
+            [day for day, _xmin, done in watch[0] if done and first <= day <= last], dtype=np.int64
+        )
 
     def _across_compactions(self, read: Callable[[], object]):
         """``read()``, made again while a compaction committed during a look of the kind above and the

@@ -395,8 +395,9 @@ class PostgresBlockRollups:
         fine = hints.step in FINE_LEVELS and hints.start < hints.end
         if fine:
             self._watch_compactions(hints.start)  # the stored rows are read after this look
-        if fine and self.compacted_spans(hints.start, hints.end):
-            return None
+            days = self._noted_days(hints.start, hints.end)  # the noted state, where there is one
+            if len(days if days is not None else self.compacted_days(hints.start, hints.end)):
+                return None
         return super().select_rollup_rows(scope, series_ids, hints, columns)
 
     def rollup_row_count(self, width: int, table: str, ids: list[int], lo: int, hi: int) -> int:

@@ -208,6 +208,39 @@ class PostgresStore(
             )
         }
 
+    def _stored_rows_read(self, table, ids, start, end, dtype):
+        """One statement: the rows, each series' as one binary string of its rows' numbers end to end
+        (60 series x 1,440 minutes of rate's 6 columns: 114 ms against 135 for a string a column, load
+        8.7, medians of 11), and the pending-refresh check (:meth:`stale_from`) in the same snapshot,
+        which skips the scan when it finds one (a row of NULLs says so)."""
+        sends = " || ".join(
+            f"{'float8send' if dtype[name].kind == 'f' else 'int8send'}({name})" for name in dtype.names
+        )
+        with binary_cursor(self.connection) as cursor:
+            cursor.execute(
+                f"""WITH pending AS MATERIALIZED (
+                        SELECT 1 FROM {rollups.DIRTY}
+                        WHERE series_id = ANY(%s) AND hi > %s AND lo < %s LIMIT 1
+                    )
+                    SELECT wanted.id, found.packed FROM unnest(%s::bigint[]) AS wanted (id)
+                    CROSS JOIN LATERAL (SELECT string_agg({sends}, '')
+                        FROM {table} WHERE series_id = wanted.id AND bucket >= %s AND bucket < %s
+                    ) AS found (packed)
+                    WHERE found.packed IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pending)
+                    UNION ALL SELECT NULL, NULL FROM pending""",
+                [ids, start, end, ids, start, end],
+            )
+            found = cursor.fetchall()
+        if any(series_id is None for series_id, _ in found):
+            return None
+        wire = np.dtype([(name, dtype[name].newbyteorder(">")) for name in dtype.names])
+        out = {}
+        for series_id, packed in found:
+            rows = np.frombuffer(packed, dtype=wire).astype(dtype)
+            order = rows["first_ts"]  # inside its bucket: orders the rows as the bucket does
+            out[int(series_id)] = rows if (np.diff(order) > 0).all() else rows[np.argsort(order)]
+        return out
+
     def _samples_in_ranges(self, ranges):
         """The samples of the ranges, each range's as one binary string of (time, value) pairs
         aggregated by its own index scan (:func:`sample_pairs`), in binary (:func:`binary_cursor`);

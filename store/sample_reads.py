@@ -25,11 +25,16 @@ from store.series_reads import SeriesReads
 from timeline.models import Series
 
 MINUTE_US, HOUR_US = 60_000_000, 3_600_000_000
-# Minute rows must be this many times fewer numbers than the samples they stand for: a rollup read makes
-# a few more queries (the sample counts, the checks of the store), and evaluating from rows costs a
-# little more than from samples. Measured at 15 s scrapes: 4 samples (8 numbers) a minute row, rate's
-# 6 columns did not pay.
+# Minute rows must cost this many times less to read than the samples they stand for: a rollup read
+# makes a few more queries (the sample counts, the checks of the store), and evaluating from rows costs a
+# little more than from samples.
 ROWS_MARGIN = 1.5
+# What a row read costs besides its numbers, in numbers: PostgreSQL's index scan of one row, as much as
+# sending two of its numbers. Measured over 24 h of 60 series at 15 s (345,600 samples, 86,400 minute
+# rows), the statements alone, load 8: minute rows of 2 columns 34 ms, of 3 40, of 4 49, of 6 69,
+# samples 124 (medians of 11). By numbers alone rate's 6 columns (518,400) did not pay against the
+# samples' 691,200, though they read in half the time.
+ROW_NUMBERS = 2
 
 FLEET_COLUMNS = ("bucket", "lo", "hi", "mid", "p5", "p95", "sum", "n")
 """The columns of :meth:`SampleReads.fleet_stats`, in the order the engines compute them."""
@@ -377,11 +382,12 @@ class SampleReads(SeriesReads):
 
     def minute_rows_pay(self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: int) -> bool:
         """The read plan between raw samples and minute rollup rows of ``columns`` numbers for
-        ``series_ids`` over ``[hints.start, hints.end)``: whether the rows are clearly fewer numbers
-        (:data:`ROWS_MARGIN`) than the samples they stand for, judged by the sample counts of the whole
-        hours inside the window (a window without a whole hour reads raw), and the samples too many
-        for this process's cache of decoded samples (which serves them from memory from their second
-        read on). False where the store could not answer from its rows anyway."""
+        ``series_ids`` over ``[hints.start, hints.end)``: whether the rows clearly cost less
+        (:data:`ROWS_MARGIN`) than the samples they stand for, a row costing its numbers and
+        :data:`ROW_NUMBERS` more, judged by the sample counts of the whole hours inside the window (a
+        window without a whole hour reads raw), and the samples too many for this process's cache of
+        decoded samples (which serves them from memory from their second read on). False where the
+        store could not answer from its rows anyway."""
         first, last = -(-hints.start // HOUR_US) * HOUR_US, hints.end // HOUR_US * HOUR_US
         if last - first < HOUR_US or not series_ids or self.samples_decoded(series_ids, hints):
             return False
@@ -393,7 +399,7 @@ class SampleReads(SeriesReads):
         minutes = sum(1 for rows in hours.values() if len(rows)) * (last - first) // MINUTE_US
         if self.sample_cache_holds(samples):
             return False  # samples this few are decoded once, then read from memory
-        return minutes > 0 and minutes * columns * ROWS_MARGIN < samples * 2
+        return minutes > 0 and minutes * (ROW_NUMBERS + columns) * ROWS_MARGIN < samples * (ROW_NUMBERS + 2)
 
     def samples_decoded(self, series_ids: list[int], hints: ReadHints) -> bool:
         """Whether this process's cache holds every whole hour of ``series_ids`` inside the window,
@@ -437,42 +443,30 @@ class SampleReads(SeriesReads):
         if any(key[:2] != (start, end) or key[3] for key in groups):
             return None
         ids = sorted(sid for group in groups.values() for sid in group)
-        if not ids or self.stale_from(ids, start=start, end=end) is not None:
-            return None if ids else {}
+        if not ids:
+            return {}
         dtype = np.dtype([(name, rollups.ROW[name]) for name in columns])
-        out: dict[int, np.ndarray] = {}
+        found = self._stored_rows_read(tables[width], ids, start, end, dtype)
+        return None if found is None else {sid: found.get(sid, np.empty(0, dtype=dtype)) for sid in ids}
+
+    def _stored_rows_read(
+        self, table: str, ids: list[int], start: int, end: int, dtype: np.dtype
+    ) -> dict[int, np.ndarray] | None:
+        """The rows of ``table`` of ``ids`` with bucket in ``[start, end)`` as ``dtype`` per series that
+        has any, by bucket; None if a refresh of them is pending (:meth:`stale_from`)."""
+        if self.stale_from(ids, start=start, end=end) is not None:
+            return None
         with self._bulk_cursor() as cursor:
-            if self.vendor == "postgresql":  # one binary string per series and column, no row objects
-                sends = ", ".join(
-                    f"string_agg({'float8send' if dtype[name].kind == 'f' else 'int8send'}({name}), '')"
-                    for name in columns
-                )
-                cursor.execute(
-                    f"""SELECT wanted.id, found.* FROM unnest(%s::bigint[]) AS wanted (id)
-                        CROSS JOIN LATERAL (SELECT {sends}
-                            FROM {tables[width]} WHERE series_id = wanted.id AND bucket >= %s AND bucket < %s
-                        ) AS found ({", ".join(f"c{i}" for i in range(len(columns)))})
-                        WHERE found.c0 IS NOT NULL""",
-                    [ids, start, end],
-                )
-                for series_id, *blobs in cursor.fetchall():
-                    rows = np.empty(len(blobs[0]) // 8, dtype=dtype)
-                    for name, blob in zip(columns, blobs, strict=True):
-                        rows[name] = np.frombuffer(blob, dtype=dtype[name].newbyteorder(">"))
-                    order = rows["first_ts"]  # inside its bucket: orders the rows as the bucket does
-                    out[int(series_id)] = rows if (np.diff(order) > 0).all() else rows[np.argsort(order)]
-                return {sid: out.get(sid, np.empty(0, dtype=dtype)) for sid in ids}
             cursor.execute(
-                f"""SELECT series_id, {", ".join(columns)} FROM {tables[width]}
+                f"""SELECT series_id, {", ".join(dtype.names)} FROM {table}
                     WHERE series_id IN ({",".join(["%s"] * len(ids))}) AND bucket >= %s AND bucket < %s
                     ORDER BY series_id, bucket""",
                 [*ids, start, end],
             )
-            table = np.array(cursor.fetchall(), dtype=[("series_id", "<i8"), *dtype.descr])
-        cuts = np.flatnonzero(np.diff(table["series_id"])) + 1
-        found = {
-            int(part["series_id"][0]): part[list(columns)].astype(dtype)  # packed, as PostgreSQL's
-            for part in np.split(table, cuts)
+            rows = np.array(cursor.fetchall(), dtype=[("series_id", "<i8"), *dtype.descr])
+        cuts = np.flatnonzero(np.diff(rows["series_id"])) + 1
+        return {
+            int(part["series_id"][0]): part[list(dtype.names)].astype(dtype)  # packed, as PostgreSQL's
+            for part in np.split(rows, cuts)
             if len(part)
         }
-        return {sid: found.get(sid, np.empty(0, dtype=dtype)) for sid in ids}

@@ -100,7 +100,7 @@ def test_minute_rows_read_after_the_compacted_days_look_are_none_or_all_there(tw
     hints = ReadHints(start=WINDOW[0], end=WINDOW[1], step=MINUTE)
     before = get_store().select_rollup_rows(own_scope(org_a), two_days, hints, ("first_ts", "n"))
     store = get_store()
-    compactions = compact_day_one_after_first(store, "compacted_spans")
+    compactions = compact_day_one_after_first(store, "_noted_days")  # the look at the noted state
     after = store.select_rollup_rows(own_scope(org_a), two_days, hints, ("first_ts", "n"))
     assert compactions and all(len(rows) == 180 for rows in before.values())
     assert after is None  # the caller reads the samples: the day is compacted now

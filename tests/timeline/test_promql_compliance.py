@@ -513,10 +513,9 @@ def test_range_queries_on_whole_minutes_read_rollups_and_match_prometheus(
         if why:
             mismatches[query] = why
     assert not mismatches, "\n".join(f"{q}\n    {why}" for q, why in mismatches.items())
-    # at 15 s scrapes a minute row holds 4 samples: the 6 columns of rate, increase and delta do not pay
-    dense_enough = [q for q in ROLLUP_QUERIES if not any(f in q for f in ("rate(", "increase(", "delta("))]
-    assert not set(raw) & set(dense_enough), f"read raw samples: {sorted(set(raw) & set(dense_enough))}"
-    assert set(raw) == set(ROLLUP_QUERIES) - set(dense_enough)
+    # at 15 s scrapes a minute row holds 4 samples: even rate's, increase's and delta's 6 columns read
+    # in less time than the samples (a row costs more than its numbers: decision 0083)
+    assert not raw, f"read raw samples: {sorted(raw)}"
 
 
 def _without_owner(document: dict) -> dict:

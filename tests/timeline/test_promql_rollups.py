@@ -242,6 +242,31 @@ def test_series_scraped_once_a_minute_read_raw_samples(org_a, read_token_a):
     assert_same(client, "max_over_time(demo_sparse[10m])", exact=True, expect_rollups=False, **ALIGNED)
 
 
+def _counter_every(org, seconds: int, metric: str) -> None:
+    """A counter scraped every ``seconds`` (jittered, with a reset), stored and rolled up."""
+    rng = np.random.default_rng(seconds)
+    count = HOURS * 3600 // seconds
+    ts = (T0_S + np.arange(count) * seconds) * 1_000_000 + rng.integers(0, 500_000, count)
+    values = np.cumsum(rng.integers(0, 40, count)).astype(np.float64)
+    values[count // 3 :] -= values[count // 3] - 2
+    block = SeriesBlock(
+        signal="other", metric=metric, labels={"node": "node-0"}, kind="counter", unit="",
+        ts=ts.tolist(), values=values.tolist(),
+    )  # fmt: skip
+    store(org, [block])
+
+
+def test_rate_over_15_s_scrapes_reads_minute_rows_and_over_30_s_samples(org_a, read_token_a):
+    """A row costs what reading it costs, not its numbers alone: rate's 6 columns a minute against 4
+    samples (8 numbers) read in half the time, so they are read; against 2 samples they are not."""
+    _counter_every(org_a, 15, "demo_fifteen")
+    _counter_every(org_a, 30, "demo_thirty")
+    client = bearer_client(read_token_a)
+    for expr in ("rate(demo_fifteen[5m])", "increase(demo_fifteen[10m])"):
+        assert_same(client, expr, exact=False, expect_rollups=True, **ALIGNED)
+    assert_same(client, "rate(demo_thirty[5m])", exact=False, expect_rollups=False, **ALIGNED)
+
+
 def test_the_store_plans_the_read_and_answers_every_readable_series_without_its_row_layout(org_a):
     """Raw samples or minute rows is the store's decision (``minute_rows_pay``), not the caller's; a
     readable series without a row in the window comes back as an empty array of the asked columns."""
@@ -361,3 +386,37 @@ def test_a_grant_window_inside_the_query_reads_raw_samples(org_a, org_b, read_to
     client = bearer_client(read_token_a)
     for expr in ("max_over_time(nfs_rpc_slots_in_use[10m])", "rate(nfs_rpc_slots_in_use[5m])"):
         assert assert_same(client, expr, exact=True, expect_rollups=False, **ALIGNED) > 200
+
+
+def test_a_rollup_read_checks_the_refresh_queue_in_its_own_statement(org_a, read_token_a):
+    """On PostgreSQL each read of rollup rows (the plan's hour rows, the minute rows) asks whether a
+    refresh is pending in the statement that reads them: a query over minute rows sends no statement
+    of the queue's alone (two fewer statements a query)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite asks the queue apart")
+    _counter_every(org_a, 15, "demo_fifteen")
+    client = bearer_client(read_token_a)
+    params = {"query": "rate(demo_fifteen[5m])", **ALIGNED}
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(API, params).status_code == 200
+    statements = [q["sql"] for q in queries.captured_queries]
+    rows = [sql for sql in statements if "timeline_rollup_1h" in sql or "timeline_rollup_1m" in sql]
+    assert len(rows) == 2 and all("timeline_rollup_stale" in sql for sql in rows), "\n".join(statements)
+    alone = [sql for sql in statements if "timeline_rollup_stale" in sql and sql not in rows]
+    assert not alone, "\n".join(alone)
+
+
+def test_the_minute_rows_read_finds_the_compacted_days_in_the_state_it_notes(org_a, read_token_a):
+    """The state of the compactions a read notes before it reads rows (decision 0057) names the
+    compacted days: the minute rows' read looks at them there, not in a statement of its own (the
+    plan's look, once a request, remains)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("no compacted days on SQLite")
+    _counter_every(org_a, 15, "demo_fifteen")
+    client = bearer_client(read_token_a)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(API, {"query": "max_over_time(demo_fifteen[5m])", **ALIGNED}).status_code == 200
+    statements = [q["sql"] for q in queries.captured_queries]
+    looks = [sql for sql in statements if "FROM timeline_sample_compaction" in sql and "WHERE day" in sql]
+    assert len(looks) == 1, "\n".join(statements)
+    assert any("timeline_rollup_1m" in sql for sql in statements)
