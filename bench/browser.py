@@ -4,7 +4,8 @@ What it measures, on the quickstart data (``manage.py quickstart --no-serve``: t
 the five organisations, the demo grants and incident) in a PostgreSQL database of its own
 (``--database-url``, default ``jl_bench_browser``, dropped and recreated unless ``--reuse``;
 ``--database-url sqlite`` uses the embedded default, as a bare ``quickstart`` does), served on a free
-port of 127.0.0.1 by gunicorn as in production (``config/gunicorn.py``, 2 workers x 4 threads) or,
+port of 127.0.0.1 by gunicorn as in production (``config/gunicorn.py``, 2 workers x 4 threads as compose's
+web service, or ``--layout WxT``) or,
 with ``--server runserver``, by the server ``quickstart`` starts:
 
 * **Windows.** ``reference``: the URL quickstart prints (the slowdown, 1 h either side: 5 h 5 min);
@@ -14,7 +15,8 @@ with ``--server runserver``, by the server ``quickstart`` starts:
   signal: ``timeline.js`` increments ``document.body.dataset.renders`` once ``Plotly.react`` has
   drawn every lane of an answer; an init script records ``performance.now()`` when that attribute
   first appears. ``--loads`` cold loads (a new browser context each, signed in first, the sign-in
-  not timed, then the browser's cache emptied) and as many warm ones (the page opened again in the
+  not timed and waited for until the page it lands on has no request in flight, then the browser's
+  cache emptied) and as many warm ones (the page opened again in the
   same context: hashed static files come from the cache) per window; the medians are printed, with
   where a cold load's time went: the page HTML received, Plotly.js evaluated (the page's
   ``jointline:plotly`` mark, else ``domInteractive``), the lanes request sent, its answer received.
@@ -29,12 +31,18 @@ with ``--server runserver``, by the server ``quickstart`` starts:
   session, with and without ``Accept-Encoding: gzip``: bytes either way, the server time of each,
   and the time gzip (level 6, as the server compresses) takes on that body here.
 
+With ``--baseline DIR``, a second server serves another checkout of the project (the code before a
+change, e.g. ``git worktree add --detach /tmp/before HEAD~1``) from the same PostgreSQL database, with
+its own static files (under ``DATA_DIR/baseline``); each round loads the window once on either side,
+the order alternating, and both are reported.
+
 Chromium is ``/usr/bin/chromium`` (``apt-get install chromium``), driven by Playwright for Python
 with the flags tests/browser/ uses too (``bench/_chromium.py``). Run from the project root::
 
     .venv/bin/python bench/browser.py                   # load (about 2 min), then measure
     .venv/bin/python bench/browser.py --reuse --loads 9   # migrated and static files collected first
     .venv/bin/python bench/browser.py --server runserver --database-url sqlite
+    .venv/bin/python bench/browser.py --reuse --loads 7 --baseline /tmp/before
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ import re
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -61,13 +70,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
 
 from bench import _harness  # noqa: E402
+from bench._browser_report import PLOTLY_BUNDLE, kib, load_average, report  # noqa: E402
 from bench._chromium import CHROMIUM, launch_chromium  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/jl_bench_browser"
 DEFAULT_DATA_DIR = Path(tempfile.gettempdir()) / "jointline-bench-browser"
 VIEWPORT = {"width": 1600, "height": 1000}
 HOUR_US = 3_600_000_000
-PLOTLY_BUNDLE = "/vendor/plotly-"
 DRAWN_TIMEOUT_MS = 120_000
 QUIET_S = 1.0  # a load is over once no request has been in flight for this long after the drawing
 # Runs before the page's scripts: the moment the lanes are first drawn, in ms since navigation start.
@@ -172,21 +181,26 @@ def windows(reference: str) -> list[Window]:
     ]
 
 
-def start_server(kind: str, env: dict[str, str], log_dir: Path):
+def start_server(
+    kind: str, env: dict[str, str], log_dir: Path, root: Path = ROOT, name: str = "", layout: str = "2x4"
+):
+    """The server of the checkout at ``root`` (``--baseline``: another checkout, its own static files);
+    gunicorn with ``layout`` (workers x threads)."""
     port = _harness.free_port()
+    env = {**env, "PYTHONPATH": str(root)}
     if kind == "gunicorn":
         args = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi"]
         env = {
             **env,
             "JOINTLINE_BIND": f"127.0.0.1:{port}",
-            "JOINTLINE_WEB_WORKERS": "2",
-            "JOINTLINE_WEB_THREADS": "4",
+            "JOINTLINE_WEB_WORKERS": layout.split("x")[0],
+            "JOINTLINE_WEB_THREADS": layout.split("x")[1],
             "JOINTLINE_WEB_ACCESS_LOG": "false",
         }
     else:
         args = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
-    log = log_dir / f"{kind}.log"
-    process = _harness.start_process(args, env, log)
+    log = log_dir / f"{kind}{name}.log"
+    process = _harness.start_process(args, env, log, root=root)
     _harness.wait_until(
         lambda: _harness.answers(port),
         timeout_s=_harness.START_TIMEOUT_S,
@@ -201,12 +215,20 @@ def start_server(kind: str, env: dict[str, str], log_dir: Path):
 
 
 def sign_in(context, base: str, user: str, password: str) -> None:
+    """Sign in, and wait until the page it lands on (the war room's default view) has no request in
+    flight: closed earlier, its requests (lanes, catalogue, events: 0.5-2.4 s each on a busy machine)
+    would still be computed by the server while the next, timed, load asks for its own."""
     page = context.new_page()
+    inflight: set = set()
+    page.on("request", lambda request: inflight.add(request))
+    page.on("requestfinished", lambda request: inflight.discard(request))
+    page.on("requestfailed", lambda request: inflight.discard(request))
     page.goto(f"{base}/login/")
     page.fill("input[name=username]", user)
     page.fill("input[name=password]", password)
     page.click("button[type=submit], input[type=submit]")
     page.wait_for_url(lambda url: "/login/" not in url)
+    wait_quiet(page, inflight)
     page.close()
 
 
@@ -297,20 +319,31 @@ def wait_quiet(page, inflight: set, *, quiet_s: float = QUIET_S, timeout_s: floa
             return
 
 
-def measure_window(browser, base: str, window: Window, user: str, password: str, loads: int) -> None:
+def measure_load(browser, base: str, window: Window, user: str, password: str) -> None:
+    """One cold load of ``window`` in a new browser context, then a warm one."""
     url = f"{base}/timeline/?{window.query}"
-    for _ in range(loads):
-        context = browser.new_context(viewport=VIEWPORT)
-        context.add_init_script(RECORD_DRAWN)
-        try:
-            sign_in(context, base, user, password)
-            page = context.new_page()
-            window.cold.append(open_war_room(page, url, cold=True))
-            page.close()
-            page = context.new_page()
-            window.warm.append(open_war_room(page, url, cold=False))
-        finally:
-            context.close()
+    context = browser.new_context(viewport=VIEWPORT)
+    context.add_init_script(RECORD_DRAWN)
+    try:
+        sign_in(context, base, user, password)
+        page = context.new_page()
+        window.cold.append(open_war_room(page, url, cold=True))
+        page.close()
+        page = context.new_page()
+        window.warm.append(open_war_room(page, url, cold=False))
+    finally:
+        context.close()
+
+
+def measure_window(
+    browser, sides: dict[str, str], windows: dict[str, Window], user: str, password: str, loads: int
+):
+    """``loads`` loads of the window on every side (name: base URL), the sides in turn, their order
+    alternating from one round to the next."""
+    order = list(sides)
+    for round_ in range(loads):
+        for side in order if round_ % 2 == 0 else order[::-1]:
+            measure_load(browser, sides[side], windows[side], user, password)
 
 
 def compression(port: int, cookies: str, lanes_url: str) -> dict[str, float]:
@@ -349,84 +382,6 @@ def session_cookies(browser, base: str, user: str, password: str) -> str:
         context.close()
 
 
-# --------------------------------------------------------------------------- report
-
-
-def kib(n: float) -> str:
-    return f"{n / 1024:,.0f} KiB"
-
-
-def response_kind(path: str) -> str:
-    """What a response of the page is, by its path: the page, its styles, its modules, Plotly.js, JSON."""
-    if PLOTLY_BUNDLE in path:
-        return "Plotly.js"
-    if path.endswith(".css"):
-        return "CSS"
-    if path.endswith(".js"):
-        return "modules"
-    if path.startswith("/static/"):
-        return "other static"
-    return "JSON" if "/api/" in path else "page HTML"
-
-
-def by_kind(responses: list[tuple[str, int, str]]) -> str:
-    """Bytes on the wire and responses per kind: ``modules 71,234 B (18)``."""
-    totals: dict[str, list[int]] = {}
-    for path, received, _ in responses:
-        total = totals.setdefault(response_kind(path), [0, 0])
-        total[0] += received
-        total[1] += 1
-    ordered = sorted(totals.items(), key=lambda item: -item[1][0])
-    return ", ".join(f"{kind} {size:,} B ({count})" for kind, (size, count) in ordered)
-
-
-def report(window: Window, packed: dict[str, float]) -> None:
-    cold, warm = window.cold, window.warm
-    print(f"\n{window.name} ({window.query}):")
-    print(
-        f"  drawn after: cold median {statistics.median(x.drawn_ms for x in cold):.0f} ms "
-        f"({', '.join(f'{x.drawn_ms:.0f}' for x in cold)}); "
-        f"warm median {statistics.median(x.drawn_ms for x in warm):.0f} ms"
-    )
-    first = cold[0]
-    print(
-        f"  where the time went (cold medians): page HTML received at "
-        f"{statistics.median(x.page_ms for x in cold):.0f} ms, Plotly.js evaluated at "
-        f"{statistics.median(x.scripts_ms for x in cold):.0f} ms, lanes asked at "
-        f"{statistics.median(x.lanes_start_ms for x in cold):.0f} ms, answered at "
-        f"{statistics.median(x.lanes_end_ms for x in cold):.0f} ms, drawn at "
-        f"{statistics.median(x.drawn_ms for x in cold):.0f} ms"
-    )
-    print(
-        f"  on the wire, cold: {kib(statistics.median(x.wire_bytes for x in cold))} in {first.requests} "
-        f"responses; warm: {kib(statistics.median(x.wire_bytes for x in warm))}"
-    )
-    without_plotly = statistics.median(x.wire_bytes - x.plotly_wire_bytes for x in cold)
-    print(f"  without the Plotly.js bundle, cold: {kib(without_plotly)}")
-    print(
-        f"  page HTML: {first.page_bytes:,} B, Content-Encoding {first.page_encoding}; gzip level 6 of it "
-        f"here: {first.page_gzip_bytes:,} B"
-    )
-    print(f"  by kind, first cold load: {by_kind(first.responses)}")
-    print("  responses of the first cold load (bytes on the wire, Content-Encoding):")
-    for path, received, encoding in sorted(first.responses, key=lambda r: -r[1]):
-        print(f"    {received:>9,}  {encoding:<8} {path}")
-    print(
-        f"  lanes answer: {kib(first.lanes_wire_bytes)} on the wire, {kib(first.lanes_bytes)} decoded "
-        f"(Accept-Encoding: {first.lanes_accept_encoding})"
-    )
-    print(
-        f"  lanes over HTTP: identity {kib(packed['identity_bytes'])} in {packed['identity_ms']:.0f} ms "
-        f"(server {packed['identity_server_ms']:.0f} ms), gzip {kib(packed['gzip_bytes'])} in "
-        f"{packed['gzip_ms']:.0f} ms (server {packed['gzip_server_ms']:.0f} ms); gzip level 6 of the body "
-        f"here: {packed['gzip6_ms']:.1f} ms"
-    )
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL, help="or 'sqlite' (embedded default)")
@@ -434,10 +389,23 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--reuse", action="store_true", help="measure on what the last run loaded")
     parser.add_argument("--server", choices=["gunicorn", "runserver"], default="gunicorn")
     parser.add_argument("--user", default="modeldev-viewer")
+    parser.add_argument("--layout", default="2x4", help="gunicorn's workers x threads (compose's web: 2x4)")
+    parser.add_argument("--baseline-layout", help="the baseline's workers x threads (default: --layout)")
     parser.add_argument("--loads", type=int, default=5, help="cold (and warm) loads per window")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout of the project (the code before a change), served beside this one from the "
+        "same database with its own static files; the loads alternate between the two",
+    )
     args = _harness.parse_with_smoke(parser, loads=1)
     if not 1 <= args.loads <= 50:
         parser.error("--loads is 1..50")
+    for layout in (args.layout, args.baseline_layout or args.layout):
+        if not re.fullmatch(r"[1-9][0-9]?x[1-9][0-9]?", layout):
+            parser.error(f"a layout is WORKERSxTHREADS, e.g. 2x4, not {layout}")
+    if args.baseline and args.database_url == "sqlite":
+        parser.error("--baseline serves the same PostgreSQL database from two checkouts")
     return args
 
 
@@ -462,32 +430,69 @@ def main() -> None:
         reference = quickstart(args.database_url, args.data_dir, env)
     password = json.loads((args.data_dir / "demo-credentials.json").read_text())[args.user]
     log_dir = Path(tempfile.mkdtemp(prefix="jointline-bench-browser-"))
-    server, port = start_server(args.server, env, log_dir)
-    base = f"http://127.0.0.1:{port}"
+    servers = [start_server(args.server, env, log_dir, layout=args.layout)]
+    sides = {"this": f"http://127.0.0.1:{servers[0][1]}"}
+    try:
+        if args.baseline:
+            layout = args.baseline_layout or args.layout
+            servers.append(
+                start_baseline(args.server, env, args.baseline.resolve(), args.data_dir, log_dir, layout)
+            )
+            sides["baseline"] = f"http://127.0.0.1:{servers[1][1]}"
+        measured = measure(sides, reference, servers[0][1], args.user, password, args.loads)
+    finally:
+        for server, _ in servers:
+            _harness.stop_process(server)
+    for side, windows_ in measured.items():
+        ref = windows_[0]
+        print(
+            f"browser{f' [{side}]' if args.baseline else ''}: reference view drawn in "
+            f"{statistics.median(x.drawn_ms for x in ref.cold):.0f} ms cold, "
+            f"{statistics.median(x.drawn_ms for x in ref.warm):.0f} ms warm ({args.server}, median of "
+            f"{args.loads}, {layout_of(args, side)}); lanes {kib(ref.cold[0].lanes_wire_bytes)} on the wire, "
+            f"{kib(statistics.median(x.wire_bytes for x in ref.cold))} in all, "
+            f"{kib(statistics.median(x.wire_bytes - x.plotly_wire_bytes for x in ref.cold))} "
+            "without Plotly.js; "
+            f"load average after: {load_average()}"
+        )
+
+
+def layout_of(args: argparse.Namespace, side: str) -> str:
+    return (args.baseline_layout or args.layout) if side == "baseline" else args.layout
+
+
+def start_baseline(kind: str, env: dict[str, str], root: Path, data_dir: Path, log_dir: Path, layout: str):
+    """The server of another checkout, on the same database, with its static files in a data folder of
+    its own (their hashed names are its own)."""
+    env = {**env, "JOINTLINE_DATA_DIR": str(data_dir / "baseline"), "PYTHONPATH": str(root)}
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--no-input", "--verbosity", "0"],
+        cwd=root,
+        env=env,
+        check=True,
+        timeout=300,
+    )
+    return start_server(kind, env, log_dir, root=root, name="-baseline", layout=layout)
+
+
+def measure(sides: dict[str, str], reference: str, port: int, user: str, password: str, loads: int):
+    """Every window on every side, in turn; reports each. Returns the windows measured per side."""
     from playwright.sync_api import sync_playwright
 
-    try:
-        with sync_playwright() as playwright:
-            browser = launch_chromium(playwright)
-            try:
-                cookies = session_cookies(browser, base, args.user, password)
-                measured = windows(reference)
-                for window in measured:
-                    measure_window(browser, base, window, args.user, password, args.loads)
-                    report(window, compression(port, cookies, window.cold[0].lanes_url))
-            finally:
-                browser.close()
-    finally:
-        _harness.stop_process(server)
-    ref = measured[0]
-    print(
-        f"browser: reference view drawn in {statistics.median(x.drawn_ms for x in ref.cold):.0f} ms cold, "
-        f"{statistics.median(x.drawn_ms for x in ref.warm):.0f} ms warm ({args.server}, median of "
-        f"{args.loads}); lanes {kib(ref.cold[0].lanes_wire_bytes)} on the wire, "
-        f"{kib(statistics.median(x.wire_bytes for x in ref.cold))} in all, "
-        f"{kib(statistics.median(x.wire_bytes - x.plotly_wire_bytes for x in ref.cold))} without Plotly.js; "
-        f"load average after: {load_average()}"
-    )
+    measured = {side: windows(reference) for side in sides}
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            cookies = session_cookies(browser, sides["this"], user, password)
+            for index in range(len(measured["this"])):
+                this = {side: measured[side][index] for side in sides}
+                measure_window(browser, sides, this, user, password, loads)
+                for side, window in this.items():
+                    packed = compression(port, cookies, window.cold[0].lanes_url) if side == "this" else None
+                    report(window, packed, side if len(sides) > 1 else "")
+        finally:
+            browser.close()
+    return measured
 
 
 if __name__ == "__main__":
