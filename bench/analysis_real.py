@@ -80,13 +80,15 @@ class Tally:
     top3: int = 0
     floor1: int = 0
     floor3: int = 0
+    tied1: int = 0  # first places shared with another answer of the same score (the order then by title)
     lines: list[str] = field(default_factory=list)
     parts: dict[str, Tally] = field(default_factory=dict)  # the same counts per scenario, when kept
 
-    def add(self, rank: int | None, floor_rank: int | None, part: str = "") -> None:
+    def add(self, rank: int | None, floor_rank: int | None, part: str = "", *, tied: bool = False) -> None:
         if part:
-            self.parts.setdefault(part, Tally()).add(rank, floor_rank)
+            self.parts.setdefault(part, Tally()).add(rank, floor_rank, tied=tied)
         self.cases += 1
+        self.tied1 += rank == 1 and tied
         self.top1 += rank == 1
         self.top3 += rank is not None and rank <= 3
         self.floor1 += floor_rank == 1
@@ -94,8 +96,10 @@ class Tally:
 
     def text(self) -> str:
         n = self.cases
+        tied = f" ({self.tied1} tied)" if self.tied1 else ""
         return (
-            f"top1 {self.top1}/{n} top3 {self.top3}/{n} (floor top1 {self.floor1}/{n} top3 {self.floor3}/{n})"
+            f"top1 {self.top1}/{n}{tied} top3 {self.top3}/{n} "
+            f"(floor top1 {self.floor1}/{n} top3 {self.floor3}/{n})"
         )
 
     def split(self) -> str:
@@ -121,6 +125,14 @@ def floor_score(
     mad = float(np.median(np.abs(before - centre)))
     shift = abs(float(np.median(during)) - centre)
     return shift / max(mad, TINY_MAD)
+
+
+def tied_first(entries, key, right: str) -> bool:
+    """Does the first of ``entries`` (named by ``key``), when it is ``right``, share its score with an
+    entry of another name? Such a first place is one of a tie, ordered by title."""
+    if not entries or key(entries[0]) != right:
+        return False
+    return any(key(e) not in (None, right) and e.score == entries[0].score for e in entries[1:])
 
 
 def floor_rank(scores: dict[str, float], right: set[str]) -> int | None:
@@ -232,7 +244,7 @@ def rank_nab(series: list[NabSeries], viewers: dict, *, smoke: bool) -> Tally:
         peers = [s for s in series if s.category == labelled.category]
         scores = {s.name: floor_score(s.times, s.values, start, end) for s in peers}
         naive = floor_rank(scores, {labelled.name})
-        tally.add(rank, naive)
+        tally.add(rank, naive, tied=tied_first(ranking.entries, lambda e: e.title, labelled.name))
         kinds = "+".join(b.kind for b in ranking.baselines)
         line = (
             f"  nab {labelled.category}/{labelled.name} {_day(start)}: rank {rank} (floor {naive}) vs {kinds}"
@@ -390,7 +402,8 @@ def rank_petshop(files: list[PetshopFile], viewers: dict) -> Tally:
                 score = floor_score(f.times, f.values[:, j], start, end, baseline)
                 scores[component] = max(scores.get(component, 0.0), score)
         naive = floor_rank(scores, {cause})
-        tally.add(rank, naive, issue.scenario)
+        ranked = [e for e in ranking.entries if _component(e) is not None]
+        tally.add(rank, naive, issue.scenario, tied=tied_first(ranked, _component, cause))
         kinds = "+".join(b.kind for b in ranking.baselines)
         top = order[:3]
         line = f"  petshop {issue.scenario}/{issue.path.parent.name}: rank {rank} (floor {naive}) vs {kinds}"

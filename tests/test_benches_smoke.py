@@ -37,3 +37,23 @@ def test_nab_window_rule_scores_only_the_rows_of_a_file():
     assert (found, false) == (1, 2)
     assert after_the_data(times, [one]) == 1
     assert days == pytest.approx((int(ts[-1]) - int(ts[0])) / (24 * hour))
+
+
+def test_a_first_place_shared_with_another_answers_score_is_counted_as_tied():
+    """The real-data ranking bench says how many of its first places are ties ordered by title."""
+    from types import SimpleNamespace as Entry
+
+    from bench.analysis_real import Tally, tied_first
+
+    def title(entry):
+        return entry.title
+
+    tied = [Entry(title="cause", score=2.0), Entry(title="beside", score=2.0), Entry(title="x", score=1.0)]
+    clear = [Entry(title="cause", score=2.0), Entry(title="cause", score=2.0), Entry(title="x", score=1.5)]
+    assert tied_first(tied, title, "cause") and not tied_first(clear, title, "cause")
+    assert not tied_first(tied[1:], title, "cause")  # not first: no tie of a first place
+    tally = Tally()
+    tally.add(1, 2, tied=True)
+    tally.add(1, 1, tied=False)
+    tally.add(2, 1, tied=True)
+    assert tally.text() == "top1 2/3 (1 tied) top3 3/3 (floor top1 2/3 top3 3/3)"
