@@ -9,11 +9,12 @@ requests in time order; labels sorted by name (``__name__`` among them), times i
 The sides, in this order (a first round; later ones turn it), each timed from its first POST until a
 query can see what was sent:
 
-1. **jointline**: ``POST /api/v1/write`` with a push token, to a gunicorn started as the read side's
-   (Celery eager, no Redis: the apply and the rollup refresh run in the request) with one sync worker
-   per sender, on a fresh database of its own (the read side's name + ``_ingest``). Done when every
-   journal entry is applied, holding every sample, and the rollup refresh queue is empty (as
-   ``bench/protocols.py`` and ``bench/ingest.py`` decide it); then the stored rows are counted.
+1. **jointline** (and, with ``--baseline DIR``, **baseline**: the same, served by that checkout, e.g.
+   the code before a change): ``POST /api/v1/write`` with a push token, to a gunicorn started as the
+   read side's (Celery eager, no Redis: the apply and the rollup refresh run in the request) with one
+   sync worker per sender, on a fresh database of its own (the read side's name + ``_ingest``). Done
+   when every journal entry is applied, holding every sample, and the rollup refresh queue is empty
+   (as ``bench/protocols.py`` and ``bench/ingest.py`` decide it); then the stored rows are counted.
 2. **prometheus**: ``--web.enable-remote-write-receiver`` on a fresh TSDB with its default block
    sizes (so it compacts its head as it would) and an out-of-order window as long as the data (two
    senders may deliver a series' consecutive requests out of order). Done when an instant query at
@@ -192,8 +193,11 @@ def ingest_database_url(database_url: str) -> str:
     return parts._replace(path=parts.path.rstrip("/") + "_ingest").geturl()
 
 
-def jointline(bodies: Bodies, database_url: str, work: Path, senders: int) -> Ingested:
-    """A fresh database, a push token, a gunicorn with one sync worker per sender (Celery eager)."""
+def jointline(
+    bodies: Bodies, database_url: str, work: Path, senders: int, checkout: Path | None = None
+) -> Ingested:
+    """A fresh database, a push token, a gunicorn with one sync worker per sender (Celery eager); with
+    ``checkout``, the gunicorn serves that copy of the project (``--baseline``: the side ``baseline``)."""
     url = ingest_database_url(database_url)
     _harness.recreate_database(url)
     env = {
@@ -215,8 +219,10 @@ def jointline(bodies: Bodies, database_url: str, work: Path, senders: int) -> In
     token = _harness.manage(["create_token", prom.ORG, "--name", "peers-push", "--purpose", "push"], env)
     token = token.strip().splitlines()[-1].strip()
     port = _harness.free_port()
-    log = work / "gunicorn-ingest.log"
-    process = _harness.start_process(_harness.gunicorn_command(port, senders), env, log)
+    side, root = ("jointline", _harness.ROOT) if checkout is None else ("baseline", checkout.resolve())
+    log = work / f"gunicorn-ingest-{side}.log"
+    served = {**env, "PYTHONPATH": str(root)}
+    process = _harness.start_process(_harness.gunicorn_command(port, senders, root), served, log, root)
     try:
         _harness.wait_until(
             lambda: _harness.answers(port),
@@ -238,7 +244,7 @@ def jointline(bodies: Bodies, database_url: str, work: Path, senders: int) -> In
         _harness.stop_process(process)
     if stored != bodies.samples:
         raise _harness.HarnessError(f"jointline stored {stored:,} samples, {bodies.samples:,} were sent")
-    return Ingested("jointline", bodies.samples, pushed - started, done - started)
+    return Ingested(side, bodies.samples, pushed - started, done - started)
 
 
 def wait_applied(conn: psycopg.Connection, samples: int) -> float:
@@ -344,6 +350,9 @@ def report(bodies: Bodies, results: dict[str, list[Ingested]], senders: int) -> 
     ratios = [
         f"{ours / median.rate:.2f} of {side}" for side, median in medians.items() if side != "jointline"
     ]
+    if "baseline" in medians and "prometheus" in medians:
+        before = medians["baseline"].rate / medians["prometheus"].rate
+        print(f"baseline {before:.2f} of prometheus; jointline {ours / medians['prometheus'].rate:.2f}")
     line = "remote_write jointline " + ", ".join(ratios)
     print(line, flush=True)
     return line

@@ -663,6 +663,10 @@ def run_ingest(args: argparse.Namespace, work: Path, programs: dict[str, Path]) 
         "jointline": lambda: _peers_ingest.jointline(bodies, args.database_url, work, senders),
         "prometheus": lambda: _peers_ingest.prometheus(bodies, work, senders, programs["prometheus"]),
     }
+    if args.baseline is not None:
+        sides["baseline"] = lambda: _peers_ingest.jointline(
+            bodies, args.database_url, work, senders, checkout=args.baseline
+        )
     if VM_PACKAGE in programs:
         sides["victoriametrics"] = lambda: _peers_ingest.victoria_metrics(bodies, work, senders, start_vm)
     names = list(sides)

@@ -15,6 +15,9 @@ Invariants of the apply (docs/decisions/0002-idempotent-apply.md, 0005-partition
 * an organisation's series limit is applied in the apply transaction (:mod:`ingest.cardinality`):
   new series beyond it are left out of the write and counted on the entry (``series_dropped``,
   ``samples_dropped``), which is still ``applied``;
+* an apply's transaction commits without waiting for the disk (``Appender.commit_recoverable``,
+  decision 0081): a crash may lose its last applies, each whole, and their entries are ``accepted``
+  again for the sweeper; the accept's commit, the only record of a body, waits for the disk;
 * a failure that every attempt would meet again (``DataError``, an ``IntegrityError`` other than
   the duplicate the store handles, a payload that does not decode, a ``ValueError`` from the
   records) marks the entry ``failed`` at once, the reason in ``error``; any other is retried, by
@@ -267,6 +270,7 @@ def _apply_group(store: StoreBackend, lead: _Entry, lead_size: int) -> Applied |
             claimed = _accepted_whole().filter(pk=lead.pk).select_for_update(skip_locked=True)
             if not list(claimed.values_list("pk", flat=True)):
                 return None
+            store.commit_recoverable()
             members, left_out = _group_members(store, lead, _lock_members(lead.pk, lead_size))
             group.extend(members)
             limited = cardinality.limit_batches([(entry.org_id, entry.batch) for entry in group])
@@ -360,6 +364,20 @@ def _mark_applied(
     group: list[_Entry], results: list[WriteResult], limited: list[cardinality.Limited]
 ) -> None:
     now = timezone.now()
+    if len(group) == 1:  # the common case: one UPDATE, not bulk_update's CASE over one row
+        (entry,), (result,), (part,) = group, results, limited
+        IngestBatch.objects.filter(pk=entry.pk).update(
+            status=BatchStatus.APPLIED,
+            applied_at=now,
+            attempts=F("attempts") + 1,
+            samples_stored=result.samples_stored,
+            events_stored=result.events_stored,
+            series_dropped=part.series_dropped,
+            samples_dropped=part.samples_dropped,
+            error=_dropped_note(part),
+        )
+        _log_dropped(part)
+        return
     IngestBatch.objects.bulk_update(
         [
             IngestBatch(
@@ -463,6 +481,7 @@ def _apply_alone(store: StoreBackend, entry: _Entry, resume_day: int | None) -> 
                 )
                 if claimed is None or claimed["resume_day"] != resume_day:
                     return None  # another worker applies it (or has)
+                store.commit_recoverable()
                 (limited,) = cardinality.limit_batches([(entry.org_id, part)])
                 result = store.write_batch(org_id=entry.org_id, batch=limited.batch)
                 stored = {

@@ -106,6 +106,11 @@ class StoreBackend(RollupRefresh, SampleReads, CachedSampleReads, EventReads, Re
             return [days]
         return [days[start : start + size] for start in range(0, len(days), size)]
 
+    def commit_recoverable(self) -> None:
+        """Say that the caller's transaction writes only what a durable record writes again after a
+        crash (the ingest journal's entry, the rollup queue's ranges): its commit need not wait until
+        it is on disk. An engine may then commit it sooner; one that may not does nothing."""
+
     def write_batch(self, *, org_id: int, batch: Batch) -> WriteResult:
         """Store a batch idempotently: samples already stored for (series, ts) and events with the same
         fingerprint are skipped.

@@ -12,6 +12,7 @@ import numpy as np
 import psycopg
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.transaction import TransactionManagementError
 
 from core.records import EventRecord
 from store import rollups
@@ -70,6 +71,17 @@ class PostgresWrites:
         from django.conf import settings
 
         return bool(getattr(settings, "JOINTLINE_ROLLUPS_FROM_BATCH", False))
+
+    def commit_recoverable(self) -> None:
+        """``synchronous_commit`` off for the rest of the caller's transaction: its commit returns
+        before the WAL is flushed. A crash may then lose the last such commits (at most about three
+        times ``wal_writer_delay``), each whole and in order, and never one that a later synchronous
+        commit (a journal entry accepted) depends on; what it wrote is written again from the record
+        that made it (decision 0081)."""
+        if not self.connection.in_atomic_block:
+            raise TransactionManagementError("commit_recoverable runs inside the caller's transaction")
+        with self.connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = off")
 
     def _write_samples(self, parts: list[SamplePart], batches: int) -> list[int]:
         return self._store_samples(parts, batches, keep_new=False)[0]

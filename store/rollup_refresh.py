@@ -158,8 +158,12 @@ class RollupRefresh:
     def refresh_stale_rollups(self, *, limit: int = 20_000) -> int:
         """Refresh the rollups of up to ``limit`` queued ranges and take them off the queue, in one
         transaction (a crash leaves them queued; refreshing twice gives the same rows). Returns how many
-        queue entries it took."""
+        queue entries it took. A transaction of its own commits without waiting for the disk
+        (:meth:`commit_recoverable`): a crash that loses it leaves the ranges queued."""
+        own = not self.connection.in_atomic_block
         with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
+            if own:
+                self.commit_recoverable()
             rows = self._take_queued(cursor, rollups.DIRTY, "series_id", limit)
             if rows:
                 self.refresh_rollups(ranges=rows)
