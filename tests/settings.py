@@ -64,6 +64,10 @@ from config.settings import *  # noqa: E402, F403
 CELERY_TASK_ALWAYS_EAGER = True
 JOINTLINE_STORE_MEMORY_ALLOWED = True  # the in-memory fake store (store/memory.py) runs the tests only
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+if REDIS_URL:  # noqa: F405
+    # the cache's keys under the run's prefix, and its clear() removes those only (tests/cache.py)
+    CACHES["default"]["BACKEND"] = "tests.cache.RunCache"  # noqa: F405
+    CACHES["default"]["KEY_PREFIX"] = REDIS_KEY_PREFIX  # noqa: F405
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 # One test database per run, so parallel runs on one machine do not collide (SQLite tests run in memory).
 if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # noqa: F405

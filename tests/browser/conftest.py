@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
+from django.core.signals import request_finished, request_started
 
 from bench._chromium import CHROMIUM, launch_chromium
 
@@ -203,14 +206,66 @@ def _empty_store_after_transactional_tests():
     yield
 
 
+class ServerConnections:
+    """The live server's connections being answered. The server answers each connection on a thread of
+    its own, for as long as the browser keeps it open, and closes the thread's database connections
+    when it ends. A page closed in the middle of a request leaves the server answering it: a test that
+    ends so must wait for it, or Django's flush after the test (a TRUNCATE of every table) meets that
+    request's statements and may deadlock with them."""
+
+    def __init__(self, httpd):
+        self.changed = threading.Condition()
+        self.open = 0
+        self.paths: dict[int, str] = {}  # thread id -> path of the request it answers
+        answer = httpd.process_request_thread
+
+        def counted(request, client_address):
+            with self.changed:
+                self.open += 1
+            try:
+                answer(request, client_address)
+            finally:
+                with self.changed:
+                    self.open -= 1
+                    self.changed.notify_all()
+
+        httpd.process_request_thread = counted  # ThreadingMixIn starts each thread on this attribute
+        request_started.connect(self._started, weak=False)
+        request_finished.connect(self._finished, weak=False)
+
+    def _started(self, sender, environ=None, **kwargs):
+        self.paths[threading.get_ident()] = (environ or {}).get("PATH_INFO", "?")
+
+    def _finished(self, sender, **kwargs):
+        self.paths.pop(threading.get_ident(), None)
+
+    def wait_closed(self, timeout_s: float) -> None:
+        """Wait until no connection is open; fail saying which requests are still answered."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: self.open == 0, timeout_s):
+                pytest.fail(
+                    f"{self.open} connection(s) to the live server still open {timeout_s:.0f} s after "
+                    f"the test's pages closed; requests under way: {sorted(self.paths.values())}"
+                )
+
+
+@pytest.fixture(scope="session")
+def server_connections(live_server) -> ServerConnections:
+    return ServerConnections(live_server.thread.httpd)
+
+
 @pytest.fixture
-def incident(_reference_incident, live_server) -> Incident:
+def incident(_reference_incident, live_server, server_connections) -> Incident:
+    """The reference incident's rows for this test; after it (its pages closed), no request is left
+    answering when Django empties the tables."""
     from orgs.models import Organization
 
     found, dump = _reference_incident
     if not Organization.objects.filter(slug="modeldev").exists():
         call_command("loaddata", str(dump), verbosity=0)
-    return found
+    yield found
+    # a request may take long on a busy machine, but never past its read budget (50 s by default)
+    server_connections.wait_closed(timeout_s=settings.JOINTLINE_READ_BUDGET_S + 60)
 
 
 @pytest.fixture
@@ -232,11 +287,61 @@ def renders(page) -> int:
 
 
 def wait_drawn(page, after: int = 0) -> int:
-    """Wait for a drawing of the lanes later than render number ``after``; returns its number."""
-    page.wait_for_function(
-        "(after) => Number(document.body.dataset.renders || 0) > after", arg=after, timeout=60_000
-    )
+    """Wait for a drawing of the lanes later than render number ``after``; returns its number. If none
+    comes, the failure says what the page says (its status line) and what it last asked the server."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            "(after) => Number(document.body.dataset.renders || 0) > after", arg=after, timeout=60_000
+        )
+    except PlaywrightTimeout:
+        raise AssertionError(f"no drawing after number {after} in 60 s: {page_story(page)}") from None
     return renders(page)
+
+
+def page_story(page) -> str:
+    """What the page says and last did: its status line, drawings, URL, requests and console errors."""
+    status = page.evaluate(
+        """() => [document.getElementById('status')?.textContent, document.body.dataset.renders,
+            window.jointline && JSON.stringify([window.jointline.state.from, window.jointline.state.to,
+                window.jointline.state.sel])]"""
+    )
+    import time
+
+    requests = "; ".join(getattr(page, "requests", [])[-12:])
+    now = time.monotonic()
+    pending = "; ".join(f"{_path(r.url)} {now - t:.0f} s" for r, t in getattr(page, "pending", {}).items())
+    console = "; ".join(getattr(page, "console_errors", [])[-5:])
+    return (
+        f"status {status[0]!r}, drawings {status[1]}, from, to, selected {status[2]}, at {page.url}; "
+        f"requests (last 12): {requests or '-'}; under way: {pending or '-'}; "
+        f"console errors: {console or '-'}"
+    )
+
+
+def _record_requests(page) -> None:
+    """Keep, on ``page.requests``, each request of the page as it ends (path, status or failure, ms),
+    on ``page.pending`` those under way, and on ``page.console_errors`` what the console said."""
+    import time
+
+    page.requests, page.console_errors, page.pending, statuses = [], [], {}, {}
+
+    def ended(request, outcome=None):
+        since = page.pending.pop(request, None)
+        took = f"{(time.monotonic() - since) * 1000:.0f} ms" if since else "?"
+        outcome = outcome or statuses.pop(request, "?")
+        page.requests.append(f"{_path(request.url)} {outcome} {took}")
+
+    page.on("request", lambda request: page.pending.__setitem__(request, time.monotonic()))
+    page.on("response", lambda response: statuses.__setitem__(response.request, response.status))
+    page.on("requestfinished", ended)
+    page.on("requestfailed", lambda request: ended(request, f"failed ({request.failure})"))
+    page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
+
+
+def _path(url: str) -> str:
+    return "/" + url.split("?")[0].split("/", 3)[-1]
 
 
 def signed_in(chromium, live_server, username: str, **context_options):
@@ -247,6 +352,7 @@ def signed_in(chromium, live_server, username: str, **context_options):
     page.problems = []
     page.on("dialog", lambda dialog: (page.problems.append(f"dialog: {dialog.message}"), dialog.dismiss()))
     page.on("pageerror", lambda error: page.problems.append(f"page error: {error}"))
+    _record_requests(page)
     page.goto(f"{live_server.url}/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", PASSWORD)

@@ -48,6 +48,17 @@ def applied() -> int:
     return IngestBatch.objects.filter(status=BatchStatus.APPLIED).count()
 
 
+def queued(queue: str = "ingest") -> dict[str, int]:
+    """This run's tasks on Redis (under its key prefix): waiting in ``queue`` (every priority of it) and
+    taken by a worker and not acknowledged yet."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
+    waiting = sum(
+        client.llen(key) for key in client.scan_iter(f"{prefix}{queue}*") if client.type(key) == b"list"
+    )
+    return {"waiting": waiting, "unacknowledged": client.hlen(f"{prefix}unacked")}
+
+
 def _forget_queued_tasks() -> None:
     client = redis.Redis.from_url(settings.REDIS_URL)
     prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")

@@ -23,6 +23,7 @@ from tests.ingest.test_worker import (  # noqa: F401 (broker: the fixture)
     _test_database_url,
     applied,
     broker,
+    queued,
     wait_until,
 )
 
@@ -187,10 +188,15 @@ def test_a_worker_killed_mid_apply_into_clickhouse_leaves_one_copy_of_every_samp
     clickhouse, log = data_and_log
     accept_entries(org_a, ENTRIES)
     assert IngestBatch.objects.filter(status=BatchStatus.ACCEPTED).count() == ENTRIES
+    # every entry's task waits in this run's queue before the worker starts (none lost on the way)
+    assert queued() == {"waiting": ENTRIES, "unacknowledged": 0}
 
     first = worker(clickhouse, log)
     try:
-        assert wait_until(lambda: applied() >= 2, timeout_s=180, interval_s=0.05), log.read_text()[-3000:]
+        assert wait_until(lambda: applied() >= 2, timeout_s=180, interval_s=0.05), (
+            f"{applied()} of {ENTRIES} applied; tasks in Redis: {queued()}; the worker's log: "
+            + log.read_text()[-3000:]
+        )
     finally:
         stop(first, signal.SIGKILL)
     killed_at = applied()
