@@ -364,48 +364,30 @@ def _mark_applied(
     group: list[_Entry], results: list[WriteResult], limited: list[cardinality.Limited]
 ) -> None:
     now = timezone.now()
+    applied = [_applied(now, result, part) for result, part in zip(results, limited, strict=True)]
     if len(group) == 1:  # the common case: one UPDATE, not bulk_update's CASE over one row
-        (entry,), (result,), (part,) = group, results, limited
-        IngestBatch.objects.filter(pk=entry.pk).update(
-            status=BatchStatus.APPLIED,
-            applied_at=now,
-            attempts=F("attempts") + 1,
-            samples_stored=result.samples_stored,
-            events_stored=result.events_stored,
-            series_dropped=part.series_dropped,
-            samples_dropped=part.samples_dropped,
-            error=_dropped_note(part),
+        IngestBatch.objects.filter(pk=group[0].pk).update(**applied[0])
+    else:
+        IngestBatch.objects.bulk_update(
+            [IngestBatch(pk=entry.pk, **fields) for entry, fields in zip(group, applied, strict=True)],
+            list(applied[0]),
         )
-        _log_dropped(part)
-        return
-    IngestBatch.objects.bulk_update(
-        [
-            IngestBatch(
-                pk=entry.pk,
-                status=BatchStatus.APPLIED,
-                applied_at=now,
-                attempts=F("attempts") + 1,
-                samples_stored=result.samples_stored,
-                events_stored=result.events_stored,
-                series_dropped=part.series_dropped,
-                samples_dropped=part.samples_dropped,
-                error=_dropped_note(part),
-            )
-            for entry, result, part in zip(group, results, limited, strict=True)
-        ],
-        [
-            "status",
-            "applied_at",
-            "attempts",
-            "samples_stored",
-            "events_stored",
-            "series_dropped",
-            "samples_dropped",
-            "error",
-        ],
-    )
     for part in limited:
         _log_dropped(part)
+
+
+def _applied(now, result: WriteResult, part: cardinality.Limited) -> dict:
+    """The fields of an entry applied at ``now`` with ``result``, the series limit having left ``part``."""
+    return {
+        "status": BatchStatus.APPLIED,
+        "applied_at": now,
+        "attempts": F("attempts") + 1,
+        "samples_stored": result.samples_stored,
+        "events_stored": result.events_stored,
+        "series_dropped": part.series_dropped,
+        "samples_dropped": part.samples_dropped,
+        "error": _dropped_note(part),
+    }
 
 
 def _dropped_note(part: cardinality.Limited) -> str:
