@@ -1,5 +1,5 @@
 """Empty the tables the store owns (samples and PostgreSQL's blocks of them, events, their rollups and
-the rollup refresh queues), and write SQL over them.
+the rollup refresh queues, PostgreSQL's chunks of rollup rows), and write SQL over them.
 
 Django's flush leaves them, as they are not Django-managed: every fixture that commits store rows
 (a transactional test, a module or session fixture) empties them with this when it is done, so that a
@@ -28,6 +28,7 @@ def empty_store_tables() -> None:
     from django.db import connection
 
     from store import get_store
+    from store.rollup_chunks import CHUNK_TABLE
     from store.rollups import DIRTY, EVENT_DIRTY, EVENT_ROLLUPS, ROLLUPS
     from store.sample_blocks import BLOCK_TABLE, COMPACTION_TABLE
 
@@ -41,7 +42,7 @@ def empty_store_tables() -> None:
             *(table for _width, table in EVENT_ROLLUPS),
         )
         if get_store().capabilities.sample_blocks:
-            tables = (*tables, BLOCK_TABLE, COMPACTION_TABLE)
+            tables = (*tables, BLOCK_TABLE, COMPACTION_TABLE, CHUNK_TABLE)
         for table in tables:
             cursor.execute(store_sql("DELETE FROM {}", table))
     get_store().note_samples_deleted()
