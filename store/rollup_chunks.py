@@ -174,7 +174,10 @@ class PostgresRollupChunks:
     def drop_rollup_levels(self, widths) -> None:
         super().drop_rollup_levels(widths)
         with self.connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {CHUNK_TABLE} WHERE width = ANY(%s)", [list(widths)])
+            # a migration taking levels back runs after timeline 0017's own reverse dropped the table
+            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [CHUNK_TABLE])
+            if cursor.fetchone()[0]:
+                cursor.execute(f"DELETE FROM {CHUNK_TABLE} WHERE width = ANY(%s)", [list(widths)])
 
     # -- writing ------------------------------------------------------------------------
     def compact_settled_samples(self, *, before_day=None, progress=None):

@@ -240,3 +240,13 @@ def test_the_release_is_older_than_every_migration_it_is_upgraded_over():
     now = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "timeline" / "migrations").glob("0*.py"))
     assert set(listed) < set(now)
     assert shutil.which("tar") is not None
+
+
+def test_the_timeline_migrations_go_back_to_the_first_rollup_levels_and_forward_again(database, tmp_path):
+    """Taking the rollup levels back (timeline 0012's reverse) runs after the rollup chunks' reverse
+    (0017) dropped their table: it must not need it."""
+    _run(ROOT, database, tmp_path, "manage.py", "migrate", "--no-input", "-v", "0")
+    _run(ROOT, database, tmp_path, "manage.py", "migrate", "timeline", "0011", "--no-input", "-v", "0")
+    _run(ROOT, database, tmp_path, "manage.py", "migrate", "--no-input", "-v", "0")
+    with psycopg.connect(database) as conn:
+        assert conn.execute("SELECT to_regclass('timeline_rollup_chunk') IS NOT NULL").fetchone() == (True,)
