@@ -121,17 +121,18 @@ class EvidenceShape(serializers.Serializer):
 class ExplanationShape(serializers.Serializer):
     text = serializers.CharField()
     role = serializers.ChoiceField(
-        ["dependency", "dependent", "beside"],
+        ["dependency", "dependent", "beside", "through"],
         required=False,
         help_text="dependency: a shared dependency of changed entities; dependent: one of them; beside: an "
-        "entity whose changed dependents all depend on a shared dependency that explains more of them",
+        "entity whose changed dependents all depend on a shared dependency that explains more of them; "
+        "through: a shared dependency whose changed dependents all reach it through another one",
     )
     entity = serializers.CharField(required=False, help_text="the shared dependency (kind name)")
     dependents = serializers.DictField(
         child=serializers.IntegerField(),
         required=False,
         help_text="changed dependents by kind (beside: explained, its own changed dependents; of, the "
-        "shared dependency's)",
+        "shared dependency's; through: explained)",
     )
     path = serializers.ListField(
         child=serializers.CharField(), required=False, help_text="from this entry's entity to the dependency"

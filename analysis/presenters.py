@@ -133,7 +133,8 @@ def method_json(ranking: Ranking) -> dict:
         "dependencies": "along the dependency graph the viewer may read: an entity upstream of at least"
         f" {MIN_DEPENDENTS} changed entities, whose own change reaches {MIN_SHARE:g} of theirs and did not"
         " begin clearly after, ranks above them; an entity whose changed dependents all depend on such a"
-        " dependency that more of them depend on ranks below it",
+        " dependency that more of them depend on ranks below it, and so does a shared dependency whose"
+        " changed dependents all reach it through one of them placed as such",
         "step_ms": ranking.step / 1000,
     }
 

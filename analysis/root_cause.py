@@ -19,7 +19,10 @@ reorders scored items along the viewer's dependency graph (:mod:`analysis.topolo
 * an entity on no path to or from a placed dependency, whose changed dependents all depend on it and
   are fewer than its own, ranks just below it (:func:`_place_beside`): what explains more of the
   changes comes first (a load balancer beside the faulty service, seen by the same callers, moves
-  with it; docs/decisions/0084).
+  with it; docs/decisions/0084);
+* a shared dependency whose changed dependents all reach it through one of them, itself placed as a
+  shared dependency, ranks just below that one (:func:`_place_through`): the graph cannot tell its
+  change from a consequence of the one entity all its evidence passes through (docs/decisions/0090).
 
 :func:`localise` says *where* a change is, when it is not everywhere: the entities whose series changed
 all sit behind one dependency that few others depend on ("the 4 nodes that changed all sit behind
@@ -74,6 +77,12 @@ class Placement:
                 f"its {self.dependents['explained']} changed dependents all depend on {_name(self.entity)}, "
                 f"which changed and is upstream of {self.dependents['of']}: ranked below it"
             )
+        if self.role == "through" and self.entity:
+            return (
+                f"its {self.dependents['explained']} changed dependents all reach it through "
+                f"{_name(self.entity)}, which changed and is placed as their shared dependency: "
+                "ranked below it"
+            )
         if self.role == "dependent" and self.entity:
             return f"downstream of {_name(self.entity)}, which changed with it ({_path(self.path)})"
         return ""
@@ -99,8 +108,9 @@ def _path(path: list[Entity]) -> str:
     return " -> ".join(_name(entity) for entity in path)
 
 
-def _paths_up(graph: Graph, start: Entity) -> dict[Entity, list[Entity]]:
-    """Every entity ``start`` depends on (at most :data:`MAX_DEPTH` hops), with one shortest path."""
+def _paths_up(graph: Graph, start: Entity, avoiding: Entity | None = None) -> dict[Entity, list[Entity]]:
+    """Every entity ``start`` depends on (at most :data:`MAX_DEPTH` hops), with one shortest path; none
+    through ``avoiding``."""
     paths: dict[Entity, list[Entity]] = {}
     queue = deque([[start]])
     while queue:
@@ -108,7 +118,7 @@ def _paths_up(graph: Graph, start: Entity) -> dict[Entity, list[Entity]]:
         if len(path) > MAX_DEPTH:
             continue
         for dependency in sorted(graph.dependencies.get(path[-1], ())):
-            if dependency != start and dependency not in paths:
+            if dependency not in (start, avoiding) and dependency not in paths:
                 paths[dependency] = [*path, dependency]
                 queue.append(paths[dependency])
     return paths
@@ -162,8 +172,48 @@ def place_along_dependencies(graph: Graph, items: list[Item], *, window_us: int 
                         candidate,
                         path,
                     )
+    _place_through(graph, placements, by_entity, dependents_of, placed)
     _place_beside(items, placements, by_entity, paths, dependents_of, placed)
     return placements
+
+
+def _place_through(graph: Graph, placements, by_entity, dependents_of, placed) -> None:
+    """A placed dependency whose changed dependents all reach it through one of them, itself placed as
+    a shared dependency, ranks just below that one: every change it explains beyond its gateway's own,
+    the gateway explains too, and its own change is as likely the gateway's consequence (a store called
+    more, or more slowly, by the one service that calls it) as its cause. The graph cannot tell the two
+    apart, so it does not lift the dependency above the entity all its evidence passes through."""
+    heads = dict(placed)
+    # upstream of the fewest first: along a chain, a gateway is settled before what is reached through it
+    for candidate, head in reversed(placed):
+        gateway = _gateway(graph, candidate, set(dependents_of[candidate]))
+        if gateway is None or gateway not in heads or heads[gateway] in by_entity[candidate]:
+            continue
+        cap = placements[heads[gateway]].score / BOOST
+        if placements[head].score < cap:
+            continue
+        for i in by_entity[candidate]:
+            placements[i].score = min(placements[i].score, cap)
+        placements[head].role, placements[head].entity, placements[head].path = "through", gateway, []
+        placements[head].dependents = {"explained": len(dependents_of[candidate])}
+        # what was told downstream of the dependency is downstream of its gateway (all of it is)
+        for entity, path in dependents_of[gateway].items():
+            for i in by_entity[entity]:
+                if placements[i].role == "dependent" and placements[i].entity == candidate:
+                    placements[i].entity, placements[i].path = gateway, path
+
+
+def _gateway(graph: Graph, dependency: Entity, dependents: set[Entity]) -> Entity | None:
+    """The one changed dependent through which every other changed dependent reaches ``dependency``
+    (within :data:`MAX_DEPTH` hops), or None."""
+    direct = {entity for entity in dependents if dependency in graph.dependencies.get(entity, ())}
+    if len(direct) != 1:
+        return None
+    (gateway,) = direct
+    for entity in dependents - direct:
+        if dependency in _paths_up(graph, entity, avoiding=gateway):
+            return None
+    return gateway
 
 
 def _place_beside(items, placements, by_entity, paths, dependents_of, placed) -> None:

@@ -84,3 +84,43 @@ def test_a_shared_dependency_of_fewer_of_the_same_dependents_ranks_below_the_one
     assert by_name["listing_lb"].score < by_name["search"].score
     assert by_name["listing_lb"].role == "beside"
     assert by_name["listing_lb"].dependents == {"explained": 3, "of": 4}
+
+
+def test_a_dependency_reached_only_through_a_placed_one_ranks_below_it():
+    """The store the search service alone calls changed too (called more by the faulty search): its
+    five changed dependents all reach it through the search, so it explains nothing the search does
+    not, and it no longer ties the search at the top (both were placed at the front end's score x1.05)."""
+    names = ["search", "store", "front", "search_client", "listing", "listing_client", "mail", "mailer"]
+    scores = [0.7, 0.75, 0.8, 0.75, 0.6, 0.5, 0.7, 0.45]
+    placed = place_along_dependencies(
+        _call_graph(), _items(**dict(zip(names, scores, strict=True))), window_us=WINDOW_US
+    )
+    by_name = dict(zip(names, placed, strict=True))
+    search, store = by_name["search"], by_name["store"]
+    assert search.role == "dependency" and search.score == 0.8 * BOOST
+    assert store.score < search.score, "the store ties or outranks the one service that calls it"
+    assert store.role == "through" and store.entity == _service("search")
+    assert store.dependents == {"explained": 5}
+    assert "reach it through service search" in store.explanation()
+    # the callers are told downstream of the search, not of the store below it
+    assert by_name["front"].role == "dependent" and by_name["front"].entity == _service("search")
+    # a dependency two changed callers reach apart (the mail service) is no one's consequence alone
+    assert by_name["mail"].role == "dependency" and by_name["mail"].score == 0.8 * BOOST
+
+
+def test_along_a_chain_each_dependency_ranks_below_the_one_it_is_reached_through():
+    """Two callers of a chain top -> mid -> deep, each link changed: every dependency's evidence passes
+    through the link above it, so the chain ranks from its top down (all three tied before)."""
+    graph = Graph()
+    for caller, callee in (("x1", "top"), ("x2", "top"), ("top", "mid"), ("mid", "deep")):
+        graph.add(_service(caller), _service(callee))
+    names = ["x1", "x2", "top", "mid", "deep"]
+    scores = [0.9, 0.8, 0.8, 0.75, 0.75]
+    placed = place_along_dependencies(
+        graph, _items(**dict(zip(names, scores, strict=True))), window_us=WINDOW_US
+    )
+    by_name = dict(zip(names, placed, strict=True))
+    assert by_name["top"].role == "dependency" and by_name["top"].score == 0.9 * BOOST
+    assert by_name["x1"].score < by_name["top"].score
+    assert by_name["deep"].score < by_name["mid"].score < by_name["top"].score
+    assert by_name["mid"].entity == _service("top") and by_name["deep"].entity == _service("mid")
