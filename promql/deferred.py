@@ -10,8 +10,9 @@ hours decoded, as before.
 :func:`collecting` opens a request's list of deferred work (a context variable: nothing outside it
 defers, so a read elsewhere keeps its plan), :func:`defer` adds to it, and :func:`run_after` hands the
 list to the response, whose ``close()`` runs it: the WSGI server calls it once the body is sent, before
-``request_finished`` (which may close the database connection). Each piece of work is on its own: an
-error is logged and the next one runs; the answer already sent is not touched.
+``request_finished`` (which may close the database connection). Each piece of work runs under a read
+budget of its own (:func:`orgs.read_limits.begin_request`), as the request's reads did, and on its own:
+an error is logged and the next one runs; the answer already sent is not touched.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+
+from orgs import read_limits
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +61,12 @@ def run_after(response, works: list[Callable[[], object]]) -> None:
 
 
 def _run(work: Callable[[], object]) -> None:
+    """``work`` under a read budget of its own, as a request's reads are (the request's was closed
+    with its answer): the same statement timeout and time budget bound it."""
+    budget = read_limits.begin_request()
     try:
         work()
     except Exception:  # the answer is sent: the work was only ahead of the next query's need
         logger.exception("deferred PromQL work failed")
+    finally:
+        budget.close()
