@@ -30,7 +30,7 @@ from core.timeparse import now_us
 from orgs import read_limits
 from orgs.api_base import ScopedAPIView
 from orgs.authentication import BasicTokenAuthentication, BearerTokenAuthentication
-from promql import catalogue
+from promql import catalogue, deferred
 from promql.encode import instant_result, range_result
 from promql.engine import Evaluator
 from promql.parse import check_range_query, parse_duration, parse_query, parse_time
@@ -66,10 +66,18 @@ class PrometheusView(ScopedAPIView):
     parser_classes = [FormParser]
 
     def get(self, request, *args, **kwargs):
-        return self.read(request, *args, **kwargs)
+        return self.answered(request, *args, **kwargs)
 
     def post(self, request, *args, **kwargs):
-        return self.read(request, *args, **kwargs)
+        return self.answered(request, *args, **kwargs)
+
+    def answered(self, request, *args, **kwargs) -> HttpResponse:
+        """:meth:`read`'s answer, with the work it left for after it (:mod:`promql.deferred`) run once
+        the answer is sent."""
+        with deferred.collecting() as works:
+            response = self.read(request, *args, **kwargs)
+        deferred.run_after(response, works)
+        return response
 
     def read(self, request, *args, **kwargs) -> HttpResponse:
         raise NotImplementedError

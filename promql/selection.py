@@ -33,7 +33,7 @@ from core.labels import REGEX_OPS, RESERVED_LABEL_NAMES, PatternError, compile_r
 from orgs.access import Scope, fleet_group_allowed
 from orgs.label_sql import name_q, sql_refusal
 from orgs.read_context import note_read
-from promql import fleet
+from promql import deferred, fleet
 from promql.engine import Matcher, SeriesData, SeriesRows
 from promql.rollups import MINUTE_US, has_nan
 from promql.values import NAME, BadData, ExecutionError, Labels
@@ -155,6 +155,7 @@ class ScopedSeries:
         self._fleet_only: dict[tuple, list[tuple[Series, Labels]]] = {}
         self._rows: dict[tuple, dict[int, np.ndarray] | None] = {}
         self._plans: dict[tuple, bool] = {}  # the store's read plan per selector, window and row width
+        self._fills: set[tuple] = set()  # the cache fills left for after the answer (series, window)
         self._alone: dict[tuple, frozenset[int]] = {}  # per selector, the ids its condition read one by one
 
     def series(self, groups: list[list[Matcher]]) -> list[tuple[Series, Labels]]:
@@ -337,13 +338,24 @@ class ScopedSeries:
 
     def _rollups_pay(self, ids: list[int], start: int, end: int, columns: int, fleet_only: bool) -> bool:
         """The store's read plan (:meth:`~store.sample_reads.SampleReads.minute_rows_pay`), asked once
-        per series, window and width of row in a query."""
+        per series, window and width of row in a query.
+
+        Inside a request that runs work after its answer (:mod:`promql.deferred`), samples this
+        process's cache could keep do not make the plan read them now: it may choose the rows, and the
+        samples are read into the cache after the answer is sent (``fill_later``)."""
         key = (tuple(ids), start, end, columns)
         if key not in self._plans:
             clock = clock_for(self.scope)
             hints = ReadHints(start=start, end=end, step=MINUTE_US, clock=clock, fleet=fleet_only)
-            self._plans[key] = get_store().minute_rows_pay(self.scope, ids, hints, columns)
+            fill = partial(self._fill_later, ids, start, end, fleet_only) if deferred.collects() else None
+            self._plans[key] = get_store().minute_rows_pay(self.scope, ids, hints, columns, fill_later=fill)
         return self._plans[key]
+
+    def _fill_later(self, ids: list[int], start: int, end: int, fleet_only: bool) -> None:
+        """Read the samples of ``ids`` over ``[start, end)`` into the cache after the answer, once a query."""
+        if (key := (tuple(ids), start, end, fleet_only)) not in self._fills:
+            self._fills.add(key)
+            deferred.defer(partial(read_samples, self.scope, ids, start, end, fleet_only=fleet_only))
 
     def note(self, series: Iterable[Series]) -> None:
         """Note every presented series of another organisation for the audit."""

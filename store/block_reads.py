@@ -159,7 +159,15 @@ class PostgresBlockReads:
             return False
         return super().reads_apart_pay(scope, start, end)  # type: ignore[misc]
 
-    def minute_rows_pay(self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: int) -> bool:
+    def minute_rows_pay(
+        self,
+        scope: Scope,
+        series_ids: list[int],
+        hints: ReadHints,
+        columns: int,
+        *,
+        fill_later: Callable[[], object] | None = None,
+    ) -> bool:
         """Never where the window meets a compacted day: no minute row is stored there (the read of
         them would answer None). Samples this process has decoded already are read from memory
         whatever is compacted: asked first, the plan sends no statement for them."""
@@ -167,7 +175,9 @@ class PostgresBlockReads:
             return False
         if hints.start < hints.end and self._planned_spans(scope, hints.start, hints.end):
             return False
-        return super().minute_rows_pay(scope, series_ids, hints, columns)  # type: ignore[misc]
+        return super().minute_rows_pay(  # type: ignore[misc]
+            scope, series_ids, hints, columns, fill_later=fill_later
+        )
 
     def _planned_spans(self, scope: Scope, lo: int, hi: int) -> list[tuple[int, int]]:
         """:meth:`compacted_spans` for the read plan's answers alone, its days read once per request's

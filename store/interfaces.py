@@ -8,7 +8,7 @@ pieces) and are called from inside the package only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -45,7 +45,13 @@ class Querier(Protocol):
         self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: Sequence[str]
     ) -> dict[int, np.ndarray] | None: ...
     def minute_rows_pay(
-        self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: int
+        self,
+        scope: Scope,
+        series_ids: list[int],
+        hints: ReadHints,
+        columns: int,
+        *,
+        fill_later: Callable[[], object] | None = None,
     ) -> bool: ...
     def fleet_stats(
         self, scope: Scope, series_ids: list[int], hints: ReadHints

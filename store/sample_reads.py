@@ -380,14 +380,26 @@ class SampleReads(SeriesReads):
             GROUP BY series_id, bucket{order}"""
         return sql, [*source_params, origin, step, lo, hi]
 
-    def minute_rows_pay(self, scope: Scope, series_ids: list[int], hints: ReadHints, columns: int) -> bool:
+    def minute_rows_pay(
+        self,
+        scope: Scope,
+        series_ids: list[int],
+        hints: ReadHints,
+        columns: int,
+        *,
+        fill_later: Callable[[], object] | None = None,
+    ) -> bool:
         """The read plan between raw samples and minute rollup rows of ``columns`` numbers for
         ``series_ids`` over ``[hints.start, hints.end)``: whether the rows clearly cost less
         (:data:`ROWS_MARGIN`) than the samples they stand for, a row costing its numbers and
         :data:`ROW_NUMBERS` more, judged by the sample counts of the whole hours inside the window (a
         window without a whole hour reads raw), and the samples too many for this process's cache of
         decoded samples (which serves them from memory from their second read on). False where the
-        store could not answer from its rows anyway."""
+        store could not answer from its rows anyway.
+
+        ``fill_later``: the caller can read the samples into the cache after its answer (a request's
+        deferred work); then samples the cache would keep do not veto rows that cost less, and the plan
+        calls ``fill_later()`` once when it chooses the rows for that reason alone."""
         first, last = -(-hints.start // HOUR_US) * HOUR_US, hints.end // HOUR_US * HOUR_US
         if last - first < HOUR_US or not series_ids or self.samples_decoded(series_ids, hints):
             return False
@@ -397,9 +409,12 @@ class SampleReads(SeriesReads):
             return False
         samples = sum(int(rows["n"].sum()) for rows in hours.values())
         minutes = sum(1 for rows in hours.values() if len(rows)) * (last - first) // MINUTE_US
-        if self.sample_cache_holds(samples):
-            return False  # samples this few are decoded once, then read from memory
-        return minutes > 0 and minutes * (ROW_NUMBERS + columns) * ROWS_MARGIN < samples * (ROW_NUMBERS + 2)
+        pays = minutes > 0 and minutes * (ROW_NUMBERS + columns) * ROWS_MARGIN < samples * (ROW_NUMBERS + 2)
+        if self.sample_cache_holds(samples):  # samples this few are decoded once, then read from memory
+            if not pays or fill_later is None:
+                return False
+            fill_later()  # the rows now, the samples decoded for the cache after the answer
+        return pays
 
     def samples_decoded(self, series_ids: list[int], hints: ReadHints) -> bool:
         """Whether this process's cache holds every whole hour of ``series_ids`` inside the window,
