@@ -66,6 +66,10 @@ CHUNKED = {**FINE_LEVELS, rollups.HALF_HOUR_US: "timeline_rollup_30m", rollups.H
 """The levels kept as chunks too (width → table). The 1 and 5 min rows (decision 0086) only where no
 day is compacted: compaction drops them there (the triggers then drop their chunks), and a read over
 a compacted day computes them from the blocks."""
+EMPTY_SPAN = 0
+"""The series of the one empty chunk a span of no rows gets, so the next run does not scan it again
+(a day without data: the level table's scan of a span takes ~1 s whatever it finds, its BRIN index
+ranging over every bucket); a write into the span deletes it as any chunk (module invariants)."""
 _STALE = "timeline_rollup_chunk_stale"
 VERSION = 1
 HEADER = struct.Struct("<BII")
@@ -251,13 +255,16 @@ class PostgresRollupChunks:
                 for name, blob in zip(("bucket", "n", "total", "vmin", "vmax"), columns, strict=True):
                     rows[name] = big_endian(blob, ">i8" if name in ("bucket", "n") else ">f8")
                 chunks.append((width, lo, series_id, hi, len(rows), encode_chunk(rows)))
+            written = len(chunks)
+            if not chunks:  # a span of no rows: marked written (no read asks for series 0), not redone
+                chunks.append((width, lo, EMPTY_SPAN, hi, 0, encode_chunk(np.empty(0, dtype=VALUE_ROW))))
             with binary_cursor(self.connection) as binary:
                 binary.executemany(
                     f"""INSERT INTO {CHUNK_TABLE} (width, lo, series_id, hi, n, rows)
                         VALUES (%s, %s, %s, %s, %s, %s)""",
                     chunks,
                 )
-            return len(chunks)
+            return written
 
     # -- reading -------------------------------------------------------------------------
     def _rollup_chunks(self, ids: list[int], rolled: tuple | None):

@@ -354,3 +354,24 @@ def test_stored_rows_out_of_bucket_order_sum_in_bucket_order():
     rewritten = reduce_rows(found([2, 0, 1]), origin=0, step=3 * MINUTE, width=MINUTE)
     assert in_order[:, 4].tolist() == [np.add.reduceat(np.array([0.1, 0.2, 0.3]), [0])[0] / 3]
     assert rewritten.view(np.uint64).tolist() == in_order.view(np.uint64).tolist()
+
+
+def test_a_span_of_no_rows_is_written_once(org_a):
+    store = get_store()
+    reference = MemoryStore(connection, relational=store)
+    write_long(store, reference, org_a.pk, long_series(np.random.default_rng(19), 2))
+    store.refresh_stale_rollups()
+    after_the_data = (FIRST + DAYS * DAY) // DAY + 3  # three days of no rows
+    assert store.write_rollup_chunks(before_day=after_the_data) > 0
+    with CaptureQueriesContext(connection) as queries:
+        assert store.write_rollup_chunks(before_day=after_the_data) == 0
+    assert not [query for query in queries.captured_queries if "LOCK TABLE" in query["sql"]]
+    ids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
+    hints = ReadHints(
+        start=FIRST + 30 * DAY, end=after_the_data * DAY, step=2 * MINUTE, fn="value", ordered=True
+    )
+    assert_same_buckets(
+        reference.select_buckets(own_scope(org_a), ids, hints),
+        store.select_buckets(own_scope(org_a), ids, hints),
+        "after the data",
+    )
