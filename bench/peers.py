@@ -487,6 +487,19 @@ def copy_token(database_url: str, copy_url: str, secret: str) -> None:
             into.write(rows)
 
 
+def head_chunks(database_url: str) -> None:
+    """The rollup chunks of the loaded database's settled days (all of them here), as beat's hourly
+    ``compact_samples`` writes them with compaction off (decision 0086): ``manage.py compact_samples
+    --chunks-only``; a span already written is left (a reused database costs a look a span)."""
+    env = {**os.environ, "DATABASE_URL": database_url}
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "manage.py", "compact_samples", "--chunks-only"],
+        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    print(f"  head rows: {done.stdout.strip()} in {time.perf_counter() - started:.0f} s", flush=True)
+
+
 def compacted_copy(database_url: str, samples: int, reuse: bool = False) -> str:
     """A copy of the loaded database (``CREATE DATABASE … TEMPLATE``, named ``<name>_blocks``) whose
     settled days ``manage.py compact_samples`` has compacted into blocks (every day ended a day ago or
@@ -603,6 +616,8 @@ def run(args: argparse.Namespace, work: Path, programs: dict[str, Path]) -> str:
         else:
             print()
         loaded.openmetrics_path.unlink()
+        if args.head_chunks:
+            head_chunks(args.database_url)
         jointline, jl_port = start_jointline(args.database_url, work / "data", work)
         processes.append(jointline)
         if args.blocks:
@@ -693,6 +708,12 @@ def parse_args() -> argparse.Namespace:
         "--baseline",
         type=Path,
         help="another checkout of the project (e.g. from git archive) timed beside this one, same database",
+    )
+    parser.add_argument(
+        "--head-chunks",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="write the rollup chunks of the loaded rows' settled days before serving them (default: on)",
     )
     parser.add_argument(
         "--baseline-on-blocks",

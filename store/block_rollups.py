@@ -284,7 +284,8 @@ class PostgresBlockRollups:
         if rolled is None or rolled[1] not in FINE_LEVELS:
             return found, None
         _table, width, a, b = rolled
-        spans = self.compacted_spans(a, b)
+        noted = self._noted_days(a, b)  # noted before the rows were read: no statement of its own
+        spans = self.compacted_spans(a, b) if noted is None else day_spans(noted, a, b)
         if not spans:
             return found, None
         computed = self._fine_value_rows(ids, spans, width)

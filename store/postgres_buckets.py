@@ -80,9 +80,10 @@ class PostgresBucketReads:
         if expected > MAX_ROWS:
             return super()._bucket_part(cursor, key, ids, hints)
         ids = sorted(ids)
-        chunks = self._rollup_chunks(ids, rolled)  # the coarse rows kept as chunks (store/rollup_chunks.py)
-        if chunks is not None:
-            expected -= int(np.sum(chunks[1] - chunks[0])) // rolled[1]
+        chunks = self._rollup_chunks(ids, rolled)  # settled rows kept as chunks: store/rollup_chunks.py
+        # the rows around the chunks' part are planned as if they were most of [a, b) (bounds bound per
+        # series): JIT then compiles a statement of few rows (63 series over 24 h of the 1 min rows, 0
+        # rows sent: 34 ms with JIT, 0.5 without), so the rows of [a, b) decide, chunks or not
         with self._bulk_cursor() as bulk:  # the binary columns as bytes, not hex
             if rolled is None or expected < NO_JIT_ROWS:
                 found = self._value_columns(bulk, ids, lo, hi, rolled, chunks)
@@ -203,6 +204,21 @@ def rolled_columns(found: list[tuple]) -> tuple[np.ndarray, ...]:
     )
 
 
+def in_bucket_order(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """:func:`rolled_columns`' arrays sorted by series and bucket. A series' rows come in the order
+    its scan meets them, which is the heap's: a row the refresh rewrote (a late sample) may come after
+    later buckets, and a step bucket of three rows or more would then sum them in another order than
+    the same rows from chunks or from before the rewrite (decision 0086)."""
+    series, bucket = columns[0], columns[1]
+    if len(series) < 2:
+        return columns
+    same = series[1:] == series[:-1]
+    if bool(((series[1:] > series[:-1]) | (same & (bucket[1:] > bucket[:-1]))).all()):
+        return columns
+    order = np.lexsort((bucket, series))
+    return tuple(column[order] for column in columns)
+
+
 def reduce_rows(
     found: list[tuple], *, origin: int, step: int, width: int, rolled: tuple[np.ndarray, ...] | None = None
 ) -> np.ndarray:
@@ -214,7 +230,7 @@ def reduce_rows(
     if rolled is None:
         if not found:
             return np.empty((0, 6), dtype=np.float64)
-        rolled = rolled_columns(found)
+        rolled = in_bucket_order(rolled_columns(found))
     if not found and not len(rolled[0]):
         return np.empty((0, 6), dtype=np.float64)
     series_ids = np.array([row[0] for row in found], dtype=np.int64)

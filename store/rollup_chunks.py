@@ -1,8 +1,8 @@
-"""The 30 min and 1 h rollup rows of settled days kept a second time as compressed column chunks
-(docs/decisions/0085-coarse-rollup-rows-in-chunks.md): per series, level and span of
-:data:`CHUNK_DAYS` days (384 rows), one string of the rows' value columns (bucket, n, total, vmin, vmax), so a
-value read over 24 or 55 days inflates two to five strings a series instead of PostgreSQL making
-strings of 1,152-1,320 stored rows a series.
+"""The rollup rows of settled days kept a second time as compressed column chunks
+(docs/decisions/0085-coarse-rollup-rows-in-chunks.md, 0086-rollup-chunks-over-head-rows.md): per
+series, level and span of :data:`CHUNK_DAYS` days, one string of the rows' value columns (bucket, n,
+total, vmin, vmax), so a value read over one to 55 days inflates a few strings a series instead of
+PostgreSQL making strings of 1,152-2,016 stored rows a series.
 
 Encoding (:func:`encode_chunk`): a header (:data:`HEADER`: version, rows, CRC-32 of the rows), then
 the rows as little-endian records of :data:`RECORD` (40 bytes), LZ4-compressed as one block: a read
@@ -25,8 +25,14 @@ Invariants:
   ``lo``) cut to its ``[a, b)``, and the stored rows outside that run; the rows come together sorted
   by series and bucket, so every sum is taken in the order the stored rows give.
 - Chunks are written for the settled days (:func:`store.sample_blocks.settled_before_day`) of the
-  spans from the first compacted day on, by :meth:`PostgresRollupChunks.compact_settled_samples`
-  after the compaction; a span whose chunks are gone or end before its settled end is written again.
+  spans from the first day kept (compacted, or a sample partition) on, by
+  :meth:`PostgresRollupChunks.write_rollup_chunks`: after each compaction run, and by the beat's
+  hourly ``compact_samples`` with compaction off; a span whose chunks are gone or end before its
+  settled end is written again. The 1 and 5 min rows are chunked only after the last compacted day
+  (compaction drops them), and read from chunks only where the read's noted state holds no compacted
+  day in its window (those rows are then computed from the blocks).
+- No chunk ends after a settled day, so a read none of whose window is settled
+  (:meth:`_blocks_may_hold`) sends no statement for them.
 """
 
 from __future__ import annotations
@@ -40,20 +46,30 @@ from django.db import transaction
 
 from store import rollups
 from store.batches import DAY_US
+from store.block_rollups import FINE_LEVELS
+from store.postgres_partitions import partition_days
 from store.postgres_wire import big_endian, binary_cursor
 from store.rollup_blocks import VALUE_ROW
 from store.sample_blocks import COMPACTION_TABLE, settled_before_day
 
 CHUNK_TABLE = "timeline_rollup_chunk"
-CHUNK_DAYS = {rollups.HALF_HOUR_US: 8, rollups.HOUR_US: 16}
+CHUNK_DAYS = {rollups.MINUTE_US: 1, rollups.FIVE_MINUTES_US: 2, rollups.HALF_HOUR_US: 8, rollups.HOUR_US: 16}
 """Days a chunk spans, per level: 384 rows either way; 24 days of 30 min rows read 4 chunks a series,
 55 days of 1 h rows 4-5. A read inflates whole chunks, so longer ones cost the rows outside the window
 too: 189 strings of 768 rows (16 days of 30 min, 3 a series at 24 d) took 21.6 ms to inflate against
 7.9 for 252 of 384 (8 days); at 1 h over 55 days 504 strings of 192 rows took 7.7 ms against 8.6 for
-315 of 384 (load 6), and each string more is a TOAST lookup more in the statement."""
+315 of 384 (load 6), and each string more is a TOAST lookup more in the statement. The 1 min rows a
+day a chunk (1,440 rows; a 24 h read inflates two a series) and the 5 min rows two days (576; 7 days
+read four or five a series), chosen alike, not measured against other spans (decision 0086)."""
 CHUNK_US = {width: days * DAY_US for width, days in CHUNK_DAYS.items()}
-CHUNKED = {rollups.HALF_HOUR_US: "timeline_rollup_30m", rollups.HOUR_US: "timeline_rollup_1h"}
-"""The levels kept as chunks too (width → table)."""
+CHUNKED = {**FINE_LEVELS, rollups.HALF_HOUR_US: "timeline_rollup_30m", rollups.HOUR_US: "timeline_rollup_1h"}
+"""The levels kept as chunks too (width → table). The 1 and 5 min rows (decision 0086) only where no
+day is compacted: compaction drops them there (the triggers then drop their chunks), and a read over
+a compacted day computes them from the blocks."""
+EMPTY_SPAN = 0
+"""The series of the one empty chunk a span of no rows gets, so the next run does not scan it again
+(a day without data: the level table's scan of a span takes ~1 s whatever it finds, its BRIN index
+ranging over every bucket); a write into the span deletes it as any chunk (module invariants)."""
 _STALE = "timeline_rollup_chunk_stale"
 VERSION = 1
 HEADER = struct.Struct("<BII")
@@ -187,20 +203,26 @@ class PostgresRollupChunks:
         return result
 
     def write_rollup_chunks(self, before_day: int | None = None) -> int:
-        """Chunks of every level of :data:`CHUNKED` for the spans from the first compacted day up to
-        the first day not settled (or ``before_day``), where they are missing or end sooner; each span
-        in a transaction of its own. Returns how many chunks were written."""
+        """Chunks of every level of :data:`CHUNKED` for the spans from the first day kept (the first
+        compacted day or sample partition) up to the first day not settled (or ``before_day``), where
+        they are missing or end sooner; the 1 and 5 min rows only after the last compacted day; each
+        span in a transaction of its own. Returns how many chunks were written."""
         end_day = settled_before_day() if before_day is None else min(before_day, settled_before_day())
         with self.connection.cursor() as cursor:
-            cursor.execute(f"SELECT min(day) FROM {COMPACTION_TABLE} WHERE compacted_at IS NOT NULL")
-            (first_day,) = cursor.fetchone()
-        if first_day is None or first_day >= end_day:
+            cursor.execute(
+                f"SELECT min(day), max(day) FROM {COMPACTION_TABLE} WHERE compacted_at IS NOT NULL"
+            )
+            first_compacted, last_compacted = cursor.fetchone()
+        kept = [partition_days(name)[0] for name in self.existing_partitions("timeline_sample")]
+        firsts = [day for day in (first_compacted, min(kept, default=None)) if day is not None]
+        if not firsts or min(firsts) >= end_day:
             return 0
         end = end_day * DAY_US
         written = 0
         for width, table in CHUNKED.items():
+            first = min(firsts) if width not in FINE_LEVELS else max(min(firsts), (last_compacted or -1) + 1)
             span = CHUNK_US[width]
-            for lo in range(first_day * DAY_US - (first_day * DAY_US) % span, end, span):
+            for lo in range(first * DAY_US - (first * DAY_US) % span, end, span):
                 written += self._write_span(width, table, lo, min(lo + span, end))
         return written
 
@@ -233,13 +255,16 @@ class PostgresRollupChunks:
                 for name, blob in zip(("bucket", "n", "total", "vmin", "vmax"), columns, strict=True):
                     rows[name] = big_endian(blob, ">i8" if name in ("bucket", "n") else ">f8")
                 chunks.append((width, lo, series_id, hi, len(rows), encode_chunk(rows)))
+            written = len(chunks)
+            if not chunks:  # a span of no rows: marked written (no read asks for series 0), not redone
+                chunks.append((width, lo, EMPTY_SPAN, hi, 0, encode_chunk(np.empty(0, dtype=VALUE_ROW))))
             with binary_cursor(self.connection) as binary:
                 binary.executemany(
                     f"""INSERT INTO {CHUNK_TABLE} (width, lo, series_id, hi, n, rows)
                         VALUES (%s, %s, %s, %s, %s, %s)""",
                     chunks,
                 )
-            return len(chunks)
+            return written
 
     # -- reading -------------------------------------------------------------------------
     def _rollup_chunks(self, ids: list[int], rolled: tuple | None):
@@ -250,6 +275,13 @@ class PostgresRollupChunks:
         if rolled is None or rolled[1] not in CHUNKED:
             return None
         _table, width, a, b = rolled
+        if not self._blocks_may_hold(a):  # chunks end at settled days, none of which meets [a, b)
+            return None
+        if width in FINE_LEVELS:  # only where no compacted day meets [a, b), as the read notes them
+            self._watch_compactions(a)
+            days = self._noted_days(a, b)
+            if days is None or len(days):
+                return None
         with binary_cursor(self.connection) as cursor:
             cursor.execute(
                 f"""SELECT series_id, lo, hi, rows FROM {CHUNK_TABLE}

@@ -31,9 +31,13 @@ def create_partitions_ahead() -> int:
 def compact_samples() -> int:
     """Compact the settled sample partitions into per-series blocks where the engine keeps blocks and
     ``JOINTLINE_SAMPLE_COMPACTION`` is on (``PostgresSampleBlocks.compact_settled_samples``: one
-    transaction per partition, a crash is "run again"); returns how many samples were compacted."""
+    transaction per partition, a crash is "run again"), then the rollup chunks of the settled days; with
+    compaction off, the chunks alone (store/rollup_chunks.py); returns how many samples were compacted."""
     store = get_store()
-    if not settings.JOINTLINE_SAMPLE_COMPACTION or not store.capabilities.sample_blocks:
+    if not store.capabilities.sample_blocks:
+        return 0
+    if not settings.JOINTLINE_SAMPLE_COMPACTION:
+        store.write_rollup_chunks()  # the settled days' rollup chunks all the same (decision 0086)
         return 0
     return store.compact_settled_samples().samples
 

@@ -5,9 +5,12 @@ every answer exact, and the next compaction run writes the chunks again."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from core.records import Batch, SeriesBlock
 from store import ReadHints, get_store
@@ -218,3 +221,157 @@ def test_a_chunk_keeps_every_bit_and_a_damaged_one_is_refused():
     damaged[-3] ^= 0x40
     with pytest.raises(ValueError):
         decode_chunks([4], [bytes(damaged)])
+
+
+def chunk_statements(store, scope, ids, reads: list[ReadHints]) -> tuple[int, list]:
+    """How many statements reading the chunks ``reads`` send, and their answers."""
+    with CaptureQueriesContext(connection) as queries:
+        found = [exact(store.select_buckets(scope, ids, hints)) for hints in reads]
+    return sum("timeline_rollup_chunk" in query["sql"] for query in queries.captured_queries), found
+
+
+def test_no_chunk_statement_where_no_settled_day_meets_the_read(org_a):
+    store = get_store()
+    reference = MemoryStore(connection, relational=store)
+    now = int(time.time()) * S
+    start = now - now % HOUR - 20 * HOUR
+    rng = np.random.default_rng(11)
+    ts = list(range(start + 7 * S, now - 2 * MINUTE, 60 * S))
+    series = [SeriesBlock(**FIELDS, ts=ts, values=(50 + np.cumsum(rng.normal(0, 3, len(ts)))).tolist())]
+    write_both(store, reference, org_a.pk, Batch(source="r", series=series))
+    store.refresh_stale_rollups()
+    ids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
+    scope = own_scope(org_a)
+    reads = [
+        ReadHints(start=start, end=now, step=step, fn="value", ordered=True)
+        for step in (MINUTE * 2, 5 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR)
+    ]
+    sent, _found = chunk_statements(store, scope, ids, reads)
+    assert sent == 0  # chunks end at settled days: none of them meets the last 20 hours
+    for index, hints in enumerate(reads):
+        assert_same_buckets(
+            reference.select_buckets(scope, ids, hints), store.select_buckets(scope, ids, hints), index
+        )
+
+
+FIELDS = {"signal": "storage", "metric": "node_load", "labels": {"node": "n"}, "kind": "gauge", "unit": ""}
+
+
+def fine_reads() -> list[ReadHints]:
+    """Reads of the 1 and 5 min rows with ragged edges, two or three rows a bucket (their order
+    counts)."""
+    end = FIRST + DAYS * DAY
+    return [
+        ReadHints(start=start, end=stop, step=step, fn="value", ordered=True)
+        for start, stop, step in (
+            (end - 3 * DAY, end, 2 * MINUTE),
+            (end - 4 * DAY + 7 * MINUTE + 3 * S, end - 5 * HOUR - 11 * S, 3 * MINUTE),
+            (end - 10 * DAY, end, 10 * MINUTE),
+            (FIRST + 13 * MINUTE + 5 * S, end - DAY - 7 * S, 15 * MINUTE),
+        )
+    ]
+
+
+def every_answer(store, scope, ids) -> list:
+    return [exact(store.select_buckets(scope, ids, hints)) for hints in [*fine_reads(), *long_reads()]]
+
+
+def test_chunks_of_head_rows_answer_as_the_stored_rows_alone(org_a, monkeypatch):
+    store = get_store()
+    reference = MemoryStore(connection, relational=store)
+    series = long_series(np.random.default_rng(13), 3)
+    write_long(store, reference, org_a.pk, series)
+    store.refresh_stale_rollups()
+    ids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
+    scope = own_scope(org_a)
+    from_rows = every_answer(store, scope, ids)  # no chunk yet: the stored rows alone
+    settled = (FIRST + DAYS * DAY) // DAY - 1
+    assert store.write_rollup_chunks(before_day=settled) > 0  # no compaction: head rows alone
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT width FROM timeline_rollup_chunk ORDER BY 1")
+        assert [row[0] for row in cursor.fetchall()] == [MINUTE, 5 * MINUTE, 30 * MINUTE, HOUR]
+    sent = stored_rows_sent(monkeypatch)
+    assert every_answer(store, scope, ids) == from_rows
+    # 3 days of 1 min rows on 2 min buckets: the last day (not settled) comes as stored rows, at most
+    assert 0 < sent[0] <= len(ids) * 1440
+    chunks = chunk_count()
+
+    def same_as_reference(where: str) -> None:
+        for index, hints in enumerate([*fine_reads(), *long_reads()]):
+            assert_same_buckets(
+                reference.select_buckets(scope, ids, hints),
+                store.select_buckets(scope, ids, hints),
+                f"{where} {index}",
+            )
+
+    same_as_reference("chunks")
+    # late samples into settled days: the refresh rewrites their rows, those spans' chunks go
+    late = [
+        SeriesBlock(
+            **_fields(series[2]), ts=[FIRST + DAYS * DAY - 3 * DAY + 17 * MINUTE + 3 * S], values=[1e9]
+        ),
+        SeriesBlock(**_fields(series[0]), ts=[FIRST + 20 * DAY + 5 * HOUR + 29 * S], values=[-3.5]),
+    ]
+    write_both(store, reference, org_a.pk, Batch(source="r", series=late))
+    store.refresh_stale_rollups()
+    assert chunk_count() < chunks
+    same_as_reference("late samples")
+    assert store.write_rollup_chunks(before_day=settled) > 0
+    assert chunk_count() == chunks
+    same_as_reference("written again")
+    with_late = every_answer(store, scope, ids)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM timeline_rollup_chunk")
+    # the stored rows alone, the late ones rewritten out of bucket order in the heap: the same bits
+    assert every_answer(store, scope, ids) == with_late
+    # the first 12 days compacted: the 1 and 5 min chunks there go with their rows, reads over them
+    # compute those rows from the blocks; the chunks after them still serve
+    store.write_rollup_chunks(before_day=settled)
+    store.compact_settled_samples(before_day=FIRST // DAY + 12)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM timeline_rollup_chunk WHERE width <= %s AND lo < %s",
+            [5 * MINUTE, FIRST + 11 * DAY],
+        )
+        assert cursor.fetchone()[0] == 0
+    assert every_answer(store, scope, ids) == with_late
+    same_as_reference("compacted")
+
+
+def test_stored_rows_out_of_bucket_order_sum_in_bucket_order():
+    """A row the refresh rewrote may come from the heap after later buckets (a bitmap scan takes the
+    heap's order); a step bucket of three rows sums them in bucket order all the same, as the chunks
+    and the same rows written in order give them."""
+    from store.postgres_buckets import reduce_rows
+
+    def found(order: list[int]) -> list[tuple]:
+        bucket = np.array([0, MINUTE, 2 * MINUTE])[order]
+        total = np.array([0.1, 0.2, 0.3])[order]
+        columns = [bucket.astype(">i8"), np.ones(3, dtype=">i8"), *(total.astype(">f8"),) * 3]
+        return [(7, None, None, *(column.tobytes() for column in columns))]
+
+    in_order = reduce_rows(found([0, 1, 2]), origin=0, step=3 * MINUTE, width=MINUTE)
+    rewritten = reduce_rows(found([2, 0, 1]), origin=0, step=3 * MINUTE, width=MINUTE)
+    assert in_order[:, 4].tolist() == [np.add.reduceat(np.array([0.1, 0.2, 0.3]), [0])[0] / 3]
+    assert rewritten.view(np.uint64).tolist() == in_order.view(np.uint64).tolist()
+
+
+def test_a_span_of_no_rows_is_written_once(org_a):
+    store = get_store()
+    reference = MemoryStore(connection, relational=store)
+    write_long(store, reference, org_a.pk, long_series(np.random.default_rng(19), 2))
+    store.refresh_stale_rollups()
+    after_the_data = (FIRST + DAYS * DAY) // DAY + 3  # three days of no rows
+    assert store.write_rollup_chunks(before_day=after_the_data) > 0
+    with CaptureQueriesContext(connection) as queries:
+        assert store.write_rollup_chunks(before_day=after_the_data) == 0
+    assert not [query for query in queries.captured_queries if "LOCK TABLE" in query["sql"]]
+    ids = sorted(Series.objects.scoped(own_scope(org_a)).values_list("pk", flat=True))
+    hints = ReadHints(
+        start=FIRST + 30 * DAY, end=after_the_data * DAY, step=2 * MINUTE, fn="value", ordered=True
+    )
+    assert_same_buckets(
+        reference.select_buckets(own_scope(org_a), ids, hints),
+        store.select_buckets(own_scope(org_a), ids, hints),
+        "after the data",
+    )
