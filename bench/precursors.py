@@ -5,7 +5,9 @@ No database: each seed's series are generated in memory, an hour at a time, as t
 them. Per failure it prints the precursor (kind, clear or weak) and the minutes it drifts before the
 XID, the most lead any detector could have (none for a failure without precursor). For the
 step-time precursor it prints how far the failing node's step time moves from its job's other nodes
-(the precursor slows every rank alike: nothing ties it to the node). For the weak power precursor (an
+(the precursor slows every rank alike: nothing ties it to the node); for the weak temperature
+precursor how much the series a detector reads rises (on the compact profile the node's maximum over
+its GPUs, where a GPU that is not the hottest barely shows). For the weak power precursor (an
 oscillation of one GPU's power) it computes an *oracle* bound: in windows of ``--window`` samples at
 the exporter's resolution, the power of the GPU's residual (to the median of the other GPUs of its
 node; on the compact profile, whose GPU series are per-node sums, to the nodes in the same
@@ -45,10 +47,10 @@ HOLD = 3
 SHORTEST_BIN = 5  # periods up to a fifth of the window: an oscillation, not a trend or a step
 
 
-def power_matrix(config) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """The scenario's GPU power (per GPU, or per node on the compact profile) on the exporter's grid
-    (NaN where a row has no sample), the grid's times, the nodes' activity codes on it, and the rows
-    per node."""
+def gpu_matrices(config) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, int]:
+    """The scenario's GPU power and temperature (per GPU, or the per-node rules on the compact profile)
+    on the exporter's grid (NaN where a row has no sample), the grid's times, the nodes' activity
+    codes on it, and the rows per node."""
     from ingest.scenario.codes import Codes
     from ingest.scenario.plan import Plan
     from ingest.scenario.signals import Signals
@@ -59,19 +61,21 @@ def power_matrix(config) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     per_node = 1 if not config.per_gpu_metrics else config.gpus_per_node
     ratio = config.detail_step // config.step_s
     grid = codes.ts[::ratio]
-    power = np.full((config.nodes * per_node, grid.size), np.nan)
+    fields = {"power": "POWER_USAGE", "temperature": "GPU_TEMP"}
+    out = {name: np.full((config.nodes * per_node, grid.size), np.nan) for name in fields}
     hour = 3600 // config.step_s
     for k0 in range(0, codes.steps, hour):
         for (org, _agent), blocks in signals.chunk(k0, min(k0 + hour, codes.steps)).items():
             for block in blocks:
-                if org != "gpuvendor" or "POWER_USAGE" not in block.metric:
+                name = next((n for n, field in fields.items() if field in block.metric), None)
+                if org != "gpuvendor" or name is None:
                     continue
                 node = int(block.labels["node"].rsplit("-", 1)[1]) - 1
                 row = node * per_node + int(block.labels.get("gpu", 0))
                 at = np.rint((np.asarray(block.ts) - grid[0]) / config.detail_step_us).astype(int)
                 keep = (at >= 0) & (at < grid.size)
-                power[row, at[keep]] = np.asarray(block.values)[keep]
-    return power, grid, codes.at[:, ::ratio], per_node
+                out[name][row, at[keep]] = np.asarray(block.values)[keep]
+    return out, grid, codes.at[:, ::ratio], per_node
 
 
 def residual(power: np.ndarray, activity: np.ndarray, per_node: int) -> np.ndarray:
@@ -132,14 +136,14 @@ def healthy_rows(failures: list[dict], times: np.ndarray, rows: int, per_node: i
     return healthy
 
 
-def power_bounds(config, failures: list[dict], args) -> dict[str, dict]:
+def power_bounds(config, failures: list[dict], gpus: tuple, args) -> dict[str, dict]:
     """For the seed's weak power precursor (none: ``{}``), the oracle bound and the bound of a
-    statistic that knows no period (:func:`oscillation`), by name."""
+    statistic that knows no period (:func:`oscillation`), by name; ``gpus`` from :func:`gpu_matrices`."""
     weak = [f for f in failures if f["precursor"] == "power" and not f["precursor_clear"]]
     if not weak:
         return {}
-    power, grid, activity, per_node = power_matrix(config)
-    resid = residual(power, activity, per_node)
+    matrices, grid, activity, per_node = gpus
+    resid = residual(matrices["power"], activity, per_node)
     return {
         name: power_bound(config, weak[0], failures, resid, grid, per_node, period, args.window)
         for name, period in (("oracle", args.period / config.detail_step), ("any period", None))
@@ -182,6 +186,17 @@ def power_bound(
         episodes = int(over[:, 0].sum() + (over[:, 1:] & ~over[:, :-1]).sum())
         out[f"healthy_per_day_{lead}"] = episodes / days
     return out
+
+
+def temperature_rise(failure: dict, gpus: tuple) -> float:
+    """How much the failing GPU's temperature series (on the compact profile its node's maximum) rose
+    over the precursor: the mean of its last 3 minutes before the XID less the median of the first 5."""
+    matrices, grid, _activity, per_node = gpus
+    node = int(failure["node"].rsplit("-", 1)[1]) - 1
+    row = matrices["temperature"][node * per_node + (int(failure["gpu"]) if per_node > 1 else 0)]
+    inside = row[(grid >= failure["precursor_start_us"]) & (grid < failure["ts_us"])]
+    minute = max(1, round(inside.size / ((failure["ts_us"] - failure["precursor_start_us"]) / MINUTE_US)))
+    return float(np.nanmean(inside[-3 * minute :]) - np.nanmedian(inside[: 5 * minute]))
 
 
 def step_time_spread(config, failures: list[dict]) -> tuple[float, float, int, int] | None:
@@ -257,7 +272,13 @@ def main() -> int:
                 f"from its job's other nodes by at most {spread[1]:.1f} % ({spread[2]} of its job's "
                 f"{spread[3]} nodes by that measure)"
             )
-        for name, bound in power_bounds(config, failures, args).items():
+        gpus = gpu_matrices(config)
+        for failure in failures:
+            if failure["precursor"] == "temperature" and not failure["precursor_clear"]:
+                print(
+                    f"seed {seed}: temperature weak: the series rises {temperature_rise(failure, gpus):+.1f}"
+                )
+        for name, bound in power_bounds(config, failures, gpus, args).items():
             lead = bound["lead_min"]
             found[name] = found.get(name, 0) + (lead is not None)
             leads.setdefault(name, []).append("-" if lead is None else f"{lead:.1f}")
