@@ -76,6 +76,7 @@ def score(detections: list[dict], manifest: dict, *, lead_us: int, after_us: int
     used: set[int] = set()
     detected = early = 0
     leads = []
+    rows = []
     for failure in failures:
         hits = [
             (i, d)
@@ -89,6 +90,7 @@ def score(detections: list[dict], manifest: dict, *, lead_us: int, after_us: int
             early += first < failure["ts_us"]
             leads.append((failure["ts_us"] - first) / 60e6)
             used.update(i for i, _d in hits)
+        rows.append(_failure_row(failure, hits))
     false = [d for i, d in enumerate(detections) if i not in used]
     days = manifest["config"]["duration_s"] / 86_400
     return {
@@ -99,6 +101,21 @@ def score(detections: list[dict], manifest: dict, *, lead_us: int, after_us: int
         "false_positives": len(false),
         "fp_per_day": len(false) / days,
         "false": false,
+        "per_failure": rows,
+    }
+
+
+def _failure_row(failure: dict, hits: list[tuple[int, dict]]) -> dict:
+    """One failure as ``--verbose`` lists it: its node, its precursor (kind, clear or weak, and how
+    many minutes it drifts before the XID: the most lead any detector could have), and the lead of
+    its first detection (negative: after the XID; None: missed)."""
+    kind = failure.get("precursor")
+    start = failure.get("precursor_start_us")
+    return {
+        "node": failure["node"],
+        "precursor": f"{kind} {'clear' if failure.get('precursor_clear') else 'weak'}" if kind else "none",
+        "available_min": (failure["ts_us"] - start) / 60e6 if start else 0.0,
+        "lead_min": (failure["ts_us"] - min(d["ts"] for _i, d in hits)) / 60e6 if hits else None,
     }
 
 
@@ -151,6 +168,12 @@ def main() -> int:
             f"load {loaded - started:.0f} s, detect {result['seconds']:.1f} s"
         )
         if args.verbose:
+            for row in result["per_failure"]:
+                lead = "missed" if row["lead_min"] is None else f"lead {row['lead_min']:.1f} min"
+                print(
+                    f"  failure: {row['node']} precursor {row['precursor']} "
+                    f"({row['available_min']:.1f} min available), {lead}"
+                )
             for d in result["false"]:
                 print(f"  false: {d['entity']} {d['ts']} {d['families']}")
         for key in ("failures", "detected", "early", "false_positives"):

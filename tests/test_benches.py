@@ -20,7 +20,7 @@ from tests.settings import SERVICES_AVAILABLE, SERVICES_PROBLEM
 ROOT = Path(__file__).resolve().parents[1]
 BENCHES = sorted(path.stem for path in (ROOT / "bench").glob("[a-z]*.py"))
 # Benchmarks that need no database; every other one uses PostgreSQL and Redis on 127.0.0.1.
-WITHOUT_SERVICES = {"alignment"}
+WITHOUT_SERVICES = {"alignment", "precursors"}
 SMOKE_TIMEOUT_S = 900
 
 

@@ -57,3 +57,42 @@ def test_a_first_place_shared_with_another_answers_score_is_counted_as_tied():
     tally.add(1, 1, tied=False)
     tally.add(2, 1, tied=True)
     assert tally.text() == "top1 2/3 (1 tied) top3 3/3 (floor top1 2/3 top3 3/3)"
+
+
+def test_detection_bench_lists_each_failure_with_the_lead_its_precursor_allows():
+    """``bench/detection.py --verbose`` lists every failure: its precursor (kind, clear or weak), the
+    minutes it drifts before the XID (the most lead any detector could have) and the lead found, so
+    a figure "k/n before the XID" can be read failure by failure."""
+    from bench.detection import score
+
+    minute = 60_000_000
+    failures = [
+        {
+            "node": "n1",
+            "ts_us": 100 * minute,
+            "precursor": "power",
+            "precursor_clear": False,
+            "precursor_start_us": 80 * minute,
+        },
+        {"node": "n2", "ts_us": 200 * minute, "precursor": None, "precursor_start_us": None},
+        {
+            "node": "n3",
+            "ts_us": 300 * minute,
+            "precursor": "ecc_sbe",
+            "precursor_clear": True,
+            "precursor_start_us": 270 * minute,
+        },
+    ]
+    manifest = {"gpu_failures": failures, "config": {"duration_s": 86_400}}
+    detections = [
+        {"entity": "n1", "ts": 98 * minute},
+        {"entity": "n2", "ts": 201 * minute},
+        {"entity": "n9", "ts": 50 * minute},
+    ]
+    result = score(detections, manifest, lead_us=30 * minute, after_us=10 * minute)
+    rows = result["per_failure"]
+    assert [r["precursor"] for r in rows] == ["power weak", "none", "ecc_sbe clear"]
+    assert [r["available_min"] for r in rows] == [20.0, 0.0, 30.0]
+    assert rows[0]["lead_min"] == pytest.approx(2.0) and rows[1]["lead_min"] == pytest.approx(-1.0)
+    assert rows[2]["lead_min"] is None
+    assert (result["detected"], result["early"], result["false_positives"]) == (2, 1, 1)
