@@ -38,7 +38,7 @@ def apply_batch(self, batch_id: str) -> dict | None:
     if applied is None:
         return None
     if applied.samples_stored or applied.events_stored:
-        refresh_rollups_after_apply()
+        refresh_rollups_after_apply(eager=bool(self.request.is_eager))
     if applied.series_dropped:
         _count_dropped(applied.series_dropped, applied.samples_dropped)
     return {
@@ -50,9 +50,14 @@ def apply_batch(self, batch_id: str) -> dict | None:
     }
 
 
-def refresh_rollups_after_apply() -> None:
+def refresh_rollups_after_apply(*, eager: bool = False) -> None:
     """Queue the refresh of what an apply wrote: at once when no journal entry waits (later writes
-    would add nothing to coalesce), else after the delay (``refresh_rollups_soon``; decision 0054)."""
+    would add nothing to coalesce), else after the delay (``refresh_rollups_soon``; decision 0054).
+    ``eager``: the apply ran eagerly (no broker), where the refresh task runs at once whatever it is
+    sent with."""
+    if eager:  # either way the refresh runs now, in this process: no look at the journal
+        refresh_rollups_soon(at_once=True)
+        return
     idle = settings.JOINTLINE_ROLLUP_REFRESH_WHEN_IDLE and not journal_waiting()
     refresh_rollups_soon(at_once=idle)
 

@@ -152,14 +152,38 @@ class PostgresBlockRollups:
     # -- the refresh -------------------------------------------------------------------
     def _refresh_ranges(self, ranges: list[tuple[int, int, int]]) -> None:
         """Ranges that reach a compacted day widened to whole hours there: its fine rows are not
-        stored, so every coarser row of such an hour is derived from fresh rows alone."""
-        super()._refresh_ranges(self._widened_for_compacted(ranges))
+        stored, so every coarser row of such an hour is derived from fresh rows alone.
 
-    def _widened_for_compacted(self, ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        Which days are compacted is read once for the ranges' days and kept until the ranges are
+        written: the refresh holds the refresh lock, which a compaction takes before it commits, so
+        the answer cannot change meanwhile (one statement, not one per fine level written)."""
         if not ranges:
-            return ranges
+            return super()._refresh_ranges(ranges)
         bounds = np.array(ranges, dtype=np.int64).reshape(-1, 3)
-        days = self.compacted_days(int(bounds[:, 1].min()), int(bounds[:, 2].max()))
+        lo, hi = int(bounds[:, 1].min()), int(bounds[:, 2].max())
+        days = self.compacted_days(lo, hi)
+        self._compacted_seen = (lo // DAY_US, (hi - 1) // DAY_US, days)
+        try:
+            super()._refresh_ranges(self._widened_for_compacted(ranges, days))
+        finally:
+            self._compacted_seen = None
+
+    def _compacted_days_held(self, lo: int, hi: int) -> np.ndarray:
+        """:meth:`compacted_days` of ``[lo, hi)``, from what this refresh read already where it covers
+        those days."""
+        seen = getattr(self, "_compacted_seen", None)
+        first, last = lo // DAY_US, (hi - 1) // DAY_US
+        if seen is None or lo >= hi or not (seen[0] <= first and last <= seen[1]):
+            return self.compacted_days(lo, hi)
+        if not self._blocks_may_hold(lo):
+            return np.empty(0, dtype=np.int64)
+        days = seen[2]
+        return days[(days >= first) & (days <= last)]
+
+    def _widened_for_compacted(
+        self, ranges: list[tuple[int, int, int]], days: np.ndarray
+    ) -> list[tuple[int, int, int]]:
+        bounds = np.array(ranges, dtype=np.int64).reshape(-1, 3)
         if not len(days):
             return ranges
         hour = rollups.HOUR_US
@@ -174,7 +198,7 @@ class PostgresBlockRollups:
     def _write_rollup_rows(self, table: str, rows: np.ndarray, *, stored: np.ndarray) -> None:
         """The fine rows of compacted days are left out (:data:`FINE_LEVELS`)."""
         if table in FINE_TABLES and len(rows):
-            days = self.compacted_days(int(rows["bucket"].min()), int(rows["bucket"].max()) + 1)
+            days = self._compacted_days_held(int(rows["bucket"].min()), int(rows["bucket"].max()) + 1)
             if len(days):
                 kept = ~np.isin(rows["bucket"] // DAY_US, days)
                 rows, stored = rows[kept], stored[kept]

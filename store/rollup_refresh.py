@@ -165,8 +165,8 @@ class RollupRefresh:
             if own:
                 self.commit_recoverable()
             rows = self._take_queued(cursor, rollups.DIRTY, "series_id", limit)
-            if rows:
-                self.refresh_rollups(ranges=rows)
+            if rows:  # inside this transaction: a failure rolls it all back, no savepoint of its own
+                self.refresh_rollups(ranges=rows, savepoint=False)
             event_rows = []
             if self.capabilities.event_rollups:
                 event_rows = self._take_queued(cursor, rollups.EVENT_DIRTY, "org_id", limit)
@@ -230,19 +230,20 @@ class RollupRefresh:
     """The rollup levels this store writes and reads, coarsest first (every level's table exists; a
     subset is for measuring what the others bring, as bench/rollup_levels.py does)."""
 
-    def refresh_rollups(self, series_ts=(), *, ranges: list | None = None) -> int:
+    def refresh_rollups(self, series_ts=(), *, ranges: list | None = None, savepoint: bool = True) -> int:
         """Recompute the rollup buckets that hold the given ``(series id, sample times)`` (or the
         minute ``ranges``): minute rows from the raw samples; the rows of each coarser level over the
         buckets holding those from the rows of the level below (:func:`rollups.derive`). Runs in the
         caller's transaction (one of its own outside one), so a write's rollups commit (or roll back)
         with its rows, and one refresh at a time (:meth:`_begin_refresh`): what it read of the stored
         rows stays true until it has written. Returns how many ranges of minute buckets were
-        recomputed."""
+        recomputed. ``savepoint=False``: inside the caller's transaction no savepoint of its own (one
+        round trip each way fewer), for a caller that lets a failure roll back its whole transaction."""
         minute = rollups.MINUTE_US
         if ranges is None:
             ranges = rollups.touched_ranges(series_ts, minute)
         merged = rollups.coarser_ranges(list(ranges), minute)
-        with transaction.atomic(using=self.connection.alias):
+        with transaction.atomic(using=self.connection.alias, savepoint=savepoint):
             self._begin_refresh()
             for first in range(0, len(merged), rollups.RANGES_PER_REFRESH):
                 self._refresh_ranges(merged[first : first + rollups.RANGES_PER_REFRESH])
