@@ -75,6 +75,33 @@ def test_first_lanes_are_asked_for_before_the_catalogue_answers_and_before_plotl
     assert page.problems == []
 
 
+def test_the_first_views_event_list_and_catalogue_are_asked_for_once_its_lanes_have_answered(
+    page, live_server, incident
+):
+    """Asked beside the first lanes, they slowed the lanes answer on the server (decision 0089); its
+    figure is drawn without waiting for them, the event list once they answer."""
+    _cold(page)
+    open_view(page, live_server, _query(incident))
+    order = page.evaluate(
+        """() => {
+        const resources = performance.getEntriesByType("resource");
+        const find = (part) => resources.filter((e) => e.name.includes(part));
+        const [lanes] = find("/timeline/api/lanes");
+        return {
+            lanesAnswered: lanes.responseEnd,
+            events: find("/timeline/api/events").map((e) => e.startTime),
+            catalogue: find("/timeline/api/catalogue").map((e) => e.startTime),
+            lanesDrawn: document.body.dataset.lanesDrawn,
+        };
+    }"""
+    )
+    assert len(order["events"]) == 1 and len(order["catalogue"]) == 1, order
+    assert order["events"][0] >= order["lanesAnswered"], order
+    assert order["catalogue"][0] >= order["lanesAnswered"], order
+    assert order["lanesDrawn"] == "1", order
+    assert page.locator("#event-rows tr").count() > 0 and page.problems == []
+
+
 def test_a_link_naming_series_by_id_still_waits_for_the_catalogue_and_draws_them(page, live_server, incident):
     from timeline.models import Series
 

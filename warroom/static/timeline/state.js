@@ -43,6 +43,7 @@ export const session = {
   catalogue: null,
   catalogueAnswer: null, // the first catalogue request, made by main()
   firstLanes: null, // the first view's lanes request, made by first_request.js: { url, answer } or null
+  firstLanesSettled: null, // settled once that request has answered (or failed): its lists wait for it
   analysis: null, // the analysis panels (analysis/warroom.js), bound to this page by timeline.js
   plotlyLoaded: null,
   sharing: null, // incidents.js once timeline.js has loaded it (on first use)

@@ -52,6 +52,7 @@ async function refresh({ reason = "" } = {}) {
   if (session.inflight) session.inflight.abort();
   const controller = new AbortController();
   session.inflight = controller;
+  const signal = controller.signal;
   const started = performance.now();
   setStatus(reason ? `${reason}…` : "loading…");
   const lanesAsked = lanesUrl(state.lanes, plotWidth());
@@ -59,29 +60,41 @@ async function refresh({ reason = "" } = {}) {
     view.evPage = 0;
     view.evCursors = [null];
   }
+  // The first view's lanes were started early (first_request.js). Its event list (and main()'s
+  // catalogue) are asked for once they have answered, and its figure is drawn without waiting for
+  // them: asked beside the lanes, they slowed the lanes answer on the server (decision 0089).
+  const first = takeFirstLanes(lanesAsked);
+  const lanesAnswer = first || getJson(lanesAsked, signal);
+  if (first) session.firstLanesSettled = lanesAnswer.then(() => {}, () => {});
+  const listed = first ? session.firstLanesSettled : Promise.resolve();
   try {
-    const [lanes, events, hits, selected, annotated, counted] = await Promise.all([
-      takeFirstLanes(lanesAsked) || getJson(lanesAsked, controller.signal), // the first view's started early
-      getJson(eventsUrl(), controller.signal),
-      state.q ? getJson(`${API}/events?${windowParams()}&limit=200&q=${encodeURIComponent(state.q)}`, controller.signal) : null,
-      state.sel && !findEvent(state.sel) ? getJson(`${API}/events?id=${state.sel}`, controller.signal).catch(() => null) : null,
-      state.incident ? getJson(`/api/v1/incidents/${state.incident}/annotations`, controller.signal).catch(() => null) : null,
-      view.familiesWindow !== windowParams() ? getJson(`${API}/catalogue?${windowParams()}`, controller.signal).catch(() => null) : null,
+    const listAnswers = Promise.all([
+      listed.then(() => getJson(eventsUrl(), signal)),
+      view.familiesWindow !== windowParams() ? getJson(`${API}/catalogue?${windowParams()}`, signal).catch(() => null) : null,
     ]);
+    listAnswers.catch(() => {}); // said below, once awaited
+    const [lanes, hits, selected, annotated] = await Promise.all([
+      lanesAnswer,
+      state.q ? getJson(`${API}/events?${windowParams()}&limit=200&q=${encodeURIComponent(state.q)}`, signal) : null,
+      state.sel && !findEvent(state.sel) ? getJson(`${API}/events?id=${state.sel}`, signal).catch(() => null) : null,
+      state.incident ? getJson(`/api/v1/incidents/${state.incident}/annotations`, signal).catch(() => null) : null,
+    ]);
+    if (first && !signal.aborted) {
+      showLanes(lanes, hits, selected, annotated);
+      await drawFigure();
+    }
+    const [events, counted] = await listAnswers;
     session.catalogue ??= await session.catalogueAnswer; // the first drawing's notices and picker read it
-    if (controller.signal.aborted) return;
+    if (signal.aborted) return;
     if (counted) {
       // the picker's event families, with their counts in the new window
       session.catalogue.events = counted.events;
       view.familiesWindow = windowParams();
       if (!$("picker").hidden) renderCatalogue();
     }
+    if (!first) showLanes(lanes, hits, selected, annotated);
     view.queriedWindow = windowParams();
     view.queriedFilters = eventFilterParams();
-    view.lanes = lanes.lanes;
-    view.clock = lanes.clock;
-    view.marks = [...lanes.marks, ...annotationMarks(annotated)].sort((a, b) => a.t - b.t);
-    view.window = { from_ms: lanes.from_ms, to_ms: lanes.to_ms };
     if (state.ev.order && events.order !== state.ev.order) {
       // a server that does not rank answers in time order, from the start of the window
       view.orderRefused = state.ev.order;
@@ -97,11 +110,8 @@ async function refresh({ reason = "" } = {}) {
     view.eventsMore = events.more || fresh.length > EVENT_PAGE;
     view.eventsTotal = eventTotal(events, cursor);
     view.eventsTotalExact = events.total_exact !== false;
-    view.hits = hits ? hits.events : [];
-    view.hitsMore = hits ? hits.more : false;
-    if (selected && selected.events.length) view.selectedEvent = selected.events[0];
-    view.highlight = state.sel ? findEvent(state.sel) : null;
-    await render();
+    if (!first) view.highlight = state.sel ? findEvent(state.sel) : null;
+    await (first ? drawLists() : render());
     const points = Math.max(0, ...view.lanes.map((l) => l.points || 0));
     document.body.dataset.clock = String((view.clock && view.clock.corrections || []).length);
     setStatus(`${formatSpan(view.window.to_ms - view.window.from_ms)} · ${view.lanes.length} lanes · ` +
@@ -114,6 +124,19 @@ async function refresh({ reason = "" } = {}) {
   } finally {
     if (session.inflight === controller) session.inflight = null;
   }
+}
+
+// What the figure draws of an answer: the lanes, their marks and the incident's notes, search hits and
+// the selected event.
+function showLanes(lanes, hits, selected, annotated) {
+  view.lanes = lanes.lanes;
+  view.clock = lanes.clock;
+  view.marks = [...lanes.marks, ...annotationMarks(annotated)].sort((a, b) => a.t - b.t);
+  view.window = { from_ms: lanes.from_ms, to_ms: lanes.to_ms };
+  view.hits = hits ? hits.events : [];
+  view.hitsMore = hits ? hits.more : false;
+  if (selected && selected.events.length) view.selectedEvent = selected.events[0];
+  view.highlight = state.sel ? findEvent(state.sel) : null;
 }
 
 // Annotations of the incident this view belongs to, drawn like notable events across every lane.
@@ -183,7 +206,14 @@ function loadPlotly() {
   return session.plotlyLoaded;
 }
 
+// The whole view: its figure, then the lists beside and below it.
 async function render() {
+  await drawFigure();
+  drawLists();
+}
+
+// The figure (every lane, its title and readout), the marks and hits beside it, the clock chip.
+async function drawFigure() {
   const plotly = window.Plotly || (await loadPlotly()); // once loaded, drawn without a pause
   view.drawn = displayLanes();
   const figure = buildFigure({ lanes: view.drawn, marks: view.marks, hits: view.hits, highlight: view.highlight,
@@ -207,17 +237,23 @@ async function render() {
     plot.on("plotly_doubleclick", zoomOutOnDoubleClick);
   }
   renderTitles();
-  renderEvents();
   renderHits();
   renderMarks();
   renderSelected();
-  renderInView();
-  renderNotices();
   renderClock();
   session.analysis.viewDrawn(view.drawn);
+  document.body.dataset.window = `${view.window.from_ms},${view.window.to_ms}`;
+  // every lane drawn; ``renders`` below counts the whole view, its lists too
+  document.body.dataset.lanesDrawn = String(Number(document.body.dataset.lanesDrawn || 0) + 1);
+}
+
+// The event list, the picker's lanes in view and the notices (which read the catalogue).
+function drawLists() {
+  renderEvents();
+  renderInView();
+  renderNotices();
   document.body.dataset.ready = "1";
   document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
-  document.body.dataset.window = `${view.window.from_ms},${view.window.to_ms}`;
 }
 
 // Escape closes what is open: the forms, the clock panel, the lane picker, then the selection.
@@ -311,7 +347,9 @@ async function main() {
     firstView();
   }
   const legacy = state.legacySeries.length ? `&series=${state.legacySeries.join(",")}` : "";
-  session.catalogueAnswer = getJson(`${API}/catalogue?${windowParams()}${legacy}`);
+  const catalogueUrl = `${API}/catalogue?${windowParams()}${legacy}`;
+  // asked once the first lanes have answered when they left first (refresh), else at once
+  session.catalogueAnswer = (session.firstLanesSettled || Promise.resolve()).then(() => getJson(catalogueUrl));
   session.catalogueAnswer.catch(() => {}); // said below and by the first drawing
   loadPlotly().catch(() => {}); // a failure is said by the first drawing
   try {
