@@ -75,9 +75,8 @@ VERSION = 1
 HEADER = struct.Struct("<BII")
 RECORD = np.dtype([("bucket", "<i8"), ("n", "<i8"), ("total", "<f8"), ("vmin", "<f8"), ("vmax", "<f8")])
 MINUTE_VERSION = 2
-MINUTE_RECORD = np.dtype(
+EXTRA = np.dtype(
     [
-        *RECORD.descr,
         ("first_ts", "<i8"),
         ("first_value", "<f8"),
         ("last_ts", "<i8"),
@@ -85,22 +84,38 @@ MINUTE_RECORD = np.dtype(
         ("increase", "<f8"),
     ]
 )
-"""The records of a 1 min chunk (format :data:`MINUTE_VERSION`): :data:`RECORD`'s and the columns PromQL's
-minute-row read takes (promql/rollups.py ``COLUMNS``), so that read can take them too (decision 0093).
-A chunk of format :data:`VERSION` (written before) serves the lanes, not that read, and is written again
+"""The columns a 1 min chunk of format :data:`MINUTE_VERSION` holds besides :data:`RECORD`'s: those
+PromQL's minute-row read takes (promql/rollups.py ``COLUMNS``), so that read can take the chunks too
+(decision 0093). After the header, :data:`RECORD`'s block as in format 1 (its compressed size first),
+then the CRC-32 of these records and their own block: the lanes inflate the first block alone. A 1 min
+chunk of format :data:`VERSION` (written before) serves the lanes, not that read, and is written again
 by the next run."""
+MINUTE_RECORD = np.dtype([*RECORD.descr, *EXTRA.descr])
+_SIZE = struct.Struct("<I")
 
 
 def encode_chunk(rows: np.ndarray, *, minute: bool = False) -> bytes:
-    """One series' rows (fields of :data:`RECORD`, or of :data:`MINUTE_RECORD` given ``minute``, sorted
-    by bucket) as one string."""
-    kind, version = (MINUTE_RECORD, MINUTE_VERSION) if minute else (RECORD, VERSION)
-    records = np.empty(len(rows), dtype=kind)
-    for name in kind.names:
+    """One series' rows (fields of :data:`RECORD`, and of :data:`EXTRA` given ``minute``, sorted by
+    bucket) as one string."""
+    records = np.empty(len(rows), dtype=RECORD)
+    for name in RECORD.names:
         records[name] = rows[name]
     body = records.tobytes()
-    return HEADER.pack(version, len(rows), zlib.crc32(body)) + bytes(
-        cramjam.lz4.compress_block(body, store_size=False)
+    block = bytes(cramjam.lz4.compress_block(body, store_size=False))
+    if not minute:
+        return HEADER.pack(VERSION, len(rows), zlib.crc32(body)) + block
+    extra = np.empty(len(rows), dtype=EXTRA)
+    for name in EXTRA.names:
+        extra[name] = rows[name]
+    tail = extra.tobytes()
+    return b"".join(
+        (
+            HEADER.pack(MINUTE_VERSION, len(rows), zlib.crc32(body)),
+            _SIZE.pack(len(block)),
+            block,
+            _SIZE.pack(zlib.crc32(tail)),
+            bytes(cramjam.lz4.compress_block(tail, store_size=False)),
+        )
     )
 
 
@@ -115,41 +130,41 @@ def decode_chunks(series_ids, blobs) -> np.ndarray:
     return out
 
 
-def inflate(blobs) -> tuple[np.ndarray, np.ndarray]:
+def inflate(blobs, *, extra: bool = False):
     """The rows of each string (``counts``) and the :data:`RECORD` records of all of them end to end,
-    each inflated straight into its place (strings of one format: :data:`MINUTE_RECORD`'s records where
-    they are all of :data:`MINUTE_VERSION`, their :data:`RECORD` fields where not); ValueError on a
-    damaged one."""
+    each inflated straight into its place; given ``extra``, also their :data:`EXTRA` records (strings of
+    :data:`MINUTE_VERSION` only). ValueError on a damaged one."""
     heads = [HEADER.unpack_from(blob) for blob in blobs]
-    versions = {head[0] for head in heads}
-    if len(versions) > 1:  # 1 min chunks of both formats (before the next run writes them again)
-        parts = [inflate([blob]) for blob in blobs]
-        return (
-            np.concatenate([np.zeros(0, dtype=np.int64), *(part[0] for part in parts)]),
-            np.concatenate(
-                [np.empty(0, dtype=RECORD), *(part[1][list(RECORD.names)].astype(RECORD) for part in parts)]
-            ),
-        )
-    kind = MINUTE_RECORD if versions == {MINUTE_VERSION} else RECORD
     counts = np.array([head[1] for head in heads], dtype=np.int64)
-    records = np.empty(int(counts.sum()), dtype=kind)
-    raw = records.view(np.uint8)
+    records = np.empty(int(counts.sum()), dtype=RECORD)
+    extras = np.empty(len(records) if extra else 0, dtype=EXTRA)
+    raw, raw_extra = records.view(np.uint8), extras.view(np.uint8)
     at = 0
     for blob, (version, count, crc) in zip(blobs, heads, strict=True):  # a chunk at a time, not a row
-        if version not in (VERSION, MINUTE_VERSION):
+        view = memoryview(blob)[HEADER.size :]
+        if version == MINUTE_VERSION:
+            (size,) = _SIZE.unpack_from(view)
+            view, rest = view[_SIZE.size : _SIZE.size + size], view[_SIZE.size + size :]
+        elif version != VERSION or extra:
             raise ValueError(
-                f"rollup chunk: format version {version}, this code reads {VERSION} and {MINUTE_VERSION}"
+                f"rollup chunk: format version {version}, read as {MINUTE_VERSION if extra else VERSION}"
             )
-        size = count * kind.itemsize
-        into = raw[at : at + size]
-        try:
-            written = cramjam.lz4.decompress_block_into(memoryview(blob)[HEADER.size :], into) if size else 0
-        except cramjam.DecompressionError as exc:
-            raise ValueError(f"rollup chunk: the body does not decompress ({exc})") from exc
-        if written != size or zlib.crc32(into) != crc:
-            raise ValueError("rollup chunk: the body differs from its header")
-        at += size
-    return counts, records
+        _inflate_into(view, raw[at * RECORD.itemsize : (at + count) * RECORD.itemsize], crc)
+        if extra:
+            (crc_extra,) = _SIZE.unpack_from(rest)
+            into = raw_extra[at * EXTRA.itemsize : (at + count) * EXTRA.itemsize]
+            _inflate_into(rest[_SIZE.size :], into, crc_extra)
+        at += count
+    return (counts, records, extras) if extra else (counts, records)
+
+
+def _inflate_into(block, into: np.ndarray, crc: int) -> None:
+    try:
+        written = cramjam.lz4.decompress_block_into(block, into) if len(into) else 0
+    except cramjam.DecompressionError as exc:
+        raise ValueError(f"rollup chunk: the body does not decompress ({exc})") from exc
+    if written != len(into) or zlib.crc32(into) != crc:
+        raise ValueError("rollup chunk: the body differs from its header")
 
 
 CHUNK_SCHEMA = [
@@ -368,8 +383,9 @@ class PostgresRollupChunks:
     def _stored_rows_with_chunks(self, table, ids, start, end, dtype):
         """PromQL's minute-row read (:meth:`store.postgres.PostgresStore._stored_rows_read`) with the 1 min
         chunks of the settled days in ``[start, end)`` (decision 0093): one statement sends, in one
-        snapshot, the pending-refresh check, the chunks of :data:`MINUTE_VERSION` of each series whose
-        chunks there meet end to end, and the stored rows outside them; the same rows, by bucket."""
+        snapshot, the pending-refresh check, the chunks of each series whose chunks there meet end to
+        end, and the stored rows outside them; the same rows, by bucket. A chunk of the format before
+        :data:`MINUTE_VERSION` among them: the stored rows alone, read again."""
         sends = " || ".join(
             f"{'float8send' if dtype[name].kind == 'f' else 'int8send'}({name})" for name in dtype.names
         )
@@ -386,7 +402,7 @@ class PostgresRollupChunks:
                     ), chunk AS MATERIALIZED (
                         SELECT series_id, lo, hi, rows FROM {CHUNK_TABLE}
                         WHERE width = %s AND lo > %s AND lo < %s AND hi > %s AND series_id = ANY(%s)
-                          AND get_byte(rows, 0) = {MINUTE_VERSION} AND NOT EXISTS (SELECT 1 FROM pending)
+                          AND NOT EXISTS (SELECT 1 FROM pending)
                     ), run AS MATERIALIZED (
                         SELECT series_id, min(lo) AS c_lo, max(hi) AS c_hi FROM chunk GROUP BY series_id
                         HAVING sum(hi - lo) = max(hi) - min(lo)
@@ -406,6 +422,10 @@ class PostgresRollupChunks:
             found = cursor.fetchall()
         if any(series_id is None for series_id, *_ in found):
             return None
+        if any(blob[0] != MINUTE_VERSION for _sid, blob, lo, _hi in found if lo is not None):
+            # a chunk of the format before (until the next run writes it again): the stored rows alone
+            # (a version test in the statement detoasts every chunk twice: 5 ms of 4 MB)
+            return self._stored_rows_read(table, ids, start, end, dtype, chunks=False)
         wire = np.dtype([(name, dtype[name].newbyteorder(">")) for name in dtype.names])
         parts: dict[int, list[np.ndarray]] = {}
         stored = [(int(sid), blob) for sid, blob, lo, _hi in found if lo is None]
@@ -413,13 +433,16 @@ class PostgresRollupChunks:
             parts.setdefault(series_id, []).append(np.frombuffer(packed, dtype=wire).astype(dtype))
         chunks = [(int(sid), blob) for sid, blob, lo, _hi in found if lo is not None]
         if chunks:
-            counts, records = inflate([blob for _, blob in chunks])
+            counts, records, extras = inflate([blob for _, blob in chunks], extra=True)
             series = np.repeat(np.array([sid for sid, _ in chunks], dtype=np.int64), counts)
             inside = (records["bucket"] >= start) & (records["bucket"] < end)
-            series, records = series[inside], records[inside]
-            rows = np.empty(len(records), dtype=dtype)
+            keep = None if inside.all() else np.flatnonzero(inside)  # chunks reaching outside the window
+            if keep is not None:
+                series = series[keep]
+            rows = np.empty(len(series), dtype=dtype)
             for name in dtype.names:
-                rows[name] = records[name]
+                column = records[name] if name in RECORD.names else extras[name]
+                rows[name] = column if keep is None else column[keep]
             cuts = np.flatnonzero(np.diff(series)) + 1
             for part_series, part in zip(np.split(series, cuts), np.split(rows, cuts), strict=True):
                 if len(part):
