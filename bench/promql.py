@@ -28,6 +28,9 @@ minutes read 1-minute rollups where that is exact (docs/decisions/0007-promql-ap
 ``JOINTLINE_ROLLUPS=false`` measures the raw-sample evaluation. ``--reuse`` measures again on the loaded
 database with a fresh read token.
 
+The rollup chunks of the settled days (all of the bench's) are written before serving, as beat's
+hourly task writes them (``--no-chunks``: not written; those a reused database holds stay).
+
 ``--blocks`` measures four ways in one run, on the same samples: the head (rows of ``timeline_sample``)
 with each worker's sample cache off (``JOINTLINE_SAMPLE_CACHE_MB=0``) and on, then the same day
 compacted into per-series day blocks by the store's own compaction (its day is long settled: the
@@ -244,6 +247,18 @@ def compact() -> None:
     _harness.analyze()  # the blocks are new rows, the day's partition is gone
 
 
+def head_chunks() -> None:
+    """The rollup chunks of the settled days (the bench's day is long settled), as beat's hourly
+    ``compact_samples`` writes them with compaction off (decision 0086; PromQL's minute-row read takes
+    the 1 min ones, decision 0093): ``manage.py compact_samples --chunks-only``; a span already written
+    is left."""
+    from django.core.management import call_command
+
+    started = time.perf_counter()
+    call_command("compact_samples", "--chunks-only", stdout=sys.stderr)
+    print(f"rollup chunks in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+
+
 def measured(
     args: argparse.Namespace, prometheus_url: str, token: str, cache_mb: str | None
 ) -> dict[str, list[float]]:
@@ -320,6 +335,11 @@ def main() -> None:
         help="another checkout (e.g. a git worktree of an older commit) served alongside",
     )
     parser.add_argument(
+        "--no-chunks",
+        action="store_true",
+        help="write no rollup chunks (those a database already holds stay): the stored rows alone",
+    )
+    parser.add_argument(
         "--first", type=int, default=0, help="also time rate() as the first request of N fresh workers"
     )
     args = _harness.parse_with_smoke(parser, series=6, rounds=1, blocks=True, first=1)
@@ -343,6 +363,8 @@ def main() -> None:
         token = read_token()
     else:
         token = load(args.database_url, series)
+    if not args.no_chunks:
+        head_chunks()
     with tempfile.TemporaryDirectory(prefix="jointline-bench-promql-") as workdir:
         (Path(workdir) / "day").mkdir()
         with prometheus_with(series, Path(workdir) / "day") as url:

@@ -74,16 +74,48 @@ _STALE = "timeline_rollup_chunk_stale"
 VERSION = 1
 HEADER = struct.Struct("<BII")
 RECORD = np.dtype([("bucket", "<i8"), ("n", "<i8"), ("total", "<f8"), ("vmin", "<f8"), ("vmax", "<f8")])
+MINUTE_VERSION = 2
+EXTRA = np.dtype(
+    [
+        ("first_ts", "<i8"),
+        ("first_value", "<f8"),
+        ("last_ts", "<i8"),
+        ("last_value", "<f8"),
+        ("increase", "<f8"),
+    ]
+)
+"""The columns a 1 min chunk of format :data:`MINUTE_VERSION` holds besides :data:`RECORD`'s: those
+PromQL's minute-row read takes (promql/rollups.py ``COLUMNS``), so that read can take the chunks too
+(decision 0093). After the header, :data:`RECORD`'s block as in format 1 (its compressed size first),
+then the CRC-32 of these records and their own block: the lanes inflate the first block alone. A 1 min
+chunk of format :data:`VERSION` (written before) serves the lanes, not that read, and is written again
+by the next run."""
+MINUTE_RECORD = np.dtype([*RECORD.descr, *EXTRA.descr])
+_SIZE = struct.Struct("<I")
 
 
-def encode_chunk(rows: np.ndarray) -> bytes:
-    """One series' rows (fields of :data:`RECORD`, sorted by bucket) as one string."""
+def encode_chunk(rows: np.ndarray, *, minute: bool = False) -> bytes:
+    """One series' rows (fields of :data:`RECORD`, and of :data:`EXTRA` given ``minute``, sorted by
+    bucket) as one string."""
     records = np.empty(len(rows), dtype=RECORD)
     for name in RECORD.names:
         records[name] = rows[name]
     body = records.tobytes()
-    return HEADER.pack(VERSION, len(rows), zlib.crc32(body)) + bytes(
-        cramjam.lz4.compress_block(body, store_size=False)
+    block = bytes(cramjam.lz4.compress_block(body, store_size=False))
+    if not minute:
+        return HEADER.pack(VERSION, len(rows), zlib.crc32(body)) + block
+    extra = np.empty(len(rows), dtype=EXTRA)
+    for name in EXTRA.names:
+        extra[name] = rows[name]
+    tail = extra.tobytes()
+    return b"".join(
+        (
+            HEADER.pack(MINUTE_VERSION, len(rows), zlib.crc32(body)),
+            _SIZE.pack(len(block)),
+            block,
+            _SIZE.pack(zlib.crc32(tail)),
+            bytes(cramjam.lz4.compress_block(tail, store_size=False)),
+        )
     )
 
 
@@ -98,27 +130,41 @@ def decode_chunks(series_ids, blobs) -> np.ndarray:
     return out
 
 
-def inflate(blobs) -> tuple[np.ndarray, np.ndarray]:
+def inflate(blobs, *, extra: bool = False):
     """The rows of each string (``counts``) and the :data:`RECORD` records of all of them end to end,
-    each inflated straight into its place; ValueError on a damaged one."""
+    each inflated straight into its place; given ``extra``, also their :data:`EXTRA` records (strings of
+    :data:`MINUTE_VERSION` only). ValueError on a damaged one."""
     heads = [HEADER.unpack_from(blob) for blob in blobs]
     counts = np.array([head[1] for head in heads], dtype=np.int64)
     records = np.empty(int(counts.sum()), dtype=RECORD)
-    raw = records.view(np.uint8)
+    extras = np.empty(len(records) if extra else 0, dtype=EXTRA)
+    raw, raw_extra = records.view(np.uint8), extras.view(np.uint8)
     at = 0
     for blob, (version, count, crc) in zip(blobs, heads, strict=True):  # a chunk at a time, not a row
-        if version != VERSION:
-            raise ValueError(f"rollup chunk: format version {version}, this code reads {VERSION}")
-        size = count * RECORD.itemsize
-        into = raw[at : at + size]
-        try:
-            written = cramjam.lz4.decompress_block_into(memoryview(blob)[HEADER.size :], into) if size else 0
-        except cramjam.DecompressionError as exc:
-            raise ValueError(f"rollup chunk: the body does not decompress ({exc})") from exc
-        if written != size or zlib.crc32(into) != crc:
-            raise ValueError("rollup chunk: the body differs from its header")
-        at += size
-    return counts, records
+        view = memoryview(blob)[HEADER.size :]
+        if version == MINUTE_VERSION:
+            (size,) = _SIZE.unpack_from(view)
+            view, rest = view[_SIZE.size : _SIZE.size + size], view[_SIZE.size + size :]
+        elif version != VERSION or extra:
+            raise ValueError(
+                f"rollup chunk: format version {version}, read as {MINUTE_VERSION if extra else VERSION}"
+            )
+        _inflate_into(view, raw[at * RECORD.itemsize : (at + count) * RECORD.itemsize], crc)
+        if extra:
+            (crc_extra,) = _SIZE.unpack_from(rest)
+            into = raw_extra[at * EXTRA.itemsize : (at + count) * EXTRA.itemsize]
+            _inflate_into(rest[_SIZE.size :], into, crc_extra)
+        at += count
+    return (counts, records, extras) if extra else (counts, records)
+
+
+def _inflate_into(block, into: np.ndarray, crc: int) -> None:
+    try:
+        written = cramjam.lz4.decompress_block_into(block, into) if len(into) else 0
+    except cramjam.DecompressionError as exc:
+        raise ValueError(f"rollup chunk: the body does not decompress ({exc})") from exc
+    if written != len(into) or zlib.crc32(into) != crc:
+        raise ValueError("rollup chunk: the body differs from its header")
 
 
 CHUNK_SCHEMA = [
@@ -228,9 +274,11 @@ class PostgresRollupChunks:
 
     def _write_span(self, width: int, table: str, lo: int, hi: int) -> int:
         with transaction.atomic(using=self.connection.alias), self.connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT 1 FROM {CHUNK_TABLE} WHERE width = %s AND lo = %s AND hi >= %s LIMIT 1",
-                [width, lo, hi],
+            minute = width == rollups.MINUTE_US
+            cursor.execute(  # a 1 min span of the format before is written again (MINUTE_RECORD)
+                f"""SELECT 1 FROM {CHUNK_TABLE} WHERE width = %s AND lo = %s AND hi >= %s
+                    AND (NOT %s OR get_byte(rows, 0) = {MINUTE_VERSION}) LIMIT 1""",
+                [width, lo, hi, minute],
             )
             if cursor.fetchone() is not None:
                 return 0
@@ -238,26 +286,28 @@ class PostgresRollupChunks:
             cursor.execute(f"LOCK TABLE {table} IN SHARE MODE")
             cursor.execute(f"DELETE FROM {CHUNK_TABLE} WHERE width = %s AND lo = %s", [width, lo])
             with binary_cursor(self.connection) as binary:
+                kind = MINUTE_RECORD if minute else RECORD
+                send = {name: "int8send" if kind[name].kind == "i" else "float8send" for name in kind.names}
+                sends = ", ".join(
+                    f"string_agg({send[name]}({name}), '' ORDER BY bucket)" for name in kind.names
+                )
                 binary.execute(
-                    f"""SELECT series_id, string_agg(int8send(bucket), '' ORDER BY bucket),
-                            string_agg(int8send(n), '' ORDER BY bucket),
-                            string_agg(float8send(total), '' ORDER BY bucket),
-                            string_agg(float8send(vmin), '' ORDER BY bucket),
-                            string_agg(float8send(vmax), '' ORDER BY bucket)
-                        FROM {table} WHERE bucket >= %s AND bucket < %s GROUP BY series_id""",
+                    f"""SELECT series_id, {sends} FROM {table} WHERE bucket >= %s AND bucket < %s
+                        GROUP BY series_id""",
                     [lo, hi],
                 )
                 found = binary.fetchall()
             chunks = []
             for series_id, *columns in found:  # a chunk a series: bounded by the series, not the rows
-                rows = np.empty(len(columns[0]) // 8, dtype=VALUE_ROW)
-                rows["series_id"] = series_id
-                for name, blob in zip(("bucket", "n", "total", "vmin", "vmax"), columns, strict=True):
-                    rows[name] = big_endian(blob, ">i8" if name in ("bucket", "n") else ">f8")
-                chunks.append((width, lo, series_id, hi, len(rows), encode_chunk(rows)))
+                rows = np.empty(len(columns[0]) // 8, dtype=kind)
+                for name, blob in zip(kind.names, columns, strict=True):
+                    rows[name] = big_endian(blob, ">i8" if kind[name].kind == "i" else ">f8")
+                chunks.append((width, lo, series_id, hi, len(rows), encode_chunk(rows, minute=minute)))
             written = len(chunks)
             if not chunks:  # a span of no rows: marked written (no read asks for series 0), not redone
-                chunks.append((width, lo, EMPTY_SPAN, hi, 0, encode_chunk(np.empty(0, dtype=VALUE_ROW))))
+                chunks.append(
+                    (width, lo, EMPTY_SPAN, hi, 0, encode_chunk(np.empty(0, dtype=kind), minute=minute))
+                )
             with binary_cursor(self.connection) as binary:
                 binary.executemany(
                     f"""INSERT INTO {CHUNK_TABLE} (width, lo, series_id, hi, n, rows)
@@ -320,3 +370,86 @@ class PostgresRollupChunks:
         inside = (bucket >= c_lo[rank]) & (bucket < c_hi[rank])
         columns = (sorted_ids[rank[inside]], *(records[name][inside] for name in RECORD.names))
         return c_lo, c_hi, columns
+
+    def _minute_chunks_may_serve(self, table: str, start: int, dtype: np.dtype) -> bool:
+        """Whether PromQL's read of ``dtype`` rows of ``table`` from ``start`` on may meet 1 min chunks:
+        the 1 min table, a settled day in the window (module invariants), columns a chunk holds."""
+        return (
+            table == CHUNKED[rollups.MINUTE_US]
+            and self._blocks_may_hold(start)
+            and set(dtype.names) <= set(MINUTE_RECORD.names)
+        )
+
+    def _stored_rows_with_chunks(self, table, ids, start, end, dtype):
+        """PromQL's minute-row read (:meth:`store.postgres.PostgresStore._stored_rows_read`) with the 1 min
+        chunks of the settled days in ``[start, end)`` (decision 0093): one statement sends, in one
+        snapshot, the pending-refresh check, the chunks of each series whose chunks there meet end to
+        end, and the stored rows outside them; the same rows, by bucket. A chunk of the format before
+        :data:`MINUTE_VERSION` among them: the stored rows alone, read again."""
+        sends = " || ".join(
+            f"{'float8send' if dtype[name].kind == 'f' else 'int8send'}({name})" for name in dtype.names
+        )
+        around = f"""SELECT {", ".join(dtype.names)} FROM {table} WHERE series_id = wanted.id
+            AND bucket >= %s AND bucket < wanted.c_lo
+            UNION ALL SELECT {", ".join(dtype.names)} FROM {table} WHERE series_id = wanted.id
+            AND bucket >= wanted.c_hi AND bucket < %s"""
+        width = rollups.MINUTE_US
+        with binary_cursor(self.connection) as cursor:
+            cursor.execute(
+                f"""WITH pending AS MATERIALIZED (
+                        SELECT 1 FROM {rollups.DIRTY}
+                        WHERE series_id = ANY(%s) AND hi > %s AND lo < %s LIMIT 1
+                    ), chunk AS MATERIALIZED (
+                        SELECT series_id, lo, hi, rows FROM {CHUNK_TABLE}
+                        WHERE width = %s AND lo > %s AND lo < %s AND hi > %s AND series_id = ANY(%s)
+                          AND NOT EXISTS (SELECT 1 FROM pending)
+                    ), run AS MATERIALIZED (
+                        SELECT series_id, min(lo) AS c_lo, max(hi) AS c_hi FROM chunk GROUP BY series_id
+                        HAVING sum(hi - lo) = max(hi) - min(lo)
+                    )
+                    SELECT wanted.id, found.packed, NULL::bigint, NULL::bigint
+                    FROM (SELECT ids.id, coalesce(run.c_lo, %s) AS c_lo, coalesce(run.c_hi, %s) AS c_hi
+                          FROM unnest(%s::bigint[]) AS ids (id) LEFT JOIN run ON run.series_id = ids.id)
+                        AS wanted
+                    CROSS JOIN LATERAL (SELECT string_agg({sends}, '') FROM ({around}) AS kept)
+                        AS found (packed)
+                    WHERE found.packed IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pending)
+                    UNION ALL SELECT chunk.series_id, chunk.rows, chunk.lo, chunk.hi
+                        FROM chunk JOIN run USING (series_id)
+                    UNION ALL SELECT NULL, NULL, NULL, NULL FROM pending""",
+                [ids, start, end, width, start - CHUNK_US[width], end, start, ids, end, end, ids, start, end],
+            )
+            found = cursor.fetchall()
+        if any(series_id is None for series_id, *_ in found):
+            return None
+        if any(blob[0] != MINUTE_VERSION for _sid, blob, lo, _hi in found if lo is not None):
+            # a chunk of the format before (until the next run writes it again): the stored rows alone
+            # (a version test in the statement detoasts every chunk twice: 5 ms of 4 MB)
+            return self._stored_rows_read(table, ids, start, end, dtype, chunks=False)
+        wire = np.dtype([(name, dtype[name].newbyteorder(">")) for name in dtype.names])
+        parts: dict[int, list[np.ndarray]] = {}
+        stored = [(int(sid), blob) for sid, blob, lo, _hi in found if lo is None]
+        for series_id, packed in stored:
+            parts.setdefault(series_id, []).append(np.frombuffer(packed, dtype=wire).astype(dtype))
+        chunks = [(int(sid), blob) for sid, blob, lo, _hi in found if lo is not None]
+        if chunks:
+            counts, records, extras = inflate([blob for _, blob in chunks], extra=True)
+            series = np.repeat(np.array([sid for sid, _ in chunks], dtype=np.int64), counts)
+            inside = (records["bucket"] >= start) & (records["bucket"] < end)
+            keep = None if inside.all() else np.flatnonzero(inside)  # chunks reaching outside the window
+            if keep is not None:
+                series = series[keep]
+            rows = np.empty(len(series), dtype=dtype)
+            for name in dtype.names:
+                column = records[name] if name in RECORD.names else extras[name]
+                rows[name] = column if keep is None else column[keep]
+            cuts = np.flatnonzero(np.diff(series)) + 1
+            for part_series, part in zip(np.split(series, cuts), np.split(rows, cuts), strict=True):
+                if len(part):
+                    parts.setdefault(int(part_series[0]), []).append(part)
+        out = {}
+        for series_id, pieces in parts.items():
+            rows = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            order = rows["first_ts"]  # inside its bucket: orders the rows as the bucket does
+            out[series_id] = rows if (np.diff(order) > 0).all() else rows[np.argsort(order)]
+        return out
