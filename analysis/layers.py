@@ -280,7 +280,9 @@ def window_sums(rows: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def burst_surprise(counts: np.ndarray, *, width: int, history: int, prior: int) -> np.ndarray:
+def burst_surprise(
+    counts: np.ndarray, *, width: int, history: int, prior: int, own_history: int | None = None
+) -> np.ndarray:
     """``counts[entity, bucket]`` of one group of peers (events per bucket: errors) → how surprising
     the count over each bucket and the ``width - 1`` before it is, as ``-log10`` of its Poisson tail
     probability given the ``history`` buckets before that window.
@@ -289,9 +291,14 @@ def burst_surprise(counts: np.ndarray, *, width: int, history: int, prior: int) 
     (span + prior)`` after ``span`` buckets of its own data) and its peers' rates, each peer as likely
     as another — a row quiet so far is judged as any of its peers might be (most quiet, a few
     trickling), so a peer that trickles makes one or two events ordinary and a counter that starts
-    moving stands out by how many events it shows. Rates are shrunk towards the group's. A bounded
-    ``history`` lets a peer's failure of hours ago leave the mixture. NaN where the row holds data for
-    less than half of ``history`` or none in the window; 0 where the window holds no event."""
+    moving stands out by how many events it shows. Rates are shrunk towards the group's, and the
+    group's holds half an event of prior (Jeffreys'): a history of none is a small rate, never zero,
+    so one isolated event is not as surprising as several at once. A bounded
+    ``history`` lets a peer's failure of hours ago leave the mixture. The row's own rate is read over
+    ``own_history`` buckets (default ``history``; longer for a counter of rare events): a row that logs
+    an isolated event every few hours may hold none in ``history``, and its next is then no surprise
+    only to a history that saw the ones before. NaN where the row holds data for less than half of
+    ``history`` or none in the window; 0 where the window holds no event."""
     n_rows, n = counts.shape
     width = max(1, width)
     seen = ~np.isnan(counts)
@@ -302,14 +309,19 @@ def burst_surprise(counts: np.ndarray, *, width: int, history: int, prior: int) 
     back = np.maximum(lo - history, 0)
     k = np.round(total[:, t] - total[:, lo])
     past, span = total[:, lo] - total[:, back], observed[:, lo] - observed[:, back]
-    group = past.sum(axis=0) / np.maximum(span.sum(axis=0), 1)
-    rates = (past + group * prior) / (span + prior)
-    weight = span / (span + prior)
+    # the group's rate with half an event of prior (Jeffreys'): none seen over a finite history is a
+    # small rate, not zero, so a first isolated event is not as surprising as several at once
+    group = (past.sum(axis=0) + 0.5) / np.maximum(span.sum(axis=0), 1)
+    rates = (past + group * prior) / (span + prior)  # each row as a peer: its recent rate
+    start = np.maximum(lo - max(history, own_history or history), 0)
+    own_past, own_span = total[:, lo] - total[:, start], observed[:, lo] - observed[:, start]
+    own_rates = (own_past + group * prior) / (own_span + prior)  # the row itself: its longer history
+    weight = own_span / (own_span + prior)
     out = np.zeros((n_rows, n))
     rows, cols = np.nonzero(k >= 1)  # rare in a group of error counters: only those are scored
     if rows.size:
         hits = k[rows, cols]
-        own = _poisson_tail(hits, rates[rows, cols] * width)
+        own = _poisson_tail(hits, own_rates[rows, cols] * width)
         peers = _poisson_tail(np.broadcast_to(hits, (n_rows, hits.size)), rates[:, cols] * width).mean(axis=0)
         mixed = weight[rows, cols] * own + (1 - weight[rows, cols]) * peers
         out[rows, cols] = -np.log10(np.maximum(mixed, 1e-300))

@@ -35,10 +35,11 @@ one series per entity), over buckets of ``step_s``:
   groups, extrapolated from the window's tail, never below ``threshold``;
 * :func:`score_bursts` (``burst``, with ``bursts`` on): in a group of counters of rare events
   (errors), how surprising a row's count over ``burst_window`` buckets is against its own rate and
-  its peers' over the ``burst_history_s`` before (:func:`burst_surprise`: a counter that starts
-  moving where it and most of its peers stayed flat, not a peer that trickles); its limit the
-  surprise one window of any such row reaches ``fp_per_day`` times a day, and a row at it is a
-  detection alone (decision 52);
+  its peers' over the ``burst_history_s`` before, its own over ``burst_own_history_s``
+  (:func:`burst_surprise`: a counter that starts moving where it and most of its peers stayed flat,
+  not a peer that trickles, nor a row's isolated event after a quiet spell); its limit the surprise
+  one window of any such row reaches ``fp_per_day`` times a day, and a row at it is a detection alone
+  (decisions 52, 94);
 * :func:`gap_scores` — a series that stops reporting while its peers go on;
 * :func:`outages` — where most of an entity's series stop at once, the entity is down (a reboot): its
   series' layers do not count there (one fact, not one signal per series).

@@ -39,6 +39,7 @@ class DetectionConfig:
     bursts: bool = True  # the burst layer: a counter of rare events showing more than its history allows
     burst_window: int = 15  # ... events counted over this many buckets
     burst_history_s: int = 6 * 3600  # ... against the rates of this much history before them
+    burst_own_history_s: int = 24 * 3600  # ... and a row's own rate over this much (isolated events)
     burst_prior: int = 120  # ... buckets of history that weigh as much as the peers' rates
     burst_rare: float = 0.9  # ... in groups of counters whose rate is zero in this share of buckets
     transition_min_s: int = 300  # a job (span) on an entity at least this long explains its steps

@@ -228,13 +228,14 @@ def score_group(members, rows, means, counts, first, config, layers, transitions
 def score_bursts(members, groups: list[list[int]], means, config, layers, lead=None) -> None:
     """The ``burst`` layer of every group of counters of rare events (their rate zero in a share
     ``burst_rare`` of the buckets: errors, not a busy counter's quiet spells): :func:`burst_surprise`
-    of each row's count over ``burst_window`` buckets, against its own and its peers' rates over the
-    ``burst_history_s`` before it. Not where ``cohort_min`` rows of the group reach their limit within
-    ``burst_window`` buckets of one another (an event of what they share: a storage server's, not one
-    entity's). Its limit is the surprise one window of any of these rows reaches ``fp_per_day`` times
-    a day between them all: ``-log10`` of ``fp_per_day`` times the window's share of a day over the
-    number of rows. Returned in units of that limit times ``threshold`` (1 after
-    :func:`scaled_scores`); a row at its limit is a detection of its own (:func:`fuse`).
+    of each row's count over ``burst_window`` buckets, against its peers' rates over the
+    ``burst_history_s`` before it and its own over the ``burst_own_history_s`` before it. Not where
+    ``cohort_min`` rows of the group reach their limit within ``burst_window`` buckets of one another
+    (an event of what they share: a storage server's, not one entity's). Its limit is the surprise
+    one window of any of these rows reaches ``fp_per_day`` times a day between them all: ``-log10`` of
+    ``fp_per_day`` times the window's share of a day over the number of rows. Returned in units of
+    that limit times ``threshold`` (1 after :func:`scaled_scores`); a row at its limit is a detection
+    of its own (:func:`fuse`).
 
     ``lead``: per row, its rates over the buckets before ``means`` (:func:`.reads.burst_lead`, the
     same length for every row), read as history only: which groups are rare and what is returned
@@ -262,6 +263,7 @@ def score_bursts(members, groups: list[list[int]], means, config, layers, lead=N
             width=width,
             history=max(1, config.burst_history_s // config.step_s),
             prior=config.burst_prior,
+            own_history=max(1, config.burst_own_history_s // config.step_s),
         )
         fired = np.nan_to_num(surprise) >= limit
         # rows that burst within a window of one another: an event of what they share, not one's fault

@@ -291,10 +291,11 @@ def rare_counters(members: list[Member], means: np.ndarray, config: DetectionCon
 
 def burst_lead(config: DetectionConfig, *, start: int, origin: int) -> int:
     """Buckets to read before ``origin`` for the burst layer: its first scored bucket (``start``) needs
-    the ``burst_window`` buckets that end there and the ``burst_history_s`` before them (6 h 15 min at
-    the defaults, of which ``baseline_s`` is read anyway); 0 with ``bursts`` off."""
+    the ``burst_window`` buckets that end there and the longer of ``burst_history_s`` and
+    ``burst_own_history_s`` before them (24 h 15 min at the defaults, of which ``baseline_s`` is read
+    anyway); 0 with ``bursts`` off."""
     if not config.bursts:
         return 0
     step = config.step_s * S
-    need = config.burst_window + -(-config.burst_history_s // config.step_s)
+    need = config.burst_window + -(-max(config.burst_history_s, config.burst_own_history_s) // config.step_s)
     return max(0, need - (start - origin) // step)

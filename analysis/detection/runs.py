@@ -51,8 +51,9 @@ def detect(
     The window is read and scored ``chunk_s`` at a time: series with peers (:func:`split_members`)
     with the ``warmup_s`` and ``baseline_s`` before each chunk (the warm-up fused as the chunk is, its
     detections dropped: :func:`.reads.observe`), and counters of rare events with the history the burst
-    layer needs (``burst_window`` buckets and ``burst_history_s`` before each chunk, 6 h 15 min at the
-    defaults: :func:`.reads.burst_lead`), so a window split into consecutive runs is scored as one;
+    layer needs (``burst_window`` buckets and the longer of ``burst_history_s`` and
+    ``burst_own_history_s`` before each chunk, 24 h 15 min at the defaults:
+    :func:`.reads.burst_lead`), so a window split into consecutive runs is scored as one;
     series judged alone with a carried history of at most ``SeasonalSettings.history_buckets``
     buckets each (primed from the ``history_s`` before ``start``). Memory is bounded by the series
     count times (chunk + warm-up + baseline + history) buckets, plus the rare counters times the burst

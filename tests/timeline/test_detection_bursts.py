@@ -62,6 +62,39 @@ def test_a_count_is_ordinary_on_a_counter_whose_own_history_trickles_and_surpris
     assert np.isnan(surprise[:, :180]).all()  # less than half its history known: not scored
 
 
+def _gapped_trickle(*, precursor: bool) -> detection.Observations:
+    """Like :func:`_errors`, but entity 5 trickles an isolated error every hour and a half with a gap of
+    seven hours (none between buckets 300 and 720, as a trickle's draws sometimes leave); with
+    ``precursor``, entity 40's seven errors end at ``FAILS_AT``."""
+    counts = np.zeros((ENTITIES, BUCKETS))
+    counts[5, [30, 120, 210, 300, 720, 810, 900, 990, 1080, 1170, 1260, 1350]] = 1
+    if precursor:
+        counts[40, [FAILS_AT - m for m in (20, 14, 10, 7, 5, 3, 1)]] = 1
+    members = [
+        detection.Member(i, "gpu", f"node-{i + 1:02d}", ("vendor", "ecc_errors", "gpu=0"), "vendor/ecc", True)
+        for i in range(ENTITIES)
+    ]
+    return detection.Observations(members, counts / 60, np.ones((ENTITIES, BUCKETS)), {}, 0, 120)
+
+
+def test_an_isolated_error_after_a_long_quiet_spell_of_a_trickling_counter_is_not_a_detection():
+    config = detection.DetectionConfig(step_s=60)
+    assert detection.detect_observed(_gapped_trickle(precursor=False), config) == []
+    found = detection.detect_observed(_gapped_trickle(precursor=True), config)
+    assert [d.entity for d in found] == ["node-41"]
+    assert found[0].ts < (FAILS_AT - 5) * 60 * 1_000_000
+
+
+def test_a_row_own_rate_reads_its_longer_history():
+    counts = np.zeros((10, 1200))
+    counts[0, [30, 120, 210, 300]] = 1  # trickling, then quiet for seven hours
+    counts[0, 730] = counts[1, 730] = 1  # one isolated error on it and on a counter that never moved
+    short = burst_surprise(counts, width=15, history=360, prior=120)
+    longer = burst_surprise(counts, width=15, history=360, prior=120, own_history=1440)
+    assert short[0, 735] > short[1, 735] - 0.5  # six hours hold none of its own: as surprising
+    assert longer[0, 735] < 2 < longer[1, 735]
+
+
 # ----------------------------------------------------------------------------- consecutive runs
 
 S = 1_000_000
