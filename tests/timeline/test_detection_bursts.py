@@ -14,13 +14,9 @@ BUCKETS = 1440  # a day of one-minute buckets
 FAILS_AT = 900  # the bucket the failing entity's error counter stops at (its XID)
 
 
-def _errors(rng: np.random.Generator, *, precursor: bool) -> detection.Observations:
-    """Sixty-three entities' corrected-error counters (as rates a second) for a day: three trickle
-    an error every hour and a half all day; with ``precursor``, entity 40 logs seven errors in the
-    25 minutes before ``FAILS_AT``, closer and closer together."""
-    rate = np.zeros((ENTITIES, BUCKETS))  # expected errors a bucket
-    rate[[5, 17, 52]] = 1 / 90
-    counts = rng.poisson(rate).astype(float)
+def _observed(counts: np.ndarray, *, precursor: bool) -> detection.Observations:
+    """One GPU index of ``ENTITIES`` nodes counting errors a bucket; with ``precursor``, entity 40's
+    seven errors closer and closer together end at ``FAILS_AT``."""
     if precursor:
         counts[40, [FAILS_AT - m for m in (20, 14, 10, 7, 5, 3, 1)]] = 1
     members = [
@@ -28,6 +24,16 @@ def _errors(rng: np.random.Generator, *, precursor: bool) -> detection.Observati
         for i in range(ENTITIES)
     ]
     return detection.Observations(members, counts / 60, np.ones((ENTITIES, BUCKETS)), {}, 0, 120)
+
+
+def _errors(rng: np.random.Generator, *, precursor: bool) -> detection.Observations:
+    """Sixty-three entities' corrected-error counters (as rates a second) for a day: three trickle
+    an error every hour and a half all day; with ``precursor``, entity 40 logs seven errors in the
+    25 minutes before ``FAILS_AT``, closer and closer together."""
+    rate = np.zeros((ENTITIES, BUCKETS))  # expected errors a bucket
+    rate[[5, 17, 52]] = 1 / 90
+    counts = rng.poisson(rate).astype(float)
+    return _observed(counts, precursor=precursor)
 
 
 def test_errors_starting_on_a_quiet_counter_are_detected_before_the_failure_and_trickling_peers_are_not():
@@ -68,13 +74,7 @@ def _gapped_trickle(*, precursor: bool) -> detection.Observations:
     ``precursor``, entity 40's seven errors end at ``FAILS_AT``."""
     counts = np.zeros((ENTITIES, BUCKETS))
     counts[5, [30, 120, 210, 300, 720, 810, 900, 990, 1080, 1170, 1260, 1350]] = 1
-    if precursor:
-        counts[40, [FAILS_AT - m for m in (20, 14, 10, 7, 5, 3, 1)]] = 1
-    members = [
-        detection.Member(i, "gpu", f"node-{i + 1:02d}", ("vendor", "ecc_errors", "gpu=0"), "vendor/ecc", True)
-        for i in range(ENTITIES)
-    ]
-    return detection.Observations(members, counts / 60, np.ones((ENTITIES, BUCKETS)), {}, 0, 120)
+    return _observed(counts, precursor=precursor)
 
 
 def test_an_isolated_error_after_a_long_quiet_spell_of_a_trickling_counter_is_not_a_detection():
