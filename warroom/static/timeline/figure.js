@@ -123,6 +123,13 @@ export function buildFigure(view) {
   if (hits && hits.length && hits.length <= 80) {
     for (const hit of hits) shapes.push(vline(hit.t, hexToRgba(HIT_COLOUR, 0.45), 1, "solid"));
   }
+  // An axis no trace draws a point on may have no plot area of its own: Plotly drew its line at NaN
+  // (a console error on drawings with a lane that answered nothing, or an empty line); no line then.
+  const drawnOn = new Set(traces.filter((t) => !Array.isArray(t.x) || t.x.length > 0).map((t) => t.yaxis || "y"));
+  for (const row of geometry.rows) {
+    const key = row.axis === "y" ? "yaxis" : `yaxis${row.axis.slice(1)}`;
+    if (!drawnOn.has(row.axis) && layout[key]) layout[key].showline = false;
+  }
   if (view.overlay) view.overlay(geometry.rows, domainOf, shapes, annotations); // the war room's analysis
   if (highlight) {
     shapes.push(vline(highlight.t, HIGHLIGHT_COLOUR, 1.6, "solid"));
