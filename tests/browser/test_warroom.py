@@ -67,8 +67,9 @@ def test_the_incident_reads_on_one_screen(page, live_server, incident):
     notes = [m for m in page.evaluate("window.jointline.view.marks") if m.get("annotation")]
     assert {m["org"] for m in notes} == {"infra", "modeldev", "storage"}
     assert page.problems == []
-    # the console stays clean too: a lane that answered nothing once drew its axis line at NaN
-    assert page.console_errors == []
+    # the console stays clean of drawing errors too: a lane that answered nothing drew its axis line
+    # at NaN (a request's own failure, which the console also reports, is the requests' business)
+    assert [e for e in page.console_errors if "Failed to load resource" not in e] == []
     _assert_lanes_match_the_published_schema(page, answers[-1].json()["lanes"])
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
