@@ -327,6 +327,10 @@ class PostgresRollupChunks:
         _table, width, a, b = rolled
         if not self._blocks_may_hold(a):  # chunks end at settled days, none of which meets [a, b)
             return None
+        if width in FINE_LEVELS and b - a < CHUNK_US[width]:
+            # a window shorter than one chunk's span reads at most a span of stored rows a series: the
+            # lookup (and the compaction state it needs) would cost more statements than it saves rows
+            return None
         if width in FINE_LEVELS:  # only where no compacted day meets [a, b), as the read notes them
             self._watch_compactions(a)
             days = self._noted_days(a, b)
